@@ -1,0 +1,45 @@
+"""spacy_elmo: ELMo (Peters et al. 2018) as a spaCy v3 plugin."""
+
+import re
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+HERE = Path(__file__).parent
+VERSION = re.search(r'__version__ = "([^"]+)"', (HERE / "spacy_elmo" / "__init__.py").read_text())[1]
+
+setup(
+    name="spacy-elmo",
+    version=VERSION,
+    description="ELMo deep contextualized word representations for spaCy v3, in PyTorch",
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.9",
+    packages=find_packages(include=["spacy_elmo", "spacy_elmo.*"]),
+    include_package_data=True,
+    package_data={"spacy_elmo": ["py.typed"]},
+    install_requires=[
+        "spacy>=3.7,<4",
+        "thinc>=8.2,<9",
+        "torch>=2.1",
+        "h5py>=3.0",
+        "numpy>=1.21",
+        "catalogue>=2.0",
+        "srsly>=2.4",
+        "confection>=0.1",
+        "safetensors>=0.4",
+        "typer>=0.9",
+        "tqdm>=4.60",
+    ],
+    extras_require={
+        "test": ["pytest>=7"],
+        "plot": ["matplotlib>=3.5"],
+    },
+    entry_points={},
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+        "Framework :: spaCy",
+    ],
+)

@@ -1,0 +1,36 @@
+"""ELMo (Peters et al. 2018) for spaCy: a PyTorch biLM that reads the released weights, a pipe,
+listeners for downstream components, and pretraining.
+
+The spaCy parts (the ``elmo`` factory, the registered architectures, the CLI) are found through
+entry points; importing this package does not import spaCy.
+"""
+
+from .chars import batch_to_ids
+from .nn import BiLM, ScalarMix
+from .options import BiLMOptions, OptionsError
+from .weights import (
+    WeightFileError,
+    build_bilm,
+    export_bilm_tf,
+    load_bilm,
+    read_bilm_tf_weights,
+    save_bilm,
+    write_bilm_tf_weights,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BiLM",
+    "BiLMOptions",
+    "OptionsError",
+    "ScalarMix",
+    "WeightFileError",
+    "batch_to_ids",
+    "build_bilm",
+    "export_bilm_tf",
+    "load_bilm",
+    "read_bilm_tf_weights",
+    "save_bilm",
+    "write_bilm_tf_weights",
+]

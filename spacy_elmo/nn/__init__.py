@@ -1,0 +1,17 @@
+"""Pure PyTorch modules of ELMo. Nothing here imports spaCy."""
+
+from .bilm import BiLM, BiLMActivations, BiLMStates
+from .char_cnn import CharacterEncoder, Highway
+from .lstm import ClippedLSTM, DirectionalLSTM
+from .scalar_mix import ScalarMix
+
+__all__ = [
+    "BiLM",
+    "BiLMActivations",
+    "BiLMStates",
+    "CharacterEncoder",
+    "ClippedLSTM",
+    "DirectionalLSTM",
+    "Highway",
+    "ScalarMix",
+]

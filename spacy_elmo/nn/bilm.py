@@ -1,0 +1,220 @@
+"""The bidirectional language model: token encoder + forward and backward LSTM stacks -> layers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional, Tuple
+
+import torch
+from torch import nn
+
+from ..chars import BOS_CHAR_IDS, EOS_CHAR_IDS, MAX_CHARS_PER_TOKEN
+from ..options import BiLMOptions
+from .char_cnn import CharacterEncoder
+from .lstm import DirectionalLSTM, LSTMState
+
+
+@dataclass
+class BiLMStates:
+    """Final LSTM states of each batch row, per layer: (h, c) for each direction."""
+
+    forward: List[LSTMState]
+    backward: List[LSTMState]
+
+
+@dataclass
+class BiLMActivations:
+    """All activations of a batch, boundary tokens included.
+
+    token_embedding: (batch, max_len + 2, projection_dim), padding rows zero.
+    forward / backward: per LSTM layer, (batch, max_len + 2, projection_dim).
+    mask: (batch, max_len + 2) bool, True for ``<S>``, the tokens and ``</S>``.
+    """
+
+    token_embedding: torch.Tensor
+    forward: List[torch.Tensor]
+    backward: List[torch.Tensor]
+    mask: torch.Tensor
+    states: BiLMStates
+
+
+class BiLM(nn.Module):
+    """ELMo's biLM.
+
+    ``bilm(char_ids)`` with char_ids (batch, max_len, 50) int64 from ``batch_to_ids`` returns
+    ``(layers, mask)``: layers (n_layers + 1, batch, max_len, 2 * projection_dim) float, where layer
+    0 is the token layer duplicated ``[x; x]`` and layer k is ``[forward_k; backward_k]``; the
+    sentence-boundary tokens are added and removed internally; padding rows are zero; mask is
+    (batch, max_len) bool.
+
+    Stateless by default: every call starts from zero LSTM states, so a sentence's vectors do not
+    depend on its batch. With ``stateful=True`` each batch row starts from the final states of the
+    same row in the previous call, as bilm-tf and AllenNLP do (call ``reset_states`` to forget).
+    """
+
+    def __init__(self, options: BiLMOptions, stateful: bool = False) -> None:
+        super().__init__()
+        self.options = options
+        self.stateful = stateful
+        cnn, lstm = options.char_cnn, options.lstm
+        self.token_encoder = CharacterEncoder(
+            cnn.embedding_dim, cnn.filters, cnn.n_highway, lstm.projection_dim, cnn.activation
+        )
+        directional = dict(
+            input_size=lstm.projection_dim,
+            hidden_size=lstm.dim,
+            proj_size=lstm.projection_dim,
+            num_layers=lstm.n_layers,
+            cell_clip=lstm.cell_clip,
+            proj_clip=lstm.proj_clip,
+            use_skip_connections=lstm.use_skip_connections,
+        )
+        self.forward_lstm = DirectionalLSTM(**directional, go_forward=True)
+        self.backward_lstm = DirectionalLSTM(**directional, go_forward=False)
+        self._states: Optional[BiLMStates] = None
+
+    @property
+    def output_dim(self) -> int:
+        return self.options.output_dim
+
+    @property
+    def n_output_layers(self) -> int:
+        return self.options.n_output_layers
+
+    def reset_states(self) -> None:
+        self._states = None
+
+    def forward(self, char_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        mask = _validate_char_ids(char_ids)
+        char_ids = char_ids.long()
+        batch_size, max_len = mask.shape
+        if batch_size == 0:
+            empty = self.token_encoder.projection.weight.new_zeros(
+                (self.n_output_layers, 0, max_len, self.output_dim)
+            )
+            return empty, mask
+        ids, lengths = self.add_boundaries(char_ids, mask.sum(dim=1))
+        acts = self.activations(ids, lengths, self._initial_states(batch_size))
+        if self.stateful:
+            self._store_states(_detached(acts.states))
+        layers = self.stack_layers(acts)[:, :, 1 : max_len + 1]
+        return layers * mask[None, :, :, None].to(layers.dtype), mask
+
+    def add_boundaries(
+        self, char_ids: torch.Tensor, lengths: torch.Tensor
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(batch, max_len, 50) -> (batch, max_len + 2, 50) with ``<S>`` first and ``</S>`` after
+        each row's last token; returns the new ids and lengths + 2."""
+        batch_size, max_len, _ = char_ids.shape
+        ids = char_ids.new_zeros((batch_size, max_len + 2, MAX_CHARS_PER_TOKEN))
+        ids[:, 1 : max_len + 1] = char_ids
+        ids[:, 0] = torch.as_tensor(BOS_CHAR_IDS, device=ids.device)
+        ids[torch.arange(batch_size, device=ids.device), lengths + 1] = torch.as_tensor(
+            EOS_CHAR_IDS, device=ids.device
+        )
+        return ids, lengths + 2
+
+    def activations(
+        self,
+        char_ids: torch.Tensor,
+        lengths: torch.Tensor,
+        states: Optional[BiLMStates] = None,
+        dropout: float = 0.0,
+    ) -> BiLMActivations:
+        """Run the biLM on ids that already hold their boundary tokens (or any token windows, as
+        in pretraining). char_ids (batch, T, 50), lengths (batch,) >= 1, states from a previous
+        call or None for zeros; ``dropout`` on each LSTM input (training only)."""
+        mask = torch.arange(char_ids.shape[1], device=char_ids.device)[None, :] < lengths[:, None]
+        tokens = self.embed_tokens(char_ids, mask)
+        forward, forward_states = self.forward_lstm(
+            tokens, lengths, states and states.forward, dropout
+        )
+        backward, backward_states = self.backward_lstm(
+            tokens, lengths, states and states.backward, dropout
+        )
+        return BiLMActivations(
+            tokens, forward, backward, mask, BiLMStates(forward_states, backward_states)
+        )
+
+    def embed_tokens(self, char_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Context-independent vectors of the unmasked tokens only: (batch, T, projection_dim)."""
+        encoded = self.token_encoder(char_ids[mask])
+        tokens = encoded.new_zeros(mask.shape + (encoded.shape[-1],))
+        tokens[mask] = encoded
+        return tokens
+
+    @staticmethod
+    def stack_layers(acts: BiLMActivations) -> torch.Tensor:
+        """(n_layers + 1, batch, T, 2 * projection_dim): [x; x], then [forward_k; backward_k]."""
+        layers = [torch.cat([acts.token_embedding, acts.token_embedding], dim=-1)]
+        layers += [torch.cat(pair, dim=-1) for pair in zip(acts.forward, acts.backward)]
+        return torch.stack(layers)
+
+    def _initial_states(self, batch_size: int) -> Optional[BiLMStates]:
+        """Stateful mode: the previous call's final states for the first ``batch_size`` rows,
+        zeros for rows that are new."""
+        if not self.stateful or self._states is None:
+            return None
+        return BiLMStates(
+            [_resize_state(s, batch_size) for s in self._states.forward],
+            [_resize_state(s, batch_size) for s in self._states.backward],
+        )
+
+    def _store_states(self, new: BiLMStates) -> None:
+        """Keep rows of an earlier, larger batch that this batch did not use."""
+        if self._states is not None:
+            new = BiLMStates(
+                [_merge_state(old, s) for old, s in zip(self._states.forward, new.forward)],
+                [_merge_state(old, s) for old, s in zip(self._states.backward, new.backward)],
+            )
+        self._states = new
+
+
+def _validate_char_ids(char_ids: torch.Tensor) -> torch.Tensor:
+    """Check shape and padding of the input; return the (batch, max_len) token mask."""
+    if not isinstance(char_ids, torch.Tensor):
+        raise TypeError(f"BiLM expects a torch.Tensor of character ids, got {type(char_ids).__name__}")
+    if char_ids.dim() != 3 or char_ids.shape[-1] != MAX_CHARS_PER_TOKEN:
+        raise ValueError(
+            f"character ids must have shape (batch, max_len, {MAX_CHARS_PER_TOKEN}), "
+            f"got {tuple(char_ids.shape)}; build them with spacy_elmo.batch_to_ids"
+        )
+    if char_ids.dtype.is_floating_point or char_ids.dtype == torch.bool:
+        raise TypeError(f"character ids must be an integer tensor, got {char_ids.dtype}")
+    if char_ids.numel() and (int(char_ids.min()) < 0 or int(char_ids.max()) >= 262):
+        raise ValueError("character ids must lie in [0, 262); build them with batch_to_ids")
+    mask = (char_ids > 0).any(dim=-1)
+    lengths = mask.sum(dim=1)
+    prefix = torch.arange(mask.shape[1], device=mask.device)[None, :] < lengths[:, None]
+    if not torch.equal(mask, prefix):
+        row = int((mask != prefix).any(dim=1).nonzero()[0])
+        raise ValueError(
+            f"character ids row {row} has an all-padding token before its last token; "
+            "padding (all-zero rows) may only follow a sentence's tokens"
+        )
+    return mask
+
+
+def _resize_state(state: LSTMState, batch_size: int) -> LSTMState:
+    h, c = state
+    if h.shape[0] >= batch_size:
+        return h[:batch_size], c[:batch_size]
+    extra = batch_size - h.shape[0]
+    return (
+        torch.cat([h, h.new_zeros(extra, h.shape[1])]),
+        torch.cat([c, c.new_zeros(extra, c.shape[1])]),
+    )
+
+
+def _merge_state(old: LSTMState, new: LSTMState) -> LSTMState:
+    n = new[0].shape[0]
+    if old[0].shape[0] <= n:
+        return new
+    return torch.cat([new[0], old[0][n:]]), torch.cat([new[1], old[1][n:]])
+
+
+def _detached(states: BiLMStates) -> BiLMStates:
+    return BiLMStates(
+        [(h.detach(), c.detach()) for h, c in states.forward],
+        [(h.detach(), c.detach()) for h, c in states.backward],
+    )

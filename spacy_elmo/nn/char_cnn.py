@@ -1,0 +1,85 @@
+"""Context-independent token encoder: character embeddings -> CNN -> highway -> projection."""
+
+from __future__ import annotations
+
+from typing import Sequence, Tuple
+
+import torch
+from torch import nn
+
+from ..chars import MAX_CHARS_PER_TOKEN, N_CHARACTERS, PADDING
+
+
+class Highway(nn.Module):
+    """One highway layer in bilm-tf's convention.
+
+    ``carry = sigmoid(x W_c + b_c)``; ``y = carry * relu(x W_t + b_t) + (1 - carry) * x``.
+    ``linear`` computes ``[transform; carry]`` in one matrix product, shape (dim,) -> (2 * dim,).
+    The nonlinearity is relu whatever the CNN activation is (as in bilm-tf).
+    """
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+        self.linear = nn.Linear(dim, 2 * dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: (N, dim) -> (N, dim)."""
+        transform, carry = self.linear(x).chunk(2, dim=-1)
+        carry = torch.sigmoid(carry)
+        return carry * torch.relu(transform) + (1.0 - carry) * x
+
+
+class CharacterEncoder(nn.Module):
+    """Character ids of one token -> a context-independent token vector.
+
+    Input (N, 50) int64 ids (0 = all-padding token), output (N, output_dim).
+    ``convolutions[i]`` is a Conv1d of width ``filters[i][0]`` with ``filters[i][1]`` channels; each
+    is max-pooled over all positions, then passed through ``activation``.
+    """
+
+    def __init__(
+        self,
+        embedding_dim: int,
+        filters: Sequence[Tuple[int, int]],
+        n_highway: int,
+        output_dim: int,
+        activation: str = "relu",
+    ) -> None:
+        super().__init__()
+        self.filters = [tuple(f) for f in filters]
+        self.n_filters = sum(n for _, n in self.filters)
+        self.output_dim = output_dim
+        self.activation = activation
+        self.char_embedding = nn.Embedding(N_CHARACTERS, embedding_dim, padding_idx=0)
+        self.convolutions = nn.ModuleList(
+            nn.Conv1d(embedding_dim, n, kernel_size=width) for width, n in self.filters
+        )
+        self.highways = nn.ModuleList(Highway(self.n_filters) for _ in range(n_highway))
+        self.projection = nn.Linear(self.n_filters, output_dim)
+        self._max_width = max(width for width, _ in self.filters)
+
+    def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """char_ids: (N, 50) int64 -> (N, output_dim)."""
+        if char_ids.shape[0] == 0:
+            return char_ids.new_zeros((0, self.output_dim), dtype=self.projection.weight.dtype)
+        char_ids = char_ids[:, : self._positions_needed(char_ids)]
+        # (N, embedding_dim, positions)
+        embedded = self.char_embedding(char_ids).transpose(1, 2)
+        act = torch.relu if self.activation == "relu" else torch.tanh
+        pooled = [act(conv(embedded).amax(dim=-1)) for conv in self.convolutions]
+        x = torch.cat(pooled, dim=-1)
+        for highway in self.highways:
+            x = highway(x)
+        return self.projection(x)
+
+    def _positions_needed(self, char_ids: torch.Tensor) -> int:
+        """How many of the 50 character positions change the max-pooled result.
+
+        Every window lying wholly in the trailing padding sees the same input, so gives the same
+        value. Keeping ``longest + max_width`` positions keeps one such window for each token
+        (or all 50 positions when that is not possible), so the max is unchanged, exactly.
+        """
+        real = (char_ids != 0) & (char_ids != PADDING + 1)
+        longest = int(real.sum(dim=-1).max())
+        return min(MAX_CHARS_PER_TOKEN, longest + self._max_width)

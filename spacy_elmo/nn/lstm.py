@@ -1,0 +1,205 @@
+"""LSTM with a projected hidden state and optional cell/projection clipping (the ELMo cell).
+
+Per time step, in torch's gate order (i, f, g, o)::
+
+    gates = x W_ih^T + h W_hh^T + b_ih + b_hh
+    c = clip(sigmoid(f) * c + sigmoid(i) * tanh(g), cell_clip)
+    h = clip((sigmoid(o) * tanh(c)) W_hr^T, proj_clip)
+
+Without clipping this is exactly ``torch.nn.LSTM(proj_size=...)``, so the layer *is* one: the
+parameters carry torch's names (``weight_ih_l0``, ``weight_hh_l0``, ``bias_ih_l0``, ``bias_hh_l0``,
+``weight_hr_l0``) and unclipped layers run torch's fused kernel (cuDNN on GPU). With clipping,
+which torch's kernel lacks, the layer runs its exact path: the input products of all time steps in
+one matrix product, then a loop over time that touches only the sequences still running
+(packed, length-sorted rows), so padding costs nothing.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import PackedSequence
+
+LSTMState = Tuple[torch.Tensor, torch.Tensor]
+
+
+class ClippedLSTM(nn.LSTM):
+    """One unidirectional layer over packed, length-sorted input.
+
+    Args:
+        input_size: width of the input vectors.
+        hidden_size: width of the memory cell (ELMo's ``dim``).
+        proj_size: width of the projected output/recurrent state (ELMo's ``projection_dim``).
+        cell_clip / proj_clip: clip values, or None for no clipping.
+    """
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        proj_size: int,
+        cell_clip: Optional[float] = None,
+        proj_clip: Optional[float] = None,
+    ) -> None:
+        super().__init__(input_size, hidden_size, num_layers=1, proj_size=proj_size)
+        self.cell_clip = cell_clip
+        self.proj_clip = proj_clip
+
+    @property
+    def clipped(self) -> bool:
+        return self.cell_clip is not None or self.proj_clip is not None
+
+    def run_packed(
+        self, data: torch.Tensor, batch_sizes: torch.Tensor, state: LSTMState
+    ) -> Tuple[torch.Tensor, LSTMState]:
+        """Run over packed input whose rows are sorted by decreasing length.
+
+        Args:
+            data: (n_tokens, input_size), time-major packed rows (PackedSequence.data).
+            batch_sizes: (max_len,) CPU int64, rows still running at each step.
+            state: (h0 (batch, proj_size), c0 (batch, hidden_size)), in sorted row order.
+        Returns:
+            output (n_tokens, proj_size) packed like ``data``, and the final (h, c) of every row.
+        """
+        if not self.clipped:
+            packed = PackedSequence(data, batch_sizes)
+            output, (h_n, c_n) = super().forward(packed, (state[0][None], state[1][None]))
+            return output.data, (h_n[0], c_n[0])
+        return self._run_clipped(data, batch_sizes.tolist(), state)
+
+    def _run_clipped(
+        self, data: torch.Tensor, batch_sizes: List[int], state: LSTMState
+    ) -> Tuple[torch.Tensor, LSTMState]:
+        hidden = self.hidden_size
+        x_gates = torch.addmm(self.bias_ih_l0 + self.bias_hh_l0, data, self.weight_ih_l0.t())
+        w_hh = self.weight_hh_l0.t()
+        w_hr = self.weight_hr_l0.t()
+        h, c = state
+        outputs: List[torch.Tensor] = []
+        finished_h: List[torch.Tensor] = []
+        finished_c: List[torch.Tensor] = []
+        offset = 0
+        for n_running in batch_sizes:
+            if n_running < h.shape[0]:
+                # The shortest rows (at the end, as rows are sorted) have ended: keep their state.
+                finished_h.append(h[n_running:])
+                finished_c.append(c[n_running:])
+                h, c = h[:n_running], c[:n_running]
+            gates = torch.addmm(x_gates[offset : offset + n_running], h, w_hh)
+            offset += n_running
+            c = _cell_update(gates, c, hidden)
+            if self.cell_clip is not None:
+                c = c.clamp(-self.cell_clip, self.cell_clip)
+            h = (torch.sigmoid(gates[:, 3 * hidden :]) * torch.tanh(c)).mm(w_hr)
+            if self.proj_clip is not None:
+                h = h.clamp(-self.proj_clip, self.proj_clip)
+            outputs.append(h)
+        finished_h.append(h)
+        finished_c.append(c)
+        h_n = torch.cat(finished_h[::-1])
+        c_n = torch.cat(finished_c[::-1])
+        return torch.cat(outputs), (h_n, c_n)
+
+
+def _cell_update(gates: torch.Tensor, c: torch.Tensor, hidden: int) -> torch.Tensor:
+    """c_new = sigmoid(f) * c + sigmoid(i) * tanh(g) for gates in (i, f, g, o) order."""
+    input_forget = torch.sigmoid(gates[:, : 2 * hidden])
+    candidate = torch.tanh(gates[:, 2 * hidden : 3 * hidden])
+    return torch.addcmul(input_forget[:, hidden:] * c, input_forget[:, :hidden], candidate)
+
+
+class DirectionalLSTM(nn.Module):
+    """A stack of ClippedLSTM layers reading sentences in one direction.
+
+    Layers from the second on add their input to their output (residual connection) when
+    ``use_skip_connections``; the residual is not fed back into the recurrence. The backward
+    direction (``go_forward=False``) reads each row from its last real token to its first.
+    """
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        proj_size: int,
+        num_layers: int,
+        cell_clip: Optional[float] = None,
+        proj_clip: Optional[float] = None,
+        use_skip_connections: bool = True,
+        go_forward: bool = True,
+    ) -> None:
+        super().__init__()
+        self.go_forward = go_forward
+        self.use_skip_connections = use_skip_connections
+        self.hidden_size = hidden_size
+        self.proj_size = proj_size
+        self.layers = nn.ModuleList(
+            ClippedLSTM(
+                input_size if i == 0 else proj_size, hidden_size, proj_size, cell_clip, proj_clip
+            )
+            for i in range(num_layers)
+        )
+
+    def zero_state(self, batch_size: int, like: torch.Tensor) -> List[LSTMState]:
+        """Initial (h, c) per layer: (batch, proj_size), (batch, hidden_size) zeros."""
+        return [
+            (like.new_zeros(batch_size, self.proj_size), like.new_zeros(batch_size, self.hidden_size))
+            for _ in self.layers
+        ]
+
+    def forward(
+        self,
+        inputs: torch.Tensor,
+        lengths: torch.Tensor,
+        states: Optional[List[LSTMState]] = None,
+        dropout: float = 0.0,
+    ) -> Tuple[List[torch.Tensor], List[LSTMState]]:
+        """Run all layers.
+
+        Args:
+            inputs: (batch, max_len, input_size), rows padded after their ``lengths``.
+            lengths: (batch,) int64, every length >= 1.
+            states: per layer (h0, c0) in batch order, or None for zeros.
+            dropout: applied to each layer's input while training (bilm-tf's LSTM input dropout).
+        Returns:
+            per layer, (batch, max_len, proj_size) outputs in reading order of the original
+            positions (padding rows zero), and per layer the final (h, c) in batch order.
+        """
+        batch_size, max_len, _ = inputs.shape
+        lengths_cpu = lengths.cpu()
+        if not self.go_forward:
+            inputs = reverse_padded(inputs, lengths)
+        packed = nn.utils.rnn.pack_padded_sequence(
+            inputs, lengths_cpu, batch_first=True, enforce_sorted=False
+        )
+        sorted_idx, unsorted_idx = packed.sorted_indices, packed.unsorted_indices
+        if states is None:
+            states = self.zero_state(batch_size, inputs)
+        x = packed.data
+        outputs: List[torch.Tensor] = []
+        final_states: List[LSTMState] = []
+        for i, (layer, (h0, c0)) in enumerate(zip(self.layers, states)):
+            layer_input = nn.functional.dropout(x, dropout, self.training) if dropout else x
+            state = (h0.index_select(0, sorted_idx), c0.index_select(0, sorted_idx))
+            y, (h_n, c_n) = layer.run_packed(layer_input, packed.batch_sizes, state)
+            if i > 0 and self.use_skip_connections:
+                y = y + x
+            x = y
+            final_states.append((h_n.index_select(0, unsorted_idx), c_n.index_select(0, unsorted_idx)))
+            padded, _ = nn.utils.rnn.pad_packed_sequence(
+                PackedSequence(y, packed.batch_sizes, sorted_idx, unsorted_idx),
+                batch_first=True,
+                total_length=max_len,
+            )
+            outputs.append(padded if self.go_forward else reverse_padded(padded, lengths))
+        return outputs, final_states
+
+
+def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Reverse each row of (batch, max_len, dim) within its length; padding stays in place."""
+    max_len = x.shape[1]
+    positions = torch.arange(max_len, device=x.device).expand(x.shape[0], max_len)
+    lengths = lengths.to(x.device)[:, None]
+    index = torch.where(positions < lengths, lengths - 1 - positions, positions)
+    return x.gather(1, index[:, :, None].expand_as(x))

@@ -1,0 +1,98 @@
+"""Shared fixtures: the bilm-tf test model and randomly initialised weight files of any shape."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict
+
+import h5py
+import numpy as np
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+ELMO_FIXTURE = FIXTURES / "allennlp_elmo"
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def make_options(
+    activation: str = "relu",
+    n_highway: int = 1,
+    n_layers: int = 2,
+    dim: int = 12,
+    projection_dim: int = 6,
+    filters=((1, 4), (2, 5), (3, 6)),
+    char_dim: int = 3,
+    clip: float = 3.0,
+    use_skip_connections: bool = True,
+) -> Dict[str, Any]:
+    return {
+        "char_cnn": {
+            "activation": activation,
+            "embedding": {"dim": char_dim},
+            "filters": [list(f) for f in filters],
+            "max_characters_per_token": 50,
+            "n_characters": 262,
+            "n_highway": n_highway,
+        },
+        "lstm": {
+            "cell_clip": clip,
+            "dim": dim,
+            "n_layers": n_layers,
+            "proj_clip": clip,
+            "projection_dim": projection_dim,
+            "use_skip_connections": use_skip_connections,
+        },
+    }
+
+
+def write_random_bilm_tf(directory: Path, options: Dict[str, Any], seed: int = 0, scale: float = 0.5):
+    """Write options.json + weights.hdf5 with random weights, straight in the bilm-tf layout
+    (TensorFlow shapes), without going through spacy_elmo."""
+    rng = np.random.default_rng(seed)
+    cnn, lstm = options["char_cnn"], options["lstm"]
+    e = cnn["embedding"]["dim"]
+    d = sum(n for _, n in cnn["filters"])
+    p, h = lstm["projection_dim"], lstm["dim"]
+
+    def rand(*shape):
+        return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "options.json").write_text(json.dumps(options))
+    with h5py.File(directory / "weights.hdf5", "w") as f:
+        f["char_embed"] = rand(261, e)
+        for i, (w, n) in enumerate(cnn["filters"]):
+            f[f"CNN/W_cnn_{i}"] = rand(1, w, e, n)
+            f[f"CNN/b_cnn_{i}"] = rand(n)
+        for k in range(cnn["n_highway"]):
+            for name in ("W_transform", "W_carry"):
+                f[f"CNN_high_{k}/{name}"] = rand(d, d) / np.sqrt(d)
+            for name in ("b_transform", "b_carry"):
+                f[f"CNN_high_{k}/{name}"] = rand(d)
+        f["CNN_proj/W_proj"] = rand(d, p) / np.sqrt(d)
+        f["CNN_proj/b_proj"] = rand(p)
+        for direction in range(2):
+            for layer in range(lstm["n_layers"]):
+                prefix = f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell/"
+                f[prefix + "W_0"] = rand(2 * p, 4 * h)
+                f[prefix + "B"] = rand(4 * h)
+                f[prefix + "W_P_0"] = rand(h, p) / np.sqrt(h) * 3
+    return directory / "options.json", directory / "weights.hdf5"
+
+
+@pytest.fixture(scope="session")
+def fixture_files():
+    return ELMO_FIXTURE / "options.json", ELMO_FIXTURE / "lm_weights.hdf5"
+
+
+@pytest.fixture(scope="session")
+def fixture_bilm(fixture_files):
+    from spacy_elmo import load_bilm
+
+    return load_bilm(*fixture_files)
+
+
+@pytest.fixture(scope="session")
+def fixture_sentences():
+    return json.loads((ELMO_FIXTURE / "sentences.json").read_text())

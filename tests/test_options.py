@@ -1,0 +1,67 @@
+"""options.json parsing: released files load, bad ones name the key at fault."""
+
+import json
+
+import pytest
+
+from conftest import make_options
+from spacy_elmo import BiLMOptions, OptionsError
+
+
+def test_released_fixture_options(fixture_files):
+    options = BiLMOptions.from_file(fixture_files[0])
+    assert options.char_cnn.filters == ((1, 4), (2, 8), (3, 16), (4, 32), (5, 64))
+    assert options.char_cnn.n_filters == 124 and options.char_cnn.n_highway == 2
+    assert options.lstm.cell_clip == 3.0 and options.lstm.proj_clip == 3.0
+    assert options.output_dim == 32 and options.n_output_layers == 3
+
+
+def test_round_trip_through_dict():
+    options = BiLMOptions.from_dict(make_options(activation="tanh", n_layers=3))
+    assert BiLMOptions.from_dict(options.to_dict()) == options
+
+
+def test_training_keys_are_ignored_and_zero_clip_means_none():
+    data = make_options(clip=0)
+    data.update(batch_size=128, n_epochs=10, dropout=0.1)
+    options = BiLMOptions.from_dict(data)
+    assert options.lstm.cell_clip is None and options.lstm.proj_clip is None
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda o: o["char_cnn"].update(activation="gelu"), "char_cnn.activation"),
+        (lambda o: o["lstm"].pop("dim"), "lstm.dim"),
+        (lambda o: o["lstm"].update(n_layers=0), "lstm.n_layers"),
+        (lambda o: o["char_cnn"].update(filters=[[1, 4], [2]]), r"char_cnn.filters\[1\]"),
+        (lambda o: o["char_cnn"].update(max_characters_per_token=30), "max_characters_per_token"),
+        (lambda o: o["char_cnn"].update(n_characters=300), "n_characters"),
+        (lambda o: o["lstm"].update(cell_clip=-1), "lstm.cell_clip"),
+        (lambda o: o["lstm"].update(use_skip_connections="yes"), "use_skip_connections"),
+        (lambda o: o.pop("lstm"), "missing section 'lstm'"),
+    ],
+)
+def test_bad_options_name_the_key(tmp_path, edit, message):
+    data = make_options()
+    edit(data)
+    path = tmp_path / "options.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(OptionsError, match=message) as info:
+        BiLMOptions.from_file(path)
+    assert str(path) in str(info.value)
+
+
+def test_skip_connections_off_warns_and_is_kept():
+    with pytest.warns(UserWarning, match="without residual connections"):
+        options = BiLMOptions.from_dict(make_options(use_skip_connections=False))
+    assert options.lstm.use_skip_connections is False
+
+
+def test_unreadable_options_files(tmp_path):
+    with pytest.raises(FileNotFoundError, match="options file not found"):
+        BiLMOptions.from_file(tmp_path / "nope.json")
+    path = tmp_path / "options.json"
+    path.write_text("{not json")
+    with pytest.raises(OptionsError, match="not a valid JSON"):
+        BiLMOptions.from_file(path)
