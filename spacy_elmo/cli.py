@@ -1,0 +1,19 @@
+"""``python -m spacy_elmo``: the command-line interface (typer).
+
+Each command lives beside the code it drives and is registered here, so this file stays an index.
+"""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="spacy_elmo",
+    help="ELMo for spaCy: embed text, convert weight files, pretrain biLMs, benchmark.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+def main() -> None:
+    app()
