@@ -36,7 +36,14 @@ setup(
         "test": ["pytest>=7"],
         "plot": ["matplotlib>=3.5"],
     },
-    entry_points={},
+    entry_points={
+        "spacy_factories": ["elmo = spacy_elmo.pipe:make_elmo"],
+        "spacy_architectures": [
+            "spacy_elmo.ElmoModel.v1 = spacy_elmo.architectures:elmo_model_v1",
+            "spacy_elmo.ElmoListener.v1 = spacy_elmo.architectures:elmo_listener_v1",
+        ],
+        "console_scripts": ["spacy-elmo = spacy_elmo.cli:main"],
+    },
     classifiers=[
         "Programming Language :: Python :: 3",
         "Topic :: Scientific/Engineering :: Artificial Intelligence",
