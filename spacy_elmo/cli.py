@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import typer
 
+from .pretrain.commands import EXTRA_ARGS, init_config_command, pretrain_command
+
 app = typer.Typer(
     name="spacy_elmo",
     help="ELMo for spaCy: embed text, convert weight files, pretrain biLMs, benchmark.",
     no_args_is_help=True,
     add_completion=False,
 )
+
+app.command("pretrain", context_settings=EXTRA_ARGS)(pretrain_command)
+app.command("init-config")(init_config_command)
 
 
 def main() -> None:

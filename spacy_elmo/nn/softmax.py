@@ -1,0 +1,80 @@
+"""The language-model output layer shared by the forward and backward LMs.
+
+``full_nll`` scores every word (exact perplexity, small vocabularies). ``sampled_nll`` is the
+sampled softmax of Jean et al. (2015) as bilm-tf trained it: the true word and ``n_samples``
+negatives drawn from a log-uniform (Zipfian) distribution over a frequency-sorted vocabulary, each
+logit corrected by ``-log(expected count)``, accidental hits of the true word removed.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+from torch import nn
+
+
+class LogUniformSampler:
+    """Draws word ids with P(k) = log((k + 2) / (k + 1)) / log(V + 1), k = 0 .. V - 1.
+
+    Assumes ids are sorted by decreasing frequency, as Zipf's law then roughly matches P.
+    """
+
+    def __init__(self, vocab_size: int) -> None:
+        self.vocab_size = vocab_size
+        self._log_range = math.log(vocab_size + 1)
+
+    def sample(
+        self, n: int, device: torch.device, generator: Optional[torch.Generator] = None
+    ) -> torch.Tensor:
+        """(n,) int64 ids, drawn with replacement by inverting the CDF."""
+        u = torch.rand(n, generator=generator, device=generator.device if generator else device)
+        ids = torch.exp(u * self._log_range).long() - 1
+        return ids.clamp_(0, self.vocab_size - 1).to(device)
+
+    def log_expected_count(self, ids: torch.Tensor, n: int) -> torch.Tensor:
+        """log(n * P(id)): the correction subtracted from each sampled logit."""
+        ids = ids.double()
+        p = torch.log((ids + 2.0) / (ids + 1.0)) / self._log_range
+        return torch.log(n * p).float()
+
+
+class LMSoftmax(nn.Module):
+    """logits = h W^T + b over the vocabulary. weight (vocab, dim), bias (vocab,)."""
+
+    def __init__(self, vocab_size: int, dim: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(vocab_size, dim) / math.sqrt(dim))
+        self.bias = nn.Parameter(torch.zeros(vocab_size))
+        self.sampler = LogUniformSampler(vocab_size)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.weight.shape[0]
+
+    def full_nll(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Exact negative log-likelihood per target. hidden (N, dim), targets (N,) -> (N,)."""
+        logits = torch.addmm(self.bias, hidden, self.weight.t())
+        return nn.functional.cross_entropy(logits.float(), targets, reduction="none")
+
+    def sampled_nll(
+        self,
+        hidden: torch.Tensor,
+        targets: torch.Tensor,
+        n_samples: int,
+        generator: Optional[torch.Generator] = None,
+    ) -> torch.Tensor:
+        """Sampled-softmax loss per target (an estimate of ``full_nll`` used for training).
+
+        One set of ``n_samples`` negatives is shared by all N targets of the batch.
+        """
+        sampled = self.sampler.sample(n_samples, hidden.device, generator)
+        true_logit = (hidden * self.weight[targets]).sum(-1) + self.bias[targets]
+        true_logit = true_logit - self.sampler.log_expected_count(targets, n_samples)
+        sampled_logits = torch.addmm(self.bias[sampled], hidden, self.weight[sampled].t())
+        sampled_logits = sampled_logits - self.sampler.log_expected_count(sampled, n_samples)
+        accidental = targets[:, None] == sampled[None, :]
+        sampled_logits = sampled_logits.masked_fill(accidental, float("-inf"))
+        logits = torch.cat([true_logit[:, None], sampled_logits], dim=1).float()
+        return torch.logsumexp(logits, dim=1) - logits[:, 0]

@@ -1,0 +1,41 @@
+"""CLI commands for pretraining: ``pretrain`` and ``init-config``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from .config import DEFAULT_CONFIG
+
+EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+
+def pretrain_command(
+    ctx: typer.Context,
+    config_path: Path = typer.Argument(..., help="Pretraining config (see init-config)", exists=True, dir_okay=False),
+    output_dir: Path = typer.Argument(..., help="Where the model, metrics and checkpoints go"),
+    gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use; -1 for the CPU"),
+    resume: bool = typer.Option(False, "--resume", help="Continue from output_dir/checkpoint"),
+) -> None:
+    """Pretrain an ELMo biLM. Config values can be overridden: --training.max_steps 500.
+
+    Data parallel: torchrun --nproc_per_node N -m spacy_elmo pretrain CONFIG OUT [--gpu-id 0]
+    """
+    from spacy.cli._util import parse_config_overrides
+
+    from .config import load_config
+    from .trainer import pretrain
+
+    overrides = parse_config_overrides(ctx.args)
+    config = load_config(config_path, overrides)
+    out = pretrain(config, output_dir, gpu_id=gpu_id, resume=resume)
+    typer.echo(f"Model written to {out} (load it with nlp.add_pipe('elmo', config={{'model_path': '{out}'}}))")
+
+
+def init_config_command(
+    output_file: Path = typer.Argument(..., help="Where to write the default pretraining config"),
+) -> None:
+    """Write the documented default pretraining config."""
+    output_file.write_text(DEFAULT_CONFIG.lstrip("\n"), encoding="utf-8")
+    typer.echo(f"Wrote {output_file}")

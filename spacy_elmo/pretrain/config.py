@@ -1,0 +1,301 @@
+"""The pretraining config: a spaCy-style (confection) file, validated into typed settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Optional, Union
+
+from confection import Config
+
+from ..options import BiLMOptions
+from .corpus import CorpusSettings
+
+DEFAULT_CONFIG = """
+# Pretraining config for spacy_elmo. Write a copy with `python -m spacy_elmo init-config`.
+# Any value can be overridden on the command line: --training.max_steps 1000
+
+[paths]
+train = null
+dev = null
+vocab = null
+
+[system]
+seed = 0
+
+# The biLM's shape: the fields of the released options.json. The defaults are a small model
+# that trains on a CPU; the released "original" model is
+# filters [[1,32],[2,32],[3,64],[4,128],[5,256],[6,512],[7,1024]], n_highway 2,
+# lstm_dim 4096, projection_dim 512, cell_clip 3, proj_clip 3.
+[model]
+char_embedding_dim = 16
+filters = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256]]
+n_highway = 1
+activation = "relu"
+lstm_dim = 512
+projection_dim = 128
+n_layers = 2
+# null disables clipping, which lets the fused (cuDNN / oneDNN) LSTM kernel run.
+cell_clip = null
+proj_clip = null
+use_skip_connections = true
+
+[corpus]
+train = ${paths.train}
+dev = ${paths.dev}
+# true: lines are already tokenized (split on whitespace); false: spaCy's tokenizer for `lang`.
+tokenized = true
+lang = "en"
+# Cut lines into sentences (the biLM reads sentences at inference time).
+split_sentences = true
+max_sequence_length = 100
+# Lines that are not valid UTF-8: "skip" (counted in the metrics) or "raise".
+on_decode_error = "skip"
+# Sequences shuffled together, then bucketed by length.
+shuffle_buffer = 10000
+# Cap the tokens scored in each held-out evaluation (null: the whole dev file).
+dev_max_tokens = null
+
+[vocab]
+# An existing vocab.txt (<S>, </S>, <UNK>, then words by frequency), or null to build one.
+path = ${paths.vocab}
+size = 50000
+min_count = 1
+
+[objective]
+# "full" softmax, "sampled" softmax, or "auto" (sampled when the vocabulary exceeds 100k).
+softmax = "auto"
+n_negative_samples = 8192
+dropout = 0.1
+
+[optimizer]
+# "adagrad" (the paper's: lr 0.2, initial accumulator 1.0) or "adam".
+name = "adam"
+learning_rate = 0.002
+initial_accumulator_value = 1.0
+beta1 = 0.9
+beta2 = 0.999
+weight_decay = 0.0
+# Gradients are clipped to this global norm (bilm-tf: 10).
+clip_norm = 10.0
+warmup_steps = 200
+# "constant" or "linear" decay to 0 at training.max_steps (after warmup).
+schedule = "linear"
+
+[training]
+# Padded tokens per batch and per process, boundary tokens included (bilm-tf: 128 x 20).
+batch_tokens = 2560
+max_steps = 10000
+# "fp32", "bf16" or "fp16" (autocast; fp16 adds a gradient scaler).
+precision = "fp32"
+eval_every = 1000
+checkpoint_every = 1000
+log_every = 50
+"""
+
+
+class ConfigError(ValueError):
+    """A pretraining config value that cannot be used, naming its key."""
+
+
+@dataclass
+class ObjectiveSettings:
+    softmax: str
+    n_negative_samples: int
+    dropout: float
+
+
+@dataclass
+class OptimizerSettings:
+    name: str
+    learning_rate: float
+    initial_accumulator_value: float
+    beta1: float
+    beta2: float
+    weight_decay: float
+    clip_norm: Optional[float]
+    warmup_steps: int
+    schedule: str
+
+
+@dataclass
+class TrainingSettings:
+    batch_tokens: int
+    max_steps: int
+    precision: str
+    eval_every: int
+    checkpoint_every: int
+    log_every: int
+
+
+@dataclass
+class PretrainSettings:
+    """Everything the trainer needs, validated."""
+
+    options: BiLMOptions
+    train: str
+    dev: Optional[str]
+    corpus: CorpusSettings
+    shuffle_buffer: int
+    dev_max_tokens: Optional[int]
+    vocab_path: Optional[str]
+    vocab_size: int
+    vocab_min_count: int
+    objective: ObjectiveSettings
+    optimizer: OptimizerSettings
+    training: TrainingSettings
+    seed: int
+
+
+def default_config() -> Config:
+    """The default config, not yet interpolated (``${paths.train}`` still a reference)."""
+    return Config().from_str(DEFAULT_CONFIG, interpolate=False)
+
+
+def load_config(
+    path: Optional[Union[str, Path]] = None, overrides: Optional[Dict[str, Any]] = None
+) -> Config:
+    """Read a config file (or the default), apply ``{"section.key": value}`` overrides and
+    interpolate ``${...}`` references."""
+    if path is None:
+        config = default_config()
+    else:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"pretraining config not found: {path}")
+        config = Config().from_disk(path, interpolate=False)
+    for key, value in (overrides or {}).items():
+        section, _, name = key.partition(".")
+        if not name or section not in config:
+            raise ConfigError(f"override {key!r} does not name a key of a config section")
+        config[section][name] = value
+    return config.interpolate()
+
+
+def parse_settings(config: Config) -> PretrainSettings:
+    get = _Getter(config)
+    model = get.section("model")
+    options = BiLMOptions.from_dict(
+        {
+            "char_cnn": {
+                "activation": model.get("activation"),
+                "embedding": {"dim": model.get("char_embedding_dim")},
+                "filters": model.get("filters"),
+                "n_highway": model.get("n_highway"),
+            },
+            "lstm": {
+                "dim": model.get("lstm_dim"),
+                "projection_dim": model.get("projection_dim"),
+                "n_layers": model.get("n_layers"),
+                "cell_clip": model.get("cell_clip"),
+                "proj_clip": model.get("proj_clip"),
+                "use_skip_connections": model.get("use_skip_connections", True),
+            },
+        },
+        source="config [model]",
+    )
+    train = get("corpus", "train", (str,))
+    if train is None:
+        raise ConfigError("corpus.train (or paths.train) must name the training text")
+    corpus = CorpusSettings(
+        tokenized=get("corpus", "tokenized", (bool,)),
+        lang=get("corpus", "lang", (str,)),
+        split_sentences=get("corpus", "split_sentences", (bool,)),
+        max_sequence_length=get.positive_int("corpus", "max_sequence_length"),
+        on_decode_error=get("corpus", "on_decode_error", (str,)),
+    )
+    objective = ObjectiveSettings(
+        softmax=get.choice("objective", "softmax", ("auto", "full", "sampled")),
+        n_negative_samples=get.positive_int("objective", "n_negative_samples"),
+        dropout=get.fraction("objective", "dropout"),
+    )
+    optimizer = OptimizerSettings(
+        name=get.choice("optimizer", "name", ("adagrad", "adam")),
+        learning_rate=get.positive_float("optimizer", "learning_rate"),
+        initial_accumulator_value=get("optimizer", "initial_accumulator_value", (int, float)),
+        beta1=get.fraction("optimizer", "beta1"),
+        beta2=get.fraction("optimizer", "beta2"),
+        weight_decay=get("optimizer", "weight_decay", (int, float)),
+        clip_norm=get("optimizer", "clip_norm", (int, float), allow_none=True),
+        warmup_steps=get.positive_int("optimizer", "warmup_steps", minimum=0),
+        schedule=get.choice("optimizer", "schedule", ("constant", "linear")),
+    )
+    training = TrainingSettings(
+        batch_tokens=get.positive_int("training", "batch_tokens"),
+        max_steps=get.positive_int("training", "max_steps"),
+        precision=get.choice("training", "precision", ("fp32", "bf16", "fp16")),
+        eval_every=get.positive_int("training", "eval_every"),
+        checkpoint_every=get.positive_int("training", "checkpoint_every"),
+        log_every=get.positive_int("training", "log_every"),
+    )
+    return PretrainSettings(
+        options=options,
+        train=train,
+        dev=get("corpus", "dev", (str,), allow_none=True),
+        corpus=corpus,
+        shuffle_buffer=get.positive_int("corpus", "shuffle_buffer"),
+        dev_max_tokens=get("corpus", "dev_max_tokens", (int,), allow_none=True),
+        vocab_path=get("vocab", "path", (str,), allow_none=True),
+        vocab_size=get.positive_int("vocab", "size", minimum=4),
+        vocab_min_count=get.positive_int("vocab", "min_count"),
+        objective=objective,
+        optimizer=optimizer,
+        training=training,
+        seed=get("system", "seed", (int,)),
+    )
+
+
+class _Getter:
+    """Typed access to config values with errors that name ``section.key``."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+    def section(self, name: str) -> Dict[str, Any]:
+        if name not in self.config or not isinstance(self.config[name], dict):
+            raise ConfigError(f"the config has no [{name}] section")
+        return self.config[name]
+
+    def __call__(self, section: str, key: str, types: tuple, allow_none: bool = False) -> Any:
+        values = self.section(section)
+        if key not in values:
+            raise ConfigError(f"config key {section}.{key} is missing")
+        value = values[key]
+        if value is None and (allow_none or section == "corpus" and key == "train"):
+            return None
+        if isinstance(value, bool) and bool not in types:
+            value = None  # bool is an int subclass; refuse it for numbers
+        if not isinstance(value, types):
+            names = " or ".join(t.__name__ for t in types)
+            raise ConfigError(f"config key {section}.{key} must be {names}, got {values[key]!r}")
+        return value
+
+    def positive_int(self, section: str, key: str, minimum: int = 1) -> int:
+        value = self(section, key, (int,))
+        if value < minimum:
+            raise ConfigError(f"config key {section}.{key} must be >= {minimum}, got {value}")
+        return value
+
+    def positive_float(self, section: str, key: str) -> float:
+        value = float(self(section, key, (int, float)))
+        if value <= 0:
+            raise ConfigError(f"config key {section}.{key} must be > 0, got {value}")
+        return value
+
+    def fraction(self, section: str, key: str) -> float:
+        value = float(self(section, key, (int, float)))
+        if not 0.0 <= value < 1.0:
+            raise ConfigError(f"config key {section}.{key} must be in [0, 1), got {value}")
+        return value
+
+    def choice(self, section: str, key: str, choices: tuple) -> str:
+        value = self(section, key, (str,))
+        if value not in choices:
+            raise ConfigError(f"config key {section}.{key} must be one of {choices}, got {value!r}")
+        return value
+
+
+def sampled_softmax_wanted(objective: ObjectiveSettings, vocab_size: int) -> bool:
+    if objective.softmax == "auto":
+        return vocab_size > 100_000
+    return objective.softmax == "sampled"

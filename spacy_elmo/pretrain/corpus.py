@@ -1,0 +1,288 @@
+"""Training text, streamed: files -> token sequences -> shuffled, length-bucketed batches.
+
+Nothing is loaded whole. Each rank of a distributed run reads every ``world_size``-th line (or
+doc) of the corpus, so ranks see disjoint shards. Batches are deterministic functions of
+``(seed, epoch, rank)``, so a run's position is just ``(epoch, batches done)`` and ``--resume``
+replays the text up to that point without running the model.
+"""
+
+from __future__ import annotations
+
+import glob
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
+
+TEXT_SUFFIXES = (".txt", ".text", ".tokens", ".raw")
+SPACY_SUFFIXES = (".spacy",)
+SENTENCE_END = frozenset({".", "!", "?"})
+
+Tokens = List[str]
+
+
+class CorpusError(ValueError):
+    """Training text that cannot be used, naming the file (and line)."""
+
+
+@dataclass
+class CorpusSettings:
+    """How to turn files into token sequences (the ``[corpus]`` config section)."""
+
+    tokenized: bool = True
+    lang: str = "en"
+    split_sentences: bool = True
+    max_sequence_length: int = 100
+    on_decode_error: str = "skip"  # or "raise"
+
+    def __post_init__(self) -> None:
+        if self.on_decode_error not in ("skip", "raise"):
+            raise CorpusError(
+                f"corpus.on_decode_error must be 'skip' or 'raise', got {self.on_decode_error!r}"
+            )
+        if self.max_sequence_length < 1:
+            raise CorpusError(
+                f"corpus.max_sequence_length must be >= 1, got {self.max_sequence_length}"
+            )
+
+
+@dataclass
+class CorpusStats:
+    """Counts kept while streaming, reported in the metrics."""
+
+    lines: int = 0
+    skipped_lines: int = 0
+    sequences: int = 0
+    tokens: int = 0
+    skipped_examples: List[str] = field(default_factory=list)
+
+
+def resolve_files(spec: str | Path) -> List[Path]:
+    """A file, a directory (its text and .spacy files, sorted) or a glob pattern."""
+    path = Path(spec)
+    if path.is_file():
+        return [path]
+    if path.is_dir():
+        files = sorted(
+            p for p in path.rglob("*") if p.is_file() and p.suffix in TEXT_SUFFIXES + SPACY_SUFFIXES
+        )
+        if not files:
+            raise CorpusError(f"{path}: directory holds no {TEXT_SUFFIXES + SPACY_SUFFIXES} files")
+        return files
+    files = sorted(Path(p) for p in glob.glob(str(spec)) if Path(p).is_file())
+    if not files:
+        raise CorpusError(f"no corpus files match {spec!r}")
+    return files
+
+
+class SequenceReader:
+    """Reads token sequences from corpus files, one shard of them per rank."""
+
+    def __init__(
+        self,
+        files: Sequence[Path],
+        settings: CorpusSettings,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
+        self.files = list(files)
+        self.settings = settings
+        self.rank = rank
+        self.world_size = world_size
+        self.stats = CorpusStats()
+        self._tokenizer: Optional[Callable[[str], list]] = None
+
+    def __iter__(self) -> Iterator[Tokens]:
+        for path in self.files:
+            if path.suffix in SPACY_SUFFIXES:
+                yield from self._from_docbin(path)
+            else:
+                yield from self._from_text(path)
+
+    def _from_text(self, path: Path) -> Iterator[Tokens]:
+        with path.open("rb") as handle:
+            for line_no, raw in enumerate(handle, start=1):
+                if (line_no - 1) % self.world_size != self.rank:
+                    continue
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    if self.settings.on_decode_error == "raise":
+                        raise CorpusError(f"{path}:{line_no}: not valid UTF-8 ({err})") from err
+                    self.stats.skipped_lines += 1
+                    if len(self.stats.skipped_examples) < 5:
+                        self.stats.skipped_examples.append(f"{path}:{line_no}")
+                    continue
+                self.stats.lines += 1
+                if not text.strip():
+                    continue
+                for tokens in self._sequences(self._tokenize(text)):
+                    yield tokens
+
+    def _from_docbin(self, path: Path) -> Iterator[Tokens]:
+        from spacy.tokens import DocBin
+
+        from spacy import blank
+
+        try:
+            docbin = DocBin().from_disk(path)
+        except Exception as err:  # DocBin raises several error types for corrupt files
+            raise CorpusError(f"{path}: not a readable .spacy (DocBin) file: {err}") from err
+        vocab = blank(self.settings.lang).vocab
+        for i, doc in enumerate(docbin.get_docs(vocab)):
+            if i % self.world_size != self.rank:
+                continue
+            self.stats.lines += 1
+            parts = list(doc.sents) if doc.has_annotation("SENT_START") else [doc]
+            for part in parts:
+                tokens = [t.text for t in part if not t.is_space]
+                for chunk in _chunks(tokens, self.settings.max_sequence_length):
+                    yield self._count(chunk)
+
+    def _tokenize(self, text: str) -> Tokens:
+        if self.settings.tokenized:
+            return text.split()
+        if self._tokenizer is None:
+            from spacy import blank
+
+            self._tokenizer = blank(self.settings.lang).tokenizer
+        return [t.text for t in self._tokenizer(text) if not t.is_space]
+
+    def _sequences(self, tokens: Tokens) -> Iterator[Tokens]:
+        parts = _split_sentences(tokens) if self.settings.split_sentences else [tokens]
+        for part in parts:
+            for chunk in _chunks(part, self.settings.max_sequence_length):
+                yield self._count(chunk)
+
+    def _count(self, tokens: Tokens) -> Tokens:
+        self.stats.sequences += 1
+        self.stats.tokens += len(tokens)
+        return tokens
+
+
+def _split_sentences(tokens: Tokens) -> List[Tokens]:
+    """Cut after sentence-final punctuation tokens; good enough for tokenized text."""
+    sentences, start = [], 0
+    for i, token in enumerate(tokens):
+        if token in SENTENCE_END and i + 1 < len(tokens) and tokens[i + 1] not in SENTENCE_END:
+            sentences.append(tokens[start : i + 1])
+            start = i + 1
+    if start < len(tokens):
+        sentences.append(tokens[start:])
+    return sentences
+
+
+def _chunks(tokens: Tokens, size: int) -> Iterator[Tokens]:
+    for start in range(0, len(tokens), size):
+        yield tokens[start : start + size]
+
+
+@dataclass
+class DataPosition:
+    """Where a rank's stream stands: resume replays ``batches`` batches of ``epoch``."""
+
+    epoch: int = 0
+    batches: int = 0
+
+
+class BatchStream:
+    """Endless, deterministic stream of training batches (lists of token sequences).
+
+    A buffer of ``buffer_size`` sequences is shuffled, sorted by length and cut into batches of
+    at most ``batch_tokens`` padded tokens (boundary tokens included), and the batches of the
+    buffer are shuffled again: little padding, yet random order.
+    """
+
+    def __init__(
+        self,
+        files: Sequence[Path],
+        settings: CorpusSettings,
+        batch_tokens: int,
+        buffer_size: int = 10000,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
+        if batch_tokens < settings.max_sequence_length + 2:
+            raise CorpusError(
+                f"training.batch_tokens ({batch_tokens}) must hold one sequence of "
+                f"corpus.max_sequence_length + 2 tokens ({settings.max_sequence_length + 2})"
+            )
+        self.files = list(files)
+        self.settings = settings
+        self.batch_tokens = batch_tokens
+        self.buffer_size = buffer_size
+        self.seed = seed
+        self.rank = rank
+        self.world_size = world_size
+        self.position = DataPosition()
+        self.last_stats = CorpusStats()
+
+    def batches(self, start: DataPosition = DataPosition()) -> Iterator[List[Tokens]]:
+        """Yield batches forever from ``start``, updating ``self.position`` after each."""
+        epoch, skip = start.epoch, start.batches
+        while True:
+            produced = 0
+            for batch in self._epoch(epoch):
+                produced += 1
+                if produced <= skip:
+                    continue
+                self.position = DataPosition(epoch, produced)
+                yield batch
+            if produced == 0:
+                raise CorpusError(
+                    f"the training corpus ({', '.join(map(str, self.files[:3]))}) gives no text "
+                    f"for rank {self.rank} of {self.world_size}: is it empty or only blank lines?"
+                )
+            epoch, skip = epoch + 1, 0
+
+    def _epoch(self, epoch: int) -> Iterator[List[Tokens]]:
+        rng = random.Random(f"{self.seed}-{epoch}-{self.rank}")
+        reader = SequenceReader(self.files, self.settings, self.rank, self.world_size)
+        self.last_stats = reader.stats
+        buffer: List[Tokens] = []
+        for sequence in reader:
+            buffer.append(sequence)
+            if len(buffer) >= self.buffer_size:
+                yield from self._batches_of(buffer, rng)
+                buffer = []
+        if buffer:
+            yield from self._batches_of(buffer, rng)
+
+    def _batches_of(self, sequences: List[Tokens], rng: random.Random) -> Iterator[List[Tokens]]:
+        rng.shuffle(sequences)
+        sequences.sort(key=len)
+        yield from _shuffled(pack_by_tokens(sequences, self.batch_tokens), rng)
+
+
+def pack_by_tokens(sequences: Sequence[Tokens], batch_tokens: int) -> List[List[Tokens]]:
+    """Group length-sorted sequences so each batch's padded size (n * (longest + 2)) fits."""
+    batches: List[List[Tokens]] = []
+    current: List[Tokens] = []
+    longest = 0
+    for sequence in sequences:
+        size = len(sequence) + 2
+        if current and (len(current) + 1) * max(longest, size) > batch_tokens:
+            batches.append(current)
+            current, longest = [], 0
+        current.append(sequence)
+        longest = max(longest, size)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def _shuffled(items: List, rng: random.Random) -> List:
+    rng.shuffle(items)
+    return items
+
+
+def count_words(files: Sequence[Path], settings: CorpusSettings) -> Tuple["Counter", CorpusStats]:
+    """Word frequencies over the whole corpus (all shards), streamed."""
+    from collections import Counter
+
+    counts: Counter = Counter()
+    reader = SequenceReader(files, settings)
+    for sequence in reader:
+        counts.update(sequence)
+    return counts, reader.stats

@@ -1,0 +1,81 @@
+"""Data-parallel setup from torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK).
+
+One process: nothing is initialised. Several: NCCL on GPUs, Gloo on CPUs; each rank reads its own
+shard of the corpus, gradients are averaged by DistributedDataParallel.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, List
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass
+class DistributedContext:
+    rank: int
+    world_size: int
+    device: torch.device
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    @classmethod
+    def from_env(cls, gpu_id: int = -1) -> "DistributedContext":
+        """Read torchrun's variables; ``gpu_id`` >= 0 selects a GPU for a single process
+        (under torchrun each rank uses the GPU of its LOCAL_RANK when ``gpu_id`` >= 0)."""
+        world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        rank = int(os.environ.get("RANK", "0"))
+        use_gpu = gpu_id >= 0
+        if use_gpu and not torch.cuda.is_available():
+            raise RuntimeError(
+                f"--gpu-id {gpu_id} was given but PyTorch sees no CUDA GPU "
+                f"(torch {torch.__version__}); use --gpu-id -1 for the CPU"
+            )
+        if world_size > 1:
+            local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+            device = torch.device("cuda", local_rank) if use_gpu else torch.device("cpu")
+            if use_gpu:
+                torch.cuda.set_device(device)
+            if not dist.is_initialized():
+                dist.init_process_group(backend="nccl" if use_gpu else "gloo")
+        else:
+            device = torch.device("cuda", gpu_id) if use_gpu else torch.device("cpu")
+            if use_gpu:
+                torch.cuda.set_device(device)
+        return cls(rank, world_size, device)
+
+    def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        if self.distributed:
+            dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+        return tensor
+
+    def gather_objects(self, obj: Any) -> List[Any]:
+        if not self.distributed:
+            return [obj]
+        out: List[Any] = [None] * self.world_size
+        dist.all_gather_object(out, obj)
+        return out
+
+    def broadcast_object(self, obj: Any) -> Any:
+        if not self.distributed:
+            return obj
+        box = [obj]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def barrier(self) -> None:
+        if self.distributed:
+            dist.barrier()
+
+    def shutdown(self) -> None:
+        if self.distributed and dist.is_initialized():
+            dist.destroy_process_group()

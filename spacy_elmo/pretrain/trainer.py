@@ -1,0 +1,444 @@
+"""The pretraining loop: batches -> loss -> clipped update; logs, evaluations and checkpoints.
+
+Output directory layout (loadable by ``load_bilm(output_dir)`` and the ``elmo`` pipe at any time
+after the first checkpoint):
+
+- ``options.json``, ``model.safetensors``: the biLM (native checkpoint);
+- ``softmax.safetensors``, ``vocab.txt``: the LM output layer and its vocabulary;
+- ``config.cfg``: the resolved config; ``metrics.jsonl``: one JSON object per log/eval line;
+- ``checkpoint/state.pt``: everything ``--resume`` needs to continue bit for bit (weights,
+  optimizer, schedule, scaler, every rank's RNG states and corpus position).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+import signal
+import time
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional, Tuple
+
+import numpy as np
+import torch
+from confection import Config
+from safetensors.torch import save_file
+from tqdm import tqdm
+
+from ..nn.bilm import BiLM
+from ..nn.softmax import LMSoftmax
+from ..weights import save_bilm
+from .config import PretrainSettings, parse_settings, sampled_softmax_wanted
+from .corpus import (
+    BatchStream,
+    CorpusError,
+    DataPosition,
+    SequenceReader,
+    count_words,
+    pack_by_tokens,
+    resolve_files,
+)
+from .distributed import DistributedContext
+from .model import BiLMLanguageModel, LMBatch, init_bilm_tf_style, make_batch, perplexity
+from .vocab import Vocab, VocabError
+
+CHECKPOINT_DIR = "checkpoint"
+STATE_FILE = "state.pt"
+
+
+@dataclass
+class EvalResult:
+    ppl_forward: float
+    ppl_backward: float
+    tokens: int
+
+    @property
+    def ppl_average(self) -> float:
+        """The paper's figure: the mean of the two directions' perplexities."""
+        return 0.5 * (self.ppl_forward + self.ppl_backward)
+
+
+class Trainer:
+    """Owns the model, optimizer, data stream and output directory of one pretraining run."""
+
+    def __init__(
+        self,
+        config: Config,
+        output_dir: Path,
+        gpu_id: int = -1,
+        resume: bool = False,
+        show_progress: bool = True,
+    ) -> None:
+        self.config = config
+        self.settings: PretrainSettings = parse_settings(config)
+        self.output_dir = Path(output_dir)
+        self.ctx = DistributedContext.from_env(gpu_id)
+        self.device = self.ctx.device
+        self.show_progress = show_progress and self.ctx.is_main
+        self.step = 0
+        self.tokens_seen = 0
+        self._stop_requested = False
+
+        checkpoint = self.output_dir / CHECKPOINT_DIR / STATE_FILE
+        if checkpoint.exists() and not resume:
+            raise FileExistsError(
+                f"{self.output_dir} already holds a checkpoint: pass --resume to continue it, "
+                "or choose a new output directory"
+            )
+        if resume and not checkpoint.exists():
+            raise FileNotFoundError(f"--resume: no checkpoint at {checkpoint}")
+        if self.ctx.is_main:
+            self.output_dir.mkdir(parents=True, exist_ok=True)
+            if not resume:
+                self.config.to_disk(self.output_dir / "config.cfg")
+        self.ctx.barrier()
+
+        s = self.settings
+        self.train_files = resolve_files(s.train)
+        self.dev_files = resolve_files(s.dev) if s.dev else []
+        self.vocab = self._prepare_vocab(resume)
+        self.use_sampled = sampled_softmax_wanted(s.objective, len(self.vocab))
+
+        torch.manual_seed(s.seed)
+        bilm = BiLM(s.options)
+        init_bilm_tf_style(bilm)
+        softmax = LMSoftmax(len(self.vocab), s.options.lstm.projection_dim)
+        self.model = BiLMLanguageModel(bilm, softmax, s.objective.dropout).to(self.device)
+        self.ddp_model: torch.nn.Module = self.model
+        if self.ctx.distributed:
+            device_ids = [self.device.index] if self.device.type == "cuda" else None
+            self.ddp_model = torch.nn.parallel.DistributedDataParallel(self.model, device_ids)
+        self.optimizer = _make_optimizer(self.model, s)
+        self.scheduler = _make_scheduler(self.optimizer, s)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=s.training.precision == "fp16")
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(s.seed * 1000 + self.ctx.rank)
+        random.seed(s.seed + self.ctx.rank)
+        np.random.seed(s.seed + self.ctx.rank)
+        torch.manual_seed(s.seed * 1000 + self.ctx.rank + 1)
+
+        self.stream = BatchStream(
+            self.train_files,
+            s.corpus,
+            s.training.batch_tokens,
+            s.shuffle_buffer,
+            s.seed,
+            self.ctx.rank,
+            self.ctx.world_size,
+        )
+        self.start_position = DataPosition()
+        if resume:
+            self._load_checkpoint(checkpoint)
+
+    # ----------------------------------------------------------------------------- training
+    def train(self) -> Path:
+        """Run until ``training.max_steps``; returns the output directory."""
+        s = self.settings
+        t = s.training
+        batches = self.stream.batches(self.start_position)
+        previous_handler = signal.signal(signal.SIGINT, self._request_stop)
+        bar = tqdm(
+            total=t.max_steps, initial=self.step, disable=not self.show_progress, unit="step",
+            desc="pretrain", dynamic_ncols=True,
+        )
+        window = _Window()
+        try:
+            while self.step < t.max_steps and not self._stop_requested:
+                sequences = next(batches)
+                nll, count = self._train_step(make_batch(sequences, self.vocab))
+                self.step += 1
+                window.add(nll, count)
+                bar.update(1)
+                if self.step % t.log_every == 0 or self.step == t.max_steps:
+                    record = window.flush(self.step, self.tokens_seen, self.scheduler.get_last_lr()[0])
+                    record["skipped_lines"] = self.stream.last_stats.skipped_lines
+                    self._log(record)
+                    bar.set_postfix(
+                        loss=f"{record['loss']:.3f}", ppl=f"{record['ppl']:.1f}",
+                        tok_s=f"{record['tokens_per_s']:.0f}",
+                    )
+                if self.dev_files and (self.step % t.eval_every == 0 or self.step == t.max_steps):
+                    result = self.evaluate()
+                    self._log({"step": self.step, "dev_tokens": result.tokens,
+                               "dev_ppl_forward": result.ppl_forward,
+                               "dev_ppl_backward": result.ppl_backward,
+                               "dev_ppl": result.ppl_average})
+                    window.restart_clock()
+                if self.step % t.checkpoint_every == 0:
+                    self.save_checkpoint()
+                    window.restart_clock()
+        finally:
+            bar.close()
+            signal.signal(signal.SIGINT, previous_handler)
+        self.save_checkpoint()
+        if self._stop_requested and self.ctx.is_main:
+            tqdm.write(f"Interrupted: checkpoint saved at step {self.step} in {self.output_dir}")
+        return self.output_dir
+
+    def _train_step(self, batch: LMBatch) -> Tuple[float, int]:
+        """One update. Returns this step's global summed NLL (both directions) and count."""
+        s = self.settings
+        self.model.train()
+        batch = batch.to(self.device)
+        with self._autocast():
+            nll = self.ddp_model(
+                batch,
+                s.objective.n_negative_samples if self.use_sampled else None,
+                self.generator,
+            )
+        # Normalise by the targets of all ranks so that DDP's gradient average equals the
+        # gradient of one process holding every rank's sequences.
+        totals = torch.tensor(
+            [float(nll.detach().sum()), 2.0 * batch.n_targets], dtype=torch.float64, device=self.device
+        )
+        self.ctx.all_reduce_sum(totals)
+        global_nll, global_count = float(totals[0]), int(totals[1])
+        loss = nll.sum() * self.ctx.world_size / global_count
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.scale(loss).backward()
+        if s.optimizer.clip_norm:
+            self.scaler.unscale_(self.optimizer)
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), s.optimizer.clip_norm)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.scheduler.step()
+        self.tokens_seen += global_count // 2
+        return global_nll, global_count
+
+    def _autocast(self):
+        precision = self.settings.training.precision
+        if precision == "fp32":
+            return nullcontext()
+        dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+        return torch.autocast(self.device.type, dtype=dtype)
+
+    def _request_stop(self, signum, frame) -> None:
+        if self._stop_requested:
+            raise KeyboardInterrupt
+        self._stop_requested = True
+        if self.ctx.is_main:
+            tqdm.write("Ctrl-C: finishing this step and saving a checkpoint (again to abort)")
+
+    # ----------------------------------------------------------------------------- evaluation
+    @torch.no_grad()
+    def evaluate(self) -> EvalResult:
+        """Held-out perplexity of both LMs with the full softmax."""
+        s = self.settings
+        self.model.eval()
+        reader = SequenceReader(self.dev_files, s.corpus, self.ctx.rank, self.ctx.world_size)
+        limit = s.dev_max_tokens // self.ctx.world_size if s.dev_max_tokens else None
+        sums = torch.zeros(3, dtype=torch.float64, device=self.device)
+        for sequences in _dev_batches(reader, s.training.batch_tokens, limit):
+            batch = make_batch(sequences, self.vocab).to(self.device)
+            with self._autocast():
+                nll = self.model(batch)
+            sums += torch.tensor([float(nll[0]), float(nll[1]), batch.n_targets], dtype=torch.float64, device=self.device)
+        self.ctx.all_reduce_sum(sums)
+        count = int(sums[2])
+        if count == 0:
+            raise CorpusError(f"the dev corpus {s.dev} gives no text to evaluate on")
+        return EvalResult(perplexity(float(sums[0]), count), perplexity(float(sums[1]), count), count)
+
+    # ----------------------------------------------------------------------------- state
+    def save_checkpoint(self) -> None:
+        """Write the loadable model files and the resumable training state (rank 0)."""
+        per_rank = self.ctx.gather_objects(
+            {
+                "position": asdict(self.stream.position),
+                "rng": _rng_state(),
+                "generator": self.generator.get_state(),
+            }
+        )
+        if not self.ctx.is_main:
+            self.ctx.barrier()
+            return
+        save_bilm(self.model.bilm, self.output_dir)
+        save_file(
+            {k: v.detach().cpu().contiguous() for k, v in self.model.softmax.state_dict().items()},
+            str(self.output_dir / "softmax.safetensors"),
+        )
+        state = {
+            "step": self.step,
+            "tokens_seen": self.tokens_seen,
+            "world_size": self.ctx.world_size,
+            "vocab_sha1": _vocab_hash(self.vocab),
+            "vocab_size": len(self.vocab),
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "ranks": per_rank,
+        }
+        directory = self.output_dir / CHECKPOINT_DIR
+        directory.mkdir(exist_ok=True)
+        tmp = directory / (STATE_FILE + ".tmp")
+        torch.save(state, tmp)
+        tmp.replace(directory / STATE_FILE)
+        self.ctx.barrier()
+
+    def _load_checkpoint(self, path: Path) -> None:
+        state = torch.load(path, map_location=self.device, weights_only=False)
+        if state["vocab_sha1"] != _vocab_hash(self.vocab) or state["vocab_size"] != len(self.vocab):
+            raise VocabError(
+                f"{self.output_dir / 'vocab.txt'}: this vocabulary ({len(self.vocab)} words) is not "
+                f"the one checkpoint {path} was trained with ({state['vocab_size']} words)"
+            )
+        if state["world_size"] != self.ctx.world_size:
+            raise RuntimeError(
+                f"{path} was written by {state['world_size']} processes; resume with the same "
+                f"number (now {self.ctx.world_size}) so every rank continues its own shard"
+            )
+        try:
+            self.model.load_state_dict(state["model"])
+        except RuntimeError as err:
+            raise RuntimeError(f"{path}: the checkpoint does not match the [model] config: {err}") from err
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.scaler.load_state_dict(state["scaler"])
+        self.step = state["step"]
+        self.tokens_seen = state["tokens_seen"]
+        mine = state["ranks"][self.ctx.rank]
+        self.start_position = DataPosition(**mine["position"])
+        self.generator.set_state(mine["generator"].cpu())
+        _set_rng_state(mine["rng"])
+
+    def _prepare_vocab(self, resume: bool) -> Vocab:
+        s = self.settings
+        target = self.output_dir / "vocab.txt"
+        if resume:
+            return Vocab.load(target)
+        if s.vocab_path:
+            vocab = Vocab.load(s.vocab_path)
+        elif self.ctx.is_main:
+            counts, stats = count_words(self.train_files, s.corpus)
+            if not counts:
+                raise CorpusError(
+                    f"the training corpus {s.train} holds no tokens (empty, blank lines only, or "
+                    f"every line skipped: {stats.skipped_lines} undecodable lines)"
+                )
+            vocab = Vocab.from_counts(counts, s.vocab_size, s.vocab_min_count)
+        else:
+            vocab = None
+        if self.ctx.is_main:
+            vocab.save(target)
+        self.ctx.barrier()
+        return vocab if vocab is not None else Vocab.load(target)
+
+    def _log(self, record: Dict) -> None:
+        if not self.ctx.is_main:
+            return
+        with (self.output_dir / "metrics.jsonl").open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+
+
+def pretrain(
+    config: Config,
+    output_dir: Path,
+    gpu_id: int = -1,
+    resume: bool = False,
+    show_progress: bool = True,
+) -> Path:
+    """Train a biLM as ``config`` says, writing everything to ``output_dir``."""
+    trainer = Trainer(config, output_dir, gpu_id, resume, show_progress)
+    try:
+        return trainer.train()
+    finally:
+        trainer.ctx.shutdown()
+
+
+class _Window:
+    """Running training statistics between two log lines."""
+
+    def __init__(self) -> None:
+        self.restart_clock()
+        self.nll = 0.0
+        self.count = 0
+
+    def restart_clock(self) -> None:
+        self.start = time.perf_counter()
+        self.timed_tokens = 0
+
+    def add(self, nll: float, count: int) -> None:
+        self.nll += nll
+        self.count += count
+        self.timed_tokens += count // 2
+
+    def flush(self, step: int, tokens_seen: int, lr: float) -> Dict:
+        elapsed = max(time.perf_counter() - self.start, 1e-9)
+        loss = self.nll / max(self.count, 1)
+        record = {
+            "step": step,
+            "tokens": tokens_seen,
+            "loss": loss,
+            "ppl": math.exp(min(loss, 50.0)),
+            "lr": lr,
+            "tokens_per_s": self.timed_tokens / elapsed,
+        }
+        self.nll, self.count = 0.0, 0
+        self.restart_clock()
+        return record
+
+
+def _dev_batches(reader: SequenceReader, batch_tokens: int, limit: Optional[int]) -> Iterator[List[List[str]]]:
+    chunk: List[List[str]] = []
+    seen = 0
+    for sequence in reader:
+        if limit is not None and seen >= limit:
+            break
+        seen += len(sequence) + 1
+        chunk.append(sequence)
+        if len(chunk) >= 1000:
+            yield from pack_by_tokens(sorted(chunk, key=len), batch_tokens)
+            chunk = []
+    if chunk:
+        yield from pack_by_tokens(sorted(chunk, key=len), batch_tokens)
+
+
+def _make_optimizer(model: torch.nn.Module, s: PretrainSettings) -> torch.optim.Optimizer:
+    o = s.optimizer
+    if o.name == "adagrad":
+        return torch.optim.Adagrad(
+            model.parameters(),
+            lr=o.learning_rate,
+            initial_accumulator_value=o.initial_accumulator_value,
+            weight_decay=o.weight_decay,
+        )
+    return torch.optim.AdamW(
+        model.parameters(), lr=o.learning_rate, betas=(o.beta1, o.beta2), weight_decay=o.weight_decay
+    )
+
+
+def _make_scheduler(optimizer: torch.optim.Optimizer, s: PretrainSettings):
+    warmup, total, schedule = s.optimizer.warmup_steps, s.training.max_steps, s.optimizer.schedule
+
+    def factor(step: int) -> float:
+        if warmup and step < warmup:
+            return (step + 1) / warmup
+        if schedule == "linear":
+            return max(0.0, (total - step) / max(1, total - warmup))
+        return 1.0
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def _rng_state() -> Dict:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: Dict) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"].cpu())
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
+
+
+def _vocab_hash(vocab: Vocab) -> str:
+    return hashlib.sha1("\n".join(vocab.words).encode("utf-8")).hexdigest()

@@ -1,0 +1,261 @@
+"""biLM pretraining on tiny shapes: learning, resuming, data parallelism, bad corpora."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from conftest import FIXTURES
+from spacy_elmo import batch_to_ids, export_bilm_tf, load_bilm
+from spacy_elmo.pretrain import CorpusError, Trainer, Vocab, VocabError, load_config, pretrain
+from spacy_elmo.pretrain.config import ConfigError, parse_settings
+from spacy_elmo.pretrain.corpus import BatchStream, CorpusSettings, SequenceReader
+from spacy_elmo.pretrain.model import LMBatch, make_batch
+
+CORPUS = FIXTURES / "wikitext_tiny"
+REPO = Path(__file__).resolve().parents[1]
+
+TINY = {
+    "paths.train": str(CORPUS / "train.txt"),
+    "paths.dev": str(CORPUS / "valid.txt"),
+    "model.filters": [[1, 8], [2, 8], [3, 16]],
+    "model.char_embedding_dim": 4,
+    "model.lstm_dim": 32,
+    "model.projection_dim": 16,
+    "vocab.size": 500,
+    "corpus.max_sequence_length": 30,
+    "corpus.shuffle_buffer": 200,
+    "training.batch_tokens": 400,
+    "training.log_every": 1,
+    "training.eval_every": 1000,
+    "training.checkpoint_every": 1000,
+    "optimizer.warmup_steps": 0,
+}
+
+
+def tiny_config(**overrides):
+    return load_config(None, {**TINY, **overrides})
+
+
+def _metrics(directory: Path):
+    return [json.loads(line) for line in (directory / "metrics.jsonl").read_text().splitlines()]
+
+
+def _weights(directory: Path):
+    return {**load_file(str(directory / "model.safetensors")), **load_file(str(directory / "softmax.safetensors"))}
+
+
+def test_loss_falls_and_dev_perplexity_is_reported(tmp_path):
+    config = tiny_config(**{"training.max_steps": 40, "training.eval_every": 40, "optimizer.learning_rate": 0.01})
+    pretrain(config, tmp_path, show_progress=False)
+    records = [r for r in _metrics(tmp_path) if "loss" in r]
+    first, last = np.mean([r["loss"] for r in records[:5]]), np.mean([r["loss"] for r in records[-5:]])
+    assert last < first - 0.5, (first, last)
+    dev = [r for r in _metrics(tmp_path) if "dev_ppl" in r][-1]
+    assert 1 < dev["dev_ppl_forward"] < 500 and 1 < dev["dev_ppl_backward"] < 500
+    assert dev["dev_ppl"] == pytest.approx(0.5 * (dev["dev_ppl_forward"] + dev["dev_ppl_backward"]))
+    vocab = Vocab.load(tmp_path / "vocab.txt")
+    assert vocab.words[:3] == ["<S>", "</S>", "<UNK>"] and len(vocab) == 500
+
+
+def test_output_directory_loads_and_exports_to_bilm_tf(tmp_path):
+    pretrain(tiny_config(**{"training.max_steps": 2}), tmp_path / "run", show_progress=False)
+    bilm = load_bilm(tmp_path / "run")
+    export_bilm_tf(bilm, tmp_path / "tf")
+    again = load_bilm(tmp_path / "tf" / "options.json", tmp_path / "tf" / "weights.hdf5")
+    ids = torch.from_numpy(batch_to_ids([["The", "game", "began", "."], ["Valkyria"]]))
+    with torch.no_grad():
+        np.testing.assert_allclose(again(ids)[0].numpy(), bilm(ids)[0].numpy(), atol=1e-6)
+
+
+def _run_cli(args, **kwargs):
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen([sys.executable, "-m", "spacy_elmo", "pretrain", *args], cwd=REPO, env=env, **kwargs)
+
+
+def _cli_overrides(**extra):
+    flat = {**TINY, **extra}
+    args = []
+    for key, value in flat.items():
+        args += [f"--{key}", json.dumps(value) if not isinstance(value, str) else value]
+    return args
+
+
+def test_resume_after_ctrl_c_is_bit_for_bit(tmp_path):
+    config_file = tmp_path / "config.cfg"
+    subprocess.run([sys.executable, "-m", "spacy_elmo", "init-config", str(config_file)], cwd=REPO, check=True)
+    args = _cli_overrides(**{"training.max_steps": 12, "objective.softmax": "sampled", "objective.n_negative_samples": 50})
+
+    straight = _run_cli([str(config_file), str(tmp_path / "straight"), *args])
+    assert straight.wait(timeout=300) == 0
+
+    interrupted = _run_cli([str(config_file), str(tmp_path / "resumed"), *args])
+    metrics = tmp_path / "resumed" / "metrics.jsonl"
+    deadline = time.time() + 240
+    while time.time() < deadline and not (metrics.exists() and len(metrics.read_text().splitlines()) >= 4):
+        time.sleep(0.05)
+    interrupted.send_signal(signal.SIGINT)
+    assert interrupted.wait(timeout=120) == 0
+    stopped_at = torch.load(tmp_path / "resumed" / "checkpoint" / "state.pt", weights_only=False)["step"]
+    assert 4 <= stopped_at < 12, "the interrupt should land mid-run"
+
+    resumed = _run_cli([str(config_file), str(tmp_path / "resumed"), "--resume", *args])
+    assert resumed.wait(timeout=300) == 0
+    a, b = _weights(tmp_path / "straight"), _weights(tmp_path / "resumed")
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+    losses = lambda d: [r["loss"] for r in _metrics(d) if "loss" in r]  # noqa: E731
+    assert losses(tmp_path / "resumed") == losses(tmp_path / "straight")
+
+
+def test_two_process_gloo_equals_one_process_with_both_shards(tmp_path):
+    overrides = {
+        "training.max_steps": 3,
+        "objective.dropout": 0.0,
+        "objective.softmax": "full",
+        "vocab.path": str(tmp_path / "vocab.txt"),
+    }
+    # one vocabulary for both runs, built from the whole corpus
+    Vocab.from_counts(
+        __import__("collections").Counter(t for s in SequenceReader([CORPUS / "train.txt"], CorpusSettings(max_sequence_length=30)) for t in s),
+        500,
+    ).save(tmp_path / "vocab.txt")
+    config_file = tmp_path / "config.cfg"
+    tiny_config(**overrides).to_disk(config_file)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517",
+           "-m", "spacy_elmo", "pretrain", str(config_file), str(tmp_path / "ddp")]
+    subprocess.run(cmd, cwd=REPO, env=env, check=True, timeout=300, capture_output=True)
+
+    single = Trainer(tiny_config(**overrides), tmp_path / "single", show_progress=False)
+    settings = parse_settings(tiny_config(**overrides))
+    streams = [
+        BatchStream(single.train_files, settings.corpus, settings.training.batch_tokens,
+                    settings.shuffle_buffer, settings.seed, rank, 2).batches()
+        for rank in range(2)
+    ]
+    for _ in range(3):
+        merged = LMBatch.merge([make_batch(next(s), single.vocab) for s in streams])
+        single._train_step(merged)
+    ddp = _weights(tmp_path / "ddp")
+    for name, value in single.model.bilm.state_dict().items():
+        np.testing.assert_allclose(value.numpy(), ddp[name].numpy(), atol=2e-5, err_msg=name)
+    ddp_losses = [r["loss"] for r in _metrics(tmp_path / "ddp") if "loss" in r]
+    assert len(ddp_losses) == 3
+
+
+def test_empty_and_blank_corpora_are_refused(tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n   \n\t\n" * 50)
+    for path in (empty, blank):
+        with pytest.raises(CorpusError, match="holds no tokens"):
+            pretrain(tiny_config(**{"paths.train": str(path), "paths.dev": None}), tmp_path / path.stem, show_progress=False)
+
+
+def test_megabyte_line_and_bad_utf8_are_handled(tmp_path):
+    corpus = tmp_path / "train.txt"
+    with corpus.open("wb") as f:
+        f.write(b"a fine first line .\n")
+        f.write(b"bad \xff\xfe bytes here\n")
+        f.write(("word " * 200_000).encode() + b"\n")  # 1 MB, one line
+        f.write(b"a fine last line .\n")
+    reader = SequenceReader([corpus], CorpusSettings(max_sequence_length=30))
+    sequences = list(reader)
+    assert reader.stats.skipped_lines == 1
+    assert max(map(len, sequences)) == 30 and sum(map(len, sequences)) == 200_000 + 10
+    with pytest.raises(CorpusError, match=r"train.txt:2: not valid UTF-8"):
+        list(SequenceReader([corpus], CorpusSettings(on_decode_error="raise")))
+    pretrain(tiny_config(**{"paths.train": str(corpus), "paths.dev": None, "training.max_steps": 2}),
+             tmp_path / "out", show_progress=False)
+    assert _metrics(tmp_path / "out")[-1]["skipped_lines"] == 1
+
+
+def test_resume_with_another_vocabulary_is_refused(tmp_path):
+    pretrain(tiny_config(**{"training.max_steps": 1}), tmp_path, show_progress=False)
+    words = (tmp_path / "vocab.txt").read_text().splitlines()
+    (tmp_path / "vocab.txt").write_text("\n".join(words[:-1] + ["zzz-not-in-checkpoint"]) + "\n")
+    with pytest.raises(VocabError, match="vocab.txt.*not the one checkpoint"):
+        Trainer(tiny_config(**{"training.max_steps": 2}), tmp_path, resume=True, show_progress=False)
+    with pytest.raises(FileExistsError, match="--resume"):
+        Trainer(tiny_config(), tmp_path, show_progress=False)
+
+
+def test_bad_vocab_file_and_config_values(tmp_path):
+    bad = tmp_path / "vocab.txt"
+    bad.write_text("the\nof\n")
+    with pytest.raises(VocabError, match="vocab.txt.*must start with"):
+        Vocab.load(bad)
+    with pytest.raises(ConfigError, match="optimizer.name"):
+        parse_settings(tiny_config(**{"optimizer.name": "sgd"}))
+    with pytest.raises(ConfigError, match="training.batch_tokens"):
+        parse_settings(tiny_config(**{"training.batch_tokens": 0}))
+    with pytest.raises(CorpusError, match="batch_tokens"):
+        BatchStream([CORPUS / "train.txt"], CorpusSettings(max_sequence_length=100), batch_tokens=50)
+
+
+def test_batches_are_deterministic_and_sharded():
+    settings = CorpusSettings(max_sequence_length=30)
+    def take(rank, world, n=5):
+        stream = BatchStream([CORPUS / "train.txt"], settings, 400, 200, seed=3, rank=rank, world_size=world)
+        it = stream.batches()
+        return [next(it) for _ in range(n)]
+    assert take(0, 1) == take(0, 1)
+    shard0 = {" ".join(s) for b in take(0, 2, 10) for s in b}
+    shard1 = {" ".join(s) for b in take(1, 2, 10) for s in b}
+    assert shard0 and shard1 and not (shard0 & shard1)
+    for batch in take(0, 1, 20):
+        assert len(batch) * (max(map(len, batch)) + 2) <= 400
+
+
+def test_log_uniform_sampler_follows_zipf():
+    from spacy_elmo.nn.softmax import LogUniformSampler
+
+    sampler = LogUniformSampler(10)
+    ids = sampler.sample(200_000, torch.device("cpu"), torch.Generator().manual_seed(0))
+    freq = torch.bincount(ids, minlength=10).double() / ids.numel()
+    k = torch.arange(10, dtype=torch.float64)
+    expected = torch.log((k + 2) / (k + 1)) / np.log(11)
+    assert torch.allclose(freq, expected, atol=0.005)
+    assert torch.allclose(sampler.log_expected_count(k.long(), 7).double(), torch.log(7 * expected), atol=1e-6)
+
+
+def test_sampled_softmax_gradient_converges_to_its_limit():
+    """Sampled softmax is trained for its gradient. With accidental hits removed (as in bilm-tf),
+    its limit for many samples is the softmax gradient with the true word left out of the
+    normaliser: d/dh [logsumexp_{w != t} s_w - s_t]."""
+    from spacy_elmo.nn.softmax import LMSoftmax
+
+    torch.manual_seed(0)
+    softmax = LMSoftmax(50, 8)
+    targets = torch.randint(0, 50, (20,))
+
+    def grad(loss_fn):
+        hidden = torch.randn(20, 8, generator=torch.Generator().manual_seed(1), requires_grad=True)
+        loss_fn(hidden).sum().backward()
+        return hidden.grad
+
+    def limit(h):
+        logits = h @ softmax.weight.t() + softmax.bias
+        others = logits.masked_fill(torch.nn.functional.one_hot(targets, 50).bool(), float("-inf"))
+        return torch.logsumexp(others, 1) - logits.gather(1, targets[:, None])[:, 0]
+
+    expected = grad(limit)
+    gen = torch.Generator().manual_seed(0)
+    many = grad(lambda h: softmax.sampled_nll(h, targets, 50_000, gen))
+    few = grad(lambda h: softmax.sampled_nll(h, targets, 3, gen))
+    scale = expected.abs().max()
+    assert (many - expected).abs().max() < 0.02 * scale
+    assert (few - expected).abs().max() > 0.1 * scale
