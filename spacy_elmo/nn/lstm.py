@@ -8,10 +8,11 @@ Per time step, in torch's gate order (i, f, g, o)::
 
 Without clipping this is exactly ``torch.nn.LSTM(proj_size=...)``, so the layer *is* one: the
 parameters carry torch's names (``weight_ih_l0``, ``weight_hh_l0``, ``bias_ih_l0``, ``bias_hh_l0``,
-``weight_hr_l0``) and unclipped layers run torch's fused kernel (cuDNN on GPU). With clipping,
-which torch's kernel lacks, the layer runs its exact path: the input products of all time steps in
-one matrix product, then a loop over time that touches only the sequences still running
-(packed, length-sorted rows), so padding costs nothing.
+``weight_hr_l0``) and unclipped layers on GPU run cuDNN. Otherwise (clipping, which cuDNN lacks,
+or the CPU, where torch's packed LSTM backward zero-fills a full gradient per time step) the layer
+runs its own loop: the input products of all time steps in one matrix product, split once into
+time steps (whose backward is a single concatenation), then a loop over time that touches only the
+sequences still running (packed, length-sorted rows), so padding costs nothing.
 """
 
 from __future__ import annotations
@@ -63,13 +64,13 @@ class ClippedLSTM(nn.LSTM):
         Returns:
             output (n_tokens, proj_size) packed like ``data``, and the final (h, c) of every row.
         """
-        if not self.clipped:
+        if not self.clipped and data.is_cuda:
             packed = PackedSequence(data, batch_sizes)
             output, (h_n, c_n) = super().forward(packed, (state[0][None], state[1][None]))
             return output.data, (h_n[0], c_n[0])
-        return self._run_clipped(data, batch_sizes.tolist(), state)
+        return self._run_loop(data, batch_sizes.tolist(), state)
 
-    def _run_clipped(
+    def _run_loop(
         self, data: torch.Tensor, batch_sizes: List[int], state: LSTMState
     ) -> Tuple[torch.Tensor, LSTMState]:
         hidden = self.hidden_size
@@ -80,15 +81,14 @@ class ClippedLSTM(nn.LSTM):
         outputs: List[torch.Tensor] = []
         finished_h: List[torch.Tensor] = []
         finished_c: List[torch.Tensor] = []
-        offset = 0
-        for n_running in batch_sizes:
+        for step_gates in x_gates.split(batch_sizes):
+            n_running = step_gates.shape[0]
             if n_running < h.shape[0]:
                 # The shortest rows (at the end, as rows are sorted) have ended: keep their state.
                 finished_h.append(h[n_running:])
                 finished_c.append(c[n_running:])
                 h, c = h[:n_running], c[:n_running]
-            gates = torch.addmm(x_gates[offset : offset + n_running], h, w_hh)
-            offset += n_running
+            gates = torch.addmm(step_gates, h, w_hh)
             c = _cell_update(gates, c, hidden)
             if self.cell_clip is not None:
                 c = c.clamp(-self.cell_clip, self.cell_clip)
