@@ -155,6 +155,7 @@ class Trainer:
                 bar.update(1)
                 if self.step % t.log_every == 0 or self.step == t.max_steps:
                     record = window.flush(self.step, self.tokens_seen, self.scheduler.get_last_lr()[0])
+                    record["softmax"] = "sampled" if self.use_sampled else "full"
                     record["skipped_lines"] = self.stream.last_stats.skipped_lines
                     self._log(record)
                     bar.set_postfix(
@@ -368,6 +369,8 @@ class _Window:
         self.timed_tokens += count // 2
 
     def flush(self, step: int, tokens_seen: int, lr: float) -> Dict:
+        """loss: mean NLL per prediction (of the sampled softmax when it is on, which is not a
+        perplexity of the full model); tokens_per_s: predictions per direction per second."""
         elapsed = max(time.perf_counter() - self.start, 1e-9)
         loss = self.nll / max(self.count, 1)
         record = {
