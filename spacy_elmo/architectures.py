@@ -117,7 +117,7 @@ def _layers_to_arrays(
     sequences, (layers, _mask) = inputs_outputs
     lengths = [len(sequence) for sequence in sequences]
     detached = layers.detach()
-    arrays = [torch2xp(detached[:, i, :n]) for i, n in enumerate(lengths)]
+    arrays = [torch2xp(detached[:, i, :n].contiguous()) for i, n in enumerate(lengths)]
 
     def backprop(d_arrays: List[Floats3d]) -> ArgsKwargs:
         d_layers = torch.zeros_like(detached)
