@@ -15,7 +15,7 @@ import torch
 import typer
 
 from .chars import batch_to_ids
-from .weights import HDF5_NAME, OPTIONS_NAME, SAFETENSORS_NAME, export_bilm_tf, load_bilm, save_bilm
+from .weights import HDF5_NAME, OPTIONS_NAME, SAFETENSORS_NAME, _resolve_paths, export_bilm_tf, load_bilm, save_bilm
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -51,15 +51,11 @@ def convert(
     """
     if to not in ("auto", "native", "bilm-tf"):
         _fail(f"--to must be native, bilm-tf or auto, got {to!r}")
-    if source.is_dir():
-        options_path = source / OPTIONS_NAME
-        weight_path = source / SAFETENSORS_NAME
-        if not weight_path.is_file():
-            weight_path = source / HDF5_NAME
-    else:
-        options_path = options_file or source.parent / OPTIONS_NAME
-        weight_path = source
     try:
+        if source.is_dir():
+            options_path, weight_path = _resolve_paths(source, None)
+        else:
+            options_path, weight_path = _resolve_paths(options_file or source.parent / OPTIONS_NAME, source)
         bilm = load_bilm(options_path, weight_path)
     except (ValueError, FileNotFoundError) as err:
         _fail(str(err))
