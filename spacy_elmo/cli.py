@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import typer
 
+from . import commands
 from .pretrain.commands import EXTRA_ARGS, init_config_command, pretrain_command
 
 app = typer.Typer(
@@ -16,6 +17,9 @@ app = typer.Typer(
     add_completion=False,
 )
 
+app.command("demo")(commands.demo)
+app.command("embed")(commands.embed)
+app.command("convert")(commands.convert)
 app.command("pretrain", context_settings=EXTRA_ARGS)(pretrain_command)
 app.command("init-config")(init_config_command)
 

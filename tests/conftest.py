@@ -9,6 +9,11 @@ from typing import Any, Dict
 import h5py
 import numpy as np
 import pytest
+import torch
+
+# The test models are tiny: extra threads only add overhead, and on a busy shared machine a
+# two-thread pool makes each small op wait for a core (100x slower runs were seen).
+torch.set_num_threads(1)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ELMO_FIXTURE = FIXTURES / "allennlp_elmo"

@@ -1,0 +1,470 @@
+"""The ``elmo`` pipe: contextual ELMo vectors on every Doc, Span and Token.
+
+``nlp.add_pipe("elmo", config={"options_file": O, "weight_file": W})`` runs a released (bilm-tf)
+model; ``config={"model_path": D}`` a native checkpoint or a directory with ``options.json`` and
+``weights.hdf5``; no config the bundled English model (``DEFAULT_MODEL``).
+
+What it writes (``width`` = ``2 * projection_dim``, float32 NumPy arrays, also after
+``spacy.require_gpu()``):
+
+- ``doc._.elmo_output``: an :class:`~spacy_elmo.doc_output.ElmoOutput` holding the arrays below;
+- ``doc._.elmo``: ``(len(doc), width)``, the scalar mix ``gamma * sum_j w_j h_j``;
+- ``doc._.elmo_layers``: ``(n_layers + 1, len(doc), width)`` or None (``store_layers = false``);
+- ``token._.elmo``: ``doc._.elmo[token.i]``; ``span._.elmo``: the mean of its tokens' rows;
+- with ``set_vector_hooks`` (default): ``token.vector``, ``span.vector``, ``doc.vector``,
+  ``has_vector`` and ``similarity`` (cosine) read these vectors, also when the vocab has static
+  vectors. Hooks do not survive ``doc.to_bytes()`` (spaCy drops them): call
+  :func:`add_vector_hooks` on docs that come back from bytes, a DocBin or ``n_process > 1``.
+
+How docs become biLM sequences: each sentence is one sequence when the doc has sentence boundaries
+(a parser, senter or sentencizer ran before); otherwise, and for sentences longer than
+``max_sequence_length``, the tokens are cut into the fewest windows of at most
+``max_sequence_length`` tokens, of near-equal length. Whitespace tokens (spaCy's " ", "\\n", ...)
+are left out of the biLM input and get zero vectors: the released models never saw such tokens
+(their training text was tokenized without them), so feeding them in would only disturb the
+context of their neighbours. Sequences of a batch of docs are sorted by length and run in batches
+of at most ``max_batch_tokens`` padded tokens.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+from spacy.language import Language
+from spacy.pipeline import TrainablePipe
+from spacy.tokens import Doc, Span, Token
+from spacy.training import Example
+from spacy.util import minibatch
+from spacy.vocab import Vocab
+from thinc.api import Config, Model, Optimizer
+
+from .architectures import get_bilm, set_bilm, torch_device
+from .doc_output import ElmoOutput, decode_elmo_output
+from .nn.bilm import BiLM
+from .weights import load_bilm
+
+#: The small English model bundled with the package: what ``add_pipe("elmo")`` loads.
+DEFAULT_MODEL = Path(__file__).parent / "models" / "en_wikitext_small"
+
+DEFAULT_CONFIG_STR = """
+[elmo]
+# Where the weights come from: model_path (a native checkpoint, or a directory with options.json
+# and weights.hdf5), or options_file + weight_file (a released model); all null: DEFAULT_MODEL.
+model_path = null
+options_file = null
+weight_file = null
+# Scalar mix for doc._.elmo: one non-negative weight per biLM layer (token layer first),
+# divided by their sum; null = equal weights. The mix is scaled by gamma.
+mix_weights = null
+gamma = 1.0
+# Longest biLM sequence; longer sentences, and docs without sentence boundaries, are cut.
+max_sequence_length = 256
+# Padded tokens (sequences x longest sequence) per biLM call.
+max_batch_tokens = 4096
+# Keep every layer in doc._.elmo_layers (n_layers + 1 times the memory of doc._.elmo).
+store_layers = true
+# Make token/span/doc .vector and .similarity() use the ELMo vectors.
+set_vector_hooks = true
+
+[elmo.model]
+@architectures = "spacy_elmo.ElmoModel.v1"
+"""
+DEFAULT_CONFIG = Config().from_str(DEFAULT_CONFIG_STR)
+
+
+@Language.factory(
+    "elmo",
+    default_config=DEFAULT_CONFIG["elmo"],
+    assigns=["doc._.elmo_output", "doc._.elmo", "doc._.elmo_layers", "token._.elmo", "span._.elmo"],
+)
+def make_elmo(
+    nlp: Language,
+    name: str,
+    model: Model[List[List[str]], List[np.ndarray]],
+    model_path: Optional[str],
+    options_file: Optional[str],
+    weight_file: Optional[str],
+    mix_weights: Optional[List[float]],
+    gamma: float,
+    max_sequence_length: int,
+    max_batch_tokens: int,
+    store_layers: bool,
+    set_vector_hooks: bool,
+) -> "Elmo":
+    """The ``elmo`` pipe; see the module docstring and the README for the settings."""
+    return Elmo(
+        nlp.vocab,
+        model,
+        name,
+        model_path=model_path,
+        options_file=options_file,
+        weight_file=weight_file,
+        mix_weights=mix_weights,
+        gamma=gamma,
+        max_sequence_length=max_sequence_length,
+        max_batch_tokens=max_batch_tokens,
+        store_layers=store_layers,
+        set_vector_hooks=set_vector_hooks,
+    )
+
+
+class Elmo(TrainablePipe):
+    """Runs a frozen ELMo biLM over docs and stores its vectors on them.
+
+    The weights are read from the configured files on ``initialize`` or on first use, whichever
+    comes first; a pipe restored with ``from_disk``/``from_bytes`` (``spacy.load``) takes them
+    from its own serialized model and never reads those files.
+    """
+
+    def __init__(
+        self,
+        vocab: Vocab,
+        model: Model,
+        name: str = "elmo",
+        *,
+        model_path: Union[str, Path, None] = None,
+        options_file: Union[str, Path, None] = None,
+        weight_file: Union[str, Path, None] = None,
+        mix_weights: Optional[Sequence[float]] = None,
+        gamma: float = 1.0,
+        max_sequence_length: int = 256,
+        max_batch_tokens: int = 4096,
+        store_layers: bool = True,
+        set_vector_hooks: bool = True,
+    ) -> None:
+        self.vocab = vocab
+        self.model = model
+        self.name = name
+        self.cfg: Dict = {}
+        self.weight_source = _weight_source(name, model_path, options_file, weight_file)
+        self.mix_weights = _check_mix_weights(name, mix_weights)
+        self.gamma = _check_number(name, "gamma", gamma)
+        self.max_sequence_length = _check_positive_int(name, "max_sequence_length", max_sequence_length)
+        self.max_batch_tokens = _check_positive_int(name, "max_batch_tokens", max_batch_tokens)
+        self.store_layers = store_layers
+        self.set_vector_hooks = set_vector_hooks
+
+    @property
+    def bilm(self) -> BiLM:
+        """The biLM, loaded from the configured weight files if it is not there yet."""
+        bilm = get_bilm(self.model)
+        if bilm is None:
+            bilm = self._load_bilm()
+            set_bilm(self.model, bilm)
+        return bilm
+
+    def initialize(
+        self, get_examples: Optional[Callable[[], Iterable[Example]]] = None, *, nlp=None
+    ) -> None:
+        """Load the weights (unless the pipe already has them: the biLM is frozen, so there is
+        nothing to reset) and check the mix weights against the number of layers."""
+        self.layer_weights()
+
+    def layer_weights(self) -> np.ndarray:
+        """The normalised mix weights w_j, shape (n_layers + 1,), float32."""
+        n_layers = self.bilm.n_output_layers
+        if self.mix_weights is None:
+            return np.full(n_layers, 1.0 / n_layers, dtype=np.float32)
+        if len(self.mix_weights) != n_layers:
+            raise ValueError(
+                f"elmo pipe '{self.name}': mix_weights has {len(self.mix_weights)} weights, the "
+                f"model has {n_layers} layers (the token layer and {n_layers - 1} LSTM layers)"
+            )
+        weights = np.asarray(self.mix_weights, dtype=np.float64)
+        return (weights / weights.sum()).astype(np.float32)
+
+    def __call__(self, doc: Doc) -> Doc:
+        error_handler = self.get_error_handler()
+        try:
+            self.set_annotations([doc], self.predict([doc]))
+            return doc
+        except Exception as err:
+            error_handler(self.name, self, [doc], err)
+
+    def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128) -> Iterator[Doc]:
+        """Process docs in groups of ``batch_size``; within a group, sequences are batched by
+        length (see ``max_batch_tokens``)."""
+        error_handler = self.get_error_handler()
+        for docs in minibatch(stream, size=batch_size):
+            try:
+                self.set_annotations(docs, self.predict(docs))
+                yield from docs
+            except Exception as err:
+                error_handler(self.name, self, docs, err)
+
+    def predict(self, docs: Iterable[Doc]) -> List[ElmoOutput]:
+        """The ELMo output of each doc (CPU arrays), without modifying the docs."""
+        docs = list(docs)
+        _one_thread_after_fork()
+        bilm = self.bilm
+        ops = self.model.ops
+        weights = ops.asarray1f(self.layer_weights())
+        width, n_layers = bilm.output_dim, bilm.n_output_layers
+        outputs = [
+            ElmoOutput.empty(len(doc), width, n_layers if self.store_layers else None)
+            for doc in docs
+        ]
+        texts = [[token.text for token in doc] for doc in docs]
+        sequences = [
+            (d, rows)
+            for d, doc in enumerate(docs)
+            for rows in split_sequences(doc, self.max_sequence_length, texts[d])
+        ]
+        for batch in batch_by_length([len(rows) for _, rows in sequences], self.max_batch_tokens):
+            words = [[texts[d][i] for i in rows] for d, rows in (sequences[k] for k in batch)]
+            for k, layers in zip(batch, self.model.predict(words)):
+                d, rows = sequences[k]
+                mixed = ops.xp.tensordot(weights, layers, axes=(0, 0)) * self.gamma
+                outputs[d].vectors[rows] = ops.to_numpy(mixed)
+                if self.store_layers:
+                    outputs[d].layers[:, rows] = ops.to_numpy(layers)
+        return outputs
+
+    def set_annotations(self, docs: Iterable[Doc], outputs: List[ElmoOutput]) -> None:
+        for doc, output in zip(docs, outputs):
+            doc._.elmo_output = output
+            if self.set_vector_hooks:
+                add_vector_hooks(doc)
+
+    def update(
+        self,
+        examples: Iterable[Example],
+        *,
+        drop: float = 0.0,
+        sgd: Optional[Optimizer] = None,
+        losses: Optional[Dict[str, float]] = None,
+    ) -> Dict[str, float]:
+        """The biLM is frozen: annotate the predicted docs (so components trained after this
+        one see ``doc._.elmo``) and learn nothing."""
+        losses = {} if losses is None else losses
+        docs = [eg.predicted for eg in examples]
+        self.set_annotations(docs, self.predict(docs))
+        losses.setdefault(self.name, 0.0)
+        return losses
+
+    def to_bytes(self, *, exclude=tuple()) -> bytes:
+        if "model" not in exclude:
+            self.bilm  # serialize the weights, never a promise to read the files later
+        return super().to_bytes(exclude=exclude)
+
+    def to_disk(self, path, *, exclude=tuple()) -> None:
+        if "model" not in exclude:
+            self.bilm
+        super().to_disk(path, exclude=exclude)
+
+    def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "Elmo":
+        torch_device()  # a clear error before Thinc asks CUDA for a device it cannot see
+        return super().from_bytes(bytes_data, exclude=exclude)
+
+    def from_disk(self, path, *, exclude=tuple()) -> "Elmo":
+        torch_device()
+        return super().from_disk(path, exclude=exclude)
+
+    def _load_bilm(self) -> BiLM:
+        options_or_dir, weight_file = self.weight_source
+        if weight_file is None and not options_or_dir.exists():
+            if options_or_dir == DEFAULT_MODEL:
+                raise ValueError(
+                    f"elmo pipe '{self.name}': no weights configured, and the bundled default "
+                    f"model {DEFAULT_MODEL} is not in this installation; set model_path (a "
+                    "native checkpoint, or a directory with options.json and weights.hdf5), or "
+                    "options_file and weight_file (a released ELMo model)"
+                )
+            raise ValueError(f"elmo pipe '{self.name}': model_path {options_or_dir} does not exist")
+        try:
+            return load_bilm(options_or_dir, weight_file)
+        except FileNotFoundError as err:
+            raise ValueError(f"elmo pipe '{self.name}': {err}") from err
+
+
+def split_sequences(doc: Doc, max_length: int, texts: Optional[List[str]] = None) -> List[np.ndarray]:
+    """The biLM sequences of ``doc``: arrays of token indices, whitespace tokens left out.
+
+    One sequence per sentence when the doc has sentence boundaries, else one for the whole doc;
+    a sequence longer than ``max_length`` is cut into ``ceil(n / max_length)`` windows of
+    near-equal length.
+    """
+    if texts is None:
+        texts = [token.text for token in doc]
+    read = np.flatnonzero([not text.isspace() for text in texts])
+    if doc.has_annotation("SENT_START"):
+        starts = [sentence.start for sentence in doc.sents][1:]
+        segments = np.split(read, np.searchsorted(read, starts))
+    else:
+        segments = [read]
+    sequences = []
+    for segment in segments:
+        if len(segment):
+            sequences.extend(np.array_split(segment, math.ceil(len(segment) / max_length)))
+    return sequences
+
+
+def batch_by_length(lengths: Sequence[int], max_tokens: int) -> List[List[int]]:
+    """Group indices of ``lengths`` into batches, longest first, so that each padded batch
+    (rows x its longest sequence) holds at most ``max_tokens``; a longer sequence is a batch of
+    its own."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: List[List[int]] = []
+    for i in order:
+        if batches and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= max_tokens:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
+
+
+_TORCH_THREADS_PID = os.getpid()
+
+
+def _one_thread_after_fork() -> None:
+    """In a forked worker (``nlp.pipe(n_process=2)``), run PyTorch on one thread: the OpenMP
+    thread pool of a parent that already ran torch does not survive ``fork`` (the child hangs in
+    its first parallel op), and workers should not compete for cores anyway. PyTorch's own
+    DataLoader workers do the same."""
+    global _TORCH_THREADS_PID
+    if os.getpid() != _TORCH_THREADS_PID:
+        torch.set_num_threads(1)
+        _TORCH_THREADS_PID = os.getpid()
+
+
+# Extensions and vector hooks: module-level functions, so that docs with hooks still pickle.
+
+
+def install_extensions() -> None:
+    """Register the ``._.elmo*`` attributes (idempotent)."""
+    Doc.set_extension("elmo_output", default=None, force=True)
+    Doc.set_extension("elmo", getter=_doc_vectors, force=True)
+    Doc.set_extension("elmo_layers", getter=_doc_layers, force=True)
+    Token.set_extension("elmo", getter=token_vector, force=True)
+    Span.set_extension("elmo", getter=span_vector, force=True)
+
+
+def add_vector_hooks(doc: Doc) -> Doc:
+    """Make ``.vector``, ``.has_vector`` and ``.similarity()`` of the doc, its spans and tokens
+    use ``doc._.elmo``. The pipe does this; call it yourself on docs restored from bytes."""
+    if _output(doc) is None:
+        raise ValueError("add_vector_hooks: the doc has no ELMo output (run the elmo pipe first)")
+    doc.user_hooks.update(
+        {"vector": doc_vector, "vector_norm": _norm, "has_vector": _has_vector, "similarity": similarity}
+    )
+    # No span "vector_norm" hook: spaCy 3 answers it with the span's "vector" hook.
+    doc.user_span_hooks.update({"vector": span_vector, "has_vector": _has_vector, "similarity": similarity})
+    doc.user_token_hooks.update(
+        {"vector": token_vector, "has_vector": _token_has_vector, "similarity": similarity}
+    )
+    return doc
+
+
+def _output(doc: Doc) -> Optional[ElmoOutput]:
+    output = doc._.elmo_output
+    if isinstance(output, dict):  # bytes decoded before spacy_elmo was imported
+        output = doc._.elmo_output = decode_elmo_output(output)
+    return output
+
+
+def _doc_vectors(doc: Doc) -> Optional[np.ndarray]:
+    output = _output(doc)
+    return None if output is None else output.vectors
+
+
+def _doc_layers(doc: Doc) -> Optional[np.ndarray]:
+    output = _output(doc)
+    return None if output is None else output.layers
+
+
+def token_vector(token: Token) -> Optional[np.ndarray]:
+    """``doc._.elmo[token.i]``, shape (width,)."""
+    vectors = _doc_vectors(token.doc)
+    return None if vectors is None else vectors[token.i]
+
+
+def span_vector(span: Span) -> Optional[np.ndarray]:
+    """Mean of the span's rows of ``doc._.elmo`` (zeros for an empty span), shape (width,)."""
+    vectors = _doc_vectors(span.doc)
+    if vectors is None:
+        return None
+    if len(span) == 0:
+        return np.zeros(vectors.shape[1], dtype=np.float32)
+    return vectors[span.start : span.end].mean(axis=0)
+
+
+def doc_vector(doc: Doc) -> Optional[np.ndarray]:
+    return span_vector(doc[:])
+
+
+def similarity(obj: Union[Doc, Span, Token], other) -> float:
+    """Cosine of the two objects' vectors (0.0 when one of them is all zeros)."""
+    a, b = obj.vector, other.vector
+    if a.shape != b.shape:
+        raise ValueError(
+            f"cannot compare the ELMo vector of {obj!r} (shape {a.shape}) with the vector of "
+            f"{other!r} (shape {b.shape}): both need ELMo vectors of the same model"
+        )
+    norm = float(np.linalg.norm(a)) * float(np.linalg.norm(b))
+    return float(np.dot(a, b) / norm) if norm else 0.0
+
+
+def _norm(obj) -> float:
+    return float(np.linalg.norm(obj.vector))
+
+
+def _token_has_vector(token: Token) -> bool:
+    """Whitespace tokens are not read by the biLM: they have no vector."""
+    return not token.text.isspace()
+
+
+def _has_vector(obj: Union[Doc, Span]) -> bool:
+    return any(_token_has_vector(token) for token in obj)
+
+
+def _weight_source(
+    name: str,
+    model_path: Union[str, Path, None],
+    options_file: Union[str, Path, None],
+    weight_file: Union[str, Path, None],
+) -> Tuple[Path, Optional[Path]]:
+    """(model directory, None) or (options file, weight file), as ``load_bilm`` takes them."""
+    if model_path is not None and (options_file is not None or weight_file is not None):
+        raise ValueError(
+            f"elmo pipe '{name}': set model_path, or options_file and weight_file, not both"
+        )
+    if model_path is not None:
+        return Path(model_path), None
+    if (options_file is None) != (weight_file is None):
+        missing = "weight_file" if weight_file is None else "options_file"
+        raise ValueError(f"elmo pipe '{name}': options_file and weight_file go together; {missing} is missing")
+    if options_file is not None:
+        return Path(options_file), Path(weight_file)
+    return DEFAULT_MODEL, None
+
+
+def _check_mix_weights(name: str, mix_weights: Optional[Sequence[float]]) -> Optional[List[float]]:
+    if mix_weights is None:
+        return None
+    weights = [float(w) for w in mix_weights]
+    if not weights or not all(math.isfinite(w) and w >= 0 for w in weights) or sum(weights) <= 0:
+        raise ValueError(
+            f"elmo pipe '{name}': mix_weights must be non-negative numbers, one per layer, with a "
+            f"positive sum (or null for equal weights), got {list(mix_weights)!r}"
+        )
+    return weights
+
+
+def _check_number(name: str, key: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"elmo pipe '{name}': {key} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def _check_positive_int(name: str, key: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"elmo pipe '{name}': {key} must be a positive integer, got {value!r}")
+    return value
+
+
+install_extensions()

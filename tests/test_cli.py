@@ -1,0 +1,134 @@
+"""``python -m spacy_elmo``: convert, embed and demo, run in-process with typer's CliRunner."""
+
+import json
+
+import h5py
+import numpy as np
+import pytest
+import spacy
+import torch
+from spacy.tokens import Doc, DocBin
+from typer.testing import CliRunner
+
+from spacy_elmo import batch_to_ids, load_bilm
+from spacy_elmo.cli import app
+from spacy_elmo.pipe import DEFAULT_MODEL
+
+runner = CliRunner()
+
+
+def _layers(bilm, words):
+    with torch.no_grad():
+        return bilm(torch.from_numpy(batch_to_ids([words])))[0][:, 0].numpy()
+
+
+def _fixture_args(fixture_files):
+    return ["--options-file", str(fixture_files[0]), "--weight-file", str(fixture_files[1])]
+
+
+def test_convert_released_to_native_and_back(tmp_path, fixture_files, fixture_bilm):
+    result = runner.invoke(app, ["convert", str(fixture_files[1]), str(tmp_path / "native")])
+    assert result.exit_code == 0, result.output
+    assert "(bilm-tf) ->" in result.output and "(native)" in result.output
+    assert (tmp_path / "native" / "model.safetensors").is_file()
+    result = runner.invoke(app, ["convert", str(tmp_path / "native"), str(tmp_path / "released")])
+    assert result.exit_code == 0, result.output
+    words = ["Round", "trip", "."]
+    for converted in (load_bilm(tmp_path / "native"), load_bilm(tmp_path / "released")):
+        np.testing.assert_array_equal(_layers(converted, words), _layers(fixture_bilm, words))
+    with h5py.File(tmp_path / "released" / "weights.hdf5", "r") as f:
+        assert f["RNN_0/RNN/MultiRNNCell/Cell1/LSTMCell/W_0"].shape == (32, 256)
+
+
+def test_convert_names_a_missing_file(tmp_path, fixture_files):
+    result = runner.invoke(app, ["convert", str(tmp_path / "missing.hdf5"), str(tmp_path / "out")])
+    assert result.exit_code == 1
+    assert f"options file not found: {tmp_path / 'options.json'}" in result.output
+    args = ["convert", str(tmp_path / "missing.hdf5"), str(tmp_path / "out"), "--options-file", str(fixture_files[0])]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1
+    assert f"weight file not found: {tmp_path / 'missing.hdf5'}" in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_embed_text_file_in_allennlp_layout(tmp_path, fixture_files, fixture_bilm):
+    lines = ["The bank of the river .", "", "She went to   the bank ."]
+    (tmp_path / "input.txt").write_text("\n".join(lines) + "\n")
+    result = runner.invoke(app, ["embed", str(tmp_path / "input.txt"), str(tmp_path / "out.hdf5"), *_fixture_args(fixture_files)])
+    assert result.exit_code == 0, result.output
+    with h5py.File(tmp_path / "out.hdf5", "r") as f:
+        assert sorted(f.keys()) == ["0", "1", "2", "sentence_to_index"]
+        for key, line in enumerate(lines):
+            words = line.split()
+            assert f[str(key)].shape == (3, len(words), 32)
+            if words:
+                np.testing.assert_allclose(f[str(key)][()], _layers(fixture_bilm, words), atol=1e-6)
+        index = json.loads(f["sentence_to_index"][0])
+    assert index["The bank of the river ."] == "0"
+    assert index["She went to the bank ."] == "2"
+
+
+@pytest.mark.parametrize("layers,shape", [("top", (6, 32)), ("average", (6, 32))])
+def test_embed_top_and_average(tmp_path, fixture_files, fixture_bilm, layers, shape):
+    words = "The bank of the river .".split()
+    (tmp_path / "input.txt").write_text(" ".join(words) + "\n")
+    args = ["embed", str(tmp_path / "input.txt"), str(tmp_path / "out.hdf5"), "--layers", layers, "--forget-sentences"]
+    result = runner.invoke(app, args + _fixture_args(fixture_files))
+    assert result.exit_code == 0, result.output
+    expected = _layers(fixture_bilm, words)
+    expected = expected[-1] if layers == "top" else expected.mean(axis=0)
+    with h5py.File(tmp_path / "out.hdf5", "r") as f:
+        assert "sentence_to_index" not in f
+        assert f["0"].shape == shape
+        np.testing.assert_allclose(f["0"][()], expected, atol=1e-6)
+
+
+def test_embed_spacy_file_one_dataset_per_sentence(tmp_path, fixture_files, fixture_bilm):
+    vocab = spacy.blank("en").vocab
+    with_sentences = Doc(vocab, words="One sentence . And another".split(), sent_starts=[1, 0, 0, 1, 0])
+    without = Doc(vocab, words="No boundaries here".split())
+    DocBin(docs=[with_sentences, without]).to_disk(tmp_path / "docs.spacy")
+    result = runner.invoke(app, ["embed", str(tmp_path / "docs.spacy"), str(tmp_path / "out.hdf5"), *_fixture_args(fixture_files)])
+    assert result.exit_code == 0, result.output
+    with h5py.File(tmp_path / "out.hdf5", "r") as f:
+        expected = [["One", "sentence", "."], ["And", "another"], ["No", "boundaries", "here"]]
+        for key, words in enumerate(expected):
+            np.testing.assert_allclose(f[str(key)][()], _layers(fixture_bilm, words), atol=1e-6)
+        assert json.loads(f["sentence_to_index"][0])["And another"] == "1"
+
+
+def test_embed_on_a_gpu_that_is_not_there(tmp_path, fixture_files):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    (tmp_path / "input.txt").write_text("a b\n")
+    args = ["embed", str(tmp_path / "input.txt"), str(tmp_path / "out.hdf5"), "--gpu-id", "0"]
+    result = runner.invoke(app, args + _fixture_args(fixture_files))
+    assert result.exit_code == 1
+    assert "--gpu-id 0: cannot run on the GPU" in result.output
+    assert not (tmp_path / "out.hdf5").exists()
+
+
+def test_embed_names_a_missing_weight_file(tmp_path, fixture_files):
+    (tmp_path / "input.txt").write_text("a b\n")
+    args = ["embed", str(tmp_path / "input.txt"), str(tmp_path / "out.hdf5"),
+            "--options-file", str(fixture_files[0]), "--weight-file", str(tmp_path / "gone.hdf5")]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1
+    assert "gone.hdf5" in result.output
+
+
+def test_demo_prints_contextual_neighbours(fixture_files):
+    result = runner.invoke(app, ["demo", "--top-k", "2", *_fixture_args(fixture_files)])
+    assert result.exit_code == 0, result.output
+    assert result.output.count("Query: ") == 2
+    assert "They walked along the [bank] and watched" in result.output
+    assert result.output.count("1. ") == 4  # ELMo and token-layer neighbours of both queries
+    assert "cosine of the two 'bank' vectors" in result.output
+
+
+def test_demo_without_the_bundled_model_says_what_to_do():
+    if DEFAULT_MODEL.exists():
+        pytest.skip("the bundled model is installed")
+    result = runner.invoke(app, ["demo"])
+    assert result.exit_code == 1
+    assert "en_wikitext_small" in result.output and "model_path" in result.output
