@@ -12,7 +12,7 @@ neither the original files nor ``initialize``.
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import srsly
 import torch
@@ -21,9 +21,11 @@ from safetensors.torch import save as save_safetensors
 from spacy.util import registry
 from thinc.api import ArgsKwargs, CupyOps, Model, PyTorchWrapper_v3, get_current_ops, torch2xp, xp2torch
 from thinc.api import get_torch_default_device
-from thinc.types import Floats3d
+from spacy.tokens import Doc
+from thinc.types import Floats2d, Floats3d
 
 from .chars import batch_to_ids
+from .listener import ElmoListener, elmo_embedder, mix_head
 from .nn.bilm import BiLM
 from .options import BiLMOptions
 from .weights import build_bilm
@@ -43,14 +45,66 @@ def elmo_model_v1() -> Model[List[List[str]], List[Floats3d]]:
         deserialize_model=bilm_from_bytes,
     )
     model.name = "elmo"
+    model.attrs["replace_listener"] = replace_listener
+    model.attrs["replace_listener_cfg"] = replace_listener_cfg
     return model
 
 
 @registry.architectures("spacy_elmo.ElmoListener.v1")
-def elmo_listener_v1(*args, **kwargs) -> Model:
-    """Placeholder: the entry point in setup.py names this function, and spaCy loads every
-    registered architecture when it lists them (``spacy package`` does), so it must exist."""
-    raise NotImplementedError("spacy_elmo.ElmoListener.v1 is not implemented yet")
+def elmo_listener_v1(
+    width: int,
+    upstream: str = "*",
+    dropout: float = 0.0,
+    token_embed: Optional[Model[List[Doc], List[Floats2d]]] = None,
+) -> Model[List[Doc], List[Floats2d]]:
+    """A downstream component's view of the ``elmo`` pipe: its own scalar mix of the biLM layers
+    (softmax weights and gamma, learned with the task), ``dropout`` on the mix, optionally
+    concatenated with ``token_embed`` (e.g. ``spacy.MultiHashEmbed.v2``), projected by a Maxout
+    layer to ``width``. Output: one ``(len(doc), width)`` array per doc."""
+    return ElmoListener(upstream, mix_head(width, dropout, token_embed))
+
+
+@registry.architectures("spacy_elmo.ElmoEmbedder.v1")
+def elmo_embedder_v1(
+    elmo: Model[List[List[str]], List[Floats3d]],
+    width: int,
+    dropout: float = 0.0,
+    token_embed: Optional[Model[List[Doc], List[Floats2d]]] = None,
+    max_sequence_length: int = 256,
+    max_batch_tokens: int = 4096,
+) -> Model[List[Doc], List[Floats2d]]:
+    """A listener with its own copy of the biLM (``elmo``, frozen): what
+    ``nlp.replace_listeners`` leaves in place of an ``ElmoListener.v1``."""
+    return elmo_embedder(elmo, mix_head(width, dropout, token_embed), max_sequence_length, max_batch_tokens)
+
+
+def replace_listener(copied_elmo: Model, listener: ElmoListener, pipe) -> Model:
+    """``nlp.replace_listeners`` hook: the listener's own mix on a copy of the pipe's biLM."""
+    return elmo_embedder(copied_elmo, listener.head, pipe.max_sequence_length, pipe.max_batch_tokens)
+
+
+def replace_listener_cfg(elmo_cfg: Dict[str, Any], tok2vec_cfg: Dict[str, Any]) -> Dict[str, Any]:
+    """``nlp.replace_listeners`` hook for the config: an ``ElmoEmbedder.v1`` block with the
+    listener's settings (found in the component's tok2vec block, or nested in it)."""
+    listener_cfg = _find_listener_cfg(tok2vec_cfg)
+    if listener_cfg is None:
+        raise ValueError("replace_listeners: no spacy_elmo.ElmoListener.v1 block in the tok2vec config")
+    new_cfg = {"@architectures": "spacy_elmo.ElmoEmbedder.v1", "elmo": dict(elmo_cfg)}
+    for key in ("width", "dropout", "token_embed"):
+        if key in listener_cfg:
+            new_cfg[key] = listener_cfg[key]
+    return new_cfg
+
+
+def _find_listener_cfg(cfg: Any) -> Optional[Dict[str, Any]]:
+    if isinstance(cfg, dict):
+        if cfg.get("@architectures") == "spacy_elmo.ElmoListener.v1":
+            return cfg
+        for value in cfg.values():
+            found = _find_listener_cfg(value)
+            if found is not None:
+                return found
+    return None
 
 
 def get_bilm(model: Model) -> Optional[BiLM]:

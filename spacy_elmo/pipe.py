@@ -23,7 +23,13 @@ How docs become biLM sequences: each sentence is one sequence when the doc has s
 are left out of the biLM input and get zero vectors: the released models never saw such tokens
 (their training text was tokenized without them), so feeding them in would only disturb the
 context of their neighbours. Sequences of a batch of docs are sorted by length and run in batches
-of at most ``max_batch_tokens`` padded tokens.
+of at most ``max_batch_tokens`` padded tokens (see :mod:`spacy_elmo.doc_layers`).
+
+Downstream components read the layers through ``spacy_elmo.ElmoListener.v1`` (see
+:mod:`spacy_elmo.listener`). With ``frozen = true`` (default) the biLM never changes, and a
+:class:`~spacy_elmo.doc_layers.LayerCache` of ``cache_size_mb`` keeps the layers of sentences
+already seen, so training epochs after the first skip the biLM; with ``frozen = false``,
+``update`` fine-tunes the biLM with the gradients of its listeners.
 """
 
 from __future__ import annotations
@@ -44,9 +50,13 @@ from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer
 
 from .architectures import get_bilm, set_bilm, torch_device
+from .doc_layers import LayerCache, batch_by_length, doc_layers, split_sequences
 from .doc_output import ElmoOutput, decode_elmo_output
+from .listener import ElmoListener
 from .nn.bilm import BiLM
 from .weights import load_bilm
+
+__all__ = ["DEFAULT_MODEL", "Elmo", "add_vector_hooks", "batch_by_length", "make_elmo", "split_sequences"]
 
 #: The small English model bundled with the package: what ``add_pipe("elmo")`` loads.
 DEFAULT_MODEL = Path(__file__).parent / "models" / "en_wikitext_small"
@@ -70,6 +80,12 @@ max_batch_tokens = 4096
 store_layers = true
 # Make token/span/doc .vector and .similarity() use the ELMo vectors.
 set_vector_hooks = true
+# true: the biLM is never updated (listeners learn their own mix on top of it). false: update()
+# fine-tunes the biLM with the gradients of the listening components.
+frozen = true
+# Frozen biLM only: keep the layers of up to this many MB of sentences, keyed on their words
+# (least recently used out), so that training epochs after the first skip the biLM. 0: off.
+cache_size_mb = 512
 
 [elmo.model]
 @architectures = "spacy_elmo.ElmoModel.v1"
@@ -95,6 +111,8 @@ def make_elmo(
     max_batch_tokens: int,
     store_layers: bool,
     set_vector_hooks: bool,
+    frozen: bool,
+    cache_size_mb: int,
 ) -> "Elmo":
     """The ``elmo`` pipe; see the module docstring and the README for the settings."""
     return Elmo(
@@ -110,6 +128,8 @@ def make_elmo(
         max_batch_tokens=max_batch_tokens,
         store_layers=store_layers,
         set_vector_hooks=set_vector_hooks,
+        frozen=frozen,
+        cache_size_mb=cache_size_mb,
     )
 
 
@@ -136,6 +156,8 @@ class Elmo(TrainablePipe):
         max_batch_tokens: int = 4096,
         store_layers: bool = True,
         set_vector_hooks: bool = True,
+        frozen: bool = True,
+        cache_size_mb: int = 512,
     ) -> None:
         self.vocab = vocab
         self.model = model
@@ -148,6 +170,13 @@ class Elmo(TrainablePipe):
         self.max_batch_tokens = _check_positive_int(name, "max_batch_tokens", max_batch_tokens)
         self.store_layers = store_layers
         self.set_vector_hooks = set_vector_hooks
+        self.frozen = frozen
+        if isinstance(cache_size_mb, bool) or not isinstance(cache_size_mb, int) or cache_size_mb < 0:
+            raise ValueError(
+                f"elmo pipe '{name}': cache_size_mb must be a non-negative integer, got {cache_size_mb!r}"
+            )
+        self.cache = LayerCache(cache_size_mb * 2**20) if cache_size_mb and frozen else None
+        self.listener_map: Dict[str, List[ElmoListener]] = {}
 
     @property
     def bilm(self) -> BiLM:
@@ -156,13 +185,15 @@ class Elmo(TrainablePipe):
         if bilm is None:
             bilm = self._load_bilm()
             set_bilm(self.model, bilm)
+            for listener in self.listeners:
+                listener.set_layer_dims(bilm.n_output_layers, bilm.output_dim)
         return bilm
 
     def initialize(
         self, get_examples: Optional[Callable[[], Iterable[Example]]] = None, *, nlp=None
     ) -> None:
-        """Load the weights (unless the pipe already has them: the biLM is frozen, so there is
-        nothing to reset) and check the mix weights against the number of layers."""
+        """Load the weights (unless the pipe already has them: there is nothing to reset) and
+        check the mix weights against the number of layers."""
         self.layer_weights()
 
     def layer_weights(self) -> np.ndarray:
@@ -178,6 +209,48 @@ class Elmo(TrainablePipe):
         weights = np.asarray(self.mix_weights, dtype=np.float64)
         return (weights / weights.sum()).astype(np.float32)
 
+    # ------------------------------------------------------------------ listeners
+    @property
+    def listeners(self) -> List[ElmoListener]:
+        return [m for c in self.listening_components for m in self.listener_map[c]]
+
+    @property
+    def listening_components(self) -> List[str]:
+        return list(self.listener_map.keys())
+
+    def add_listener(self, listener: ElmoListener, component_name: str) -> None:
+        """Register a listener of a downstream component. Its layer dims are set now if the
+        biLM is loaded, else when it loads (never from here: spaCy links listeners while it
+        builds a pipeline from its config, before the weights come from disk)."""
+        self.listener_map.setdefault(component_name, [])
+        if listener not in self.listener_map[component_name]:
+            self.listener_map[component_name].append(listener)
+        listener.upstream_dims = self._layer_dims
+        bilm = get_bilm(self.model)
+        if bilm is not None:
+            listener.set_layer_dims(bilm.n_output_layers, bilm.output_dim)
+
+    def remove_listener(self, listener: ElmoListener, component_name: str) -> bool:
+        if listener in self.listener_map.get(component_name, []):
+            self.listener_map[component_name].remove(listener)
+            if not self.listener_map[component_name]:
+                del self.listener_map[component_name]
+            return True
+        return False
+
+    def find_listeners(self, component) -> None:
+        """Register the ElmoListener layers of ``component`` whose upstream is this pipe."""
+        names = ("*", self.name)
+        if isinstance(getattr(component, "model", None), Model):
+            for node in component.model.walk():
+                if isinstance(node, ElmoListener) and node.upstream_name in names:
+                    self.add_listener(node, component.name)
+
+    def _layer_dims(self) -> Tuple[int, int]:
+        bilm = self.bilm
+        return bilm.n_output_layers, bilm.output_dim
+
+    # ------------------------------------------------------------------ processing
     def __call__(self, doc: Doc) -> Doc:
         error_handler = self.get_error_handler()
         try:
@@ -201,28 +274,35 @@ class Elmo(TrainablePipe):
         """The ELMo output of each doc (CPU arrays), without modifying the docs."""
         docs = list(docs)
         _one_thread_after_fork()
+        layers, _ = self._doc_layers(docs, is_train=False)
+        return self._outputs(layers)
+
+    def _doc_layers(self, docs: List[Doc], is_train: bool):
         bilm = self.bilm
+        return doc_layers(
+            self.model,
+            docs,
+            n_layers=bilm.n_output_layers,
+            width=bilm.output_dim,
+            max_sequence_length=self.max_sequence_length,
+            max_batch_tokens=self.max_batch_tokens,
+            cache=self.cache,
+            is_train=is_train,
+        )
+
+    def _outputs(self, layers: List) -> List[ElmoOutput]:
+        """Per-doc layers (model device) -> ElmoOutput with the fixed mix, on the CPU."""
         ops = self.model.ops
         weights = ops.asarray1f(self.layer_weights())
-        width, n_layers = bilm.output_dim, bilm.n_output_layers
-        outputs = [
-            ElmoOutput.empty(len(doc), width, n_layers if self.store_layers else None)
-            for doc in docs
-        ]
-        texts = [[token.text for token in doc] for doc in docs]
-        sequences = [
-            (d, rows)
-            for d, doc in enumerate(docs)
-            for rows in split_sequences(doc, self.max_sequence_length, texts[d])
-        ]
-        for batch in batch_by_length([len(rows) for _, rows in sequences], self.max_batch_tokens):
-            words = [[texts[d][i] for i in rows] for d, rows in (sequences[k] for k in batch)]
-            for k, layers in zip(batch, self.model.predict(words)):
-                d, rows = sequences[k]
-                mixed = ops.xp.tensordot(weights, layers, axes=(0, 0)) * self.gamma
-                outputs[d].vectors[rows] = ops.to_numpy(mixed)
-                if self.store_layers:
-                    outputs[d].layers[:, rows] = ops.to_numpy(layers)
+        outputs = []
+        for doc_layers_ in layers:
+            mixed = ops.xp.tensordot(weights, doc_layers_, axes=(0, 0)) * self.gamma
+            outputs.append(
+                ElmoOutput(
+                    ops.to_numpy(mixed).astype(np.float32, copy=False),
+                    ops.to_numpy(doc_layers_) if self.store_layers else None,
+                )
+            )
         return outputs
 
     def set_annotations(self, docs: Iterable[Doc], outputs: List[ElmoOutput]) -> None:
@@ -239,12 +319,39 @@ class Elmo(TrainablePipe):
         sgd: Optional[Optimizer] = None,
         losses: Optional[Dict[str, float]] = None,
     ) -> Dict[str, float]:
-        """The biLM is frozen: annotate the predicted docs (so components trained after this
-        one see ``doc._.elmo``) and learn nothing."""
+        """Annotate the predicted docs, so components trained after this one see the layers.
+
+        Frozen (default): nothing is learned; listeners read ``doc._.elmo_layers``. Not frozen,
+        with listeners: the layers go to the listeners with ``receive``, their gradients come
+        back into the biLM, and ``sgd`` updates it when the last listener backpropagates."""
         losses = {} if losses is None else losses
-        docs = [eg.predicted for eg in examples]
-        self.set_annotations(docs, self.predict(docs))
         losses.setdefault(self.name, 0.0)
+        docs = [eg.predicted for eg in examples]
+        if self.frozen or not self.listeners:
+            self.set_annotations(docs, self.predict(docs))
+            return losses
+        layers, backprop_layers = self._doc_layers(docs, is_train=True)
+        self.set_annotations(docs, self._outputs(layers))
+        ops = self.model.ops
+        d_layers = [ops.alloc3f(*x.shape) for x in layers]
+
+        def accumulate_gradient(one_d_layers: List) -> List:
+            for total, d in zip(d_layers, one_d_layers):
+                total += d
+                losses[self.name] += float((d**2).sum())
+            return []
+
+        def backprop(one_d_layers: List) -> List:
+            accumulate_gradient(one_d_layers)
+            backprop_layers(d_layers)
+            if sgd is not None:
+                self.finish_update(sgd)
+            return []
+
+        batch_id = ElmoListener.get_batch_id(docs)
+        for listener in self.listeners[:-1]:
+            listener.receive(batch_id, layers, accumulate_gradient)
+        self.listeners[-1].receive(batch_id, layers, backprop)
         return losses
 
     def to_bytes(self, *, exclude=tuple()) -> bytes:
@@ -280,42 +387,6 @@ class Elmo(TrainablePipe):
             return load_bilm(options_or_dir, weight_file)
         except FileNotFoundError as err:
             raise ValueError(f"elmo pipe '{self.name}': {err}") from err
-
-
-def split_sequences(doc: Doc, max_length: int, texts: Optional[List[str]] = None) -> List[np.ndarray]:
-    """The biLM sequences of ``doc``: arrays of token indices, whitespace tokens left out.
-
-    One sequence per sentence when the doc has sentence boundaries, else one for the whole doc;
-    a sequence longer than ``max_length`` is cut into ``ceil(n / max_length)`` windows of
-    near-equal length.
-    """
-    if texts is None:
-        texts = [token.text for token in doc]
-    read = np.flatnonzero([not text.isspace() for text in texts])
-    if doc.has_annotation("SENT_START"):
-        starts = [sentence.start for sentence in doc.sents][1:]
-        segments = np.split(read, np.searchsorted(read, starts))
-    else:
-        segments = [read]
-    sequences = []
-    for segment in segments:
-        if len(segment):
-            sequences.extend(np.array_split(segment, math.ceil(len(segment) / max_length)))
-    return sequences
-
-
-def batch_by_length(lengths: Sequence[int], max_tokens: int) -> List[List[int]]:
-    """Group indices of ``lengths`` into batches, longest first, so that each padded batch
-    (rows x its longest sequence) holds at most ``max_tokens``; a longer sequence is a batch of
-    its own."""
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    batches: List[List[int]] = []
-    for i in order:
-        if batches and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= max_tokens:
-            batches[-1].append(i)
-        else:
-            batches.append([i])
-    return batches
 
 
 _TORCH_THREADS_PID = os.getpid()

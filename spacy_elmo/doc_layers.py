@@ -1,0 +1,146 @@
+"""From Docs to biLM layers and back: sequences, length batching, the layer cache.
+
+Shared by the ``elmo`` pipe (prediction and fine-tuning) and by ``ElmoEmbedder`` (a listener
+replaced by its own copy of the biLM). How docs become biLM sequences: each sentence is one
+sequence when the doc has sentence boundaries; otherwise, and for sentences longer than
+``max_sequence_length``, the tokens are cut into the fewest windows of at most
+``max_sequence_length`` tokens, of near-equal length. Whitespace tokens are left out (zero rows).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from typing import Callable, Hashable, List, Optional, Sequence, Tuple
+
+import numpy as np
+from spacy.tokens import Doc
+from thinc.api import Model
+from thinc.types import Floats3d
+
+
+def split_sequences(doc: Doc, max_length: int, texts: Optional[List[str]] = None) -> List[np.ndarray]:
+    """The biLM sequences of ``doc``: arrays of token indices, whitespace tokens left out.
+
+    One sequence per sentence when the doc has sentence boundaries, else one for the whole doc;
+    a sequence longer than ``max_length`` is cut into ``ceil(n / max_length)`` windows of
+    near-equal length.
+    """
+    if texts is None:
+        texts = [token.text for token in doc]
+    read = np.flatnonzero([not text.isspace() for text in texts])
+    if doc.has_annotation("SENT_START"):
+        starts = [sentence.start for sentence in doc.sents][1:]
+        segments = np.split(read, np.searchsorted(read, starts))
+    else:
+        segments = [read]
+    sequences = []
+    for segment in segments:
+        if len(segment):
+            sequences.extend(np.array_split(segment, math.ceil(len(segment) / max_length)))
+    return sequences
+
+
+def batch_by_length(lengths: Sequence[int], max_tokens: int) -> List[List[int]]:
+    """Group indices of ``lengths`` into batches, longest first, so that each padded batch
+    (rows x its longest sequence) holds at most ``max_tokens``; a longer sequence is a batch of
+    its own."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: List[List[int]] = []
+    for i in order:
+        if batches and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= max_tokens:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
+
+
+class LayerCache:
+    """biLM layers of sequences already seen, keyed by their words, least recently used first out.
+
+    Bounded by ``max_bytes`` of stored arrays (float32 NumPy, ``(n_layers + 1, n, width)`` each).
+    Training a frozen biLM's listeners sees the same sentences every epoch: from the second epoch
+    on they cost a dictionary look-up. The values are the exact arrays the biLM returned.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.nbytes = 0
+        self.hits = 0
+        self.misses = 0
+        self._store: "OrderedDict[Hashable, np.ndarray]" = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    def get(self, key: Hashable) -> Optional[np.ndarray]:
+        value = self._store.get(key)
+        if value is None:
+            self.misses += 1
+            return None
+        self._store.move_to_end(key)
+        self.hits += 1
+        return value
+
+    def put(self, key: Hashable, value: np.ndarray) -> None:
+        if value.nbytes > self.max_bytes or key in self._store:
+            return
+        self._store[key] = value
+        self.nbytes += value.nbytes
+        while self.nbytes > self.max_bytes:
+            _, evicted = self._store.popitem(last=False)
+            self.nbytes -= evicted.nbytes
+
+    def clear(self) -> None:
+        self._store.clear()
+        self.nbytes = 0
+
+
+def doc_layers(
+    model: Model,
+    docs: Sequence[Doc],
+    *,
+    n_layers: int,
+    width: int,
+    max_sequence_length: int,
+    max_batch_tokens: int,
+    cache: Optional[LayerCache] = None,
+    is_train: bool = False,
+) -> Tuple[List[Floats3d], Callable[[List[Floats3d]], List]]:
+    """Every biLM layer of every doc: one ``(n_layers, len(doc), width)`` array per doc (on the
+    model's device; whitespace rows zero), and a backprop that sends per-doc gradients into the
+    biLM (``is_train``; the cache is bypassed then, since the weights change)."""
+    ops = model.ops
+    texts = [[token.text for token in doc] for doc in docs]
+    outputs = [ops.alloc3f(n_layers, len(doc), width) for doc in docs]
+    sequences = [
+        (d, rows) for d, doc in enumerate(docs) for rows in split_sequences(doc, max_sequence_length, texts[d])
+    ]
+    words = [[texts[d][i] for i in rows] for d, rows in sequences]
+    todo = []
+    for k, (d, rows) in enumerate(sequences):
+        cached = cache.get(tuple(words[k])) if cache is not None and not is_train else None
+        if cached is None:
+            todo.append(k)
+        else:
+            outputs[d][:, rows] = ops.asarray(cached)
+    backprops = []
+    for batch in batch_by_length([len(sequences[k][1]) for k in todo], max_batch_tokens):
+        ks = [todo[b] for b in batch]
+        if is_train:
+            arrays, backprop_batch = model.begin_update([words[k] for k in ks])
+            backprops.append((ks, backprop_batch))
+        else:
+            arrays = model.predict([words[k] for k in ks])
+        for k, layers in zip(ks, arrays):
+            d, rows = sequences[k]
+            outputs[d][:, rows] = layers
+            if cache is not None and not is_train:
+                cache.put(tuple(words[k]), ops.to_numpy(layers))
+
+    def backprop(d_outputs: List[Floats3d]) -> List:
+        for ks, backprop_batch in backprops:
+            backprop_batch([d_outputs[sequences[k][0]][:, sequences[k][1]] for k in ks])
+        return []
+
+    return outputs, backprop

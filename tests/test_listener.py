@@ -1,0 +1,214 @@
+"""Downstream components on ELMo: the listener, its mix, frozen vs fine-tuned biLM, the cache."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import spacy
+import torch
+from spacy.training import Example
+
+from conftest import ELMO_FIXTURE
+from spacy_elmo.doc_layers import LayerCache
+from spacy_elmo.listener import mix_head
+
+ELMO = {
+    "options_file": str(ELMO_FIXTURE / "options.json"),
+    "weight_file": str(ELMO_FIXTURE / "lm_weights.hdf5"),
+}
+LISTENER = {"@architectures": "spacy_elmo.ElmoListener.v1", "width": 24, "dropout": 0.1}
+TOKEN_EMBED = {
+    "@architectures": "spacy.MultiHashEmbed.v2",
+    "width": 16,
+    "attrs": ["NORM", "SHAPE"],
+    "rows": [500, 50],
+    "include_static_vectors": False,
+}
+DATA = [
+    ("I like green eggs", ["N", "V", "J", "N"]),
+    ("Eat blue ham", ["V", "J", "N"]),
+    ("They eat ham daily", ["N", "V", "N", "R"]),
+]
+
+
+def tagger_pipeline(frozen=True, token_embed=False, elmo=True, **elmo_cfg):
+    nlp = spacy.blank("en")
+    if elmo:
+        nlp.add_pipe("elmo", config={**ELMO, "frozen": frozen, **elmo_cfg})
+    listener = dict(LISTENER)
+    if token_embed:
+        listener["token_embed"] = TOKEN_EMBED
+    nlp.add_pipe("tagger", config={"model": {"@architectures": "spacy.Tagger.v2", "tok2vec": listener}})
+    return nlp
+
+
+def examples(nlp):
+    return [Example.from_dict(nlp.make_doc(text), {"tags": tags}) for text, tags in DATA]
+
+
+def train(nlp, steps=25, **update_kwargs):
+    exs = examples(nlp)
+    optimizer = nlp.initialize(lambda: exs)
+    history = []
+    for _ in range(steps):
+        losses = {}
+        nlp.update(exs, sgd=optimizer, losses=losses, **update_kwargs)
+        history.append(losses["tagger"])
+    return history
+
+
+def bilm_state(nlp):
+    return {k: v.clone() for k, v in nlp.get_pipe("elmo").bilm.state_dict().items()}
+
+
+@pytest.mark.parametrize("token_embed", [False, True], ids=["elmo-only", "with-token-embed"])
+def test_frozen_biLM_tagger_learns_and_biLM_does_not_change(token_embed):
+    nlp = tagger_pipeline(token_embed=token_embed)
+    before = bilm_state(nlp)
+    history = train(nlp)
+    assert history[-1] < 0.8 * history[0]
+    after = bilm_state(nlp)
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert [t.tag_ for t in nlp("I like green eggs")] == ["N", "V", "J", "N"]
+    mix = nlp.get_pipe("tagger").model.get_ref("tok2vec").head
+    assert not np.allclose(mix.get_param("s"), 0.0), "the task-specific mix weights are learned"
+
+
+def test_fine_tuning_updates_the_biLM():
+    nlp = tagger_pipeline(frozen=False)
+    before = bilm_state(nlp)
+    history = train(nlp, steps=10)
+    assert history[-1] < history[0]
+    after = bilm_state(nlp)
+    changed = [k for k in before if not torch.equal(before[k], after[k])]
+    assert "forward_lstm.layers.1.weight_hh_l0" in changed and "token_encoder.projection.weight" in changed
+
+
+def test_frozen_and_annotating_components_as_spacy_train_uses_them():
+    nlp = tagger_pipeline()
+    exs = examples(nlp)
+    with nlp.select_pipes(disable=["elmo"]):  # spacy train does not initialize frozen pipes
+        optimizer = nlp.initialize(lambda: exs)
+    before = bilm_state(nlp)
+    losses = {}
+    for _ in range(15):
+        losses = {}
+        nlp.update(exs, sgd=optimizer, losses=losses, exclude=["elmo"], annotates=["elmo"])
+    assert "elmo" not in losses and losses["tagger"] > 0
+    after = bilm_state(nlp)
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_frozen_but_not_annotating_gives_a_clear_error():
+    nlp = tagger_pipeline()
+    exs = examples(nlp)
+    optimizer = nlp.initialize(lambda: exs)
+    with pytest.raises(ValueError, match="annotating_components"):
+        nlp.update(exs, sgd=optimizer, exclude=["elmo"])
+
+
+def test_listener_without_elmo_pipe_fails_clearly():
+    nlp = tagger_pipeline(elmo=False)
+    with pytest.raises(ValueError, match="found no 'elmo' pipe upstream"):
+        nlp.initialize(lambda: examples(nlp))
+
+
+def test_store_layers_off_is_refused_by_listeners():
+    nlp = tagger_pipeline(store_layers=False)
+    exs = examples(nlp)
+    optimizer = nlp.initialize(lambda: exs)
+    with pytest.raises(ValueError, match="store_layers"):
+        nlp.update(exs, sgd=optimizer)
+
+
+def test_round_trip_and_replace_listeners(tmp_path):
+    nlp = tagger_pipeline(token_embed=True)
+    train(nlp, steps=10)
+    texts = ["They like blue eggs", "Eat ham"]
+    tag_scores = lambda pipeline: [  # noqa: E731
+        pipeline.get_pipe("tagger").predict([pipeline(t)])[0] for t in texts
+    ]
+    expected = tag_scores(nlp)
+    nlp.to_disk(tmp_path / "listening")
+    loaded = spacy.load(tmp_path / "listening")
+    for a, b in zip(tag_scores(loaded), expected):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+
+    nlp.replace_listeners("elmo", "tagger", ["model.tok2vec"])
+    assert nlp.get_pipe("elmo").listening_components == []
+    for a, b in zip(tag_scores(nlp), expected):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    nlp.remove_pipe("elmo")
+    tags = [[t.tag_ for t in nlp(text)] for text in texts]
+    nlp.to_disk(tmp_path / "replaced")
+    reloaded = spacy.load(tmp_path / "replaced")
+    assert reloaded.pipe_names == ["tagger"]
+    assert reloaded.config["components"]["tagger"]["model"]["tok2vec"]["@architectures"] == "spacy_elmo.ElmoEmbedder.v1"
+    assert [[t.tag_ for t in reloaded(text)] for text in texts] == tags
+    for text, expected_scores in zip(texts, expected):
+        np.testing.assert_allclose(reloaded.get_pipe("tagger").predict([reloaded(text)])[0], expected_scores, atol=1e-6)
+
+
+def test_mix_head_gradients_match_finite_differences():
+    """d(loss)/d(s, gamma, layers) of the task-specific mix against central differences."""
+    head = mix_head(width=5)
+    head.set_dim("nL", 3)
+    head.set_dim("nI", 4)
+    head.initialize()
+    rng = np.random.default_rng(0)
+    head.set_param("s", rng.normal(size=3).astype("f"))
+    head.set_param("gamma", np.asarray([1.3], dtype="f"))
+    layers = [rng.normal(size=(3, n, 4)).astype("f") for n in (2, 3)]
+    target = [rng.normal(size=(n, 5)).astype("f") for n in (2, 3)]
+
+    def loss(lays):
+        out, _ = head(([None, None], lays), is_train=False)
+        return sum(float(((o - t) ** 2).sum()) / 2 for o, t in zip(out, target))
+
+    out, backprop = head(([None, None], layers), is_train=True)
+    d_layers = backprop([o - t for o, t in zip(out, target)])
+    grads = {"s": head.get_grad("s").copy(), "gamma": head.get_grad("gamma").copy()}
+    eps = 1e-3
+    for name in ("s", "gamma"):
+        value = head.get_param(name).astype("f8")
+        for i in range(len(value)):
+            plus, minus = value.copy(), value.copy()
+            plus[i] += eps
+            minus[i] -= eps
+            head.set_param(name, plus.astype("f"))
+            up = loss(layers)
+            head.set_param(name, minus.astype("f"))
+            down = loss(layers)
+            head.set_param(name, value.astype("f"))
+            assert grads[name][i] == pytest.approx((up - down) / (2 * eps), rel=2e-2, abs=2e-3), name
+    for d in range(2):
+        for index in [(0, 0, 0), (2, 1, 3), (1, 1, 2)]:
+            bumped = [x.copy() for x in layers]
+            bumped[d][index] += eps
+            up = loss(bumped)
+            bumped[d][index] -= 2 * eps
+            down = loss(bumped)
+            assert d_layers[d][index] == pytest.approx((up - down) / (2 * eps), rel=2e-2, abs=2e-3)
+
+
+def test_cache_reuses_exact_layers_and_is_bounded():
+    nlp = spacy.blank("en")
+    pipe = nlp.add_pipe("elmo", config={**ELMO, "cache_size_mb": 1})
+    texts = ["The bank raised rates .", "We sat on the river bank ."]
+    first = [nlp(t)._.elmo_layers for t in texts]
+    misses = pipe.cache.misses
+    second = [nlp(t)._.elmo_layers for t in texts]
+    assert pipe.cache.hits >= 2 and pipe.cache.misses == misses
+    for a, b in zip(first, second):
+        np.testing.assert_array_equal(a, b)
+    uncached = spacy.blank("en")
+    uncached.add_pipe("elmo", config={**ELMO, "cache_size_mb": 0})
+    assert uncached.get_pipe("elmo").cache is None
+    for text, a in zip(texts, first):
+        np.testing.assert_array_equal(uncached(text)._.elmo_layers, a)
+
+    cache = LayerCache(max_bytes=1000)
+    for i in range(10):
+        cache.put(("w", i), np.zeros((3, 2, 16), dtype=np.float32))  # 384 bytes each
+    assert cache.nbytes <= 1000 and len(cache) == 2
+    assert cache.get(("w", 9)) is not None and cache.get(("w", 0)) is None
