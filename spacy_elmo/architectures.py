@@ -8,6 +8,10 @@ shape comes with its weights (``options.json``), which ``set_bilm`` puts in plac
 pipe does it from its weight files at ``initialize`` or on first use). ``model.to_bytes()`` carries
 the options and the weights (safetensors) together, so a model restored with ``from_bytes`` needs
 neither the original files nor ``initialize``.
+
+``spacy_elmo.ElmoListener.v1``: a downstream component's ``tok2vec``, fed by the ``elmo`` pipe,
+with its own learned layer mix (:mod:`spacy_elmo.listener`). ``spacy_elmo.ElmoEmbedder.v1``: the
+same mix on its own copy of the biLM, what ``nlp.replace_listeners`` leaves in a listener's place.
 """
 
 from __future__ import annotations
