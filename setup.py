@@ -33,7 +33,7 @@ setup(
         "tqdm>=4.60",
     ],
     extras_require={
-        "test": ["pytest>=7"],
+        "test": ["pytest>=7", "matplotlib>=3.5"],
         "plot": ["matplotlib>=3.5"],
     },
     entry_points={

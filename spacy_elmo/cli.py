@@ -8,7 +8,7 @@ from __future__ import annotations
 import typer
 
 from . import commands
-from .pretrain.commands import EXTRA_ARGS, init_config_command, pretrain_command
+from .pretrain.commands import EXTRA_ARGS, init_config_command, plot_curve_command, pretrain_command
 
 app = typer.Typer(
     name="spacy_elmo",
@@ -22,6 +22,7 @@ app.command("embed")(commands.embed)
 app.command("convert")(commands.convert)
 app.command("pretrain", context_settings=EXTRA_ARGS)(pretrain_command)
 app.command("init-config")(init_config_command)
+app.command("plot-curve")(plot_curve_command)
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import spacy
 import torch
 from safetensors.torch import load_file
 
@@ -20,6 +21,7 @@ from spacy_elmo import batch_to_ids, export_bilm_tf, load_bilm
 from spacy_elmo.pretrain import CorpusError, Trainer, Vocab, VocabError, load_config, pretrain
 from spacy_elmo.pretrain.config import ConfigError, parse_settings
 from spacy_elmo.pretrain.corpus import BatchStream, CorpusSettings, SequenceReader
+from spacy_elmo.pretrain.curve import plot_learning_curve
 from spacy_elmo.pretrain.model import LMBatch, make_batch
 
 CORPUS = FIXTURES / "wikitext_tiny"
@@ -68,9 +70,17 @@ def test_loss_falls_and_dev_perplexity_is_reported(tmp_path):
     assert vocab.words[:3] == ["<S>", "</S>", "<UNK>"] and len(vocab) == 500
 
 
-def test_output_directory_loads_and_exports_to_bilm_tf(tmp_path):
-    pretrain(tiny_config(**{"training.max_steps": 2}), tmp_path / "run", show_progress=False)
+def test_output_directory_loads_in_the_pipe_and_exports_to_bilm_tf(tmp_path):
+    pretrain(tiny_config(**{"training.max_steps": 2, "training.eval_every": 1}), tmp_path / "run", show_progress=False)
     bilm = load_bilm(tmp_path / "run")
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"model_path": str(tmp_path / "run")})
+    doc = nlp("The game began .")
+    with torch.no_grad():
+        layers = bilm(torch.from_numpy(batch_to_ids([["The", "game", "began", "."]])))[0]
+    np.testing.assert_allclose(doc._.elmo_layers, layers[:, 0].numpy(), atol=1e-6)
+    png = plot_learning_curve(tmp_path / "run" / "metrics.jsonl", tmp_path / "curve.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     export_bilm_tf(bilm, tmp_path / "tf")
     again = load_bilm(tmp_path / "tf" / "options.json", tmp_path / "tf" / "weights.hdf5")
     ids = torch.from_numpy(batch_to_ids([["The", "game", "began", "."], ["Valkyria"]]))

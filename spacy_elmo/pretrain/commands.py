@@ -39,3 +39,13 @@ def init_config_command(
     """Write the documented default pretraining config."""
     output_file.write_text(DEFAULT_CONFIG.lstrip("\n"), encoding="utf-8")
     typer.echo(f"Wrote {output_file}")
+
+
+def plot_curve_command(
+    metrics_file: Path = typer.Argument(..., help="metrics.jsonl of a pretraining run", exists=True),
+    output_png: Path = typer.Argument(..., help="Where to write the PNG"),
+) -> None:
+    """Plot a pretraining run's learning curve (needs matplotlib: pip install spacy-elmo[plot])."""
+    from .curve import plot_learning_curve
+
+    typer.echo(f"Wrote {plot_learning_curve(metrics_file, output_png)}")

@@ -1,0 +1,47 @@
+"""The learning curve of a pretraining run, from its ``metrics.jsonl``, as a PNG."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Dict, List, Union
+
+
+def read_metrics(path: Union[str, Path]) -> List[Dict]:
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"metrics file not found: {path}")
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def plot_learning_curve(metrics_file: Union[str, Path], output_png: Union[str, Path]) -> Path:
+    """Training loss per logged step and held-out perplexities (forward, backward, average)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    records = read_metrics(metrics_file)
+    train = [r for r in records if "loss" in r]
+    dev = [r for r in records if "dev_ppl" in r]
+    if not train:
+        raise ValueError(f"{metrics_file}: no training records to plot")
+    fig, (ax_loss, ax_ppl) = plt.subplots(1, 2, figsize=(11, 4))
+    ax_loss.plot([r["step"] for r in train], [r["loss"] for r in train], lw=1)
+    softmax = train[-1].get("softmax")
+    ylabel = f"training loss ({softmax} softmax)" if softmax else "training loss"
+    ax_loss.set(xlabel="step", ylabel=ylabel, title="Training")
+    if dev:
+        steps = [r["step"] for r in dev]
+        for key, label in (("dev_ppl_forward", "forward"), ("dev_ppl_backward", "backward"), ("dev_ppl", "average")):
+            ax_ppl.plot(steps, [r[key] for r in dev], marker="o", label=label)
+        ax_ppl.set_yscale("log")
+        ax_ppl.legend()
+    ax_ppl.set(xlabel="step", ylabel="held-out perplexity (full softmax)", title="Held-out")
+    for ax in (ax_loss, ax_ppl):
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    output_png = Path(output_png)
+    fig.savefig(output_png, dpi=120)
+    plt.close(fig)
+    return output_png
