@@ -19,7 +19,9 @@ from thinc.api import Model
 from thinc.types import Floats3d
 
 
-def split_sequences(doc: Doc, max_length: int, texts: Optional[List[str]] = None) -> List[np.ndarray]:
+def split_sequences(
+    doc: Doc, max_length: int, texts: Optional[List[str]] = None
+) -> List[np.ndarray]:
     """The biLM sequences of ``doc``: arrays of token indices, whitespace tokens left out.
 
     One sequence per sentence when the doc has sentence boundaries, else one for the whole doc;
@@ -114,7 +116,9 @@ def doc_layers(
     texts = [[token.text for token in doc] for doc in docs]
     outputs = [ops.alloc3f(n_layers, len(doc), width) for doc in docs]
     sequences = [
-        (d, rows) for d, doc in enumerate(docs) for rows in split_sequences(doc, max_sequence_length, texts[d])
+        (d, rows)
+        for d, doc in enumerate(docs)
+        for rows in split_sequences(doc, max_sequence_length, texts[d])
     ]
     words = [[texts[d][i] for i in rows] for d, rows in sequences]
     todo = []

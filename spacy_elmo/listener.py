@@ -40,8 +40,12 @@ class ElmoListener(Model):
 
     def __init__(self, upstream_name: str, head: Model) -> None:
         Model.__init__(
-            self, name=self.name, forward=_listener_forward, init=_listener_init,
-            dims={"nO": head.get_dim("nO")}, layers=[head],
+            self,
+            name=self.name,
+            forward=_listener_forward,
+            init=_listener_init,
+            dims={"nO": head.get_dim("nO")},
+            layers=[head],
         )
         self.upstream_name = upstream_name
         #: Set by the elmo pipe that links this listener: () -> (n_layers, width), loading the
@@ -151,7 +155,9 @@ def _layers_from_docs(model: Model, docs: List[Doc]) -> List[Floats3d]:
     return layers
 
 
-def mix_head(width: int, dropout: float = 0.0, token_embed: Optional[Model] = None) -> Model[MixInput, List[Floats2d]]:
+def mix_head(
+    width: int, dropout: float = 0.0, token_embed: Optional[Model] = None
+) -> Model[MixInput, List[Floats2d]]:
     """The task-specific part: scalar mix, dropout, optional token embedding, Maxout to width.
 
     Input ``(docs, layers)``: each layers array ``(nL, len(doc), nI)``. Params: ``s`` (nL,) and

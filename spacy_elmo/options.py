@@ -149,15 +149,15 @@ def _parse(data: Mapping[str, Any], source: str) -> BiLMOptions:
         ok = isinstance(pair, (list, tuple)) and len(pair) == 2
         ok = ok and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in pair)
         if not ok or pair[0] > MAX_CHARS_PER_TOKEN:
-            raise OptionsError(f"{where}.filters[{i}] must be [width <= 50, n_filters], got {pair!r}")
+            raise OptionsError(
+                f"{where}.filters[{i}] must be [width <= 50, n_filters], got {pair!r}"
+            )
         parsed_filters.append((pair[0], pair[1]))
 
     n_highway = _positive_int(cnn, "n_highway", where, minimum=0)
     activation = cnn.get("activation", "relu")
     if activation not in ACTIVATIONS:
-        raise OptionsError(
-            f"{where}.activation must be one of {ACTIVATIONS}, got {activation!r}"
-        )
+        raise OptionsError(f"{where}.activation must be one of {ACTIVATIONS}, got {activation!r}")
     n_characters = cnn.get("n_characters", N_CHARACTERS)
     if n_characters not in (N_CHARACTERS - 1, N_CHARACTERS):
         raise OptionsError(

@@ -42,7 +42,9 @@ OPTIONS_NAME = "options.json"
 SAFETENSORS_NAME = "model.safetensors"
 HDF5_NAME = "weights.hdf5"
 
-_KNOWN_DATASET = re.compile(r"^(char_embed|CNN/[Wb]_cnn_\d+|CNN_high_\d+/.*|CNN_proj/.*|RNN_\d/.*)$")
+_KNOWN_DATASET = re.compile(
+    r"^(char_embed|CNN/[Wb]_cnn_\d+|CNN_high_\d+/.*|CNN_proj/.*|RNN_\d/.*)$"
+)
 
 
 class WeightFileError(ValueError):
@@ -215,13 +217,17 @@ def _convert_from_tf(
     t = torch.from_numpy
 
     char_embed = read("char_embed", (261, e), f"char_cnn.embedding.dim={e}")
-    yield "token_encoder.char_embedding.weight", t(
-        np.concatenate([np.zeros((1, e), np.float32), char_embed])
+    yield (
+        "token_encoder.char_embedding.weight",
+        t(np.concatenate([np.zeros((1, e), np.float32), char_embed])),
     )
     for i, (width, n) in enumerate(cnn.filters):
         why = f"char_cnn.filters[{i}]=[{width}, {n}]"
         weight = read(f"CNN/W_cnn_{i}", (1, width, e, n), why)
-        yield f"token_encoder.convolutions.{i}.weight", t(np.ascontiguousarray(weight[0].transpose(2, 1, 0)))
+        yield (
+            f"token_encoder.convolutions.{i}.weight",
+            t(np.ascontiguousarray(weight[0].transpose(2, 1, 0))),
+        )
         yield f"token_encoder.convolutions.{i}.bias", t(read(f"CNN/b_cnn_{i}", (n,), why))
     for k in range(cnn.n_highway):
         why = f"char_cnn.n_highway={cnn.n_highway}, {d} filters"
@@ -231,7 +237,10 @@ def _convert_from_tf(
         yield f"token_encoder.highways.{k}.linear.weight", t(np.concatenate([w_t.T, w_c.T]))
         yield f"token_encoder.highways.{k}.linear.bias", t(np.concatenate([b_t, b_c]))
     why = f"{d} filters, lstm.projection_dim={p}"
-    yield "token_encoder.projection.weight", t(np.ascontiguousarray(read("CNN_proj/W_proj", (d, p), why).T))
+    yield (
+        "token_encoder.projection.weight",
+        t(np.ascontiguousarray(read("CNN_proj/W_proj", (d, p), why).T)),
+    )
     yield "token_encoder.projection.bias", t(read("CNN_proj/b_proj", (p,), why))
 
     for direction, name in enumerate(("forward_lstm", "backward_lstm")):
@@ -290,9 +299,7 @@ def _read_safetensors(path: Path) -> Dict[str, torch.Tensor]:
         ) from err
 
 
-def _resolve_paths(
-    options_file: PathLike, weight_file: Optional[PathLike]
-) -> Tuple[Path, Path]:
+def _resolve_paths(options_file: PathLike, weight_file: Optional[PathLike]) -> Tuple[Path, Path]:
     options_path = Path(options_file)
     if weight_file is None:
         if not options_path.is_dir():

@@ -38,7 +38,9 @@ def tagger_pipeline(frozen=True, token_embed=False, elmo=True, **elmo_cfg):
     listener = dict(LISTENER)
     if token_embed:
         listener["token_embed"] = TOKEN_EMBED
-    nlp.add_pipe("tagger", config={"model": {"@architectures": "spacy.Tagger.v2", "tok2vec": listener}})
+    nlp.add_pipe(
+        "tagger", config={"model": {"@architectures": "spacy.Tagger.v2", "tok2vec": listener}}
+    )
     return nlp
 
 
@@ -81,7 +83,10 @@ def test_fine_tuning_updates_the_biLM():
     assert history[-1] < history[0]
     after = bilm_state(nlp)
     changed = [k for k in before if not torch.equal(before[k], after[k])]
-    assert "forward_lstm.layers.1.weight_hh_l0" in changed and "token_encoder.projection.weight" in changed
+    assert (
+        "forward_lstm.layers.1.weight_hh_l0" in changed
+        and "token_encoder.projection.weight" in changed
+    )
 
 
 def test_frozen_and_annotating_components_as_spacy_train_uses_them():
@@ -143,10 +148,15 @@ def test_round_trip_and_replace_listeners(tmp_path):
     nlp.to_disk(tmp_path / "replaced")
     reloaded = spacy.load(tmp_path / "replaced")
     assert reloaded.pipe_names == ["tagger"]
-    assert reloaded.config["components"]["tagger"]["model"]["tok2vec"]["@architectures"] == "spacy_elmo.ElmoEmbedder.v1"
+    assert (
+        reloaded.config["components"]["tagger"]["model"]["tok2vec"]["@architectures"]
+        == "spacy_elmo.ElmoEmbedder.v1"
+    )
     assert [[t.tag_ for t in reloaded(text)] for text in texts] == tags
     for text, expected_scores in zip(texts, expected):
-        np.testing.assert_allclose(reloaded.get_pipe("tagger").predict([reloaded(text)])[0], expected_scores, atol=1e-6)
+        np.testing.assert_allclose(
+            reloaded.get_pipe("tagger").predict([reloaded(text)])[0], expected_scores, atol=1e-6
+        )
 
 
 def test_mix_head_gradients_match_finite_differences():
@@ -180,7 +190,9 @@ def test_mix_head_gradients_match_finite_differences():
             head.set_param(name, minus.astype("f"))
             down = loss(layers)
             head.set_param(name, value.astype("f"))
-            assert grads[name][i] == pytest.approx((up - down) / (2 * eps), rel=2e-2, abs=2e-3), name
+            assert grads[name][i] == pytest.approx((up - down) / (2 * eps), rel=2e-2, abs=2e-3), (
+                name
+            )
     for d in range(2):
         for index in [(0, 0, 0), (2, 1, 3), (1, 1, 2)]:
             bumped = [x.copy() for x in layers]

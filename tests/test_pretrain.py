@@ -54,14 +54,22 @@ def _metrics(directory: Path):
 
 
 def _weights(directory: Path):
-    return {**load_file(str(directory / "model.safetensors")), **load_file(str(directory / "softmax.safetensors"))}
+    return {
+        **load_file(str(directory / "model.safetensors")),
+        **load_file(str(directory / "softmax.safetensors")),
+    }
 
 
 def test_loss_falls_and_dev_perplexity_is_reported(tmp_path):
-    config = tiny_config(**{"training.max_steps": 40, "training.eval_every": 40, "optimizer.learning_rate": 0.01})
+    config = tiny_config(
+        **{"training.max_steps": 40, "training.eval_every": 40, "optimizer.learning_rate": 0.01}
+    )
     pretrain(config, tmp_path, show_progress=False)
     records = [r for r in _metrics(tmp_path) if "loss" in r]
-    first, last = np.mean([r["loss"] for r in records[:5]]), np.mean([r["loss"] for r in records[-5:]])
+    first, last = (
+        np.mean([r["loss"] for r in records[:5]]),
+        np.mean([r["loss"] for r in records[-5:]]),
+    )
     assert last < first - 0.5, (first, last)
     dev = [r for r in _metrics(tmp_path) if "dev_ppl" in r][-1]
     assert 1 < dev["dev_ppl_forward"] < 500 and 1 < dev["dev_ppl_backward"] < 500
@@ -71,7 +79,11 @@ def test_loss_falls_and_dev_perplexity_is_reported(tmp_path):
 
 
 def test_output_directory_loads_in_the_pipe_and_exports_to_bilm_tf(tmp_path):
-    pretrain(tiny_config(**{"training.max_steps": 2, "training.eval_every": 1}), tmp_path / "run", show_progress=False)
+    pretrain(
+        tiny_config(**{"training.max_steps": 2, "training.eval_every": 1}),
+        tmp_path / "run",
+        show_progress=False,
+    )
     bilm = load_bilm(tmp_path / "run")
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"model_path": str(tmp_path / "run")})
@@ -90,7 +102,9 @@ def test_output_directory_loads_in_the_pipe_and_exports_to_bilm_tf(tmp_path):
 
 def _run_cli(args, **kwargs):
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen([sys.executable, "-m", "spacy_elmo", "pretrain", *args], cwd=REPO, env=env, **kwargs)
+    return subprocess.Popen(
+        [sys.executable, "-m", "spacy_elmo", "pretrain", *args], cwd=REPO, env=env, **kwargs
+    )
 
 
 def _cli_overrides(**extra):
@@ -103,8 +117,16 @@ def _cli_overrides(**extra):
 
 def test_resume_after_ctrl_c_is_bit_for_bit(tmp_path):
     config_file = tmp_path / "config.cfg"
-    subprocess.run([sys.executable, "-m", "spacy_elmo", "init-config", str(config_file)], cwd=REPO, check=True)
-    args = _cli_overrides(**{"training.max_steps": 12, "objective.softmax": "sampled", "objective.n_negative_samples": 50})
+    subprocess.run(
+        [sys.executable, "-m", "spacy_elmo", "init-config", str(config_file)], cwd=REPO, check=True
+    )
+    args = _cli_overrides(
+        **{
+            "training.max_steps": 12,
+            "objective.softmax": "sampled",
+            "objective.n_negative_samples": 50,
+        }
+    )
 
     straight = _run_cli([str(config_file), str(tmp_path / "straight"), *args])
     assert straight.wait(timeout=300) == 0
@@ -112,11 +134,15 @@ def test_resume_after_ctrl_c_is_bit_for_bit(tmp_path):
     interrupted = _run_cli([str(config_file), str(tmp_path / "resumed"), *args])
     metrics = tmp_path / "resumed" / "metrics.jsonl"
     deadline = time.time() + 240
-    while time.time() < deadline and not (metrics.exists() and len(metrics.read_text().splitlines()) >= 4):
+    while time.time() < deadline and not (
+        metrics.exists() and len(metrics.read_text().splitlines()) >= 4
+    ):
         time.sleep(0.05)
     interrupted.send_signal(signal.SIGINT)
     assert interrupted.wait(timeout=120) == 0
-    stopped_at = torch.load(tmp_path / "resumed" / "checkpoint" / "state.pt", weights_only=False)["step"]
+    stopped_at = torch.load(tmp_path / "resumed" / "checkpoint" / "state.pt", weights_only=False)[
+        "step"
+    ]
     assert 4 <= stopped_at < 12, "the interrupt should land mid-run"
 
     resumed = _run_cli([str(config_file), str(tmp_path / "resumed"), "--resume", *args])
@@ -138,21 +164,44 @@ def test_two_process_gloo_equals_one_process_with_both_shards(tmp_path):
     }
     # one vocabulary for both runs, built from the whole corpus
     Vocab.from_counts(
-        __import__("collections").Counter(t for s in SequenceReader([CORPUS / "train.txt"], CorpusSettings(max_sequence_length=30)) for t in s),
+        __import__("collections").Counter(
+            t
+            for s in SequenceReader([CORPUS / "train.txt"], CorpusSettings(max_sequence_length=30))
+            for t in s
+        ),
         500,
     ).save(tmp_path / "vocab.txt")
     config_file = tmp_path / "config.cfg"
     tiny_config(**overrides).to_disk(config_file)
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517",
-           "-m", "spacy_elmo", "pretrain", str(config_file), str(tmp_path / "ddp")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        "29517",
+        "-m",
+        "spacy_elmo",
+        "pretrain",
+        str(config_file),
+        str(tmp_path / "ddp"),
+    ]
     subprocess.run(cmd, cwd=REPO, env=env, check=True, timeout=300, capture_output=True)
 
     single = Trainer(tiny_config(**overrides), tmp_path / "single", show_progress=False)
     settings = parse_settings(tiny_config(**overrides))
     streams = [
-        BatchStream(single.train_files, settings.corpus, settings.training.batch_tokens,
-                    settings.shuffle_buffer, settings.seed, rank, 2).batches()
+        BatchStream(
+            single.train_files,
+            settings.corpus,
+            settings.training.batch_tokens,
+            settings.shuffle_buffer,
+            settings.seed,
+            rank,
+            2,
+        ).batches()
         for rank in range(2)
     ]
     for _ in range(3):
@@ -172,7 +221,11 @@ def test_empty_and_blank_corpora_are_refused(tmp_path):
     blank.write_text("\n   \n\t\n" * 50)
     for path in (empty, blank):
         with pytest.raises(CorpusError, match="holds no tokens"):
-            pretrain(tiny_config(**{"paths.train": str(path), "paths.dev": None}), tmp_path / path.stem, show_progress=False)
+            pretrain(
+                tiny_config(**{"paths.train": str(path), "paths.dev": None}),
+                tmp_path / path.stem,
+                show_progress=False,
+            )
 
 
 def test_megabyte_line_and_bad_utf8_are_handled(tmp_path):
@@ -188,8 +241,11 @@ def test_megabyte_line_and_bad_utf8_are_handled(tmp_path):
     assert max(map(len, sequences)) == 30 and sum(map(len, sequences)) == 200_000 + 10
     with pytest.raises(CorpusError, match=r"train.txt:2: not valid UTF-8"):
         list(SequenceReader([corpus], CorpusSettings(on_decode_error="raise")))
-    pretrain(tiny_config(**{"paths.train": str(corpus), "paths.dev": None, "training.max_steps": 2}),
-             tmp_path / "out", show_progress=False)
+    pretrain(
+        tiny_config(**{"paths.train": str(corpus), "paths.dev": None, "training.max_steps": 2}),
+        tmp_path / "out",
+        show_progress=False,
+    )
     assert _metrics(tmp_path / "out")[-1]["skipped_lines"] == 1
 
 
@@ -198,7 +254,9 @@ def test_resume_with_another_vocabulary_is_refused(tmp_path):
     words = (tmp_path / "vocab.txt").read_text().splitlines()
     (tmp_path / "vocab.txt").write_text("\n".join(words[:-1] + ["zzz-not-in-checkpoint"]) + "\n")
     with pytest.raises(VocabError, match="vocab.txt.*not the one checkpoint"):
-        Trainer(tiny_config(**{"training.max_steps": 2}), tmp_path, resume=True, show_progress=False)
+        Trainer(
+            tiny_config(**{"training.max_steps": 2}), tmp_path, resume=True, show_progress=False
+        )
     with pytest.raises(FileExistsError, match="--resume"):
         Trainer(tiny_config(), tmp_path, show_progress=False)
 
@@ -213,15 +271,21 @@ def test_bad_vocab_file_and_config_values(tmp_path):
     with pytest.raises(ConfigError, match="training.batch_tokens"):
         parse_settings(tiny_config(**{"training.batch_tokens": 0}))
     with pytest.raises(CorpusError, match="batch_tokens"):
-        BatchStream([CORPUS / "train.txt"], CorpusSettings(max_sequence_length=100), batch_tokens=50)
+        BatchStream(
+            [CORPUS / "train.txt"], CorpusSettings(max_sequence_length=100), batch_tokens=50
+        )
 
 
 def test_batches_are_deterministic_and_sharded():
     settings = CorpusSettings(max_sequence_length=30)
+
     def take(rank, world, n=5):
-        stream = BatchStream([CORPUS / "train.txt"], settings, 400, 200, seed=3, rank=rank, world_size=world)
+        stream = BatchStream(
+            [CORPUS / "train.txt"], settings, 400, 200, seed=3, rank=rank, world_size=world
+        )
         it = stream.batches()
         return [next(it) for _ in range(n)]
+
     assert take(0, 1) == take(0, 1)
     shard0 = {" ".join(s) for b in take(0, 2, 10) for s in b}
     shard1 = {" ".join(s) for b in take(1, 2, 10) for s in b}
@@ -239,7 +303,9 @@ def test_log_uniform_sampler_follows_zipf():
     k = torch.arange(10, dtype=torch.float64)
     expected = torch.log((k + 2) / (k + 1)) / np.log(11)
     assert torch.allclose(freq, expected, atol=0.005)
-    assert torch.allclose(sampler.log_expected_count(k.long(), 7).double(), torch.log(7 * expected), atol=1e-6)
+    assert torch.allclose(
+        sampler.log_expected_count(k.long(), 7).double(), torch.log(7 * expected), atol=1e-6
+    )
 
 
 def test_sampled_softmax_gradient_converges_to_its_limit():

@@ -13,7 +13,9 @@ EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 def pretrain_command(
     ctx: typer.Context,
-    config_path: Path = typer.Argument(..., help="Pretraining config (see init-config)", exists=True, dir_okay=False),
+    config_path: Path = typer.Argument(
+        ..., help="Pretraining config (see init-config)", exists=True, dir_okay=False
+    ),
     output_dir: Path = typer.Argument(..., help="Where the model, metrics and checkpoints go"),
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use; -1 for the CPU"),
     resume: bool = typer.Option(False, "--resume", help="Continue from output_dir/checkpoint"),
@@ -30,7 +32,9 @@ def pretrain_command(
     overrides = parse_config_overrides(ctx.args)
     config = load_config(config_path, overrides)
     out = pretrain(config, output_dir, gpu_id=gpu_id, resume=resume)
-    typer.echo(f"Model written to {out} (load it with nlp.add_pipe('elmo', config={{'model_path': '{out}'}}))")
+    typer.echo(
+        f"Model written to {out} (load it with nlp.add_pipe('elmo', config={{'model_path': '{out}'}}))"
+    )
 
 
 def init_config_command(
@@ -42,7 +46,9 @@ def init_config_command(
 
 
 def plot_curve_command(
-    metrics_file: Path = typer.Argument(..., help="metrics.jsonl of a pretraining run", exists=True),
+    metrics_file: Path = typer.Argument(
+        ..., help="metrics.jsonl of a pretraining run", exists=True
+    ),
     output_png: Path = typer.Argument(..., help="Where to write the PNG"),
 ) -> None:
     """Plot a pretraining run's learning curve (needs matplotlib: pip install spacy-elmo[plot])."""

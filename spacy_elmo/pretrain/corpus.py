@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import random
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
@@ -218,8 +219,10 @@ class BatchStream:
         self.position = DataPosition()
         self.last_stats = CorpusStats()
 
-    def batches(self, start: DataPosition = DataPosition()) -> Iterator[List[Tokens]]:
-        """Yield batches forever from ``start``, updating ``self.position`` after each."""
+    def batches(self, start: Optional[DataPosition] = None) -> Iterator[List[Tokens]]:
+        """Yield batches forever from ``start`` (default: the beginning), updating
+        ``self.position`` after each."""
+        start = start or DataPosition()
         epoch, skip = start.epoch, start.batches
         while True:
             produced = 0
@@ -252,7 +255,9 @@ class BatchStream:
     def _batches_of(self, sequences: List[Tokens], rng: random.Random) -> Iterator[List[Tokens]]:
         rng.shuffle(sequences)
         sequences.sort(key=len)
-        yield from _shuffled(pack_by_tokens(sequences, self.batch_tokens), rng)
+        batches = pack_by_tokens(sequences, self.batch_tokens)
+        rng.shuffle(batches)
+        yield from batches
 
 
 def pack_by_tokens(sequences: Sequence[Tokens], batch_tokens: int) -> List[List[Tokens]]:
@@ -272,15 +277,8 @@ def pack_by_tokens(sequences: Sequence[Tokens], batch_tokens: int) -> List[List[
     return batches
 
 
-def _shuffled(items: List, rng: random.Random) -> List:
-    rng.shuffle(items)
-    return items
-
-
-def count_words(files: Sequence[Path], settings: CorpusSettings) -> Tuple["Counter", CorpusStats]:
+def count_words(files: Sequence[Path], settings: CorpusSettings) -> Tuple[Counter, CorpusStats]:
     """Word frequencies over the whole corpus (all shards), streamed."""
-    from collections import Counter
-
     counts: Counter = Counter()
     reader = SequenceReader(files, settings)
     for sequence in reader:

@@ -11,7 +11,9 @@ def read_metrics(path: Union[str, Path]) -> List[Dict]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"metrics file not found: {path}")
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [
+        json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
 
 
 def plot_learning_curve(metrics_file: Union[str, Path], output_png: Union[str, Path]) -> Path:
@@ -33,7 +35,11 @@ def plot_learning_curve(metrics_file: Union[str, Path], output_png: Union[str, P
     ax_loss.set(xlabel="step", ylabel=ylabel, title="Training")
     if dev:
         steps = [r["step"] for r in dev]
-        for key, label in (("dev_ppl_forward", "forward"), ("dev_ppl_backward", "backward"), ("dev_ppl", "average")):
+        for key, label in (
+            ("dev_ppl_forward", "forward"),
+            ("dev_ppl_backward", "backward"),
+            ("dev_ppl", "average"),
+        ):
             ax_ppl.plot(steps, [r[key] for r in dev], marker="o", label=label)
         ax_ppl.set_yscale("log")
         ax_ppl.legend()

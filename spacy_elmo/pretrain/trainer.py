@@ -142,8 +142,12 @@ class Trainer:
         batches = self.stream.batches(self.start_position)
         previous_handler = signal.signal(signal.SIGINT, self._request_stop)
         bar = tqdm(
-            total=t.max_steps, initial=self.step, disable=not self.show_progress, unit="step",
-            desc="pretrain", dynamic_ncols=True,
+            total=t.max_steps,
+            initial=self.step,
+            disable=not self.show_progress,
+            unit="step",
+            desc="pretrain",
+            dynamic_ncols=True,
         )
         window = _Window()
         try:
@@ -154,20 +158,28 @@ class Trainer:
                 window.add(nll, count)
                 bar.update(1)
                 if self.step % t.log_every == 0 or self.step == t.max_steps:
-                    record = window.flush(self.step, self.tokens_seen, self.scheduler.get_last_lr()[0])
+                    record = window.flush(
+                        self.step, self.tokens_seen, self.scheduler.get_last_lr()[0]
+                    )
                     record["softmax"] = "sampled" if self.use_sampled else "full"
                     record["skipped_lines"] = self.stream.last_stats.skipped_lines
                     self._log(record)
                     bar.set_postfix(
-                        loss=f"{record['loss']:.3f}", ppl=f"{record['ppl']:.1f}",
+                        loss=f"{record['loss']:.3f}",
+                        ppl=f"{record['ppl']:.1f}",
                         tok_s=f"{record['tokens_per_s']:.0f}",
                     )
                 if self.dev_files and (self.step % t.eval_every == 0 or self.step == t.max_steps):
                     result = self.evaluate()
-                    self._log({"step": self.step, "dev_tokens": result.tokens,
-                               "dev_ppl_forward": result.ppl_forward,
-                               "dev_ppl_backward": result.ppl_backward,
-                               "dev_ppl": result.ppl_average})
+                    self._log(
+                        {
+                            "step": self.step,
+                            "dev_tokens": result.tokens,
+                            "dev_ppl_forward": result.ppl_forward,
+                            "dev_ppl_backward": result.ppl_backward,
+                            "dev_ppl": result.ppl_average,
+                        }
+                    )
                     window.restart_clock()
                 if self.step % t.checkpoint_every == 0:
                     self.save_checkpoint()
@@ -194,7 +206,9 @@ class Trainer:
         # Normalise by the targets of all ranks so that DDP's gradient average equals the
         # gradient of one process holding every rank's sequences.
         totals = torch.tensor(
-            [float(nll.detach().sum()), 2.0 * batch.n_targets], dtype=torch.float64, device=self.device
+            [float(nll.detach().sum()), 2.0 * batch.n_targets],
+            dtype=torch.float64,
+            device=self.device,
         )
         self.ctx.all_reduce_sum(totals)
         global_nll, global_count = float(totals[0]), int(totals[1])
@@ -237,12 +251,18 @@ class Trainer:
             batch = make_batch(sequences, self.vocab).to(self.device)
             with self._autocast():
                 nll = self.model(batch)
-            sums += torch.tensor([float(nll[0]), float(nll[1]), batch.n_targets], dtype=torch.float64, device=self.device)
+            sums += torch.tensor(
+                [float(nll[0]), float(nll[1]), batch.n_targets],
+                dtype=torch.float64,
+                device=self.device,
+            )
         self.ctx.all_reduce_sum(sums)
         count = int(sums[2])
         if count == 0:
             raise CorpusError(f"the dev corpus {s.dev} gives no text to evaluate on")
-        return EvalResult(perplexity(float(sums[0]), count), perplexity(float(sums[1]), count), count)
+        return EvalResult(
+            perplexity(float(sums[0]), count), perplexity(float(sums[1]), count), count
+        )
 
     # ----------------------------------------------------------------------------- state
     def save_checkpoint(self) -> None:
@@ -296,7 +316,9 @@ class Trainer:
         try:
             self.model.load_state_dict(state["model"])
         except RuntimeError as err:
-            raise RuntimeError(f"{path}: the checkpoint does not match the [model] config: {err}") from err
+            raise RuntimeError(
+                f"{path}: the checkpoint does not match the [model] config: {err}"
+            ) from err
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state["scaler"])
@@ -386,7 +408,9 @@ class _Window:
         return record
 
 
-def _dev_batches(reader: SequenceReader, batch_tokens: int, limit: Optional[int]) -> Iterator[List[List[str]]]:
+def _dev_batches(
+    reader: SequenceReader, batch_tokens: int, limit: Optional[int]
+) -> Iterator[List[List[str]]]:
     chunk: List[List[str]] = []
     seen = 0
     for sequence in reader:
@@ -411,7 +435,10 @@ def _make_optimizer(model: torch.nn.Module, s: PretrainSettings) -> torch.optim.
             weight_decay=o.weight_decay,
         )
     return torch.optim.AdamW(
-        model.parameters(), lr=o.learning_rate, betas=(o.beta1, o.beta2), weight_decay=o.weight_decay
+        model.parameters(),
+        lr=o.learning_rate,
+        betas=(o.beta1, o.beta2),
+        weight_decay=o.weight_decay,
     )
 
 
@@ -429,7 +456,11 @@ def _make_scheduler(optimizer: torch.optim.Optimizer, s: PretrainSettings):
 
 
 def _rng_state() -> Dict:
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    state = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state

@@ -23,12 +23,16 @@ class VocabError(ValueError):
 class Vocab:
     def __init__(self, words: Sequence[str]) -> None:
         if tuple(words[:3]) != SPECIAL_TOKENS:
-            raise VocabError(f"a vocabulary must start with {SPECIAL_TOKENS}, got {tuple(words[:3])}")
+            raise VocabError(
+                f"a vocabulary must start with {SPECIAL_TOKENS}, got {tuple(words[:3])}"
+            )
         self.words: List[str] = list(words)
         self.index: Dict[str, int] = {}
         for i, word in enumerate(self.words):
             if word in self.index:
-                raise VocabError(f"duplicate word {word!r} at lines {self.index[word] + 1} and {i + 1}")
+                raise VocabError(
+                    f"duplicate word {word!r} at lines {self.index[word] + 1} and {i + 1}"
+                )
             self.index[word] = i
         self.bos, self.eos, self.unk = 0, 1, 2
 
