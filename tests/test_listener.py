@@ -7,6 +7,7 @@ import pytest
 import spacy
 import torch
 from spacy.training import Example
+from thinc.api import Adam, fix_random_seed
 
 from conftest import ELMO_FIXTURE
 from spacy_elmo.doc_layers import LayerCache
@@ -50,7 +51,7 @@ def examples(nlp):
 
 def train(nlp, steps=25, **update_kwargs):
     exs = examples(nlp)
-    optimizer = nlp.initialize(lambda: exs)
+    optimizer = nlp.initialize(lambda: exs, sgd=Adam(0.01))
     history = []
     for _ in range(steps):
         losses = {}
@@ -65,13 +66,15 @@ def bilm_state(nlp):
 
 @pytest.mark.parametrize("token_embed", [False, True], ids=["elmo-only", "with-token-embed"])
 def test_frozen_biLM_tagger_learns_and_biLM_does_not_change(token_embed):
+    fix_random_seed(0)
     nlp = tagger_pipeline(token_embed=token_embed)
     before = bilm_state(nlp)
-    history = train(nlp)
-    assert history[-1] < 0.8 * history[0]
+    history = train(nlp, steps=40)
+    assert history[-1] < 0.7 * history[0]
     after = bilm_state(nlp)
     assert all(torch.equal(before[k], after[k]) for k in before)
-    assert [t.tag_ for t in nlp("I like green eggs")] == ["N", "V", "J", "N"]
+    for text, tags in DATA:
+        assert [t.tag_ for t in nlp(text)] == tags
     mix = nlp.get_pipe("tagger").model.get_ref("tok2vec").head
     assert not np.allclose(mix.get_param("s"), 0.0), "the task-specific mix weights are learned"
 
