@@ -53,8 +53,8 @@ from .architectures import get_bilm, set_bilm, torch_device
 from .doc_layers import LayerCache, batch_by_length, doc_layers, split_sequences
 from .doc_output import ElmoOutput, decode_elmo_output
 from .listener import ElmoListener
-from .nn.bilm import BiLM
-from .weights import load_bilm
+from .nn.bilm import PRECISIONS, BiLM
+from .weights import VOCAB_NAME, load_bilm
 
 __all__ = ["DEFAULT_MODEL", "Elmo", "add_vector_hooks", "batch_by_length", "make_elmo", "split_sequences"]
 
@@ -86,6 +86,13 @@ frozen = true
 # Frozen biLM only: keep the layers of up to this many MB of sentences, keyed on their words
 # (least recently used out), so that training epochs after the first skip the biLM. 0: off.
 cache_size_mb = 512
+# Speed. precision: "fp32" (exact), or "bf16"/"fp16" (autocast: faster on recent GPUs, not exact;
+# see the README for the measured deviation).
+precision = "fp32"
+# Cache the token vectors of this many most frequent words (the first lines of token_cache_vocab,
+# one word per line; null: the vocab.txt beside the weights): they skip the character CNN. Exact.
+token_cache_words = 0
+token_cache_vocab = null
 
 [elmo.model]
 @architectures = "spacy_elmo.ElmoModel.v1"
@@ -113,6 +120,9 @@ def make_elmo(
     set_vector_hooks: bool,
     frozen: bool,
     cache_size_mb: int,
+    precision: str = "fp32",
+    token_cache_words: int = 0,
+    token_cache_vocab: Optional[str] = None,
 ) -> "Elmo":
     """The ``elmo`` pipe; see the module docstring and the README for the settings."""
     return Elmo(
@@ -130,6 +140,9 @@ def make_elmo(
         set_vector_hooks=set_vector_hooks,
         frozen=frozen,
         cache_size_mb=cache_size_mb,
+        precision=precision,
+        token_cache_words=token_cache_words,
+        token_cache_vocab=token_cache_vocab,
     )
 
 
@@ -158,6 +171,9 @@ class Elmo(TrainablePipe):
         set_vector_hooks: bool = True,
         frozen: bool = True,
         cache_size_mb: int = 512,
+        precision: str = "fp32",
+        token_cache_words: int = 0,
+        token_cache_vocab: Union[str, Path, None] = None,
     ) -> None:
         self.vocab = vocab
         self.model = model
@@ -176,6 +192,17 @@ class Elmo(TrainablePipe):
                 f"elmo pipe '{name}': cache_size_mb must be a non-negative integer, got {cache_size_mb!r}"
             )
         self.cache = LayerCache(cache_size_mb * 2**20) if cache_size_mb and frozen else None
+        if precision not in PRECISIONS:
+            raise ValueError(
+                f"elmo pipe '{name}': precision must be one of {sorted(PRECISIONS)}, got {precision!r}"
+            )
+        self.precision = precision
+        if isinstance(token_cache_words, bool) or not isinstance(token_cache_words, int) or token_cache_words < 0:
+            raise ValueError(
+                f"elmo pipe '{name}': token_cache_words must be a non-negative integer, got {token_cache_words!r}"
+            )
+        self.token_cache_words = token_cache_words
+        self.token_cache_vocab = None if token_cache_vocab is None else Path(token_cache_vocab)
         self.listener_map: Dict[str, List[ElmoListener]] = {}
 
     @property
@@ -187,6 +214,10 @@ class Elmo(TrainablePipe):
             set_bilm(self.model, bilm)
             for listener in self.listeners:
                 listener.set_layer_dims(bilm.n_output_layers, bilm.output_dim)
+        bilm.precision = self.precision
+        cached_words = self.cfg.get("token_cache", [])
+        if cached_words and bilm.token_cache is None:
+            bilm.cache_token_embeddings(cached_words)
         return bilm
 
     def initialize(
@@ -384,9 +415,14 @@ class Elmo(TrainablePipe):
                 )
             raise ValueError(f"elmo pipe '{self.name}': model_path {options_or_dir} does not exist")
         try:
-            return load_bilm(options_or_dir, weight_file)
+            bilm = load_bilm(options_or_dir, weight_file)
         except FileNotFoundError as err:
             raise ValueError(f"elmo pipe '{self.name}': {err}") from err
+        if self.token_cache_words:
+            model_dir = options_or_dir if weight_file is None else weight_file.parent
+            vocab_file = self.token_cache_vocab or model_dir / VOCAB_NAME
+            self.cfg["token_cache"] = _read_cache_words(self.name, vocab_file, self.token_cache_words)
+        return bilm
 
 
 _TORCH_THREADS_PID = os.getpid()
@@ -512,6 +548,18 @@ def _weight_source(
     if options_file is not None:
         return Path(options_file), Path(weight_file)
     return DEFAULT_MODEL, None
+
+
+def _read_cache_words(name: str, vocab_file: Path, n_words: int) -> List[str]:
+    """The first ``n_words`` lines of a vocabulary file (one word per line, most frequent first)."""
+    if not vocab_file.is_file():
+        raise ValueError(
+            f"elmo pipe '{name}': token_cache_words = {n_words} needs a vocabulary file (one word "
+            f"per line, most frequent first), but {vocab_file} does not exist; set token_cache_vocab"
+        )
+    with vocab_file.open(encoding="utf-8") as lines:
+        words = [line.rstrip("\r\n") for line, _ in zip(lines, range(n_words))]
+    return [word for word in words if word]
 
 
 def _check_mix_weights(name: str, mix_weights: Optional[Sequence[float]]) -> Optional[List[float]]:

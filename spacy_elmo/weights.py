@@ -41,6 +41,8 @@ PathLike = Union[str, Path]
 OPTIONS_NAME = "options.json"
 SAFETENSORS_NAME = "model.safetensors"
 HDF5_NAME = "weights.hdf5"
+#: The vocabulary beside a pretrained model: one word per line, most frequent first.
+VOCAB_NAME = "vocab.txt"
 
 _KNOWN_DATASET = re.compile(
     r"^(char_embed|CNN/[Wb]_cnn_\d+|CNN_high_\d+/.*|CNN_proj/.*|RNN_\d/.*)$"

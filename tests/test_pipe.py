@@ -374,3 +374,50 @@ def test_update_annotates_the_predicted_docs_and_learns_nothing(nlp):
     nlp.update([example], sgd=nlp.create_optimizer())  # a training step runs, changes nothing
     after = elmo.bilm.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+# Speed settings
+
+
+def test_token_cache_words_give_identical_vectors_and_survive_serialization(tmp_path, fixture_files, fixture_bilm, sentences):
+    """token_cache_words reads the first N words of the vocabulary beside the weights."""
+    model_dir = tmp_path / "model"
+    save_bilm(fixture_bilm, model_dir)
+    vocab = ["<S>", "</S>", "<UNK>"] + [w for s in sentences for w in s]
+    (model_dir / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    nlp = spacy.blank("en")
+    elmo = nlp.add_pipe("elmo", config={"model_path": str(model_dir), "token_cache_words": 20})
+    docs = [nlp(" ".join(words)) for words in sentences]
+    assert len(elmo.bilm.token_cache) == len(set(vocab[:20]))
+    for doc in docs:
+        np.testing.assert_allclose(doc._.elmo_layers, _layers(fixture_bilm, [t.text for t in doc]), atol=1e-6)
+    nlp.to_disk(tmp_path / "pipeline")
+    shutil.rmtree(model_dir)  # the loaded pipeline needs neither the weights nor the vocabulary
+    loaded = spacy.load(tmp_path / "pipeline")
+    doc = loaded(" ".join(sentences[0]))
+    assert len(loaded.get_pipe("elmo").bilm.token_cache) == len(set(vocab[:20]))
+    np.testing.assert_allclose(doc._.elmo_layers, docs[0]._.elmo_layers, atol=1e-6)
+
+
+def test_token_cache_without_a_vocabulary_names_the_file(tmp_path, fixture_files):
+    options, weights = fixture_files
+    nlp = spacy.blank("en")
+    nlp.add_pipe(
+        "elmo",
+        config={"options_file": str(options), "weight_file": str(weights), "token_cache_words": 10},
+    )
+    with pytest.raises(ValueError, match="token_cache_words.*vocab.txt does not exist"):
+        nlp.initialize()
+
+
+def test_bf16_precision_is_close_to_fp32(nlp, fixture_files, sentences):
+    options, weights = fixture_files
+    fast = spacy.blank("en")
+    fast.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(weights), "precision": "bf16"})
+    for words in sentences:
+        exact, approx = nlp(" ".join(words))._.elmo, fast(" ".join(words))._.elmo
+        assert approx.dtype == np.float32
+        cosine = (exact * approx).sum(-1) / np.linalg.norm(exact, axis=-1) / np.linalg.norm(approx, axis=-1)
+        assert cosine.min() > 0.995 and np.abs(exact - approx).max() > 0
+    with pytest.raises(ValueError, match="precision must be one of"):
+        spacy.blank("en").add_pipe("elmo", config={"precision": "int8"})

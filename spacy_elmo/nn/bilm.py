@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import ContextManager, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -12,6 +13,10 @@ from ..chars import BOS_CHAR_IDS, EOS_CHAR_IDS, MAX_CHARS_PER_TOKEN
 from ..options import BiLMOptions
 from .char_cnn import CharacterEncoder
 from .lstm import DirectionalLSTM, LSTMState
+from .token_cache import TokenEmbeddingCache
+
+#: ``BiLM.precision`` values: the dtype that ``forward`` runs its matrix products in (autocast).
+PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass
@@ -50,12 +55,23 @@ class BiLM(nn.Module):
     Stateless by default: every call starts from zero LSTM states, so a sentence's vectors do not
     depend on its batch. With ``stateful=True`` each batch row starts from the final states of the
     same row in the previous call, as bilm-tf and AllenNLP do (call ``reset_states`` to forget).
+
+    Speed settings that keep the weights as they are:
+    - ``cache_token_embeddings(words)``: the token vectors of these words are computed once and
+      looked up afterwards (exact), skipping the character CNN and highway layers while no
+      gradient is needed.
+    - ``precision = "bf16"`` or ``"fp16"``: ``forward`` runs under ``torch.autocast`` (matrix
+      products and convolutions in that dtype, LSTM cell states in float32) and returns float32.
+      Not exact: the README gives the measured deviation.
     """
 
-    def __init__(self, options: BiLMOptions, stateful: bool = False) -> None:
+    def __init__(self, options: BiLMOptions, stateful: bool = False, precision: str = "fp32") -> None:
         super().__init__()
         self.options = options
         self.stateful = stateful
+        self.precision = precision
+        self.token_cache: Optional[TokenEmbeddingCache] = None
+        self._token_cache_versions: Tuple[int, ...] = ()
         cnn, lstm = options.char_cnn, options.lstm
         self.token_encoder = CharacterEncoder(
             cnn.embedding_dim, cnn.filters, cnn.n_highway, lstm.projection_dim, cnn.activation
@@ -81,10 +97,43 @@ class BiLM(nn.Module):
     def n_output_layers(self) -> int:
         return self.options.n_output_layers
 
+    @property
+    def precision(self) -> str:
+        return self._precision
+
+    @precision.setter
+    def precision(self, value: str) -> None:
+        if value not in PRECISIONS:
+            raise ValueError(f"BiLM precision must be one of {sorted(PRECISIONS)}, got {value!r}")
+        self._precision = value
+
     def reset_states(self) -> None:
         self._states = None
 
+    def cache_token_embeddings(self, words: Sequence[str]) -> int:
+        """Compute the token vectors of ``words`` once (AllenNLP's ``vocab_to_cache``); later
+        calls look them up instead of running the character CNN. Returns the number of distinct
+        words cached. The cache follows ``.to(device)``, is not saved with the weights, and is
+        recomputed if the token encoder's weights change."""
+        self.token_cache = TokenEmbeddingCache(words, self.token_encoder)
+        self._token_cache_versions = self._token_encoder_versions()
+        return len(self.token_cache)
+
+    def clear_token_cache(self) -> None:
+        self.token_cache = None
+
     def forward(self, char_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        with self._autocast(char_ids.device):
+            layers, mask = self._forward(char_ids)
+        return layers.float(), mask
+
+    def _autocast(self, device: torch.device) -> ContextManager:
+        dtype = PRECISIONS[self.precision]
+        if dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=device.type, dtype=dtype)
+
+    def _forward(self, char_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         mask = _validate_char_ids(char_ids)
         char_ids = char_ids.long()
         batch_size, max_len = mask.shape
@@ -138,7 +187,13 @@ class BiLM(nn.Module):
 
     def embed_tokens(self, char_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Context-independent vectors of the unmasked tokens only: (batch, T, projection_dim)."""
-        encoded = self.token_encoder(char_ids[mask])
+        if self.token_cache is not None and not _needs_encoder_gradient(self.token_encoder):
+            if self._token_encoder_versions() != self._token_cache_versions:
+                self.token_cache.refresh(self.token_encoder)
+                self._token_cache_versions = self._token_encoder_versions()
+            encoded = self.token_cache.encode(char_ids[mask], self.token_encoder)
+        else:
+            encoded = self.token_encoder(char_ids[mask])
         tokens = encoded.new_zeros(mask.shape + (encoded.shape[-1],))
         tokens[mask] = encoded
         return tokens
@@ -149,6 +204,10 @@ class BiLM(nn.Module):
         layers = [torch.cat([acts.token_embedding, acts.token_embedding], dim=-1)]
         layers += [torch.cat(pair, dim=-1) for pair in zip(acts.forward, acts.backward)]
         return torch.stack(layers)
+
+    def _token_encoder_versions(self) -> Tuple[int, ...]:
+        """In-place updates (optimizer steps, ``load_state_dict``) bump a tensor's version."""
+        return tuple(p._version for p in self.token_encoder.parameters())
 
     def _initial_states(self, batch_size: int) -> Optional[BiLMStates]:
         """Stateful mode: the previous call's final states for the first ``batch_size`` rows,
@@ -168,6 +227,10 @@ class BiLM(nn.Module):
                 [_merge_state(old, s) for old, s in zip(self._states.backward, new.backward)],
             )
         self._states = new
+
+
+def _needs_encoder_gradient(encoder: nn.Module) -> bool:
+    return torch.is_grad_enabled() and any(p.requires_grad for p in encoder.parameters())
 
 
 def _validate_char_ids(char_ids: torch.Tensor) -> torch.Tensor:

@@ -142,9 +142,14 @@ class DirectionalLSTM(nn.Module):
         )
 
     def zero_state(self, batch_size: int, like: torch.Tensor) -> List[LSTMState]:
-        """Initial (h, c) per layer: (batch, proj_size), (batch, hidden_size) zeros."""
+        """Initial (h, c) per layer: (batch, proj_size), (batch, hidden_size) zeros, at least
+        float32 (under autocast the cell state stays float32 while the products run in bf16)."""
+        dtype = torch.promote_types(like.dtype, torch.float32)
         return [
-            (like.new_zeros(batch_size, self.proj_size), like.new_zeros(batch_size, self.hidden_size))
+            (
+                like.new_zeros(batch_size, self.proj_size, dtype=dtype),
+                like.new_zeros(batch_size, self.hidden_size, dtype=dtype),
+            )
             for _ in self.layers
         ]
 

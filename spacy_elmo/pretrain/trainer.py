@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from ..nn.bilm import BiLM
 from ..nn.softmax import LMSoftmax
-from ..weights import save_bilm
+from ..weights import VOCAB_NAME, save_bilm
 from .config import PretrainSettings, parse_settings, sampled_softmax_wanted
 from .corpus import (
     BatchStream,
@@ -305,7 +305,7 @@ class Trainer:
         state = torch.load(path, map_location=self.device, weights_only=False)
         if state["vocab_sha1"] != _vocab_hash(self.vocab) or state["vocab_size"] != len(self.vocab):
             raise VocabError(
-                f"{self.output_dir / 'vocab.txt'}: this vocabulary ({len(self.vocab)} words) is not "
+                f"{self.output_dir / VOCAB_NAME}: this vocabulary ({len(self.vocab)} words) is not "
                 f"the one checkpoint {path} was trained with ({state['vocab_size']} words)"
             )
         if state["world_size"] != self.ctx.world_size:
@@ -331,7 +331,7 @@ class Trainer:
 
     def _prepare_vocab(self, resume: bool) -> Vocab:
         s = self.settings
-        target = self.output_dir / "vocab.txt"
+        target = self.output_dir / VOCAB_NAME
         if resume:
             return Vocab.load(target)
         if s.vocab_path:
