@@ -8,7 +8,13 @@ from __future__ import annotations
 import typer
 
 from . import commands
-from .pretrain.commands import EXTRA_ARGS, init_config_command, plot_curve_command, pretrain_command
+from .pretrain.commands import (
+    EXTRA_ARGS,
+    evaluate_lm_command,
+    init_config_command,
+    plot_curve_command,
+    pretrain_command,
+)
 
 app = typer.Typer(
     name="spacy_elmo",
@@ -23,6 +29,7 @@ app.command("convert")(commands.convert)
 app.command("pretrain", context_settings=EXTRA_ARGS)(pretrain_command)
 app.command("init-config")(init_config_command)
 app.command("plot-curve")(plot_curve_command)
+app.command("evaluate-lm")(evaluate_lm_command)
 
 
 def main() -> None:

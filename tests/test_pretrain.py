@@ -22,6 +22,7 @@ from spacy_elmo.pretrain import CorpusError, Trainer, Vocab, VocabError, load_co
 from spacy_elmo.pretrain.config import ConfigError, parse_settings
 from spacy_elmo.pretrain.corpus import BatchStream, CorpusSettings, SequenceReader
 from spacy_elmo.pretrain.curve import plot_learning_curve
+from spacy_elmo.pretrain.evaluate import evaluate_run
 from spacy_elmo.pretrain.model import LMBatch, make_batch
 
 CORPUS = FIXTURES / "wikitext_tiny"
@@ -76,6 +77,15 @@ def test_loss_falls_and_dev_perplexity_is_reported(tmp_path):
     assert dev["dev_ppl"] == pytest.approx(0.5 * (dev["dev_ppl_forward"] + dev["dev_ppl_backward"]))
     vocab = Vocab.load(tmp_path / "vocab.txt")
     assert vocab.words[:3] == ["<S>", "</S>", "<UNK>"] and len(vocab) == 500
+
+    # The saved files give back the trained LM: evaluate-lm reproduces the last evaluation.
+    result = evaluate_run(tmp_path, [str(TINY["paths.dev"])], progress=False)
+    assert result.tokens == dev["dev_tokens"]
+    assert result.ppl_forward == pytest.approx(dev["dev_ppl_forward"], rel=1e-5)
+    assert result.ppl_backward == pytest.approx(dev["dev_ppl_backward"], rel=1e-5)
+    with pytest.raises(FileNotFoundError, match="softmax.safetensors is missing"):
+        (tmp_path / "softmax.safetensors").unlink()
+        evaluate_run(tmp_path, [str(TINY["paths.dev"])])
 
 
 def test_output_directory_loads_in_the_pipe_and_exports_to_bilm_tf(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import List, Optional
 
 import typer
 
@@ -55,3 +56,19 @@ def plot_curve_command(
     from .curve import plot_learning_curve
 
     typer.echo(f"Wrote {plot_learning_curve(metrics_file, output_png)}")
+
+
+def evaluate_lm_command(
+    run_dir: Path = typer.Argument(..., help="Output directory of a pretraining run", exists=True, file_okay=False),
+    text: List[str] = typer.Argument(..., help="Held-out text: files, directories or globs"),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Score at most this many tokens"),
+    gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use; -1 for the CPU"),
+) -> None:
+    """Held-out perplexity (forward, backward, average; full softmax) of a pretrained biLM."""
+    from .evaluate import evaluate_run
+
+    result = evaluate_run(run_dir, text, max_tokens, gpu_id)
+    typer.echo(
+        f"perplexity on {result.tokens:,} targets: forward {result.ppl_forward:.2f}, "
+        f"backward {result.ppl_backward:.2f}, average {result.ppl_average:.2f}"
+    )

@@ -47,6 +47,8 @@ from .model import BiLMLanguageModel, LMBatch, init_bilm_tf_style, make_batch, p
 from .vocab import Vocab, VocabError
 
 CHECKPOINT_DIR = "checkpoint"
+CONFIG_NAME = "config.cfg"
+SOFTMAX_NAME = "softmax.safetensors"
 STATE_FILE = "state.pt"
 
 
@@ -60,6 +62,14 @@ class EvalResult:
     def ppl_average(self) -> float:
         """The paper's figure: the mean of the two directions' perplexities."""
         return 0.5 * (self.ppl_forward + self.ppl_backward)
+
+    @classmethod
+    def from_sums(cls, sums: torch.Tensor, source: object) -> "EvalResult":
+        """From (forward NLL sum, backward NLL sum, targets), as ``held_out_nll`` returns."""
+        count = int(sums[2])
+        if count == 0:
+            raise CorpusError(f"the held-out corpus {source} gives no text to evaluate on")
+        return cls(perplexity(float(sums[0]), count), perplexity(float(sums[1]), count), count)
 
 
 class Trainer:
@@ -94,7 +104,7 @@ class Trainer:
         if self.ctx.is_main:
             self.output_dir.mkdir(parents=True, exist_ok=True)
             if not resume:
-                self.config.to_disk(self.output_dir / "config.cfg")
+                self.config.to_disk(self.output_dir / CONFIG_NAME)
         self.ctx.barrier()
 
         s = self.settings
@@ -246,23 +256,10 @@ class Trainer:
         self.model.eval()
         reader = SequenceReader(self.dev_files, s.corpus, self.ctx.rank, self.ctx.world_size)
         limit = s.dev_max_tokens // self.ctx.world_size if s.dev_max_tokens else None
-        sums = torch.zeros(3, dtype=torch.float64, device=self.device)
-        for sequences in _dev_batches(reader, s.training.batch_tokens, limit):
-            batch = make_batch(sequences, self.vocab).to(self.device)
-            with self._autocast():
-                nll = self.model(batch)
-            sums += torch.tensor(
-                [float(nll[0]), float(nll[1]), batch.n_targets],
-                dtype=torch.float64,
-                device=self.device,
-            )
+        with self._autocast():
+            sums = held_out_nll(self.model, self.vocab, reader, s.training.batch_tokens, limit)
         self.ctx.all_reduce_sum(sums)
-        count = int(sums[2])
-        if count == 0:
-            raise CorpusError(f"the dev corpus {s.dev} gives no text to evaluate on")
-        return EvalResult(
-            perplexity(float(sums[0]), count), perplexity(float(sums[1]), count), count
-        )
+        return EvalResult.from_sums(sums, s.dev)
 
     # ----------------------------------------------------------------------------- state
     def save_checkpoint(self) -> None:
@@ -280,7 +277,7 @@ class Trainer:
         save_bilm(self.model.bilm, self.output_dir)
         save_file(
             {k: v.detach().cpu().contiguous() for k, v in self.model.softmax.state_dict().items()},
-            str(self.output_dir / "softmax.safetensors"),
+            str(self.output_dir / SOFTMAX_NAME),
         )
         state = {
             "step": self.step,
@@ -406,6 +403,31 @@ class _Window:
         self.nll, self.count = 0.0, 0
         self.restart_clock()
         return record
+
+
+@torch.no_grad()
+def held_out_nll(
+    model: BiLMLanguageModel,
+    vocab: Vocab,
+    reader: SequenceReader,
+    batch_tokens: int,
+    limit: Optional[int] = None,
+    progress: bool = False,
+) -> torch.Tensor:
+    """Score ``reader``'s sequences with the full softmax (``model`` in eval mode). Returns
+    float64 (3,) on the model's device: forward NLL sum, backward NLL sum, number of targets."""
+    device = next(model.parameters()).device
+    sums = torch.zeros(3, dtype=torch.float64, device=device)
+    bar = tqdm(desc="perplexity", unit="target", disable=not progress)
+    for sequences in _dev_batches(reader, batch_tokens, limit):
+        batch = make_batch(sequences, vocab).to(device)
+        nll = model(batch)
+        sums += torch.tensor(
+            [float(nll[0]), float(nll[1]), batch.n_targets], dtype=torch.float64, device=device
+        )
+        bar.update(batch.n_targets)
+    bar.close()
+    return sums
 
 
 def _dev_batches(
