@@ -4,6 +4,7 @@ from .bilm import BiLM, BiLMActivations, BiLMStates
 from .char_cnn import CharacterEncoder, Highway
 from .lstm import ClippedLSTM, DirectionalLSTM
 from .scalar_mix import ScalarMix
+from .token_cache import TokenEmbeddingCache
 
 __all__ = [
     "BiLM",
@@ -14,4 +15,5 @@ __all__ = [
     "DirectionalLSTM",
     "Highway",
     "ScalarMix",
+    "TokenEmbeddingCache",
 ]
