@@ -95,7 +95,8 @@ def _listener_init(model: ElmoListener, X=None, Y=None) -> ElmoListener:
         )
     model.head.initialize(X=(X, None) if X is not None else None)
     # spaCy's chain initialises the next layer by predicting on the raw sample docs, which no
-    # elmo pipe has seen yet: that one call gets zeros instead of an error.
+    # elmo pipe has seen yet (once per enclosing chain, e.g. Tok2Vec.v2 inside Tagger.v2): these
+    # calls get zeros instead of an error, until the first real batch.
     model._after_init = True
     return model
 
@@ -111,7 +112,6 @@ def _listener_forward(model: ElmoListener, docs: List[Doc], is_train: bool):
         layers, backprop_layers = model._outputs, model._backprop
         model._batch_id = model._outputs = model._backprop = None
     elif model._after_init and not is_train and not _all_annotated(docs):
-        model._after_init = False
         width = model.get_dim("nO")
         return [model.ops.alloc2f(len(doc), width) for doc in docs], lambda d: []
     else:
