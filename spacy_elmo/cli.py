@@ -8,6 +8,7 @@ from __future__ import annotations
 import typer
 
 from . import commands
+from .bench.cli import app as bench_app
 from .pretrain.commands import (
     EXTRA_ARGS,
     evaluate_lm_command,
@@ -29,6 +30,7 @@ app.command("convert")(commands.convert)
 app.command("pretrain", context_settings=EXTRA_ARGS)(pretrain_command)
 app.command("init-config")(init_config_command)
 app.command("plot-curve")(plot_curve_command)
+app.add_typer(bench_app, name="bench")
 app.command("evaluate-lm")(evaluate_lm_command)
 
 

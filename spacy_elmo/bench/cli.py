@@ -1,0 +1,355 @@
+"""``python -m spacy_elmo bench ...``: the typer sub-app. Each command runs one benchmark module,
+prints its table and, with ``--output``, writes every figure to JSON."""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional
+
+import torch
+import typer
+
+from . import report
+from .shapes import SHAPE_NAMES
+
+app = typer.Typer(
+    name="bench",
+    help="Benchmarks: speed and memory, as ratios measured side by side in one run.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+OUTPUT = typer.Option(
+    None, "--output", "-o", help="Write every figure (and the machine) to this JSON file"
+)
+WORKDIR = typer.Option(
+    None,
+    "--workdir",
+    help="Cache for random-weight models (default: a temporary directory, removed after)",
+)
+THREADS = typer.Option(None, "--threads", help="torch threads (default: torch's default)")
+TEXT = typer.Option(
+    None,
+    "--text",
+    help="Tokenized text, a paragraph per line "
+    "(default: ../shared/data/wikitext-2/valid.txt, else the demo sentences)",
+)
+ISOLATE = typer.Option(
+    True, "--isolate/--no-isolate", help="Measure each path in a fresh process (reliable memory)"
+)
+SEED = typer.Option(0, "--seed", help="Seed of the random weights")
+MODEL_PATH = typer.Option(
+    None, "--model-path", help="A native checkpoint, or a directory with options.json + weights.hdf5"
+)
+OPTIONS_FILE = typer.Option(
+    None, "--options-file", help="A released model's options.json (with --weight-file)"
+)
+WEIGHT_FILE = typer.Option(
+    None, "--weight-file", help="A released model's weights.hdf5 (with --options-file)"
+)
+RANDOM_SHAPE = typer.Option(
+    None, "--random-shape", help=f"Random weights of a shape instead: {', '.join(SHAPE_NAMES)}"
+)
+SHAPE = typer.Option("original", "--shape", help=f"Model shape: {', '.join(SHAPE_NAMES)}")
+
+
+@contextlib.contextmanager
+def _workdir(path: Optional[Path]) -> Iterator[Path]:
+    if path is not None:
+        path.mkdir(parents=True, exist_ok=True)
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="spacy-elmo-bench-") as tmp:
+        yield Path(tmp)
+
+
+def _threads(threads: Optional[int]) -> None:
+    if threads:
+        torch.set_num_threads(threads)
+
+
+def _check_shape(shape: str) -> None:
+    if shape not in SHAPE_NAMES:
+        _fail(f"--shape must be one of {', '.join(SHAPE_NAMES)}, got {shape!r}")
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(1)
+
+
+def _finish(result: Dict[str, Any], output: Optional[Path]) -> None:
+    typer.echo("")
+    report.echo_system(result["system"])
+    report.write_json(result, output)
+
+
+@app.command("load")
+def load_command(
+    shape: str = SHAPE,
+    repeats: int = typer.Option(3, "--repeats", help="Loads per loader and mode; the best counts"),
+    workdir: Optional[Path] = WORKDIR,
+    seed: int = SEED,
+    threads: Optional[int] = THREADS,
+    output: Optional[Path] = OUTPUT,
+) -> None:
+    """Weight loading: load_bilm against AllenNLP's per-tensor pattern.
+
+    A random model of a released shape is written once in the bilm-tf HDF5 layout; load_bilm,
+    the AllenNLP-style loader (h5py.File reopened for every tensor) and the native safetensors
+    checkpoint are timed cold and warm.
+    """
+    from .load_bench import LOAD_COLUMNS, run_load_bench
+
+    _check_shape(shape)
+    _threads(threads)
+    with _workdir(workdir) as directory:
+        result = run_load_bench(directory, shape, seed, repeats)
+    report.echo_table(
+        f"Loading a random {shape} biLM ({result['n_parameters']:,} parameters), best of "
+        f"{repeats}; baseline: {result['baseline']}",
+        result["rows"],
+        LOAD_COLUMNS,
+    )
+    typer.echo(
+        f"cold = file evicted from the page cache first "
+        f"({'done' if result['page_cache_eviction'] else 'NOT possible here: cold = warm'}); "
+        f"load_bilm and the per-tensor loader give identical tensors: "
+        f"{report.format_value(result['identical_tensors'], '')}; native checkpoint identical: "
+        f"{report.format_value(result['identical_tensors_native'], '')}"
+    )
+    _finish(result, output)
+
+
+@app.command("inference")
+def inference_command(
+    shape: str = SHAPE,
+    batch_size: int = typer.Option(32, "--batch-size", help="Sentences per batch"),
+    seq_len: int = typer.Option(25, "--seq-len", help="Longest sentence (longer ones are cut)"),
+    n_batches: int = typer.Option(4, "--n-batches", help="Batches per timed pass"),
+    warmup: int = typer.Option(1, "--warmup", help="Batches run before timing"),
+    repeats: int = typer.Option(2, "--repeats", help="Timed passes over all batches; the best counts"),
+    device: str = typer.Option("all", "--device", help="cpu, cuda or all (CUDA when available)"),
+    text: Optional[Path] = TEXT,
+    workdir: Optional[Path] = WORKDIR,
+    seed: int = SEED,
+    threads: Optional[int] = THREADS,
+    isolate: bool = ISOLATE,
+    output: Optional[Path] = OUTPUT,
+) -> None:
+    """biLM forward: the package's paths against a per-time-step reference loop.
+
+    Tokens/s, peak memory and every layer's difference from the reference (AllenNLP's
+    algorithm), on random weights and real sentences; CPU, and CUDA when available.
+    """
+    from .inference_bench import EXACT_TOLERANCE, INFERENCE_COLUMNS, run_inference_bench
+
+    _check_shape(shape)
+    _threads(threads)
+    try:
+        with _workdir(workdir) as directory:
+            result = run_inference_bench(
+                directory, shape, seed, text, batch_size, seq_len, n_batches, warmup, repeats,
+                device, threads, isolate,
+            )
+    except ValueError as err:
+        _fail(str(err))
+    b = result["batches"]
+    report.echo_table(
+        f"biLM inference, random {shape} weights: {n_batches} batches of {batch_size} sentences "
+        f"(<= {seq_len} tokens; {b['real_tokens']:,} real tokens, {b['padding_fraction']:.0%} "
+        f"padding), best of {repeats} passes after {warmup} warm-up batch(es)",
+        result["rows"],
+        INFERENCE_COLUMNS,
+    )
+    for row in result["rows"]:
+        if "cache_build_s" in row:
+            typer.echo(
+                f"{row['device']}: token cache of {row['cache_words']:,} words built in "
+                f"{row['cache_build_s']:.3f} s (inside the peak, outside the timing)"
+            )
+    not_exact = [f"{r['device']} {r['path']}" for r in result["rows"] if r.get("exact") is False]
+    typer.echo(
+        f"max |diff| per layer vs the reference must be < {EXACT_TOLERANCE:g} for float32 paths: "
+        + ("all agree" if not not_exact else "DISAGREE: " + ", ".join(not_exact))
+    )
+    typer.echo(
+        f"peak memory: {result['rows'][0]['peak_method']}, beyond the loaded weights "
+        f"({result['model_mb']:.0f} MB), each path in "
+        f"{'its own process' if isolate else 'this process'}"
+    )
+    _finish(result, output)
+    if not_exact:
+        raise typer.Exit(2)
+
+
+def _parse_settings(items: List[str]) -> Dict[str, Any]:
+    import srsly
+
+    settings: Dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            _fail(f"--set takes KEY=VALUE (an elmo pipe setting), got {item!r}")
+        try:
+            settings[key] = srsly.json_loads(value)
+        except ValueError:
+            settings[key] = value
+    return settings
+
+
+@app.command("pipe")
+def pipe_command(
+    model_path: Optional[Path] = MODEL_PATH,
+    options_file: Optional[Path] = OPTIONS_FILE,
+    weight_file: Optional[Path] = WEIGHT_FILE,
+    random_shape: Optional[str] = RANDOM_SHAPE,
+    max_tokens: int = typer.Option(20000, "--max-tokens", help="Tokens of text to process"),
+    batch_size: int = typer.Option(64, "--batch-size", help="nlp.pipe batch size (docs)"),
+    sentencizer: bool = typer.Option(
+        True, "--sentencizer/--no-sentencizer", help="Split docs into sentences first"
+    ),
+    settings: List[str] = typer.Option(
+        [], "--set", help="An elmo pipe setting, KEY=VALUE, e.g. --set precision=bf16 (repeatable)"
+    ),
+    gpu_id: int = typer.Option(-1, "--gpu-id", help="GPU for spaCy and the biLM; -1 for the CPU"),
+    text: Optional[Path] = TEXT,
+    workdir: Optional[Path] = WORKDIR,
+    threads: Optional[int] = THREADS,
+    output: Optional[Path] = OUTPUT,
+) -> None:
+    """nlp.pipe end to end: tokens/s and the share of time outside the biLM.
+
+    Default model: the bundled one, else the test fixture, else random weights (it says which).
+    """
+    from .pipe_bench import PIPE_COLUMNS, run_pipe_bench
+    from .pipeline import resolve_model
+
+    _threads(threads)
+    if gpu_id >= 0:
+        import spacy
+
+        spacy.require_gpu(gpu_id)
+    try:
+        with _workdir(workdir) as directory:
+            source = resolve_model(directory, model_path, options_file, weight_file, random_shape)
+            typer.echo(f"model: {source.description}")
+            result = run_pipe_bench(
+                source, text, max_tokens, batch_size, sentencizer, _parse_settings(settings), threads
+            )
+    except ValueError as err:
+        _fail(str(err))
+    s = result["settings"]
+    report.echo_table(
+        f"nlp.pipe on {s['device']} (blank en{' + sentencizer' if sentencizer else ''} + elmo, "
+        f"{s['n_parameters']:,} biLM parameters)",
+        result["rows"],
+        PIPE_COLUMNS,
+    )
+    typer.echo(
+        "outside biLM = (total - biLM forward) / total: tokenizer, sentencizer, char ids, "
+        "batching, layer mix, extensions"
+    )
+    _finish(result, output)
+
+
+@app.command("memory")
+def memory_command(
+    model_path: Optional[Path] = MODEL_PATH,
+    options_file: Optional[Path] = OPTIONS_FILE,
+    weight_file: Optional[Path] = WEIGHT_FILE,
+    random_shape: Optional[str] = RANDOM_SHAPE,
+    sizes: List[int] = typer.Option(
+        [2500, 10000, 40000], "--size", help="Doc length in tokens (repeat the option)"
+    ),
+    cache_sizes: List[int] = typer.Option(
+        [0], "--cache-size-mb", help="The pipe's layer cache setting (repeat to compare)"
+    ),
+    allocators: List[str] = typer.Option(
+        ["default", "fixed-mmap"], "--allocator", help="default and/or fixed-mmap (glibc)"
+    ),
+    text: Optional[Path] = TEXT,
+    workdir: Optional[Path] = WORKDIR,
+    threads: Optional[int] = THREADS,
+    isolate: bool = ISOLATE,
+    output: Optional[Path] = OUTPUT,
+) -> None:
+    """Peak memory of long docs without sentence boundaries, by doc length.
+
+    The memory beyond the output arrays should depend on the window and batch size, not on the
+    doc; each doc runs in a fresh process.
+    """
+    from .memory_bench import MEMORY_COLUMNS, run_memory_bench
+    from .pipeline import resolve_model
+
+    _threads(threads)
+    try:
+        with _workdir(workdir) as directory:
+            source = resolve_model(directory, model_path, options_file, weight_file, random_shape)
+            typer.echo(f"model: {source.description}")
+            result = run_memory_bench(source, sizes, cache_sizes, allocators, text, threads, isolate)
+    except ValueError as err:
+        _fail(str(err))
+    rows = result["rows"]
+    report.echo_table(
+        f"elmo pipe peak RSS increase per doc (no sentence boundaries; windows of "
+        f"{rows[0]['windows'] and -(-rows[0]['tokens'] // rows[0]['windows'])} tokens or fewer, "
+        f"max_batch_tokens {rows[0]['max_batch_tokens']})",
+        rows,
+        MEMORY_COLUMNS,
+    )
+    typer.echo(
+        "outputs = doc._.elmo + doc._.elmo_layers; default = glibc's dynamic mmap threshold (what "
+        "users see), fixed-mmap = MALLOC_MMAP_THRESHOLD_=131072 (freed blocks go back to the OS)"
+    )
+    _finish(result, output)
+
+
+@app.command("pretrain")
+def pretrain_command(
+    cases: List[str] = typer.Option(
+        ["original", "bundled"], "--case", help="original and/or bundled (repeat the option)"
+    ),
+    batch_size: int = typer.Option(128, "--batch-size", help="Windows per step (bilm-tf: 128)"),
+    seq_len: int = typer.Option(
+        20, "--seq-len", help="Positions per window, <S> and </S> included (bilm-tf: 20)"
+    ),
+    warmup: int = typer.Option(1, "--warmup", help="Untimed steps first"),
+    steps: int = typer.Option(3, "--steps", help="Timed steps"),
+    precision: str = typer.Option("fp32", "--precision", help="fp32, bf16 or fp16 (autocast)"),
+    device: str = typer.Option("auto", "--device", help="cpu, cuda or auto"),
+    text: Optional[Path] = TEXT,
+    threads: Optional[int] = THREADS,
+    isolate: bool = ISOLATE,
+    output: Optional[Path] = OUTPUT,
+) -> None:
+    """Pretraining throughput: the original shape beside the bundled model's.
+
+    Forward, backward and optimizer step of the package's trainer, tokens/s and peak memory.
+    """
+    from .pretrain_bench import CASES, PRETRAIN_COLUMNS, run_pretrain_bench
+
+    unknown = [c for c in cases if c not in CASES]
+    if unknown:
+        _fail(f"--case must be one of {', '.join(CASES)}, got {unknown}")
+    _threads(threads)
+    try:
+        result = run_pretrain_bench(
+            [CASES[c]() for c in cases], text, batch_size, seq_len, warmup, steps, precision,
+            device, threads, isolate,
+        )
+    except ValueError as err:
+        _fail(str(err))
+    s = result["settings"]
+    report.echo_table(
+        f"pretraining steps on {s['device']}, {precision}: batches of {batch_size} x {seq_len}, "
+        f"{steps} timed after {warmup} warm-up",
+        result["rows"],
+        PRETRAIN_COLUMNS,
+    )
+    for row in result["rows"]:
+        typer.echo(f"{row['case']}: {row['description']}")
+    typer.echo("tokens/s = predictions per direction per second (as the trainer logs it)")
+    _finish(result, output)

@@ -1,0 +1,256 @@
+"""``bench inference``: the biLM's forward pass against a per-time-step reference loop.
+
+Paths, all on the same random weights and the same batches of real sentences:
+
+- ``reference``: :class:`~.reference.ReferenceBiLM`, AllenNLP's algorithm (the baseline);
+- ``exact``: the package's ``bilm(char_ids)`` in float32;
+- ``exact + token cache``: the same after ``bilm.cache_token_embeddings(words)``, when the
+  package has it (the cache's build time is reported apart);
+- ``bf16 autocast``: ``bilm(char_ids)`` with ``bilm.precision = "bf16"`` (the package runs its
+  products under ``torch.autocast``), when the package has it and the device supports bf16.
+
+Each path runs in a fresh process (see :mod:`.isolate`): load the weights, one priming call on a
+single sentence (lazy initialisation, code pages), then, under :class:`~.measure.PeakMemory`,
+``warmup`` batches and ``repeats`` timed passes over all batches; the best pass counts.
+Throughput counts real tokens only (no boundary tokens, no padding). Every layer of every path is
+compared with the reference: float32 paths must agree to ``EXACT_TOLERANCE``; for bf16 the
+largest difference and the cosine similarity of the top layer's token vectors are reported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from ..chars import batch_to_ids
+from ..nn.bilm import BiLM
+from ..weights import load_bilm
+from .isolate import run_isolated
+from .measure import MB, PeakMemory, Stopwatch
+from .reference import ReferenceBiLM, max_abs_differences, top_layer_cosine
+from .report import ratio
+from .shapes import cached_model
+from .system import resolve_devices, system_info
+from .text import sentence_batches, text_lines
+
+EXACT_TOLERANCE = 1e-5
+REFERENCE = "reference (AllenNLP-style loop)"
+EXACT = "exact"
+TOKEN_CACHE = "exact + token cache"
+BF16 = "bf16 autocast"
+
+
+def available_paths(device: torch.device) -> List[str]:
+    """The reference, the exact path, and the optional paths this version of the package has."""
+    paths = [REFERENCE, EXACT]
+    if hasattr(BiLM, "cache_token_embeddings") and hasattr(BiLM, "clear_token_cache"):
+        paths.append(TOKEN_CACHE)
+    if hasattr(BiLM, "precision") and bf16_supported(device):
+        paths.append(BF16)
+    return paths
+
+
+def bf16_supported(device: torch.device) -> bool:
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            torch.ones(2, 2) @ torch.ones(2, 2)
+        return True
+    except RuntimeError:
+        return False
+
+
+@contextlib.contextmanager
+def _prepared(
+    path: str, bilm: BiLM, device: torch.device, words: Sequence[str], info: Dict[str, Any]
+) -> Iterator[Callable[[torch.Tensor], torch.Tensor]]:
+    """A function char_ids -> layers for ``path``, with the path's set-up and tear-down."""
+    if path == REFERENCE:
+        reference = ReferenceBiLM(bilm)
+        yield reference
+        return
+
+    def exact(char_ids: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return bilm(char_ids)[0]
+
+    if path == EXACT:
+        yield exact
+    elif path == TOKEN_CACHE:
+        with Stopwatch(device) as clock:
+            bilm.cache_token_embeddings(list(words))
+        info["cache_build_s"] = clock.seconds
+        info["cache_words"] = len(words)
+        try:
+            yield exact
+        finally:
+            bilm.clear_token_cache()
+    elif path == BF16:
+        bilm.precision = "bf16"
+        try:
+            yield exact
+        finally:
+            bilm.precision = "fp32"
+    else:
+        raise ValueError(f"unknown inference path {path!r}")
+
+
+def measure_path(
+    path: str,
+    model_dir: str,
+    batches: List[np.ndarray],
+    words: List[str],
+    device_name: str,
+    warmup: int,
+    repeats: int,
+    threads: int,
+    progress: bool = True,
+) -> Dict[str, Any]:
+    """Time one path and measure its peak memory (run in a fresh process by the benchmark).
+    Returns the figures and the layers of every batch (float32 NumPy)."""
+    torch.set_num_threads(threads)
+    device = torch.device(device_name)
+    bilm = load_bilm(model_dir, device=device)
+    inputs = [torch.from_numpy(ids).to(device) for ids in batches]
+    info: Dict[str, Any] = {}
+    pass_seconds: List[float] = []
+    with _prepared(path, bilm, device, words[:5], {}) as run:
+        run(inputs[0][:1])  # priming, outside the measurement
+    bar = tqdm(
+        total=warmup + repeats * len(inputs),
+        desc=f"{device.type} {path}",
+        unit="batch",
+        leave=False,
+        disable=not progress,
+    )
+    with PeakMemory(device) as peak:
+        with _prepared(path, bilm, device, words, info) as run:
+            for i in range(warmup):
+                run(inputs[i % len(inputs)])
+                bar.update(1)
+            for _ in range(repeats):
+                with Stopwatch(device) as clock:
+                    outputs = []
+                    for x in inputs:
+                        outputs.append(run(x))
+                        bar.update(1)
+                pass_seconds.append(clock.seconds)
+    bar.close()
+    return {
+        **info,
+        "pass_s": min(pass_seconds),
+        "pass_all_s": pass_seconds,
+        "peak_mb": peak.mb,
+        "peak_method": peak.method,
+        "layers": [o.float().cpu().numpy() for o in outputs],
+    }
+
+
+def run_inference_bench(
+    workdir: Path,
+    shape: str = "original",
+    seed: int = 0,
+    text: Optional[Path] = None,
+    batch_size: int = 32,
+    seq_len: int = 25,
+    n_batches: int = 4,
+    warmup: int = 1,
+    repeats: int = 2,
+    device: str = "all",
+    threads: Optional[int] = None,
+    isolate: bool = True,
+    progress: bool = True,
+) -> Dict[str, Any]:
+    threads = threads or torch.get_num_threads()
+    torch.set_num_threads(threads)
+    model_dir = cached_model(workdir, shape, seed, progress=progress)
+    sentences = sentence_batches(text_lines(text), batch_size, seq_len, n_batches)
+    batches = [batch_to_ids(batch) for batch in sentences]
+    words = sorted({w for batch in sentences for sentence in batch for w in sentence})
+    real_tokens = sum(len(s) for batch in sentences for s in batch)
+    padded = sum(len(batch) * max(len(s) for s in batch) for batch in sentences)
+    masks = [torch.from_numpy((ids > 0).any(axis=-1)) for ids in batches]
+
+    rows: List[Dict[str, Any]] = []
+    for dev in resolve_devices(device):
+        reference_row: Optional[Dict[str, Any]] = None
+        reference_layers: List[torch.Tensor] = []
+        for path in available_paths(dev):
+            measured = run_isolated(
+                measure_path, path, str(model_dir), batches, words, str(dev), warmup, repeats,
+                threads, progress, isolate=isolate,
+            )
+            layers = [torch.from_numpy(x) for x in measured.pop("layers")]
+            row: Dict[str, Any] = {"device": dev.type, "path": path, **measured}
+            row["tokens_per_s"] = real_tokens / row["pass_s"]
+            if path == REFERENCE:
+                reference_row, reference_layers = row, layers
+            else:
+                row.update(_compare(layers, reference_layers, masks, precise=path != BF16))
+            row["speedup"] = ratio(row["tokens_per_s"], reference_row["tokens_per_s"])
+            row["memory_ratio"] = ratio(row["peak_mb"], reference_row["peak_mb"])
+            rows.append(row)
+    return {
+        "benchmark": "inference",
+        "system": system_info(),
+        "settings": {
+            "shape": shape,
+            "seed": seed,
+            "text": str(text) if text else "default",
+            "batch_size": batch_size,
+            "max_sequence_length": seq_len,
+            "n_batches": n_batches,
+            "warmup_batches": warmup,
+            "timed_passes": repeats,
+            "threads": threads,
+            "isolated_processes": isolate,
+            "exact_tolerance": EXACT_TOLERANCE,
+        },
+        "batches": {
+            "sentences": sum(len(b) for b in sentences),
+            "real_tokens": real_tokens,
+            "padded_positions": padded,
+            "padding_fraction": 1 - real_tokens / padded,
+            "distinct_words": len(words),
+        },
+        "model_mb": sum(f.stat().st_size for f in Path(model_dir).glob("*.safetensors")) / MB,
+        "rows": rows,
+    }
+
+
+def _compare(
+    layers: List[torch.Tensor], reference: List[torch.Tensor], masks: List[torch.Tensor], precise: bool
+) -> Dict[str, Any]:
+    per_layer = np.max([max_abs_differences(a, b) for a, b in zip(layers, reference)], axis=0)
+    result: Dict[str, Any] = {
+        "max_abs_diff_per_layer": [float(x) for x in per_layer],
+        "max_abs_diff": float(per_layer.max()),
+    }
+    if precise:
+        result["exact"] = bool(per_layer.max() < EXACT_TOLERANCE)
+    else:
+        a = torch.cat([x[:, m] for x, m in zip(layers, masks)], dim=1)[:, None]
+        b = torch.cat([x[:, m] for x, m in zip(reference, masks)], dim=1)[:, None]
+        mean, worst = top_layer_cosine(a, b, torch.ones(a.shape[1:3], dtype=torch.bool))
+        result["top_layer_cosine_mean"] = mean
+        result["top_layer_cosine_min"] = worst
+    return result
+
+
+INFERENCE_COLUMNS = [
+    ("device", "device", ""),
+    ("path", "path", ""),
+    ("tokens_per_s", "tokens/s", ",.0f"),
+    ("speedup", "x reference", ".2f"),
+    ("peak_mb", "peak MB", ".1f"),
+    ("memory_ratio", "mem x ref", ".2f"),
+    ("max_abs_diff", "max |diff|", ".1e"),
+    ("exact", "< 1e-5", ""),
+    ("top_layer_cosine_mean", "top cos", ".5f"),
+]

@@ -1,0 +1,70 @@
+"""Tables on stdout and the JSON file: the two ways a benchmark's figures leave it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import srsly
+import typer
+
+Column = Tuple[str, str, str]  # (row key, header, format spec)
+
+
+def format_value(value: Any, spec: str) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "NO"
+    if isinstance(value, (int, float)) and spec:
+        return format(value, spec)
+    return str(value)
+
+
+def table(rows: Sequence[Dict[str, Any]], columns: Sequence[Column]) -> str:
+    """A plain text table: text columns left-aligned, numbers right-aligned."""
+    header = [title for _, title, _ in columns]
+    cells = [[format_value(row.get(key), spec) for key, _, spec in columns] for row in rows]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(header)]
+    numeric = [
+        bool(rows) and all(isinstance(row.get(key), (int, float)) or row.get(key) is None for row in rows)
+        for key, _, _ in columns
+    ]
+
+    def line(values: List[str]) -> str:
+        return "  ".join(
+            v.rjust(w) if is_number else v.ljust(w) for v, w, is_number in zip(values, widths, numeric)
+        ).rstrip()
+
+    out = [line(header), "  ".join("-" * w for w in widths)]
+    out.extend(line(c) for c in cells)
+    return "\n".join(out)
+
+
+def echo_table(title: str, rows: Sequence[Dict[str, Any]], columns: Sequence[Column]) -> None:
+    typer.echo(f"\n{title}\n{table(rows, columns)}")
+
+
+def echo_system(system: Dict[str, Any]) -> None:
+    gpus = ", ".join(d["name"] for d in system.get("cuda_devices", [])) or "none"
+    load = system.get("load_average_1min")
+    typer.echo(
+        f"torch {system['torch']}, {system['torch_threads']} threads, CPU {system['cpu']} "
+        f"({system['cpu_count']} cores" + (f", load {load}" if load is not None else "") + f"), GPU {gpus}"
+    )
+
+
+def write_json(result: Dict[str, Any], path: Optional[Path]) -> None:
+    """Write every figure of ``result`` (JSON-serialisable values only) to ``path``."""
+    if path is None:
+        return
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    srsly.write_json(path, result)
+    typer.echo(f"\nwrote {path}")
+
+
+def ratio(value: Optional[float], baseline: Optional[float]) -> Optional[float]:
+    if value is None or not baseline:
+        return None
+    return value / baseline

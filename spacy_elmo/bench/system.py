@@ -1,0 +1,76 @@
+"""Where a benchmark ran: every JSON result carries this, since figures mean nothing without it."""
+
+from __future__ import annotations
+
+import os
+import platform
+from typing import Any, Dict, List
+
+import torch
+
+
+def cpu_name() -> str:
+    """The CPU model from /proc/cpuinfo (Linux), else what ``platform`` knows."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def system_info() -> Dict[str, Any]:
+    """Versions, CPU, thread count and any CUDA devices, as plain JSON values."""
+    import spacy
+
+    info: Dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "spacy": spacy.__version__,
+        "cpu": cpu_name(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "mkldnn": torch.backends.mkldnn.is_available(),
+        "cuda_available": torch.cuda.is_available(),
+        "cuda_devices": _cuda_devices(),
+    }
+    load = _load_average()
+    if load is not None:
+        info["load_average_1min"] = load
+    return info
+
+
+def _cuda_devices() -> List[Dict[str, Any]]:
+    if not torch.cuda.is_available():
+        return []
+    devices = []
+    for i in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(i)
+        devices.append(
+            {"index": i, "name": props.name, "memory_gb": round(props.total_memory / 2**30, 1)}
+        )
+    return devices
+
+
+def _load_average() -> float | None:
+    """Other work on the machine slows every path; the load average says how busy it was."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
+def resolve_devices(device: str) -> List[torch.device]:
+    """``cpu``, ``cuda`` or ``all`` (the CPU, and CUDA when PyTorch sees a GPU)."""
+    if device == "cpu":
+        return [torch.device("cpu")]
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"--device cuda: PyTorch {torch.__version__} sees no CUDA device")
+        return [torch.device("cuda")]
+    if device == "all":
+        return [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
+    raise ValueError(f"--device must be cpu, cuda or all, got {device!r}")

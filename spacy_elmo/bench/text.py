@@ -1,0 +1,84 @@
+"""Real text for the benchmarks: WikiText-2 when a checkout has it, else the package's demo text.
+
+Sentences of real text have varied lengths, so batches carry the padding that real batches do
+(a benchmark on equal-length rows would flatter any path that wastes work on padding).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Iterator, List, Optional, Sequence
+
+from .shapes import REPO_ROOT
+
+DEMO_TEXT = Path(__file__).resolve().parents[1] / "data" / "demo_sentences.txt"
+WIKITEXT_VALID = Path("shared") / "data" / "wikitext-2" / "valid.txt"
+SENTENCE_END = {".", "!", "?"}
+
+
+def default_text_path() -> Path:
+    """``../shared/data/wikitext-2/valid.txt`` beside the checkout (or the working directory),
+    else the bundled demo sentences."""
+    for base in (REPO_ROOT.parent, Path.cwd().parent, Path.cwd()):
+        candidate = base / WIKITEXT_VALID
+        if candidate.is_file():
+            return candidate
+    return DEMO_TEXT
+
+
+def text_lines(path: Optional[Path] = None) -> List[str]:
+    """Non-empty lines of already tokenized text, WikiText headings (`` = Title = ``) left out."""
+    path = Path(path) if path is not None else default_text_path()
+    if not path.is_file():
+        raise FileNotFoundError(f"benchmark text not found: {path}")
+    lines = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if line and not (line.startswith("= ") and line.endswith(" =")):
+            lines.append(line)
+    if not lines:
+        raise ValueError(f"{path}: no text lines to benchmark on")
+    return lines
+
+
+def sentences(lines: Sequence[str], max_length: int) -> Iterator[List[str]]:
+    """Whitespace tokens cut after sentence-final punctuation; longer sentences are cut into
+    pieces of at most ``max_length`` tokens."""
+    for line in lines:
+        current: List[str] = []
+        for token in line.split():
+            current.append(token)
+            if token in SENTENCE_END or len(current) == max_length:
+                yield current
+                current = []
+        if current:
+            yield current
+
+
+def sentence_batches(
+    lines: Sequence[str], batch_size: int, max_length: int, n_batches: int
+) -> List[List[List[str]]]:
+    """``n_batches`` batches of ``batch_size`` consecutive sentences (text order, not sorted by
+    length, so each batch pads to its longest sentence). Cycles through the text if it is short."""
+    pool = list(sentences(lines, max_length))
+    needed = batch_size * n_batches
+    while len(pool) < needed:
+        pool += pool
+    return [pool[i * batch_size : (i + 1) * batch_size] for i in range(n_batches)]
+
+
+def token_stream(lines: Sequence[str], n_tokens: int) -> List[str]:
+    """The first ``n_tokens`` whitespace tokens of the text (repeated if it is shorter)."""
+    tokens = [t for line in lines for t in line.split()]
+    if not tokens:
+        raise ValueError("no tokens in the benchmark text")
+    while len(tokens) < n_tokens:
+        tokens += tokens
+    return tokens[:n_tokens]
+
+
+def words_by_frequency(lines: Sequence[str]) -> List[str]:
+    """Distinct tokens, most frequent first (ties alphabetically)."""
+    counts = Counter(t for line in lines for t in line.split())
+    return sorted(counts, key=lambda w: (-counts[w], w))

@@ -1,0 +1,210 @@
+"""The benchmarks (``python -m spacy_elmo bench``) on tiny shapes.
+
+These tests check what could silently be wrong in a benchmark: that its baselines compute the
+same thing as the package (so a speed ratio compares equals), and that every result is complete
+and well formed. They never assert a timing or a speed-up: those are measured, not tested.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import warnings
+
+import h5py
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from conftest import ELMO_FIXTURE, make_options, write_random_bilm_tf
+from spacy_elmo import batch_to_ids, load_bilm
+from spacy_elmo.bench.inference_bench import EXACT, REFERENCE, run_inference_bench
+from spacy_elmo.bench.isolate import run_isolated
+from spacy_elmo.bench.load_bench import run_load_bench
+from spacy_elmo.bench.memory_bench import run_memory_bench
+from spacy_elmo.bench.per_tensor_loader import load_bilm_per_tensor
+from spacy_elmo.bench.pipe_bench import run_pipe_bench
+from spacy_elmo.bench.pipeline import ModelSource, resolve_model
+from spacy_elmo.bench.pretrain_bench import PretrainCase, _model_overrides, run_pretrain_bench
+from spacy_elmo.bench.reference import ReferenceBiLM
+from spacy_elmo.bench.text import sentence_batches, text_lines
+from spacy_elmo.cli import app
+
+runner = CliRunner()
+
+SENTENCES = [
+    ["The", "bank", "raised", "its", "rates", "."],
+    ["Hi"],
+    ["Sie", "saß", "am", "Ufer", "der", "Spree", "🙂", "x" * 70, ""],
+    ["One", "more", "line"],
+]
+FIXTURE_SOURCE = ModelSource(
+    {
+        "options_file": str(ELMO_FIXTURE / "options.json"),
+        "weight_file": str(ELMO_FIXTURE / "lm_weights.hdf5"),
+    },
+    "the AllenNLP test fixture",
+)
+
+
+def _package_layers(bilm, sentences):
+    with torch.no_grad():
+        return bilm(torch.from_numpy(batch_to_ids(sentences)))[0]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        make_options(),
+        make_options(activation="tanh", n_highway=2, clip=0),
+        make_options(n_layers=3, use_skip_connections=False),
+        make_options(n_layers=1, n_highway=0),
+    ],
+    ids=["relu-clipped", "tanh-unclipped", "3-layers-no-skip", "1-layer-no-highway"],
+)
+def test_reference_loop_matches_the_package(tmp_path, options):
+    """The baseline of ``bench inference`` is an independent re-implementation: it must give the
+    package's layers (random weights written straight in the bilm-tf layout by conftest)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # options without skip connections warn on load
+        bilm = load_bilm(*write_random_bilm_tf(tmp_path, options, scale=0.5))
+    want = _package_layers(bilm, SENTENCES)
+    got = ReferenceBiLM(bilm)(torch.from_numpy(batch_to_ids(SENTENCES)))
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-5, rtol=0)
+
+
+def test_reference_loop_matches_tensorflow(fixture_bilm, fixture_sentences):
+    """The reference against bilm-tf's own outputs (lm_embeddings_k.hdf5, written by TensorFlow;
+    the first batch of the stateful run starts from zero states, like a stateless one)."""
+    batch = [fixture_sentences[k][0].split() for k in range(3)]
+    layers = ReferenceBiLM(fixture_bilm)(torch.from_numpy(batch_to_ids(batch))).numpy()
+    for k, sentence in enumerate(batch):
+        with h5py.File(ELMO_FIXTURE / f"lm_embeddings_{k}.hdf5", "r") as f:
+            want = np.concatenate(list(f["0"][()]), axis=-1)
+        np.testing.assert_allclose(layers[-1, k, : len(sentence)], want, atol=1e-6, rtol=1e-5)
+
+
+def test_per_tensor_loader_gives_the_tensors_of_load_bilm(tmp_path):
+    options_file, weight_file = write_random_bilm_tf(tmp_path, make_options(n_highway=2))
+    a = load_bilm(options_file, weight_file).state_dict()
+    b = load_bilm_per_tensor(options_file, weight_file).state_dict()
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+
+
+def test_load_bench_result(tmp_path):
+    result = run_load_bench(tmp_path, shape="fixture", repeats=1, progress=False)
+    assert result["identical_tensors"] and result["identical_tensors_native"]
+    assert [row["loader"] for row in result["rows"]][1] == result["baseline"]
+    for row in result["rows"]:
+        assert row["cold_s"] > 0 and row["warm_s"] > 0 and row["file_mb"] > 0
+        assert len(row["cold_all_s"]) == len(row["warm_all_s"]) == 1
+    assert (tmp_path / "fixture-seed0" / "weights.hdf5").is_file()
+
+
+def test_inference_bench_result(tmp_path):
+    result = run_inference_bench(
+        tmp_path, shape="fixture", batch_size=3, seq_len=6, n_batches=2, warmup=1, repeats=1,
+        device="cpu", threads=1, isolate=False, progress=False,
+    )
+    rows = {row["path"]: row for row in result["rows"]}
+    assert list(rows)[:2] == [REFERENCE, EXACT]
+    batches = result["batches"]
+    assert 0 < batches["real_tokens"] < batches["padded_positions"] <= 2 * 3 * 6
+    for path, row in rows.items():
+        assert row["tokens_per_s"] > 0 and row["peak_mb"] >= 0, path
+        if path != REFERENCE:
+            assert len(row["max_abs_diff_per_layer"]) == 3
+        if "exact" in row:
+            assert row["exact"], (path, row["max_abs_diff_per_layer"])
+        if "top_layer_cosine_mean" in row:
+            assert 0.99 < row["top_layer_cosine_mean"] <= 1.0 + 1e-6
+    assert rows[REFERENCE]["speedup"] == 1.0
+
+
+def test_sentence_batches_have_varied_lengths():
+    batches = sentence_batches(text_lines(), batch_size=8, max_length=25, n_batches=3)
+    lengths = [len(s) for batch in batches for s in batch]
+    assert len(batches) == 3 and all(len(b) == 8 for b in batches)
+    assert max(lengths) <= 25 and min(lengths) < max(lengths)
+
+
+def test_isolated_runs_get_a_fresh_process_and_their_environment():
+    assert run_isolated(os.getpid) != os.getpid()
+    assert run_isolated(os.getenv, "SPACY_ELMO_BENCH_PROBE", env={"SPACY_ELMO_BENCH_PROBE": "1"}) == "1"
+    assert "SPACY_ELMO_BENCH_PROBE" not in os.environ
+
+
+def test_pipe_bench_result():
+    result = run_pipe_bench(FIXTURE_SOURCE, max_tokens=400, batch_size=8, threads=1, progress=False)
+    (row,) = result["rows"]
+    assert row["tokens"] >= 400 and row["tokens_per_s"] > 0 and row["bilm_calls"] >= 1
+    assert 0 < row["bilm_forward_s"] <= row["total_s"]
+    assert 0 <= row["outside_bilm_share"] < 1
+    assert result["settings"]["model"]["description"] == "the AllenNLP test fixture"
+
+
+def test_pipe_falls_back_to_a_named_random_shape(tmp_path):
+    source = resolve_model(tmp_path, random_shape="fixture")
+    assert "random" in source.description and (tmp_path / "fixture-seed0" / "model.safetensors").is_file()
+
+
+def test_memory_bench_result():
+    result = run_memory_bench(
+        FIXTURE_SOURCE, sizes=(300, 600), allocators=("default",), threads=1, isolate=False,
+        progress=False,
+    )
+    assert [row["tokens"] for row in result["rows"]] == [300, 600]
+    for row in result["rows"]:
+        assert row["windows"] == math.ceil(row["tokens"] / 256)
+        # doc._.elmo (n, 32) + doc._.elmo_layers (3, n, 32), float32
+        assert row["outputs_mb"] == pytest.approx(row["tokens"] * 32 * 4 * 4 / 2**20)
+        assert row["peak_mb"] >= 0 and row["layer_cache_mb"] == 0
+
+
+def test_pretrain_bench_result():
+    options = make_options(dim=16, projection_dim=8)
+    case = PretrainCase(
+        "tiny",
+        vocab_size=300,
+        overrides={
+            **_model_overrides(options),
+            "objective.softmax": "sampled",
+            "objective.n_negative_samples": 20,
+        },
+    )
+    result = run_pretrain_bench(
+        [case], batch_size=4, seq_len=6, warmup=1, steps=1, device="cpu", threads=1,
+        isolate=False, progress=False,
+    )
+    (row,) = result["rows"]
+    assert row["vocab_size"] == 300 and row["softmax"] == "sampled"
+    assert row["tokens_per_s"] > 0 and row["step_s"] > 0
+    assert row["softmax_parameters"] == 300 * 8 + 300
+
+
+def test_cli_writes_every_figure_to_json(tmp_path):
+    output = tmp_path / "inference.json"
+    args = [
+        "bench", "inference", "--shape", "fixture", "--batch-size", "2", "--seq-len", "5",
+        "--n-batches", "1", "--repeats", "1", "--device", "cpu", "--no-isolate",
+        "--workdir", str(tmp_path / "work"), "--output", str(output),
+    ]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "x reference" in result.output and "all agree" in result.output
+    data = json.loads(output.read_text())
+    assert {"benchmark", "system", "settings", "batches", "rows", "model_mb"} <= set(data)
+    assert {"torch", "torch_threads", "cpu", "cpu_count", "cuda_available"} <= set(data["system"])
+    assert {"tokens_per_s", "peak_mb", "speedup", "pass_s", "device", "path"} <= set(data["rows"][1])
+
+    output = tmp_path / "load.json"
+    args = ["bench", "load", "--shape", "fixture", "--repeats", "1", "--output", str(output)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    data = json.loads(output.read_text())
+    assert data["identical_tensors"] and len(data["rows"]) == 3
