@@ -9,6 +9,7 @@ import typer
 
 from . import commands
 from .bench.cli import app as bench_app
+from .compare import compare_command
 from .pretrain.commands import (
     EXTRA_ARGS,
     evaluate_lm_command,
@@ -32,6 +33,7 @@ app.command("init-config")(init_config_command)
 app.command("plot-curve")(plot_curve_command)
 app.add_typer(bench_app, name="bench")
 app.command("evaluate-lm")(evaluate_lm_command)
+app.command("compare")(compare_command)
 
 
 def main() -> None:
