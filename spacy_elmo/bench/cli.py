@@ -294,9 +294,8 @@ def memory_command(
         _fail(str(err))
     rows = result["rows"]
     report.echo_table(
-        f"elmo pipe peak RSS increase per doc (no sentence boundaries; windows of "
-        f"{rows[0]['windows'] and -(-rows[0]['tokens'] // rows[0]['windows'])} tokens or fewer, "
-        f"max_batch_tokens {rows[0]['max_batch_tokens']})",
+        f"elmo pipe, peak RSS increase per doc without sentence boundaries (windows of <= "
+        f"{rows[0]['max_sequence_length']} tokens, max_batch_tokens {rows[0]['max_batch_tokens']})",
         rows,
         MEMORY_COLUMNS,
     )

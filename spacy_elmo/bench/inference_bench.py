@@ -36,7 +36,7 @@ from .reference import ReferenceBiLM, max_abs_differences, top_layer_cosine
 from .report import ratio
 from .shapes import cached_model
 from .system import resolve_devices, system_info
-from .text import sentence_batches, text_lines
+from .text import default_text_path, sentence_batches, text_lines
 
 EXACT_TOLERANCE = 1e-5
 REFERENCE = "reference (AllenNLP-style loop)"
@@ -202,7 +202,7 @@ def run_inference_bench(
         "settings": {
             "shape": shape,
             "seed": seed,
-            "text": str(text) if text else "default",
+            "text": str(text or default_text_path()),
             "batch_size": batch_size,
             "max_sequence_length": seq_len,
             "n_batches": n_batches,

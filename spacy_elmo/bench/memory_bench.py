@@ -36,7 +36,7 @@ from .isolate import run_isolated
 from .measure import MB, PeakMemory
 from .pipeline import ModelSource, elmo_pipeline
 from .system import system_info
-from .text import text_lines, token_stream
+from .text import default_text_path, text_lines, token_stream
 
 
 def measure_doc(
@@ -69,6 +69,7 @@ def measure_doc(
         "peak_mb": peak.mb,
         "outputs_mb": outputs / MB,
         "beyond_outputs_mb": (peak.bytes - outputs) / MB,
+        "max_sequence_length": elmo.max_sequence_length,
         "max_batch_tokens": elmo.max_batch_tokens,
         "layer_cache_mb": 0.0 if cache is None else cache.nbytes / MB,
         "peak_method": peak.method,
@@ -114,7 +115,7 @@ def run_memory_bench(
             "allocators": {a: ALLOCATORS[a] for a in allocators},
             "threads": threads,
             "isolated_processes": isolate,
-            "text": str(text) if text else "default",
+            "text": str(text or default_text_path()),
         },
         "rows": rows,
     }

@@ -27,7 +27,7 @@ from tqdm import tqdm
 from .measure import synchronize
 from .pipeline import ModelSource, elmo_pipeline
 from .system import system_info
-from .text import DEMO_TEXT, text_lines
+from .text import DEMO_TEXT, default_text_path, text_lines
 
 
 class ForwardClock:
@@ -137,7 +137,7 @@ def run_pipe_bench(
         "system": system_info(),
         "settings": {
             "model": source.to_dict(),
-            "text": str(text) if text else "default",
+            "text": str(text or default_text_path()),
             "max_tokens": max_tokens,
             "batch_size": batch_size,
             "sentencizer": sentencizer,

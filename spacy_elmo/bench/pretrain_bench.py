@@ -31,7 +31,7 @@ from .isolate import run_isolated
 from .measure import MB, PeakMemory, Stopwatch
 from .shapes import FIXED_SHAPES, bundled_config_path
 from .system import system_info
-from .text import text_lines, token_stream, words_by_frequency
+from .text import default_text_path, text_lines, token_stream, words_by_frequency
 
 ORIGINAL_VOCAB_SIZE = 793_471
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -136,7 +136,7 @@ def measure_training(
         vocab = write_vocab(out / "bench_vocab.txt", words_by_frequency(lines), case.vocab_size)
         overrides = {
             **case.overrides,
-            "paths.train": str(text) if text else str(_default_text()),
+            "paths.train": str(text or default_text_path()),
             "paths.dev": None,
             "paths.vocab": str(vocab),
             "corpus.tokenized": True,
@@ -195,12 +195,6 @@ def measure_training(
         shutil.rmtree(out, ignore_errors=True)
 
 
-def _default_text() -> Path:
-    from .text import default_text_path
-
-    return default_text_path()
-
-
 def run_pretrain_bench(
     cases: Sequence[PretrainCase],
     text: Optional[Path] = None,
@@ -243,7 +237,7 @@ def run_pretrain_bench(
             "device": device,
             "threads": threads,
             "isolated_processes": isolate,
-            "text": str(text) if text else "default",
+            "text": str(text or default_text_path()),
             "cases": {
                 c.name: {"config": str(c.config_path or "default"), "overrides": c.overrides}
                 for c in cases

@@ -50,8 +50,15 @@ def echo_system(system: Dict[str, Any]) -> None:
     load = system.get("load_average_1min")
     typer.echo(
         f"torch {system['torch']}, {system['torch_threads']} threads, CPU {system['cpu']} "
-        f"({system['cpu_count']} cores" + (f", load {load}" if load is not None else "") + f"), GPU {gpus}"
+        f"({system['cpu_count']} cores, {' '.join(system.get('cpu_flags', [])) or 'no'} flags"
+        + (f", load {load}" if load is not None else "")
+        + f"), GPU {gpus}"
     )
+    if load is not None and system["cpu_count"] and load >= system["cpu_count"]:
+        typer.echo(
+            f"note: load average {load} on {system['cpu_count']} cores: other work shared the "
+            "machine; the ratios were measured side by side, but absolute figures are low"
+        )
 
 
 def write_json(result: Dict[str, Any], path: Optional[Path]) -> None:

@@ -4,21 +4,34 @@ from __future__ import annotations
 
 import os
 import platform
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import torch
 
 
-def cpu_name() -> str:
-    """The CPU model from /proc/cpuinfo (Linux), else what ``platform`` knows."""
+#: CPU features that decide which kernels run (bf16 is emulated, hence slow, without them).
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "fma")
+
+
+def _cpuinfo(key: str) -> Optional[str]:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as handle:
             for line in handle:
-                if line.startswith("model name"):
+                if line.startswith(key):
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return None
+
+
+def cpu_name() -> str:
+    """The CPU model from /proc/cpuinfo (Linux), else what ``platform`` knows."""
+    return _cpuinfo("model name") or platform.processor() or platform.machine()
+
+
+def cpu_flags() -> List[str]:
+    flags = set((_cpuinfo("flags") or "").split())
+    return [flag for flag in CPU_FLAGS if flag in flags]
 
 
 def system_info() -> Dict[str, Any]:
@@ -31,6 +44,7 @@ def system_info() -> Dict[str, Any]:
         "torch": torch.__version__,
         "spacy": spacy.__version__,
         "cpu": cpu_name(),
+        "cpu_flags": cpu_flags(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "mkldnn": torch.backends.mkldnn.is_available(),
