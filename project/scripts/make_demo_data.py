@@ -1,4 +1,4 @@
-"""Cut the small demo slices in demo_data/ from the full corpora (run once; the slices are committed).
+"""Cut the demo slices in demo_data/ from the full corpora (run once; the slices are committed).
 
 python scripts/make_demo_data.py ASSETS_DIR demo_data
 
@@ -20,7 +20,10 @@ SLICES = {
     "wnut17/emerging.dev.conll": ("wnut17/dev.conll", 150),
     "wnut17/emerging.test.annotated": ("wnut17/test.conll", 300),
 }
-WIKITEXT = {"wikitext-2/train.txt": ("wikitext-2/train.txt", 250), "wikitext-2/valid.txt": ("wikitext-2/valid.txt", 40)}
+WIKITEXT = {
+    "wikitext-2/train.txt": ("wikitext-2/train.txt", 250),
+    "wikitext-2/valid.txt": ("wikitext-2/valid.txt", 40),
+}
 
 
 def blocks(path: Path) -> List[List[str]]:
@@ -67,7 +70,8 @@ def main(assets: Path, out: Path) -> None:
         lines = [line for line in (assets / source).read_text(encoding="utf-8").splitlines()
                  if line.strip() and not line.strip().startswith("=")]
         (out / dest).parent.mkdir(parents=True, exist_ok=True)
-        (out / dest).write_text("".join(line.strip() + "\n" for line in every_kth(lines, n)), encoding="utf-8")
+        text = "".join(line.strip() + "\n" for line in every_kth(lines, n))
+        (out / dest).write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":

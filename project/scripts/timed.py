@@ -21,7 +21,8 @@ def main(output: Path, command: list) -> int:
     seconds = time.perf_counter() - start
     if returncode == 0:
         output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(json.dumps({"seconds": round(seconds, 1), "command": command[1:]}, indent=2) + "\n")
+        timing = {"seconds": round(seconds, 1), "command": command[1:]}
+        output.write_text(json.dumps(timing, indent=2) + "\n")
     return returncode
 
 

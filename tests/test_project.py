@@ -1,0 +1,275 @@
+"""The spaCy project (project/): the compare command, the configs' fairness, and the `demo` workflow
+end to end (pretrain a tiny biLM, package it, train and evaluate ELMo and baseline taggers and
+NERs, compare), plus installing the packaged pipeline with pip, offline."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import matplotlib.image
+import pytest
+import spacy
+import srsly
+from thinc.api import Config
+from typer.testing import CliRunner
+
+from conftest import SHARED_DATA
+from spacy_elmo.cli import app
+from spacy_elmo.compare import SystemMetrics, comparison_table, plot_comparison, read_system
+
+REPO = Path(__file__).resolve().parents[1]
+PROJECT = REPO / "project"
+OUTPUT_DIRS = ("assets", "corpus", "training", "metrics", "packages", "project.lock")
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+ELMO = SystemMetrics(
+    "ELMo",
+    scores={
+        "tagger": {"tag_acc": 0.9512, "speed": 4100.4},
+        "ner": {"ents_f": 0.4012, "ents_p": 0.5, "ents_r": 0.335, "speed": 3900.0},
+    },
+    train_seconds={"tagger": 83.2, "ner": 40.0},
+)
+BASELINE = SystemMetrics(
+    "spaCy tok2vec",
+    scores={
+        "tagger": {"tag_acc": 0.9362, "speed": 12000.0},
+        "ner": {"ents_f": 0.3, "ents_p": 0.4, "ents_r": 0.24},
+    },
+    train_seconds={"tagger": 30.0},
+)
+
+
+def subprocess_env():
+    # The subprocesses import this checkout's code; one torch thread each, since the tiny demo
+    # models only wait for each other on a busy 2-core machine with more threads.
+    pythonpath = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    return {**os.environ, "PYTHONPATH": pythonpath, "OMP_NUM_THREADS": "1"}
+
+
+def copy_project(destination: Path) -> Path:
+    shutil.copytree(PROJECT, destination, ignore=shutil.ignore_patterns(*OUTPUT_DIRS))
+    return destination
+
+
+# ---------------------------------------------------------------------------- compare
+
+
+def test_comparison_table_rows_and_differences():
+    table = comparison_table([ELMO, BASELINE], title="Test sets")
+    lines = table.splitlines()
+    assert lines[0] == "## Test sets"
+    header = next(line for line in lines if line.startswith("| system"))
+    assert "tagger accuracy" in header and "NER F1" in header and "tagger training" in header
+    elmo_row = next(line for line in lines if line.startswith("| ELMo |"))
+    expected = "| ELMo | 95.12 | 40.12 | 50.00 | 33.50 | 1 min 23 s | 40 s | 4,100 | 3,900 |"
+    assert elmo_row == expected
+    baseline_row = next(line for line in lines if line.startswith("| spaCy tok2vec |"))
+    # No NER timing and no NER speed for the baseline: empty cells, not zeros.
+    assert baseline_row.endswith("| 30 s | - | 12,000 | - |")
+    assert "- ELMo vs spaCy tok2vec: tagger accuracy +1.50, NER F1 +10.12 points" in lines
+
+
+def test_comparison_of_a_system_with_one_task_only():
+    tagger_only = SystemMetrics("tagger only", scores={"tagger": {"tag_acc": 0.5}})
+    table = comparison_table([tagger_only, BASELINE])
+    assert "| tagger only | 50.00 | - | - | - | - | - | - | - |" in table
+    assert "tagger only vs spaCy tok2vec: tagger accuracy -43.62 points" in table
+
+
+def test_read_system_from_spacy_evaluate_output(tmp_path):
+    srsly.write_json(tmp_path / "tagger.json", {"token_acc": 1.0, "tag_acc": 0.93, "speed": 100})
+    srsly.write_json(tmp_path / "tagger_train.json", {"seconds": 12.5, "command": ["-m", "spacy"]})
+    system = read_system("mine", tmp_path)
+    assert system.score("tagger", "tag_acc") == 0.93
+    assert system.score("ner", "ents_f") is None
+    assert system.train_seconds == {"tagger": 12.5}
+    with pytest.raises(ValueError, match="does not exist"):
+        read_system("gone", tmp_path / "gone")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="neither tagger.json nor ner.json"):
+        read_system("empty", tmp_path / "empty")
+
+
+def test_plot_is_a_png(tmp_path):
+    png = plot_comparison([ELMO, BASELINE], tmp_path / "plots" / "chart.png", title="Test sets")
+    assert png.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_compare_command(tmp_path):
+    for name, system in (("elmo", ELMO), ("baseline", BASELINE)):
+        (tmp_path / name).mkdir()
+        for task, scores in system.scores.items():
+            srsly.write_json(tmp_path / name / f"{task}.json", scores)
+    result = CliRunner().invoke(
+        app,
+        ["compare", f"ELMo (d=64)={tmp_path / 'elmo'}", f"spaCy tok2vec={tmp_path / 'baseline'}",
+         "--output", str(tmp_path / "comparison.md")],
+    )
+    assert result.exit_code == 0, result.output
+    table = (tmp_path / "comparison.md").read_text()
+    assert "| ELMo (d=64) | 95.12 |" in table and "| spaCy tok2vec | 93.62 |" in table
+    bad = CliRunner().invoke(app, ["compare", str(tmp_path / "elmo"), "-o", str(tmp_path / "x.md")])
+    assert bad.exit_code != 0 and "LABEL=METRICS_DIR" in bad.output
+
+
+# ---------------------------------------------------------------------------- project files
+
+
+@pytest.mark.parametrize("task", ["tagger", "ner"])
+def test_elmo_and_baseline_configs_differ_only_in_the_embedding(task):
+    elmo = Config().from_disk(PROJECT / "configs" / f"{task}_elmo.cfg", interpolate=False)
+    baseline = Config().from_disk(PROJECT / "configs" / f"{task}_baseline.cfg", interpolate=False)
+    assert elmo["nlp"]["pipeline"] == ["elmo", task] and baseline["nlp"]["pipeline"] == [task]
+    assert elmo["components"]["elmo"]["frozen"] is True
+    for key in ("frozen_components", "annotating_components"):
+        assert elmo["training"].pop(key) == ["elmo"] and baseline["training"].pop(key) == []
+    assert elmo["training"] == baseline["training"]
+    assert elmo["corpora"] == baseline["corpora"] and elmo["system"] == baseline["system"]
+    elmo_tok2vec = elmo["components"][task]["model"].pop("tok2vec")
+    baseline_tok2vec = baseline["components"][task]["model"].pop("tok2vec")
+    assert elmo["components"][task] == baseline["components"][task]
+    assert elmo_tok2vec["encode"] == baseline_tok2vec["encode"]
+    assert elmo_tok2vec["embed"]["@architectures"] == "spacy_elmo.ElmoListener.v1"
+    # The baseline's hash embeddings sit beside ELMo in the listener.
+    assert elmo_tok2vec["embed"]["token_embed"] == baseline_tok2vec["embed"]
+
+
+def test_workflows_give_elmo_and_baseline_the_same_budget():
+    project = srsly.read_yaml(PROJECT / "project.yml")
+    commands = {c["name"]: c for c in project["commands"]}
+    for name, steps in project["workflows"].items():
+        assert all(step in commands for step in steps), name
+    keys = r"system\.seed|training\.max_steps|training\.max_epochs|training\.eval_frequency"
+    options = re.compile(rf"--({keys}) (\S+)")
+
+    def budgets(command_name):
+        return [dict(options.findall(line)) for line in commands[command_name]["script"]]
+
+    for elmo, baseline in [
+        ("train-bundled", "train-baseline"),
+        ("train-pretrained", "train-baseline"),
+        ("demo-train-elmo", "demo-train-baseline"),
+    ]:
+        assert budgets(elmo) == budgets(baseline) and len(budgets(elmo)[0]) == 4, (elmo, baseline)
+
+
+def test_asset_checksums_match_the_shared_copies():
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"no shared data at {SHARED_DATA}")
+    assets = srsly.read_yaml(PROJECT / "project.yml")["assets"]
+    local = [a for a in assets if not a.get("extra")]
+    assert len(local) == 8 and all(a.get("checksum") for a in local)
+    for asset in local:
+        copy = SHARED_DATA / Path(*Path(asset["dest"]).parts[1:])
+        assert hashlib.md5(copy.read_bytes()).hexdigest() == asset["checksum"], copy
+
+
+def test_demo_data_is_small_and_attributed():
+    files = [p for p in (PROJECT / "demo_data").rglob("*") if p.is_file()]
+    assert sum(p.stat().st_size for p in files) < 1_000_000
+    notes = (PROJECT / "demo_data" / "README.md").read_text()
+    assert all(licence in notes for licence in ("CC BY-SA 4.0", "CC BY 4.0", "CC BY-SA 3.0"))
+
+
+def test_prepare_data_without_a_mirror_names_what_is_missing(tmp_path):
+    project = copy_project(tmp_path / "project")
+    result = subprocess.run(
+        [sys.executable, "scripts/prepare_data.py", str(tmp_path / "no-mirror")],
+        cwd=project, capture_output=True, text=True, env=subprocess_env(), timeout=120,
+    )
+    assert result.returncode != 0
+    assert "assets/wnut17/wnut17train.conll" in result.stderr
+    assert "spacy project assets" in result.stderr
+
+
+# ---------------------------------------------------------------------------- demo workflow
+
+
+def majority_upos_rate(conllu: Path) -> float:
+    tags = Counter(
+        line.split("\t")[3]
+        for line in conllu.read_text(encoding="utf-8").splitlines()
+        if line and not line.startswith("#") and line.split("\t")[0].isdigit()
+    )
+    return max(tags.values()) / sum(tags.values())
+
+
+@pytest.fixture(scope="module")
+def demo_project(tmp_path_factory):
+    """A copy of project/ after `python -m spacy project run demo` (2 to 4 minutes on 2 cores)."""
+    project = copy_project(tmp_path_factory.mktemp("demo") / "project")
+    result = subprocess.run(
+        [sys.executable, "-m", "spacy", "project", "run", "demo", str(project)],
+        capture_output=True, text=True, env=subprocess_env(), timeout=900,
+    )
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
+    return project
+
+
+@pytest.mark.slow
+def test_demo_packages_a_loadable_elmo_pipeline(demo_project):
+    package = demo_project / "packages" / "demo" / "en_elmo_demo-0.0.0"
+    assert (package / "dist" / "en_elmo_demo-0.0.0.tar.gz").is_file()
+    nlp = spacy.load(package / "en_elmo_demo" / "en_elmo_demo-0.0.0")
+    assert nlp.pipe_names == ["elmo"]
+    doc = nlp("The bank raised its rates .")
+    assert doc._.elmo.shape == (6, 64)  # the demo biLM: projection_dim 32, two directions
+
+
+@pytest.mark.slow
+def test_demo_metrics_and_comparison(demo_project):
+    metrics = demo_project / "metrics" / "demo"
+    floor = majority_upos_rate(demo_project / "demo_data" / "ud-english-ewt" / "test.conllu")
+    for system in ("elmo", "baseline"):
+        tagger = srsly.read_json(metrics / system / "tagger.json")
+        ner = srsly.read_json(metrics / system / "ner.json")
+        assert tagger["tag_acc"] > floor + 0.2, (system, tagger["tag_acc"], floor)
+        assert 0.0 <= ner["ents_f"] <= 1.0 and "ents_per_type" in ner
+        for task in ("tagger", "ner"):
+            assert srsly.read_json(metrics / system / f"{task}_train.json")["seconds"] > 0
+    table = (metrics / "comparison.md").read_text()
+    rows = [line for line in table.splitlines() if line.startswith("| ")]
+    assert rows[2].startswith("| ELMo (demo biLM) | ") and rows[3].startswith("| spaCy tok2vec | ")
+    elmo_accuracy = srsly.read_json(metrics / "elmo" / "tagger.json")["tag_acc"]
+    assert f"| {100 * elmo_accuracy:.2f} |" in rows[2]
+    assert (metrics / "comparison.png").read_bytes()[:8] == PNG_MAGIC
+    assert matplotlib.image.imread(metrics / "comparison.png").shape[:2] == (400, 1100)
+
+
+@pytest.mark.slow
+def test_demo_package_installs_offline_with_pip(demo_project, tmp_path):
+    """pip installs the packaged sdist without a network (no index, no build isolation: the
+    build uses this environment's setuptools) and spacy.load finds it by name."""
+    setuptools = pytest.importorskip("setuptools")
+    if tuple(int(p) for p in setuptools.__version__.split(".")[:2]) < (70, 1):
+        pytest.importorskip("wheel", reason="an offline build needs setuptools>=70.1 or wheel")
+    package = demo_project / "packages" / "demo" / "en_elmo_demo-0.0.0"
+    sdist = package / "dist" / "en_elmo_demo-0.0.0.tar.gz"
+    target = tmp_path / "site"
+    install = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--no-build-isolation",
+         "--target", str(target), str(sdist)],
+        capture_output=True, text=True, env=subprocess_env(), timeout=300,
+    )
+    assert install.returncode == 0, install.stdout[-3000:] + install.stderr[-3000:]
+    env = subprocess_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(target), env["PYTHONPATH"]])
+    check = subprocess.run(
+        [sys.executable, "-c",
+         "import json, spacy; nlp = spacy.load('en_elmo_demo'); doc = nlp('A river bank');"
+         "print(json.dumps([nlp.pipe_names, list(doc._.elmo.shape), nlp.meta['requirements']]))"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+    )
+    assert check.returncode == 0, check.stderr[-3000:]
+    pipe_names, shape, requirements = json.loads(check.stdout.strip().splitlines()[-1])
+    assert pipe_names == ["elmo"] and shape == [3, 64]
+    assert any(r.startswith("spacy-elmo") for r in requirements)
