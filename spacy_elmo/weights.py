@@ -101,11 +101,25 @@ def build_bilm(
                 f"{source}: parameter '{name}' has shape {tuple(state[name].shape)}, the options "
                 f"need {tuple(tensor.shape)}"
             )
-    # Copy into torch's own (64-byte aligned) memory: BLAS kernels round differently on
+    # Hold the weights in torch's own (64-byte aligned) memory: BLAS kernels round differently on
     # differently aligned buffers, and a model must give the same numbers however it was loaded.
-    aligned = {k: torch.empty(v.shape, dtype=torch.float32).copy_(v) for k, v in state.items()}
+    aligned = {k: v if _is_aligned(v) else _aligned_copy(v) for k, v in state.items()}
     bilm.load_state_dict(aligned, assign=True)
     return bilm
+
+
+def _is_aligned(tensor: torch.Tensor) -> bool:
+    return (
+        tensor.dtype == torch.float32
+        and tensor.device.type == "cpu"
+        and tensor.is_contiguous()
+        and tensor.data_ptr() % 64 == 0
+    )
+
+
+def _aligned_copy(tensor: torch.Tensor) -> torch.Tensor:
+    """A contiguous float32 copy in torch's allocator (``copy_`` transposes in cache blocks)."""
+    return torch.empty(tensor.shape, dtype=torch.float32).copy_(tensor)
 
 
 def save_bilm(bilm: BiLM, directory: PathLike) -> Path:
@@ -196,10 +210,23 @@ class _DatasetReader:
             warnings.warn(f"{self.path}: ignoring datasets {unused[:6]}", stacklevel=3)
 
 
+#: Torch's gate blocks (i, f, g, o) are TensorFlow's blocks (i, j, f, o) in this order.
+_TF_BLOCK_OF_TORCH_GATE = (0, 2, 1, 3)
+
+
 def _tf_to_torch_gates(matrix: np.ndarray, hidden: int) -> np.ndarray:
     """Reorder the gate blocks of the first axis from TF (i, j, f, o) to torch (i, f, g, o)."""
-    i, j, f, o = (matrix[k * hidden : (k + 1) * hidden] for k in range(4))
-    return np.concatenate([i, f, j, o])
+    return np.concatenate([matrix[k * hidden : (k + 1) * hidden] for k in _TF_BLOCK_OF_TORCH_GATE])
+
+
+def _tf_kernel_to_torch(kernel: torch.Tensor, hidden: int) -> torch.Tensor:
+    """A TF LSTM kernel slice (n_inputs, 4 * hidden) -> torch's (4 * hidden, n_inputs) with the
+    gate blocks reordered, in one transposing copy per block into aligned memory."""
+    transposed = kernel.t()
+    out = torch.empty(transposed.shape, dtype=torch.float32)
+    for k, tf_block in enumerate(_TF_BLOCK_OF_TORCH_GATE):
+        out[k * hidden : (k + 1) * hidden].copy_(transposed[tf_block * hidden : (tf_block + 1) * hidden])
+    return out
 
 
 def _torch_to_tf_gates(matrix: np.ndarray, hidden: int) -> np.ndarray:
@@ -236,12 +263,12 @@ def _convert_from_tf(
         names = [f"CNN_high_{k}/{w}" for w in ("W_transform", "W_carry", "b_transform", "b_carry")]
         w_t, w_c = (read(n, (d, d), why) for n in names[:2])
         b_t, b_c = (read(n, (d,), why) for n in names[2:])
-        yield f"token_encoder.highways.{k}.linear.weight", t(np.concatenate([w_t.T, w_c.T]))
+        yield f"token_encoder.highways.{k}.linear.weight", _aligned_copy(t(np.concatenate([w_t, w_c], axis=1)).t())
         yield f"token_encoder.highways.{k}.linear.bias", t(np.concatenate([b_t, b_c]))
     why = f"{d} filters, lstm.projection_dim={p}"
     yield (
         "token_encoder.projection.weight",
-        t(np.ascontiguousarray(read("CNN_proj/W_proj", (d, p), why).T)),
+        _aligned_copy(t(read("CNN_proj/W_proj", (d, p), why)).t()),
     )
     yield "token_encoder.projection.bias", t(read("CNN_proj/b_proj", (p,), why))
 
@@ -249,16 +276,16 @@ def _convert_from_tf(
         for layer in range(lstm.n_layers):
             prefix = _lstm_prefix(direction, layer)
             why = f"lstm.dim={h}, lstm.projection_dim={p}, n_layers={lstm.n_layers}"
-            w = read(f"{prefix}/W_0", (p + p, 4 * h), why).T  # (4h, in + p)
+            kernel = t(read(f"{prefix}/W_0", (p + p, 4 * h), why))  # rows: [input; recurrent]
             bias = _tf_to_torch_gates(read(f"{prefix}/B", (4 * h,), why), h).copy()
             bias[h : 2 * h] += 1.0  # TensorFlow's implicit forget_bias
             key = f"{name}.layers.{layer}"
-            yield f"{key}.weight_ih_l0", t(np.ascontiguousarray(_tf_to_torch_gates(w[:, :p], h)))
-            yield f"{key}.weight_hh_l0", t(np.ascontiguousarray(_tf_to_torch_gates(w[:, p:], h)))
+            yield f"{key}.weight_ih_l0", _tf_kernel_to_torch(kernel[:p], h)
+            yield f"{key}.weight_hh_l0", _tf_kernel_to_torch(kernel[p:], h)
             yield f"{key}.bias_ih_l0", t(bias)
             yield f"{key}.bias_hh_l0", torch.zeros(4 * h)
             w_p = read(f"{prefix}/W_P_0", (h, p), why)
-            yield f"{key}.weight_hr_l0", t(np.ascontiguousarray(w_p.T))
+            yield f"{key}.weight_hr_l0", _aligned_copy(t(w_p).t())
 
 
 def _convert_to_tf(bilm: BiLM) -> Iterator[Tuple[str, np.ndarray]]:
