@@ -84,7 +84,8 @@ set_vector_hooks = true
 # fine-tunes the biLM with the gradients of the listening components.
 frozen = true
 # Frozen biLM only: keep the layers of up to this many MB of sentences, keyed on their words
-# (least recently used out), so that training epochs after the first skip the biLM. 0: off.
+# (least recently used out), so that training epochs after the first skip the biLM. Used from
+# the first update() on (training and its evaluations), never in plain inference. 0: off.
 cache_size_mb = 512
 # Speed. precision: "fp32" (exact), or "bf16"/"fp16" (autocast: faster on recent GPUs, not exact;
 # see the README for the measured deviation).
@@ -192,6 +193,9 @@ class Elmo(TrainablePipe):
                 f"elmo pipe '{name}': cache_size_mb must be a non-negative integer, got {cache_size_mb!r}"
             )
         self.cache = LayerCache(cache_size_mb * 2**20) if cache_size_mb and frozen else None
+        # The cache is for training epochs: it is used from the first ``update`` on, so plain
+        # inference (nlp(text), nlp.pipe) never holds copies of the layers.
+        self._training_started = False
         if precision not in PRECISIONS:
             raise ValueError(
                 f"elmo pipe '{name}': precision must be one of {sorted(PRECISIONS)}, got {precision!r}"
@@ -317,7 +321,7 @@ class Elmo(TrainablePipe):
             width=bilm.output_dim,
             max_sequence_length=self.max_sequence_length,
             max_batch_tokens=self.max_batch_tokens,
-            cache=self.cache,
+            cache=self.cache if self._training_started else None,
             is_train=is_train,
         )
 
@@ -357,6 +361,7 @@ class Elmo(TrainablePipe):
         back into the biLM, and ``sgd`` updates it when the last listener backpropagates."""
         losses = {} if losses is None else losses
         losses.setdefault(self.name, 0.0)
+        self._training_started = True
         docs = [eg.predicted for eg in examples]
         if self.frozen or not self.listeners:
             self.set_annotations(docs, self.predict(docs))

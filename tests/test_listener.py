@@ -210,16 +210,21 @@ def test_cache_reuses_exact_layers_and_is_bounded():
     nlp = spacy.blank("en")
     pipe = nlp.add_pipe("elmo", config={**ELMO, "cache_size_mb": 1})
     texts = ["The bank raised rates .", "We sat on the river bank ."]
+    plain = [nlp(t)._.elmo_layers for t in texts]
+    assert len(pipe.cache) == 0  # plain inference never fills the cache
+    pipe.update([Example(nlp.make_doc(t), nlp.make_doc(t)) for t in texts])  # training starts
     first = [nlp(t)._.elmo_layers for t in texts]
+    assert len(pipe.cache) == 2
     misses = pipe.cache.misses
     second = [nlp(t)._.elmo_layers for t in texts]
     assert pipe.cache.hits >= 2 and pipe.cache.misses == misses
-    for a, b in zip(first, second):
+    for a, b, c in zip(first, second, plain):
         np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a, c, atol=1e-6)  # batched with another sentence: rounding only
     uncached = spacy.blank("en")
     uncached.add_pipe("elmo", config={**ELMO, "cache_size_mb": 0})
     assert uncached.get_pipe("elmo").cache is None
-    for text, a in zip(texts, first):
+    for text, a in zip(texts, plain):
         np.testing.assert_array_equal(uncached(text)._.elmo_layers, a)
 
     cache = LayerCache(max_bytes=1000)
