@@ -186,14 +186,18 @@ class BiLM(nn.Module):
         )
 
     def embed_tokens(self, char_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Context-independent vectors of the unmasked tokens only: (batch, T, projection_dim)."""
+        """Context-independent vectors of the unmasked tokens only: (batch, T, projection_dim).
+
+        Each distinct token of the batch is encoded once (words repeat within a batch, and every
+        row has ``<S>`` and ``</S>``); the vectors are then gathered back to their positions."""
+        unique, inverse = torch.unique(char_ids[mask], dim=0, return_inverse=True)
         if self.token_cache is not None and not _needs_encoder_gradient(self.token_encoder):
             if self._token_encoder_versions() != self._token_cache_versions:
                 self.token_cache.refresh(self.token_encoder)
                 self._token_cache_versions = self._token_encoder_versions()
-            encoded = self.token_cache.encode(char_ids[mask], self.token_encoder)
+            encoded = self.token_cache.encode(unique, self.token_encoder)[inverse]
         else:
-            encoded = self.token_encoder(char_ids[mask])
+            encoded = self.token_encoder(unique)[inverse]
         tokens = encoded.new_zeros(mask.shape + (encoded.shape[-1],))
         tokens[mask] = encoded
         return tokens
