@@ -126,9 +126,16 @@ def test_demo_prints_contextual_neighbours(fixture_files):
     assert "cosine of the two 'bank' vectors" in result.output
 
 
-def test_demo_without_the_bundled_model_says_what_to_do():
-    if DEFAULT_MODEL.exists():
-        pytest.skip("the bundled model is installed")
+def test_demo_runs_on_the_bundled_model():
+    """The README's main command: the model that ships with the package, no options."""
+    result = runner.invoke(app, ["demo", "--top-k", "3"])
+    assert result.exit_code == 0, result.output
+    assert "ELMo: 3 layers of width 256" in result.output
+    assert result.output.count("Query: ") == 2
+
+
+def test_demo_without_the_bundled_model_says_what_to_do(monkeypatch, tmp_path):
+    monkeypatch.setattr("spacy_elmo.pipe.DEFAULT_MODEL", tmp_path / "en_wikitext_small")
     result = runner.invoke(app, ["demo"])
     assert result.exit_code == 1
     assert "en_wikitext_small" in result.output and "model_path" in result.output

@@ -259,14 +259,28 @@ def test_corrupt_and_mismatched_weight_files_name_the_file(tmp_path, fixture_fil
         _pipe_with(options_file=other_options, weight_file=weights)("x")
 
 
-def test_default_model(tmp_path):
+def test_default_model_is_bundled_and_contextual():
+    """add_pipe("elmo") with no config loads the model that ships inside the package."""
+    assert (DEFAULT_MODEL / "options.json").is_file() and (DEFAULT_MODEL / "model.safetensors").is_file()
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo")
-    if DEFAULT_MODEL.exists():
-        assert nlp("The bundled model loads .")._.elmo.shape[0] == 5
-    else:
-        with pytest.raises(ValueError, match="en_wikitext_small.*model_path"):
-            nlp("x")
+    river, money = nlp("We sat on the bank of the river ."), nlp("The bank raised its interest rates .")
+    assert river._.elmo.shape == (9, 256) and river._.elmo_layers.shape == (3, 9, 256)
+    # Layer 0 is context-free: the same word gives the same vector; the LSTM layers do not.
+    np.testing.assert_allclose(river._.elmo_layers[0, 4], money._.elmo_layers[0, 1], atol=1e-6)
+    assert river[4].text == money[1].text == "bank" and river[4].similarity(money[1]) < 0.99
+    # The bundled vocabulary feeds the token cache.
+    cached = spacy.blank("en")
+    cached.add_pipe("elmo", config={"token_cache_words": 1000})
+    np.testing.assert_allclose(cached(river.text)._.elmo, river._.elmo, atol=1e-6)
+
+
+def test_missing_default_model_says_what_to_do(monkeypatch, tmp_path):
+    monkeypatch.setattr("spacy_elmo.pipe.DEFAULT_MODEL", tmp_path / "en_wikitext_small")
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo")
+    with pytest.raises(ValueError, match="en_wikitext_small.*model_path"):
+        nlp("x")
 
 
 def test_config_errors_name_the_key(fixture_files):
