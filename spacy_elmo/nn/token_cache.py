@@ -19,8 +19,8 @@ from ..chars import MAX_CHARS_PER_TOKEN, tokens_to_ids
 
 
 def _hash_rows(char_ids: torch.Tensor) -> torch.Tensor:
-    """(N, 50) int64 ids -> (N,) int64 hashes. Ids are < 262 < 2**9; the multipliers are odd
-    powers of a large odd constant, so products wrap around int64 (a hash, not an identity)."""
+    """(N, 50) int64 ids -> (N,) int64 hashes: the dot product with 50 fixed odd 64-bit
+    multipliers, wrapping around int64 (a hash, not an identity: ``lookup`` checks the ids)."""
     return (char_ids * _MULTIPLIERS.to(char_ids.device)).sum(dim=-1)
 
 
