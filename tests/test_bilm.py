@@ -145,3 +145,31 @@ def test_gradients_flow_to_every_parameter(fixture_files):
     missing = [n for n, p in bilm.named_parameters() if p.grad is None or not p.grad.abs().sum()]
     # bias_hh duplicates bias_ih, so both get the same gradient; nothing may be left out.
     assert missing == []
+
+
+@pytest.mark.parametrize("go_forward", [True, False])
+@pytest.mark.parametrize("with_states", [False, True])
+def test_distinct_token_input_products_change_nothing(go_forward, with_states):
+    """The first layer's input products computed once per distinct token give the per-position
+    results, in both reading directions, from zero or given states."""
+    from spacy_elmo.nn.lstm import DirectionalLSTM, DistinctInputs
+
+    torch.manual_seed(0)
+    lstm = DirectionalLSTM(6, 10, 4, num_layers=2, cell_clip=3.0, proj_clip=3.0, go_forward=go_forward)
+    rows = torch.randn(5, 6)
+    index = torch.tensor([[0, 1, 2, 1, 3], [0, 4, 1, 0, 0], [0, 2, 0, 0, 0]])
+    lengths = torch.tensor([5, 3, 1])
+    inputs = rows[index] * (torch.arange(5)[None, :] < lengths[:, None])[..., None]
+    states = None
+    if with_states:
+        states = [(torch.randn(3, 4), torch.randn(3, 10)) for _ in range(2)]
+    with torch.no_grad():
+        want, want_states = lstm(inputs, lengths, states)
+        got, got_states = lstm(inputs, lengths, states, distinct=DistinctInputs(rows, index))
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+    for (h, c), (h_want, c_want) in zip(got_states, want_states):
+        torch.testing.assert_close(h, h_want, atol=1e-6, rtol=0)
+        torch.testing.assert_close(c, c_want, atol=1e-6, rtol=0)
+    # Rows that end early keep their own final state, not a neighbour's.
+    assert not torch.allclose(got_states[0][0][1], got_states[0][0][2])

@@ -12,7 +12,7 @@ from torch import nn
 from ..chars import BOS_CHAR_IDS, EOS_CHAR_IDS, MAX_CHARS_PER_TOKEN
 from ..options import BiLMOptions
 from .char_cnn import CharacterEncoder
-from .lstm import DirectionalLSTM, LSTMState
+from .lstm import DirectionalLSTM, DistinctInputs, LSTMState
 from .token_cache import TokenEmbeddingCache
 
 #: ``BiLM.precision`` values: the dtype that ``forward`` runs its matrix products in (autocast).
@@ -174,33 +174,37 @@ class BiLM(nn.Module):
         in pretraining). char_ids (batch, T, 50), lengths (batch,) >= 1, states from a previous
         call or None for zeros; ``dropout`` on each LSTM input (training only)."""
         mask = torch.arange(char_ids.shape[1], device=char_ids.device)[None, :] < lengths[:, None]
-        tokens = self.embed_tokens(char_ids, mask)
+        distinct = self._embed_distinct(char_ids, mask)
+        tokens = _scatter_tokens(distinct, mask)
         forward, forward_states = self.forward_lstm(
-            tokens, lengths, states and states.forward, dropout
+            tokens, lengths, states and states.forward, dropout, distinct
         )
         backward, backward_states = self.backward_lstm(
-            tokens, lengths, states and states.backward, dropout
+            tokens, lengths, states and states.backward, dropout, distinct
         )
         return BiLMActivations(
             tokens, forward, backward, mask, BiLMStates(forward_states, backward_states)
         )
 
     def embed_tokens(self, char_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Context-independent vectors of the unmasked tokens only: (batch, T, projection_dim).
+        """Context-independent vectors of the unmasked tokens only: (batch, T, projection_dim)."""
+        return _scatter_tokens(self._embed_distinct(char_ids, mask), mask)
 
-        Each distinct token of the batch is encoded once (words repeat within a batch, and every
-        row has ``<S>`` and ``</S>``); the vectors are then gathered back to their positions."""
+    def _embed_distinct(self, char_ids: torch.Tensor, mask: torch.Tensor) -> DistinctInputs:
+        """The vectors of the distinct unmasked tokens and a (batch, T) index into them (0 where
+        masked). Each distinct token of the batch is encoded once: words repeat within a batch,
+        and every row has ``<S>`` and ``</S>``."""
         unique, inverse = torch.unique(char_ids[mask], dim=0, return_inverse=True)
         if self.token_cache is not None and not _needs_encoder_gradient(self.token_encoder):
             if self._token_encoder_versions() != self._token_cache_versions:
                 self.token_cache.refresh(self.token_encoder)
                 self._token_cache_versions = self._token_encoder_versions()
-            encoded = self.token_cache.encode(unique, self.token_encoder)[inverse]
+            encoded = self.token_cache.encode(unique, self.token_encoder)
         else:
-            encoded = self.token_encoder(unique)[inverse]
-        tokens = encoded.new_zeros(mask.shape + (encoded.shape[-1],))
-        tokens[mask] = encoded
-        return tokens
+            encoded = self.token_encoder(unique)
+        index = inverse.new_zeros(mask.shape)
+        index[mask] = inverse
+        return DistinctInputs(encoded, index)
 
     @staticmethod
     def stack_layers(acts: BiLMActivations) -> torch.Tensor:
@@ -231,6 +235,13 @@ class BiLM(nn.Module):
                 [_merge_state(old, s) for old, s in zip(self._states.backward, new.backward)],
             )
         self._states = new
+
+
+def _scatter_tokens(distinct: DistinctInputs, mask: torch.Tensor) -> torch.Tensor:
+    """(batch, T, dim) token vectors at the unmasked positions, zeros elsewhere."""
+    tokens = distinct.rows.new_zeros(mask.shape + (distinct.rows.shape[-1],))
+    tokens[mask] = distinct.rows[distinct.index[mask]]
+    return tokens
 
 
 def _needs_encoder_gradient(encoder: nn.Module) -> bool:
