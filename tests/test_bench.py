@@ -183,6 +183,7 @@ def test_pretrain_bench_result():
     )
     (row,) = result["rows"]
     assert row["vocab_size"] == 300 and row["softmax"] == "sampled"
+    assert row["softmax_updates"] == "dense"  # the default optimizer is adam
     assert row["tokens_per_s"] > 0 and row["step_s"] > 0
     assert row["softmax_parameters"] == 300 * 8 + 300
 

@@ -345,3 +345,68 @@ def test_sampled_softmax_gradient_converges_to_its_limit():
     scale = expected.abs().max()
     assert (many - expected).abs().max() < 0.02 * scale
     assert (few - expected).abs().max() > 0.1 * scale
+
+
+SPARSE_RECIPE = {
+    "objective.softmax": "sampled",
+    "objective.n_negative_samples": 40,
+    "optimizer.name": "adagrad",
+    "optimizer.learning_rate": 0.2,
+    "optimizer.clip_norm": 1.0,
+}
+
+
+def test_sparse_softmax_updates_equal_dense_adagrad(tmp_path):
+    """Row-sparse softmax updates give dense Adagrad's weights (rows a step does not use keep
+    their values and accumulators), while the softmax gradient holds only the used rows."""
+    config = tiny_config(**SPARSE_RECIPE, **{"training.max_steps": 3})
+    weights, row_counts = {}, []
+    for mode in (True, False):
+        trainer = Trainer(
+            tiny_config(**SPARSE_RECIPE, **{"objective.sparse_updates": mode}),
+            tmp_path / str(mode),
+            show_progress=False,
+        )
+        assert trainer.sparse_updates is mode
+        batches = trainer.stream.batches()
+        for _ in range(3):
+            trainer._train_step(make_batch(next(batches), trainer.vocab))
+            grad = trainer.model.softmax.weight.grad
+            assert grad.is_sparse is mode
+            if mode:
+                row_counts.append(grad.coalesce().indices().shape[1])
+        weights[mode] = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    assert all(0 < n < len(trainer.vocab) for n in row_counts)
+    for name, dense in weights[False].items():
+        torch.testing.assert_close(weights[True][name], dense, atol=1e-6, rtol=1e-5, msg=name)
+    # the default ("auto") picks sparse updates for this recipe, dense for adam
+    assert Trainer(config, tmp_path / "auto", show_progress=False).sparse_updates
+    adam = tiny_config(**{**SPARSE_RECIPE, "optimizer.name": "adam"})
+    assert not Trainer(adam, tmp_path / "adam", show_progress=False).sparse_updates
+    strict = tiny_config(**{**SPARSE_RECIPE, "optimizer.name": "adam"}, **{"objective.sparse_updates": True})
+    with pytest.raises(ConfigError, match="sparse_updates = true needs"):
+        Trainer(strict, tmp_path / "strict", show_progress=False)
+
+
+def test_two_process_gloo_sparse_rows_equal_dense(tmp_path):
+    """Data parallel: ranks exchanging the softmax rows they used end where DDP's dense
+    all-reduce of the whole softmax ends."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    results = {}
+    for port, mode in ((29521, "true"), (29522, "false")):
+        config_file = tmp_path / f"{mode}.cfg"
+        tiny_config(
+            **SPARSE_RECIPE, **{"training.max_steps": 3, "objective.sparse_updates": mode == "true"}
+        ).to_disk(config_file)
+        cmd = [
+            sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+            "--master_port", str(port), "-m", "spacy_elmo", "pretrain",
+            str(config_file), str(tmp_path / mode),
+        ]  # fmt: skip
+        subprocess.run(cmd, cwd=REPO, env=env, check=True, timeout=300, capture_output=True)
+        results[mode] = _weights(tmp_path / mode)
+    for name, dense in results["false"].items():
+        np.testing.assert_allclose(results["true"][name].numpy(), dense.numpy(), atol=2e-5, err_msg=name)
+    # the softmax learned, on the rows the steps sampled only (its bias starts at zero)
+    touched = int((results["true"]["bias"] != 0).sum())
+    assert 0 < touched < results["true"]["bias"].numel()

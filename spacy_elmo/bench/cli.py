@@ -309,7 +309,9 @@ def memory_command(
 @app.command("pretrain")
 def pretrain_command(
     cases: List[str] = typer.Option(
-        ["original", "bundled"], "--case", help="original and/or bundled (repeat the option)"
+        ["original", "original-dense", "bundled"],
+        "--case",
+        help="original, original-dense (dense softmax updates) and/or bundled (repeat the option)",
     ),
     batch_size: int = typer.Option(128, "--batch-size", help="Windows per step (bilm-tf: 128)"),
     seq_len: int = typer.Option(

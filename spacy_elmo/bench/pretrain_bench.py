@@ -83,6 +83,15 @@ def original_case() -> PretrainCase:
     )
 
 
+def original_dense_case() -> PretrainCase:
+    """The original case with dense softmax updates: what sparse row updates save."""
+    case = original_case()
+    case.name = "original-dense"
+    case.overrides["objective.sparse_updates"] = False
+    case.description = "the original case with a dense softmax gradient and update every step"
+    return case
+
+
 def bundled_case() -> PretrainCase:
     from confection import Config
 
@@ -98,7 +107,7 @@ def bundled_case() -> PretrainCase:
     )
 
 
-CASES = {"original": original_case, "bundled": bundled_case}
+CASES = {"original": original_case, "original-dense": original_dense_case, "bundled": bundled_case}
 
 
 def write_vocab(path: Path, words: Sequence[str], size: int) -> Path:
@@ -181,6 +190,7 @@ def measure_training(
             "description": case.description,
             "vocab_size": len(trainer.vocab),
             "softmax": "sampled" if trainer.use_sampled else "full",
+            "softmax_updates": "sparse rows" if trainer.sparse_updates else "dense",
             "n_negative_samples": trainer.settings.objective.n_negative_samples,
             "optimizer": trainer.settings.optimizer.name,
             "bilm_parameters": bilm_params,
@@ -251,6 +261,7 @@ PRETRAIN_COLUMNS = [
     ("case", "case", ""),
     ("vocab_size", "vocab", ","),
     ("softmax", "softmax", ""),
+    ("softmax_updates", "updates", ""),
     ("optimizer", "optimizer", ""),
     ("bilm_parameters", "biLM params", ","),
     ("step_s", "s/step", ".2f"),

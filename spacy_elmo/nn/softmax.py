@@ -9,7 +9,7 @@ logit corrected by ``-log(expected count)``, accidental hits of the true word re
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Callable, Optional, Tuple
 
 import torch
 from torch import nn
@@ -41,13 +41,21 @@ class LogUniformSampler:
 
 
 class LMSoftmax(nn.Module):
-    """logits = h W^T + b over the vocabulary. weight (vocab, dim), bias (vocab,)."""
+    """logits = h W^T + b over the vocabulary. weight (vocab, dim), bias (vocab,).
+
+    With ``row_sparse_gradients`` on, the sampled softmax reads the rows it uses (the targets and
+    the negatives of the step) as one detached leaf, so backward yields gradients of those rows
+    only; :meth:`publish_row_gradients` then hands them to ``weight.grad`` / ``bias.grad`` as
+    sparse tensors (bilm-tf's IndexedSlices), instead of a dense vocab x dim gradient per step.
+    """
 
     def __init__(self, vocab_size: int, dim: int) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.randn(vocab_size, dim) / math.sqrt(dim))
         self.bias = nn.Parameter(torch.zeros(vocab_size))
         self.sampler = LogUniformSampler(vocab_size)
+        self.row_sparse_gradients = False
+        self._used_rows: Optional[Tuple[torch.Tensor, torch.Tensor]] = None
 
     @property
     def vocab_size(self) -> int:
@@ -70,11 +78,48 @@ class LMSoftmax(nn.Module):
         One set of ``n_samples`` negatives is shared by all N targets of the batch.
         """
         sampled = self.sampler.sample(n_samples, hidden.device, generator)
-        true_logit = (hidden * self.weight[targets]).sum(-1) + self.bias[targets]
+        rows = self._rows(torch.cat([targets, sampled]))
+        n = targets.shape[0]
+        true_logit = (hidden * rows[:n, :-1]).sum(-1) + rows[:n, -1]
         true_logit = true_logit - self.sampler.log_expected_count(targets, n_samples)
-        sampled_logits = torch.addmm(self.bias[sampled], hidden, self.weight[sampled].t())
+        sampled_logits = torch.addmm(rows[n:, -1], hidden, rows[n:, :-1].t())
         sampled_logits = sampled_logits - self.sampler.log_expected_count(sampled, n_samples)
         accidental = targets[:, None] == sampled[None, :]
         sampled_logits = sampled_logits.masked_fill(accidental, float("-inf"))
         logits = torch.cat([true_logit[:, None], sampled_logits], dim=1).float()
         return torch.logsumexp(logits, dim=1) - logits[:, 0]
+
+    def _rows(self, ids: torch.Tensor) -> torch.Tensor:
+        """[weight | bias] rows of ``ids``: (len(ids), dim + 1)."""
+        if not (self.row_sparse_gradients and torch.is_grad_enabled()):
+            return torch.cat([self.weight[ids], self.bias[ids, None]], dim=1)
+        unique, inverse = torch.unique(ids, return_inverse=True)
+        leaf = torch.cat([self.weight.detach()[unique], self.bias.detach()[unique, None]], dim=1)
+        leaf.requires_grad_()
+        self._used_rows = (unique, leaf)
+        return leaf[inverse]
+
+    def publish_row_gradients(self, gather: Optional[RowGather] = None) -> None:
+        """After backward: set ``weight.grad`` and ``bias.grad`` to sparse gradients of the rows
+        the last sampled-softmax call used. ``gather`` (data parallel) returns the rows and
+        gradients of every rank, averaged as DistributedDataParallel averages dense gradients."""
+        if self._used_rows is None:
+            return
+        ids, leaf = self._used_rows
+        self._used_rows = None
+        values = leaf.grad if leaf.grad is not None else torch.zeros_like(leaf)
+        if gather is not None:
+            ids, values = gather(ids, values)
+        shape = (self.vocab_size,)
+        self.weight.grad = _sparse(ids, values[:, :-1], shape + (values.shape[1] - 1,))
+        self.bias.grad = _sparse(ids, values[:, -1], shape)
+
+
+#: (row ids, row gradients) of this process -> the same of all processes, averaged.
+RowGather = Callable[[torch.Tensor, torch.Tensor], Tuple[torch.Tensor, torch.Tensor]]
+
+
+def _sparse(ids: torch.Tensor, values: torch.Tensor, shape: Tuple[int, ...]) -> torch.Tensor:
+    """A coalesced sparse COO gradient (repeated ids summed)."""
+    grad = torch.sparse_coo_tensor(ids[None], values, shape, check_invariants=False)
+    return grad.coalesce()

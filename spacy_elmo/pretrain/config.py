@@ -67,6 +67,11 @@ min_count = 1
 softmax = "auto"
 n_negative_samples = 8192
 dropout = 0.1
+# Sampled softmax with adagrad: update only the softmax rows each step uses (bilm-tf's sparse
+# updates; the same numbers as dense Adagrad without a dense vocab x dim gradient per step, and
+# data parallel ranks exchange those rows instead of the whole softmax). "auto": whenever the
+# softmax is sampled, the optimizer adagrad and weight_decay 0; true: require it; false: dense.
+sparse_updates = "auto"
 
 [optimizer]
 # "adagrad" (the paper's: lr 0.2, initial accumulator 1.0) or "adam".
@@ -103,6 +108,7 @@ class ObjectiveSettings:
     softmax: str
     n_negative_samples: int
     dropout: float
+    sparse_updates: Union[str, bool] = "auto"
 
 
 @dataclass
@@ -208,6 +214,7 @@ def parse_settings(config: Config) -> PretrainSettings:
         softmax=get.choice("objective", "softmax", ("auto", "full", "sampled")),
         n_negative_samples=get.positive_int("objective", "n_negative_samples"),
         dropout=get.fraction("objective", "dropout"),
+        sparse_updates=_sparse_updates(get.section("objective")),
     )
     optimizer = OptimizerSettings(
         name=get.choice("optimizer", "name", ("adagrad", "adam")),
@@ -243,6 +250,16 @@ def parse_settings(config: Config) -> PretrainSettings:
         training=training,
         seed=get("system", "seed", (int,)),
     )
+
+
+def _sparse_updates(objective: Dict[str, Any]) -> Union[str, bool]:
+    # Runs written before this key existed resume with its default.
+    value = objective.get("sparse_updates", "auto")
+    if value not in ("auto", True, False) or value in (0, 1) and not isinstance(value, bool):
+        raise ConfigError(
+            f"config key objective.sparse_updates must be \"auto\", true or false, got {value!r}"
+        )
+    return value
 
 
 class _Getter:
@@ -293,6 +310,20 @@ class _Getter:
         if value not in choices:
             raise ConfigError(f"config key {section}.{key} must be one of {choices}, got {value!r}")
         return value
+
+
+def sparse_updates_wanted(settings: PretrainSettings, sampled: bool) -> bool:
+    """Whether the softmax rows are updated sparsely (see the [objective] comment)."""
+    wanted = settings.objective.sparse_updates
+    o = settings.optimizer
+    possible = sampled and o.name == "adagrad" and not o.weight_decay
+    if wanted is True and not possible:
+        raise ConfigError(
+            "objective.sparse_updates = true needs the sampled softmax, optimizer.name = "
+            f"\"adagrad\" and optimizer.weight_decay = 0 (got softmax "
+            f"{'sampled' if sampled else 'full'}, {o.name}, weight_decay {o.weight_decay})"
+        )
+    return possible if wanted == "auto" else wanted
 
 
 def sampled_softmax_wanted(objective: ObjectiveSettings, vocab_size: int) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, List
+from typing import Any, List, Tuple
 
 import torch
 import torch.distributed as dist
@@ -57,6 +57,30 @@ class DistributedContext:
         if self.distributed:
             dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
         return tensor
+
+    def gather_rows(
+        self, ids: torch.Tensor, values: torch.Tensor
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Row-sparse gradients of every rank: (ids (n,), values (n, d)) -> all ranks' rows,
+        values divided by the world size (the average DistributedDataParallel takes of dense
+        gradients). Ranks hold different numbers of rows, so they are padded to the largest."""
+        if not self.distributed:
+            return ids, values
+        counts = [torch.zeros(1, dtype=torch.long, device=ids.device) for _ in range(self.world_size)]
+        dist.all_gather(counts, torch.tensor([ids.shape[0]], device=ids.device))
+        sizes = [int(c) for c in counts]
+        width = max(sizes)
+        padded_ids = ids.new_zeros(width)
+        padded_ids[: ids.shape[0]] = ids
+        padded_values = values.new_zeros((width,) + values.shape[1:])
+        padded_values[: values.shape[0]] = values
+        all_ids = [torch.empty_like(padded_ids) for _ in range(self.world_size)]
+        all_values = [torch.empty_like(padded_values) for _ in range(self.world_size)]
+        dist.all_gather(all_ids, padded_ids)
+        dist.all_gather(all_values, padded_values)
+        ids = torch.cat([chunk[:n] for chunk, n in zip(all_ids, sizes)])
+        values = torch.cat([chunk[:n] for chunk, n in zip(all_values, sizes)])
+        return ids, values / self.world_size
 
     def gather_objects(self, obj: Any) -> List[Any]:
         if not self.distributed:

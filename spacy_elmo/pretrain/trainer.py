@@ -21,18 +21,24 @@ import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 
 import numpy as np
 import torch
 from confection import Config
 from safetensors.torch import save_file
+from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
 from ..nn.bilm import BiLM
 from ..nn.softmax import LMSoftmax
 from ..weights import VOCAB_NAME, save_bilm
-from .config import PretrainSettings, parse_settings, sampled_softmax_wanted
+from .config import (
+    PretrainSettings,
+    parse_settings,
+    sampled_softmax_wanted,
+    sparse_updates_wanted,
+)
 from .corpus import (
     BatchStream,
     CorpusError,
@@ -118,10 +124,20 @@ class Trainer:
         init_bilm_tf_style(bilm)
         softmax = LMSoftmax(len(self.vocab), s.options.lstm.projection_dim)
         self.model = BiLMLanguageModel(bilm, softmax, s.objective.dropout).to(self.device)
+        self.sparse_updates = sparse_updates_wanted(s, self.use_sampled)
+        if self.sparse_updates:
+            softmax.row_sparse_gradients = True
+            # Say so explicitly (the default), which also silences torch's warning about it.
+            torch.sparse.check_sparse_tensor_invariants.disable()
         self.ddp_model: torch.nn.Module = self.model
         if self.ctx.distributed:
+            if self.sparse_updates:
+                # Their row gradients are exchanged by publish_row_gradients, not by DDP.
+                DDP._set_params_and_buffers_to_ignore_for_model(
+                    self.model, ["softmax.weight", "softmax.bias"]
+                )
             device_ids = [self.device.index] if self.device.type == "cuda" else None
-            self.ddp_model = torch.nn.parallel.DistributedDataParallel(self.model, device_ids)
+            self.ddp_model = DDP(self.model, device_ids)
         self.optimizer = _make_optimizer(self.model, s)
         self.scheduler = _make_scheduler(self.optimizer, s)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=s.training.precision == "fp16")
@@ -225,9 +241,11 @@ class Trainer:
         loss = nll.sum() * self.ctx.world_size / global_count
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()
+        if self.sparse_updates:
+            self.model.softmax.publish_row_gradients(self.ctx.gather_rows)
         if s.optimizer.clip_norm:
             self.scaler.unscale_(self.optimizer)
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), s.optimizer.clip_norm)
+            clip_grad_norm(self.model.parameters(), s.optimizer.clip_norm)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.scheduler.step()
@@ -445,6 +463,23 @@ def _dev_batches(
             chunk = []
     if chunk:
         yield from pack_by_tokens(sorted(chunk, key=len), batch_tokens)
+
+
+def clip_grad_norm(parameters: Iterable[torch.nn.Parameter], max_norm: float) -> torch.Tensor:
+    """``torch.nn.utils.clip_grad_norm_`` that also takes sparse gradients (the softmax rows):
+    scales every gradient by min(1, max_norm / global norm); returns the global norm."""
+    grads = [p.grad for p in parameters if p.grad is not None]
+    if not grads:
+        return torch.tensor(0.0)
+    norms = [
+        torch.linalg.vector_norm(g.coalesce().values() if g.is_sparse else g, dtype=torch.float32)
+        for g in grads
+    ]
+    total = torch.linalg.vector_norm(torch.stack(norms))
+    coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    for g in grads:
+        g.mul_(coef.to(g.device, g.dtype))
+    return total
 
 
 def _make_optimizer(model: torch.nn.Module, s: PretrainSettings) -> torch.optim.Optimizer:
