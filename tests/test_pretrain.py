@@ -216,7 +216,7 @@ def test_two_process_gloo_equals_one_process_with_both_shards(tmp_path):
     ]
     for _ in range(3):
         merged = LMBatch.merge([make_batch(next(s), single.vocab) for s in streams])
-        single._train_step(merged)
+        single.train_step(merged)
     ddp = _weights(tmp_path / "ddp")
     for name, value in single.model.bilm.state_dict().items():
         np.testing.assert_allclose(value.numpy(), ddp[name].numpy(), atol=2e-5, err_msg=name)
@@ -370,7 +370,7 @@ def test_sparse_softmax_updates_equal_dense_adagrad(tmp_path):
         assert trainer.sparse_updates is mode
         batches = trainer.stream.batches()
         for _ in range(3):
-            trainer._train_step(make_batch(next(batches), trainer.vocab))
+            trainer.train_step(make_batch(next(batches), trainer.vocab))
             grad = trainer.model.softmax.weight.grad
             assert grad.is_sparse is mode
             if mode:

@@ -177,11 +177,11 @@ def measure_training(
         )
         with PeakMemory(device) as peak:
             for batch in batches[:warmup]:
-                trainer._train_step(batch)  # the trainer's own update, not a copy of it
+                trainer.train_step(batch)  # the trainer's own update, not a copy of it
                 bar.update(1)
             with Stopwatch(device) as clock:
                 for batch in batches[warmup:]:
-                    trainer._train_step(batch)
+                    trainer.train_step(batch)
                     bar.update(1)
         bar.close()
         targets = sum(b.n_targets for b in batches[warmup:])

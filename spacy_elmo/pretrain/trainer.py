@@ -179,7 +179,7 @@ class Trainer:
         try:
             while self.step < t.max_steps and not self._stop_requested:
                 sequences = next(batches)
-                nll, count = self._train_step(make_batch(sequences, self.vocab))
+                nll, count = self.train_step(make_batch(sequences, self.vocab))
                 self.step += 1
                 window.add(nll, count)
                 bar.update(1)
@@ -218,8 +218,9 @@ class Trainer:
             tqdm.write(f"Interrupted: checkpoint saved at step {self.step} in {self.output_dir}")
         return self.output_dir
 
-    def _train_step(self, batch: LMBatch) -> Tuple[float, int]:
-        """One update. Returns this step's global summed NLL (both directions) and count."""
+    def train_step(self, batch: LMBatch) -> Tuple[float, int]:
+        """One update on ``batch`` (``make_batch``), as ``train`` makes them: for custom loops and
+        benchmarks. Returns this step's global summed NLL (both directions) and count."""
         s = self.settings
         self.model.train()
         batch = batch.to(self.device)
