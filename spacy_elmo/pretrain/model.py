@@ -17,6 +17,7 @@ from torch import nn
 
 from ..chars import BOS_CHAR_IDS, EOS_CHAR_IDS, tokens_to_ids
 from ..nn.bilm import BiLM
+from ..nn.lstm import DistinctInputs
 from ..nn.softmax import LMSoftmax
 from .vocab import Vocab
 
@@ -105,8 +106,9 @@ class BiLMLanguageModel(nn.Module):
         vectors = self.bilm.token_encoder(batch.unique_char_ids)
         tokens = vectors[batch.token_index] * mask[..., None].to(vectors.dtype)
         drop = self.dropout if self.training else 0.0
-        forward_layers, _ = self.bilm.forward_lstm(tokens, lengths, None, drop)
-        backward_layers, _ = self.bilm.backward_lstm(tokens, lengths, None, drop)
+        distinct = DistinctInputs(vectors, batch.token_index)
+        forward_layers, _ = self.bilm.forward_lstm(tokens, lengths, None, drop, distinct)
+        backward_layers, _ = self.bilm.backward_lstm(tokens, lengths, None, drop, distinct)
         forward_top = nn.functional.dropout(forward_layers[-1], drop, self.training)
         backward_top = nn.functional.dropout(backward_layers[-1], drop, self.training)
 
