@@ -87,8 +87,8 @@ frozen = true
 # (least recently used out), so that training epochs after the first skip the biLM. Used from
 # the first update() on (training and its evaluations), never in plain inference. 0: off.
 cache_size_mb = 512
-# Speed. precision: "fp32" (exact), or "bf16"/"fp16" (autocast: faster on recent GPUs, not exact;
-# see the README for the measured deviation).
+# Speed. precision: "fp32" (exact), "tf32" (TensorFloat-32 products on CUDA), or "bf16"/"fp16"
+# (autocast): faster on recent GPUs, not exact (see the README for the measured deviation).
 precision = "fp32"
 # Cache the token vectors of this many most frequent words (the first lines of token_cache_vocab,
 # one word per line; null: the vocab.txt beside the weights): they skip the character CNN. Exact.

@@ -7,7 +7,10 @@ Paths, all on the same random weights and the same batches of real sentences:
 - ``exact + token cache``: the same after ``bilm.cache_token_embeddings(words)``, when the
   package has it (the cache's build time is reported apart);
 - ``bf16 autocast``: ``bilm(char_ids)`` with ``bilm.precision = "bf16"`` (the package runs its
-  products under ``torch.autocast``), when the package has it and the device supports bf16.
+  products under ``torch.autocast``), when the package has it and the device supports bf16;
+- ``tf32`` (CUDA only): ``bilm.precision = "tf32"``, float32 with TensorFloat-32 products.
+
+On CUDA the reference and the float32 paths run with TF32 off (cuDNN convolutions default to it).
 
 Each path runs in a fresh process (see :mod:`.isolate`): load the weights, one priming call on a
 single sentence (lazy initialisation, code pages), then, under :class:`~.measure.PeakMemory`,
@@ -28,7 +31,7 @@ import torch
 from tqdm import tqdm
 
 from ..chars import batch_to_ids
-from ..nn.bilm import BiLM
+from ..nn.bilm import PRECISIONS, BiLM, tf32_allowed
 from ..weights import load_bilm
 from .isolate import run_isolated
 from .measure import MB, PeakMemory, Stopwatch
@@ -43,6 +46,7 @@ REFERENCE = "reference (AllenNLP-style loop)"
 EXACT = "exact"
 TOKEN_CACHE = "exact + token cache"
 BF16 = "bf16 autocast"
+TF32 = "tf32"
 
 
 def available_paths(device: torch.device) -> List[str]:
@@ -52,6 +56,8 @@ def available_paths(device: torch.device) -> List[str]:
         paths.append(TOKEN_CACHE)
     if hasattr(BiLM, "precision") and bf16_supported(device):
         paths.append(BF16)
+    if device.type == "cuda" and "tf32" in PRECISIONS:
+        paths.append(TF32)
     return paths
 
 
@@ -73,7 +79,12 @@ def _prepared(
     """A function char_ids -> layers for ``path``, with the path's set-up and tear-down."""
     if path == REFERENCE:
         reference = ReferenceBiLM(bilm)
-        yield reference
+
+        def run_reference(char_ids: torch.Tensor) -> torch.Tensor:
+            with tf32_allowed(device, False):
+                return reference(char_ids)
+
+        yield run_reference
         return
 
     def exact(char_ids: torch.Tensor) -> torch.Tensor:
@@ -91,8 +102,8 @@ def _prepared(
             yield exact
         finally:
             bilm.clear_token_cache()
-    elif path == BF16:
-        bilm.precision = "bf16"
+    elif path in (BF16, TF32):
+        bilm.precision = "bf16" if path == BF16 else "tf32"
         try:
             yield exact
         finally:
@@ -192,7 +203,7 @@ def run_inference_bench(
             if path == REFERENCE:
                 reference_row, reference_layers = row, layers
             else:
-                row.update(_compare(layers, reference_layers, masks, precise=path != BF16))
+                row.update(_compare(layers, reference_layers, masks, precise=path not in (BF16, TF32)))
             row["speedup"] = ratio(row["tokens_per_s"], reference_row["tokens_per_s"])
             row["memory_ratio"] = ratio(row["peak_mb"], reference_row["peak_mb"])
             rows.append(row)

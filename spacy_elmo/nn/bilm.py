@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import ContextManager, List, Optional, Sequence, Tuple
+from typing import ContextManager, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -16,7 +16,9 @@ from .lstm import DirectionalLSTM, DistinctInputs, LSTMState
 from .token_cache import TokenEmbeddingCache
 
 #: ``BiLM.precision`` values: the dtype that ``forward`` runs its matrix products in (autocast).
-PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+#: ``tf32`` keeps float32 tensors but lets CUDA matrix products, convolutions and the cuDNN LSTM
+#: use TensorFloat-32 tensor cores; ``fp32`` forbids them (on the CPU the two are the same).
+PRECISIONS = {"fp32": None, "tf32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass
@@ -62,7 +64,9 @@ class BiLM(nn.Module):
       gradient is needed.
     - ``precision = "bf16"`` or ``"fp16"``: ``forward`` runs under ``torch.autocast`` (matrix
       products and convolutions in that dtype, LSTM cell states in float32) and returns float32.
-      Not exact: the README gives the measured deviation.
+      ``"tf32"``: float32 with TensorFloat-32 products on CUDA. Not exact: the README gives the
+      measured deviation. ``"fp32"`` (default) turns TF32 off on CUDA for the call, which cuDNN
+      convolutions otherwise use by default (``torch.backends.cudnn.allow_tf32``).
     """
 
     def __init__(self, options: BiLMOptions, stateful: bool = False, precision: str = "fp32") -> None:
@@ -123,7 +127,7 @@ class BiLM(nn.Module):
         self.token_cache = None
 
     def forward(self, char_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        with self._autocast(char_ids.device):
+        with tf32_allowed(char_ids.device, self.precision == "tf32"), self._autocast(char_ids.device):
             layers, mask = self._forward(char_ids)
         return layers.float(), mask
 
@@ -242,6 +246,21 @@ def _scatter_tokens(distinct: DistinctInputs, mask: torch.Tensor) -> torch.Tenso
     tokens = distinct.rows.new_zeros(mask.shape + (distinct.rows.shape[-1],))
     tokens[mask] = distinct.rows[distinct.index[mask]]
     return tokens
+
+
+@contextlib.contextmanager
+def tf32_allowed(device: torch.device, allowed: bool) -> Iterator[None]:
+    """On CUDA, allow or forbid TensorFloat-32 in float32 matrix products and cuDNN (convolutions,
+    LSTM) for the duration; the previous settings come back after. Nothing on other devices."""
+    if device.type != "cuda":
+        yield
+        return
+    matmul, cudnn = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = allowed
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, cudnn
 
 
 def _needs_encoder_gradient(encoder: nn.Module) -> bool:
