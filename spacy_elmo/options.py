@@ -132,6 +132,12 @@ def _clip(section: Mapping[str, Any], key: str, where: str) -> Optional[float]:
 
 
 def _parse(data: Mapping[str, Any], source: str) -> BiLMOptions:
+    if data.get("bidirectional", True) is not True:
+        # bilm-tf can train a forward-only LM; ELMo's layers need both directions.
+        raise OptionsError(
+            f"{source}: bidirectional must be true (ELMo concatenates a forward and a backward "
+            f"LM), got {data['bidirectional']!r}"
+        )
     cnn = _section(data, "char_cnn", source)
     lstm = _section(data, "lstm", source)
     where = f"{source}: char_cnn"

@@ -23,7 +23,7 @@ def test_round_trip_through_dict():
 
 def test_training_keys_are_ignored_and_zero_clip_means_none():
     data = make_options(clip=0)
-    data.update(batch_size=128, n_epochs=10, dropout=0.1)
+    data.update(batch_size=128, n_epochs=10, dropout=0.1, bidirectional=True, unroll_steps=20)
     options = BiLMOptions.from_dict(data)
     assert options.lstm.cell_clip is None and options.lstm.proj_clip is None
 
@@ -40,6 +40,7 @@ def test_training_keys_are_ignored_and_zero_clip_means_none():
         (lambda o: o["lstm"].update(cell_clip=-1), "lstm.cell_clip"),
         (lambda o: o["lstm"].update(use_skip_connections="yes"), "use_skip_connections"),
         (lambda o: o.pop("lstm"), "missing section 'lstm'"),
+        (lambda o: o.update(bidirectional=False), "bidirectional must be true"),
     ],
 )
 def test_bad_options_name_the_key(tmp_path, edit, message):
