@@ -346,6 +346,8 @@ def _resolve_paths(options_file: PathLike, weight_file: Optional[PathLike]) -> T
         weight_path = found[0]
     else:
         weight_path = Path(weight_file)
+        if options_path.is_dir():
+            options_path = options_path / OPTIONS_NAME
     if not options_path.is_file():
         raise FileNotFoundError(f"ELMo options file not found: {options_path}")
     if not weight_path.is_file():

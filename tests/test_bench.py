@@ -27,10 +27,12 @@ from spacy_elmo.bench.memory_bench import run_memory_bench
 from spacy_elmo.bench.per_tensor_loader import load_bilm_per_tensor
 from spacy_elmo.bench.pipe_bench import run_pipe_bench
 from spacy_elmo.bench.pipeline import ModelSource, resolve_model
-from spacy_elmo.bench.pretrain_bench import PretrainCase, _model_overrides, run_pretrain_bench
+from spacy_elmo.bench.pretrain_bench import PretrainCase, run_pretrain_bench
 from spacy_elmo.bench.reference import ReferenceBiLM
 from spacy_elmo.bench.text import sentence_batches, text_lines
 from spacy_elmo.cli import app
+from spacy_elmo.options import BiLMOptions
+from spacy_elmo.pretrain.config import model_overrides
 
 runner = CliRunner()
 
@@ -172,7 +174,7 @@ def test_pretrain_bench_result():
         "tiny",
         vocab_size=300,
         overrides={
-            **_model_overrides(options),
+            **model_overrides(BiLMOptions.from_dict(options)),
             "objective.softmax": "sampled",
             "objective.n_negative_samples": 20,
         },

@@ -16,7 +16,7 @@ import spacy
 import torch
 from safetensors.torch import load_file
 
-from conftest import FIXTURES
+from conftest import ELMO_FIXTURE, FIXTURES
 from spacy_elmo import batch_to_ids, export_bilm_tf, load_bilm
 from spacy_elmo.pretrain import CorpusError, Trainer, Vocab, VocabError, load_config, pretrain
 from spacy_elmo.pretrain.config import ConfigError, parse_settings
@@ -410,3 +410,46 @@ def test_two_process_gloo_sparse_rows_equal_dense(tmp_path):
     # the softmax learned, on the rows the steps sampled only (its bias starts at zero)
     touched = int((results["true"]["bias"] != 0).sum())
     assert 0 < touched < results["true"]["bias"].numel()
+
+
+def test_pretraining_continues_from_a_pretrained_or_released_bilm(tmp_path):
+    first = pretrain(tiny_config(**{"training.max_steps": 3}), tmp_path / "first", show_progress=False)
+    trained = _weights(first)
+
+    # a pretraining output with this run's vocabulary: the biLM and the softmax carry over
+    carry = tiny_config(**{"paths.init_bilm": str(first), "vocab.path": str(first / "vocab.txt")})
+    trainer = Trainer(carry, tmp_path / "second", show_progress=False)
+    for name, value in {**trainer.model.bilm.state_dict(), **trainer.model.softmax.state_dict()}.items():
+        assert torch.equal(value, trained[name]), name
+    # another vocabulary: the biLM carries over, the softmax starts fresh
+    other_vocab = tiny_config(**{"paths.init_bilm": str(first), "vocab.size": 300})
+    other = Trainer(other_vocab, tmp_path / "third", show_progress=False)
+    key = "token_encoder.projection.weight"
+    assert torch.equal(other.model.bilm.state_dict()[key], trained[key])
+    assert other.model.softmax.weight.shape[0] == 300 and not other.model.softmax.bias.any()
+
+    # another shape: refused, naming the option and the way out
+    with pytest.raises(ConfigError, match=r"lstm.dim: 64 in \[model\], 32 in the model.*init-config"):
+        wider = tiny_config(**{"paths.init_bilm": str(first), "model.lstm_dim": 64})
+        Trainer(wider, tmp_path / "bad", show_progress=False)
+
+    # a released (bilm-tf) model: init-config --model writes [model] from its options.json
+    released = tmp_path / "released"
+    released.mkdir()
+    for name in ("options.json", "lm_weights.hdf5"):
+        (released / name).write_bytes((ELMO_FIXTURE / name).read_bytes())
+    (released / "lm_weights.hdf5").rename(released / "weights.hdf5")
+    config_file = tmp_path / "from_released.cfg"
+    subprocess.run(
+        [sys.executable, "-m", "spacy_elmo", "init-config", str(config_file), "--model", str(released)],
+        cwd=REPO, check=True, capture_output=True,
+    )
+    assert "# Start from an existing biLM" in config_file.read_text()  # the comments are kept
+    config = load_config(config_file, {k: v for k, v in TINY.items() if not k.startswith("model.")})
+    start = Trainer(config, tmp_path / "continued", show_progress=False)
+    reference = load_bilm(released)
+    assert start.settings.options == reference.options
+    for name, value in reference.state_dict().items():
+        assert torch.equal(start.model.bilm.state_dict()[name], value), name
+    nll, count = start.train_step(make_batch(next(start.stream.batches()), start.vocab))
+    assert np.isfinite(nll) and count > 0

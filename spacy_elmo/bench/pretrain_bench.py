@@ -49,28 +49,15 @@ class PretrainCase:
     description: str = ""
 
 
-def _model_overrides(options: Dict[str, Any]) -> Dict[str, Any]:
-    cnn, lstm = options["char_cnn"], options["lstm"]
-    return {
-        "model.char_embedding_dim": cnn["embedding"]["dim"],
-        "model.filters": cnn["filters"],
-        "model.n_highway": cnn["n_highway"],
-        "model.activation": cnn["activation"],
-        "model.lstm_dim": lstm["dim"],
-        "model.projection_dim": lstm["projection_dim"],
-        "model.n_layers": lstm["n_layers"],
-        "model.cell_clip": lstm["cell_clip"],
-        "model.proj_clip": lstm["proj_clip"],
-        "model.use_skip_connections": lstm["use_skip_connections"],
-    }
-
-
 def original_case() -> PretrainCase:
+    from ..options import BiLMOptions
+    from ..pretrain.config import model_overrides
+
     return PretrainCase(
         name="original",
         vocab_size=ORIGINAL_VOCAB_SIZE,
         overrides={
-            **_model_overrides(FIXED_SHAPES["original"]),
+            **model_overrides(BiLMOptions.from_dict(FIXED_SHAPES["original"])),
             "objective.softmax": "sampled",
             "objective.n_negative_samples": 8192,
             "objective.dropout": 0.1,

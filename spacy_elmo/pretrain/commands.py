@@ -40,9 +40,23 @@ def pretrain_command(
 
 def init_config_command(
     output_file: Path = typer.Argument(..., help="Where to write the default pretraining config"),
+    model: Optional[Path] = typer.Option(
+        None,
+        "--model",
+        help="Continue pretraining this biLM (a released or pretrained model directory): its "
+        "shape goes into [model] and the run starts from its weights",
+        exists=True,
+        file_okay=False,
+    ),
 ) -> None:
     """Write the documented default pretraining config."""
-    output_file.write_text(DEFAULT_CONFIG.lstrip("\n"), encoding="utf-8")
+    from ..options import BiLMOptions
+    from .config import config_text_for_model
+
+    text = DEFAULT_CONFIG.lstrip("\n")
+    if model is not None:
+        text = config_text_for_model(BiLMOptions.from_file(model / "options.json"), str(model))
+    output_file.write_text(text, encoding="utf-8")
     typer.echo(f"Wrote {output_file}")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional, Union
@@ -19,6 +20,7 @@ DEFAULT_CONFIG = """
 train = null
 dev = null
 vocab = null
+init_bilm = null
 
 [system]
 seed = 0
@@ -87,6 +89,16 @@ warmup_steps = 200
 # "constant" or "linear" decay to 0 at training.max_steps (after warmup).
 schedule = "linear"
 
+[initialize]
+# Start from an existing biLM instead of random weights (continued pretraining, e.g. on text of
+# your domain): a released model directory (options.json + weights.hdf5), a pretraining output
+# directory, or an options.json with its weight_file. [model] must describe the same shape:
+# `python -m spacy_elmo init-config CONFIG --model DIR` writes a config that does. A pretraining
+# output directory whose vocab.txt is this run's vocabulary (set vocab.path to it) also gives
+# the softmax; otherwise the softmax starts fresh.
+bilm = ${paths.init_bilm}
+weight_file = null
+
 [training]
 # Padded tokens per batch and per process, boundary tokens included (bilm-tf: 128 x 20).
 batch_tokens = 2560
@@ -151,6 +163,8 @@ class PretrainSettings:
     optimizer: OptimizerSettings
     training: TrainingSettings
     seed: int
+    init_bilm: Optional[str] = None
+    init_weight_file: Optional[str] = None
 
 
 def default_config() -> Config:
@@ -249,7 +263,49 @@ def parse_settings(config: Config) -> PretrainSettings:
         optimizer=optimizer,
         training=training,
         seed=get("system", "seed", (int,)),
+        # configs written before [initialize] existed start from random weights
+        init_bilm=_optional_path(config, "initialize", "bilm"),
+        init_weight_file=_optional_path(config, "initialize", "weight_file"),
     )
+
+
+def model_overrides(options: BiLMOptions) -> Dict[str, Any]:
+    """``{"model.key": value}``: the [model] section that describes ``options``."""
+    cnn, lstm = options.char_cnn, options.lstm
+    return {
+        "model.char_embedding_dim": cnn.embedding_dim,
+        "model.filters": [list(f) for f in cnn.filters],
+        "model.n_highway": cnn.n_highway,
+        "model.activation": cnn.activation,
+        "model.lstm_dim": lstm.dim,
+        "model.projection_dim": lstm.projection_dim,
+        "model.n_layers": lstm.n_layers,
+        "model.cell_clip": lstm.cell_clip,
+        "model.proj_clip": lstm.proj_clip,
+        "model.use_skip_connections": lstm.use_skip_connections,
+    }
+
+
+def config_text_for_model(options: BiLMOptions, model_path: str) -> str:
+    """The documented default config (comments kept) with [model] set to ``options`` and
+    ``paths.init_bilm`` to ``model_path``."""
+    values = {**model_overrides(options), "paths.init_bilm": model_path}
+    lines, section = [], ""
+    for line in DEFAULT_CONFIG.lstrip("\n").splitlines():
+        if line.startswith("["):
+            section = line.strip("[] ")
+        key, sep, _ = line.partition(" = ")
+        if sep and f"{section}.{key}" in values:
+            line = f"{key} = {json.dumps(values[f'{section}.{key}'])}"
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def _optional_path(config: Config, section: str, key: str) -> Optional[str]:
+    value = config.get(section, {}).get(key)
+    if value is not None and not isinstance(value, str):
+        raise ConfigError(f"config key {section}.{key} must be a path or null, got {value!r}")
+    return value
 
 
 def _sparse_updates(objective: Dict[str, Any]) -> Union[str, bool]:

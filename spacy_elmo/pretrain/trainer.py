@@ -26,14 +26,15 @@ from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 import numpy as np
 import torch
 from confection import Config
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
 from ..nn.bilm import BiLM
 from ..nn.softmax import LMSoftmax
-from ..weights import VOCAB_NAME, save_bilm
+from ..weights import VOCAB_NAME, load_bilm, save_bilm
 from .config import (
+    ConfigError,
     PretrainSettings,
     parse_settings,
     sampled_softmax_wanted,
@@ -123,6 +124,8 @@ class Trainer:
         bilm = BiLM(s.options)
         init_bilm_tf_style(bilm)
         softmax = LMSoftmax(len(self.vocab), s.options.lstm.projection_dim)
+        if s.init_bilm and not resume:
+            self._initialize_from(bilm, softmax)
         self.model = BiLMLanguageModel(bilm, softmax, s.objective.dropout).to(self.device)
         self.sparse_updates = sparse_updates_wanted(s, self.use_sampled)
         if self.sparse_updates:
@@ -345,6 +348,39 @@ class Trainer:
         self.generator.set_state(mine["generator"].cpu())
         _set_rng_state(mine["rng"])
 
+    def _initialize_from(self, bilm: BiLM, softmax: LMSoftmax) -> None:
+        """Copy the weights of ``initialize.bilm`` (and its softmax, when it comes with this run's
+        vocabulary) into the fresh model."""
+        s = self.settings
+        source = load_bilm(s.init_bilm, s.init_weight_file)
+        if source.options != s.options:
+            ours, theirs = _flat(s.options.to_dict()), _flat(source.options.to_dict())
+            differ = [
+                f"{key}: {ours[key]!r} in [model], {theirs[key]!r} in the model"
+                for key in ours
+                if ours[key] != theirs[key]
+            ]
+            raise ConfigError(
+                f"initialize.bilm {s.init_bilm} has another shape than [model] ("
+                + "; ".join(differ)
+                + "). `python -m spacy_elmo init-config CONFIG --model DIR` writes a matching config"
+            )
+        bilm.load_state_dict(source.state_dict())
+        directory = Path(s.init_bilm) if Path(s.init_bilm).is_dir() else Path(s.init_bilm).parent
+        softmax_file, vocab_file = directory / SOFTMAX_NAME, directory / VOCAB_NAME
+        with_softmax = (
+            softmax_file.is_file()
+            and vocab_file.is_file()
+            and Vocab.load(vocab_file).words == self.vocab.words
+        )
+        if with_softmax:
+            softmax.load_state_dict(load_file(str(softmax_file)))
+        if self.ctx.is_main:
+            tqdm.write(
+                f"Initialized the biLM from {s.init_bilm}"
+                + (" and its softmax" if with_softmax else "; the softmax starts fresh")
+            )
+
     def _prepare_vocab(self, resume: bool) -> Vocab:
         s = self.settings
         target = self.output_dir / VOCAB_NAME
@@ -530,6 +566,17 @@ def _set_rng_state(state: Dict) -> None:
     torch.set_rng_state(state["torch"].cpu())
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
+
+
+def _flat(data: Dict, prefix: str = "") -> Dict[str, object]:
+    """{"lstm": {"dim": 4}} -> {"lstm.dim": 4}."""
+    flat: Dict[str, object] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
 
 
 def _vocab_hash(vocab: Vocab) -> str:
