@@ -42,6 +42,7 @@ setup(
             "spacy_elmo.ElmoModel.v1 = spacy_elmo.architectures:elmo_model_v1",
             "spacy_elmo.ElmoListener.v1 = spacy_elmo.architectures:elmo_listener_v1",
         ],
+        "spacy_cli": ["elmo = spacy_elmo.spacy_commands:elmo_pretrain"],
         "console_scripts": ["spacy-elmo = spacy_elmo.cli:main"],
     },
     classifiers=[

@@ -139,3 +139,22 @@ def test_demo_without_the_bundled_model_says_what_to_do(monkeypatch, tmp_path):
     result = runner.invoke(app, ["demo"])
     assert result.exit_code == 1
     assert "en_wikitext_small" in result.output and "model_path" in result.output
+
+
+def test_pretraining_commands_are_in_spacys_cli(tmp_path):
+    """The ``spacy_cli`` entry point puts elmo-pretrain and elmo-init-config into
+    ``python -m spacy`` (run from elsewhere than the checkout, as users do)."""
+    import subprocess
+    import sys
+
+    from spacy_elmo.pretrain.config import DEFAULT_CONFIG
+
+    run = lambda *args: subprocess.run(  # noqa: E731
+        [sys.executable, "-m", "spacy", *args], cwd=tmp_path, capture_output=True, text=True
+    )
+    listing = run("--help")
+    assert "elmo-pretrain" in listing.stdout and "elmo-init-config" in listing.stdout, listing.stderr
+    written = run("elmo-init-config", str(tmp_path / "pretrain.cfg"))
+    assert written.returncode == 0, written.stderr
+    assert (tmp_path / "pretrain.cfg").read_text() == DEFAULT_CONFIG.lstrip("\n")
+    assert run("elmo-pretrain", "--help").returncode == 0
