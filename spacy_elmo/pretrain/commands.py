@@ -66,7 +66,7 @@ def plot_curve_command(
     ),
     output_png: Path = typer.Argument(..., help="Where to write the PNG"),
 ) -> None:
-    """Plot a pretraining run's learning curve (needs matplotlib: pip install spacy-elmo[plot])."""
+    """Plot a pretraining run's learning curve (needs matplotlib: the package's 'plot' extra)."""
     from .curve import plot_learning_curve
 
     typer.echo(f"Wrote {plot_learning_curve(metrics_file, output_png)}")

@@ -18,7 +18,12 @@ def read_metrics(path: Union[str, Path]) -> List[Dict]:
 
 def plot_learning_curve(metrics_file: Union[str, Path], output_png: Union[str, Path]) -> Path:
     """Training loss per logged step and held-out perplexities (forward, backward, average)."""
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError as err:
+        raise ImportError(
+            "plotting a learning curve needs matplotlib: pip install 'spacy-elmo[plot]'"
+        ) from err
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
