@@ -453,3 +453,34 @@ def test_pretraining_continues_from_a_pretrained_or_released_bilm(tmp_path):
         assert torch.equal(start.model.bilm.state_dict()[name], value), name
     nll, count = start.train_step(make_batch(next(start.stream.batches()), start.vocab))
     assert np.isfinite(nll) and count > 0
+
+
+def test_sampled_softmax_matches_its_formula_and_survives_all_hits():
+    """The loss is bilm-tf's: logsumexp over [true; negatives] of logits corrected by
+    -log(expected count), accidental hits removed (checked in float64 NumPy); a row whose every
+    negative is a hit has loss 0 and a finite gradient."""
+    from spacy_elmo.nn.softmax import LMSoftmax
+
+    torch.manual_seed(0)
+    softmax = LMSoftmax(30, 6)
+    hidden = torch.randn(12, 6)
+    targets = torch.randint(0, 30, (12,))
+    got = softmax.sampled_nll(hidden, targets, 25, torch.Generator().manual_seed(3))
+    sampled = softmax.sampler.sample(25, hidden.device, torch.Generator().manual_seed(3)).numpy()
+    w, b = softmax.weight.detach().double().numpy(), softmax.bias.detach().double().numpy()
+    h, t = hidden.double().numpy(), targets.numpy()
+    log_q = lambda ids: np.log(25 * np.log((ids + 2.0) / (ids + 1.0)) / np.log(31.0))  # noqa: E731
+    true = (h * w[t]).sum(1) + b[t] - log_q(t)
+    negatives = h @ w[sampled].T + b[sampled] - log_q(sampled)
+    negatives[t[:, None] == sampled[None, :]] = -np.inf
+    logits = np.concatenate([true[:, None], negatives], axis=1)
+    top = logits.max(1, keepdims=True)
+    want = np.log(np.exp(logits - top).sum(1)) + top[:, 0] - true
+    np.testing.assert_allclose(got.detach().numpy(), want, atol=1e-5)
+
+    single = LMSoftmax(1, 6)  # every negative is word 0, the only target
+    h1 = torch.randn(3, 6, requires_grad=True)
+    loss = single.sampled_nll(h1, torch.zeros(3, dtype=torch.long), 5)
+    loss.sum().backward()
+    assert torch.equal(loss.detach(), torch.zeros(3))
+    assert torch.isfinite(h1.grad).all() and torch.isfinite(single.weight.grad).all()

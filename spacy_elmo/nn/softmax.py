@@ -40,6 +40,9 @@ class LogUniformSampler:
         return torch.log(n * p).float()
 
 
+_MASKED = -1e30
+
+
 class LMSoftmax(nn.Module):
     """logits = h W^T + b over the vocabulary. weight (vocab, dim), bias (vocab,).
 
@@ -81,13 +84,18 @@ class LMSoftmax(nn.Module):
         rows = self._rows(torch.cat([targets, sampled]))
         n = targets.shape[0]
         true_logit = (hidden * rows[:n, :-1]).sum(-1) + rows[:n, -1]
-        true_logit = true_logit - self.sampler.log_expected_count(targets, n_samples)
-        sampled_logits = torch.addmm(rows[n:, -1], hidden, rows[n:, :-1].t())
-        sampled_logits = sampled_logits - self.sampler.log_expected_count(sampled, n_samples)
+        true_logit = (true_logit - self.sampler.log_expected_count(targets, n_samples)).float()
+        # The correction of the sampled logits is folded into their bias (one pass less over the
+        # N x n_samples logits), and the normaliser over [true, sampled] is taken as
+        # logaddexp(true, logsumexp(sampled)) instead of over a concatenated copy.
+        bias = rows[n:, -1] - self.sampler.log_expected_count(sampled, n_samples)
+        sampled_logits = torch.addmm(bias, hidden, rows[n:, :-1].t()).float()
+        # Accidental hits of the true word leave the normaliser: a large finite value (exp
+        # underflows to 0) rather than -inf, so that a row whose every sample is a hit stays
+        # finite whatever logsumexp's backward makes of an all -inf row.
         accidental = targets[:, None] == sampled[None, :]
-        sampled_logits = sampled_logits.masked_fill(accidental, float("-inf"))
-        logits = torch.cat([true_logit[:, None], sampled_logits], dim=1).float()
-        return torch.logsumexp(logits, dim=1) - logits[:, 0]
+        sampled_logits = sampled_logits.masked_fill_(accidental, _MASKED)
+        return torch.logaddexp(true_logit, torch.logsumexp(sampled_logits, dim=1)) - true_logit
 
     def _rows(self, ids: torch.Tensor) -> torch.Tensor:
         """[weight | bias] rows of ``ids``: (len(ids), dim + 1)."""
