@@ -4,10 +4,10 @@ Paths, all on the same random weights and the same batches of real sentences:
 
 - ``reference``: :class:`~.reference.ReferenceBiLM`, AllenNLP's algorithm (the baseline);
 - ``exact``: the package's ``bilm(char_ids)`` in float32;
-- ``exact + token cache``: the same after ``bilm.cache_token_embeddings(words)``, when the
-  package has it (the cache's build time is reported apart);
+- ``exact + token cache``: the same after ``bilm.cache_token_embeddings(words)`` (the
+  cache's build time is reported apart);
 - ``bf16 autocast``: ``bilm(char_ids)`` with ``bilm.precision = "bf16"`` (the package runs its
-  products under ``torch.autocast``), when the package has it and the device supports bf16;
+  products under ``torch.autocast``), when the device supports bf16;
 - ``tf32`` (CUDA only): ``bilm.precision = "tf32"``, float32 with TensorFloat-32 products.
 
 On CUDA the reference and the float32 paths run with TF32 off (cuDNN convolutions default to it).
@@ -31,7 +31,7 @@ import torch
 from tqdm import tqdm
 
 from ..chars import batch_to_ids
-from ..nn.bilm import PRECISIONS, BiLM, tf32_allowed
+from ..nn.bilm import BiLM, tf32_allowed
 from ..weights import load_bilm
 from .isolate import run_isolated
 from .measure import MB, PeakMemory, Stopwatch
@@ -50,13 +50,11 @@ TF32 = "tf32"
 
 
 def available_paths(device: torch.device) -> List[str]:
-    """The reference, the exact path, and the optional paths this version of the package has."""
-    paths = [REFERENCE, EXACT]
-    if hasattr(BiLM, "cache_token_embeddings") and hasattr(BiLM, "clear_token_cache"):
-        paths.append(TOKEN_CACHE)
-    if hasattr(BiLM, "precision") and bf16_supported(device):
+    """The reference, the exact paths, and the reduced-precision paths the device supports."""
+    paths = [REFERENCE, EXACT, TOKEN_CACHE]
+    if bf16_supported(device):
         paths.append(BF16)
-    if device.type == "cuda" and "tf32" in PRECISIONS:
+    if device.type == "cuda":
         paths.append(TF32)
     return paths
 

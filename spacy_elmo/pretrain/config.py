@@ -311,7 +311,7 @@ def _optional_path(config: Config, section: str, key: str) -> Optional[str]:
 def _sparse_updates(objective: Dict[str, Any]) -> Union[str, bool]:
     # Runs written before this key existed resume with its default.
     value = objective.get("sparse_updates", "auto")
-    if value not in ("auto", True, False) or value in (0, 1) and not isinstance(value, bool):
+    if value != "auto" and not isinstance(value, bool):
         raise ConfigError(
             f"config key objective.sparse_updates must be \"auto\", true or false, got {value!r}"
         )

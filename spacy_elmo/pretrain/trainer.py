@@ -366,7 +366,8 @@ class Trainer:
                 + "). `python -m spacy_elmo init-config CONFIG --model DIR` writes a matching config"
             )
         bilm.load_state_dict(source.state_dict())
-        directory = Path(s.init_bilm) if Path(s.init_bilm).is_dir() else Path(s.init_bilm).parent
+        source_path = Path(s.init_bilm)
+        directory = source_path if source_path.is_dir() else source_path.parent
         softmax_file, vocab_file = directory / SOFTMAX_NAME, directory / VOCAB_NAME
         with_softmax = (
             softmax_file.is_file()
