@@ -1,0 +1,247 @@
+"""Downloading a model into the cache: streamed, resumable, checked before it counts as cached.
+
+Each file goes to ``<name>.part`` first. A dropped connection leaves the ``.part`` file, and the
+next run asks the server for the rest with an HTTP ``Range`` header (a server that ignores it is
+answered with a clean restart from byte 0). A finished file is checked against the sha256 given
+(if any), the options file must parse, the weight file must hold every dataset the options imply
+with its shape (``weights.read_bilm_tf_weights``); only then are the files renamed into place and
+the manifest marked complete. Any refusal removes what it refused, so nothing half-made is ever
+taken for a model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import os
+import re
+import shutil
+import socket
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import BinaryIO, Optional
+from urllib.error import HTTPError, URLError
+from urllib.request import Request, urlopen
+
+from tqdm import tqdm
+
+from ..options import BiLMOptions, OptionsError
+from ..weights import HDF5_NAME, OPTIONS_NAME, WeightFileError, read_bilm_tf_weights
+from .cache import _problem, check_name, model_path, read_manifest, write_manifest
+from .catalog import get_release, options_shape, releases
+
+#: Seconds to wait for a connection or for the next bytes of a response.
+DEFAULT_TIMEOUT = 60.0
+CHUNK_BYTES = 1 << 20
+PART_SUFFIX = ".part"
+_CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
+
+
+class DownloadError(RuntimeError):
+    """A download that failed or was refused; nothing it fetched counts as cached."""
+
+
+class ResumableDownloadError(DownloadError):
+    """The connection was lost mid-file: the ``.part`` file is kept and the next run resumes it."""
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """What the manifest records for each file."""
+
+    url: str
+    size: int
+    sha256: str
+
+
+def download_model(
+    name: str,
+    options_url: Optional[str] = None,
+    weights_url: Optional[str] = None,
+    options_sha256: Optional[str] = None,
+    weights_sha256: Optional[str] = None,
+    force: bool = False,
+    timeout: float = DEFAULT_TIMEOUT,
+    progress: bool = True,
+) -> Path:
+    """Download model ``name`` into the cache and return its folder.
+
+    ``name`` alone: a released model of the catalog (``small``, ``medium``, ``original``,
+    ``original-5.5b`` or AllenNLP's file-name stem). With ``options_url`` and ``weights_url``: any
+    mirror, cached under ``name``. A complete cached copy is returned as it is unless ``force``.
+    """
+    release = get_release(name)
+    if options_url is None and weights_url is None:
+        if release is None:
+            raise ValueError(
+                f"unknown ELMo model {name!r}: the released models are {', '.join(releases())}; "
+                "for other files give --options-url, --weight-url and --name"
+            )
+        name, options_url, weights_url = release.name, release.options_url, release.weights_url
+    elif options_url is None or weights_url is None:
+        raise ValueError("give both an options URL and a weight URL (or neither, for a released name)")
+    directory = model_path(check_name(name))
+    manifest = read_manifest(directory) if directory.is_dir() else None
+    if manifest and _problem(directory, manifest) is None and not force:
+        return directory
+    created = not directory.exists()
+    directory.mkdir(parents=True, exist_ok=True)
+    urls = {OPTIONS_NAME: options_url, HDF5_NAME: weights_url}
+    if manifest and manifest.get("urls") != urls:
+        _remove_parts(directory)  # a .part of other URLs must not be resumed
+    manifest = {"name": name, "complete": False, "urls": urls, "files": {}}
+    write_manifest(directory, manifest)
+    try:
+        options_record, options = _fetch_options(directory, options_url, options_sha256, timeout, progress)
+        if release is not None and release.mismatch(options):
+            raise DownloadError(f"{options_url}: {release.mismatch(options)}")
+        manifest["shape"] = options_shape(options)
+        weights_record = _fetch_weights(directory, options, weights_url, weights_sha256, timeout, progress)
+    except (ResumableDownloadError, KeyboardInterrupt):
+        raise  # keep the .part files: the next run resumes them
+    except BaseException:
+        _discard(directory, created)
+        raise
+    manifest["files"] = {OPTIONS_NAME: asdict(options_record), HDF5_NAME: asdict(weights_record)}
+    manifest["complete"] = True
+    write_manifest(directory, manifest)
+    return directory
+
+
+def _fetch_options(
+    directory: Path, url: str, sha256: Optional[str], timeout: float, progress: bool
+):
+    part = directory / (OPTIONS_NAME + PART_SUFFIX)
+    record = fetch_file(url, part, sha256, timeout, progress)
+    try:
+        options = BiLMOptions.from_file(part)
+    except (OptionsError, ValueError) as err:
+        part.unlink()
+        raise DownloadError(f"{url}: not an ELMo options file: {err}") from err
+    os.replace(part, directory / OPTIONS_NAME)
+    return record, options
+
+
+def _fetch_weights(
+    directory: Path,
+    options: BiLMOptions,
+    url: str,
+    sha256: Optional[str],
+    timeout: float,
+    progress: bool,
+) -> FileRecord:
+    part = directory / (HDF5_NAME + PART_SUFFIX)
+    record = fetch_file(url, part, sha256, timeout, progress)
+    try:
+        read_bilm_tf_weights(options, part)
+    except WeightFileError as err:
+        part.unlink()
+        raise DownloadError(f"{url}: the downloaded weight file was refused: {err}") from err
+    os.replace(part, directory / HDF5_NAME)
+    return record
+
+
+def _discard(directory: Path, created: bool) -> None:
+    """After a refusal: remove the folder this run created, else only the unfinished files."""
+    if created:
+        shutil.rmtree(directory, ignore_errors=True)
+    else:
+        _remove_parts(directory)
+
+
+def _remove_parts(directory: Path) -> None:
+    for part in directory.glob("*" + PART_SUFFIX):
+        part.unlink()
+
+
+def fetch_file(
+    url: str,
+    part: Path,
+    expected_sha256: Optional[str] = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    progress: bool = True,
+) -> FileRecord:
+    """Download ``url`` into ``part``, resuming what a previous run left there.
+
+    Raises ``ResumableDownloadError`` when the connection drops (``part`` is kept) and
+    ``DownloadError`` for an HTTP error or a checksum mismatch (``part`` is removed).
+    """
+    start = part.stat().st_size if part.is_file() else 0
+    response, start, total = _open(url, start, timeout)
+    with response, open(part, "r+b" if start else "wb") as out:
+        out.seek(start)
+        out.truncate()
+        _stream(response, out, url, start, total, progress)
+    size = part.stat().st_size
+    if total is not None and size != total:
+        raise ResumableDownloadError(
+            f"{url}: got {size} of {total} bytes; run the same command again to resume"
+        )
+    digest = sha256_of(part)
+    if expected_sha256 is not None and digest != expected_sha256.lower():
+        part.unlink()
+        raise DownloadError(
+            f"{url}: sha256 is {digest}, expected {expected_sha256.lower()}; the file was removed"
+        )
+    return FileRecord(url=url, size=size, sha256=digest)
+
+
+def _open(url: str, start: int, timeout: float):
+    """``(response, start, total)``: ``start`` becomes 0 when the server cannot resume."""
+    headers = {"User-Agent": "spacy-elmo", "Accept-Encoding": "identity"}
+    if start:
+        headers["Range"] = f"bytes={start}-"
+    try:
+        response = urlopen(Request(url, headers=headers), timeout=timeout)
+    except HTTPError as err:
+        if err.code == 416 and start:  # the .part is not a prefix the server knows: start over
+            return _open(url, 0, timeout)
+        raise DownloadError(f"{url}: HTTP {err.code} {err.reason}") from err
+    except (URLError, OSError) as err:
+        reason = getattr(err, "reason", err)
+        raise DownloadError(f"{url}: cannot connect ({reason})") from err
+    length = response.headers.get("Content-Length")
+    if start and response.status == 206:
+        match = _CONTENT_RANGE.match(response.headers.get("Content-Range", ""))
+        if match and int(match[1]) == start:
+            total = int(match[3]) if match[3] != "*" else None
+            return response, start, total
+        response.close()
+        return _open(url, 0, timeout)
+    # 200: a fresh download, or a server that ignored the Range header (restart from byte 0).
+    return response, 0, int(length) if length is not None else None
+
+
+def _stream(
+    response: http.client.HTTPResponse,
+    out: BinaryIO,
+    url: str,
+    start: int,
+    total: Optional[int],
+    progress: bool,
+) -> None:
+    name = url.rsplit("/", 1)[-1]
+    with tqdm(
+        total=total, initial=start, unit="B", unit_scale=True, desc=name, disable=not progress
+    ) as bar:
+        while True:
+            try:
+                chunk = response.read(CHUNK_BYTES)
+            except (http.client.IncompleteRead, ConnectionError, socket.timeout) as err:
+                raise ResumableDownloadError(
+                    f"{url}: connection lost after {out.tell()} bytes ({err!r}); run the same "
+                    "command again to resume"
+                ) from err
+            if not chunk:
+                return
+            out.write(chunk)
+            bar.update(len(chunk))
+
+
+def sha256_of(path: Path) -> str:
+    """The hex sha256 of a file, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(CHUNK_BYTES), b""):
+            digest.update(block)
+    return digest.hexdigest()

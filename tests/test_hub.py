@@ -1,0 +1,253 @@
+"""Released models by name: download into the cache over real HTTP on 127.0.0.1, find them again.
+
+The server is Python's ``http.server`` started in the test, serving the bilm-tf fixture files with
+``Range`` support and switchable faults (a dropped connection, an ignored ``Range``). Nothing here
+touches the internet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Dict, List
+
+import numpy as np
+import pytest
+import srsly
+import torch
+
+from spacy_elmo import batch_to_ids, load_bilm
+from spacy_elmo.hub import (
+    DownloadError,
+    ModelNotCachedError,
+    ResumableDownloadError,
+    cache_root,
+    download_model,
+    list_cached,
+    model_dir,
+    releases,
+)
+from spacy_elmo.nn.bilm import BiLM
+from spacy_elmo.options import BiLMOptions
+
+from conftest import ELMO_FIXTURE
+
+OPTIONS_BYTES = (ELMO_FIXTURE / "options.json").read_bytes()
+WEIGHTS_BYTES = (ELMO_FIXTURE / "lm_weights.hdf5").read_bytes()
+TIMEOUT = 10.0
+WORDS = ["The", "bank", "of", "the", "river", "."]
+
+
+class FixtureServer:
+    """Serves ``files`` (path -> bytes); records every request's path and ``Range`` header."""
+
+    def __init__(self) -> None:
+        self.files: Dict[str, bytes] = {
+            "/tiny/options.json": OPTIONS_BYTES,
+            "/tiny/weights.hdf5": WEIGHTS_BYTES,
+        }
+        self.drop_after: Dict[str, int] = {}  # path -> bytes sent before the connection drops, once
+        self.ignore_range = False
+        self.requests: List[tuple] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                server.requests.append((self.path, self.headers.get("Range")))
+                body = server.files.get(self.path)
+                if body is None:
+                    self.send_error(404, "Not Found")
+                    return
+                start = 0
+                match = re.match(r"^bytes=(\d+)-$", self.headers.get("Range") or "")
+                if match and not server.ignore_range:
+                    start = int(match[1])
+                    self.send_response(206)
+                    self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+                else:
+                    self.send_response(200)
+                self.send_header("Content-Length", str(len(body) - start))
+                self.end_headers()
+                cut = server.drop_after.pop(self.path, None)
+                self.wfile.write(body[start:] if cut is None else body[start:cut])
+                self.close_connection = True
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}{path}"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server():
+    running = FixtureServer()
+    yield running
+    running.close()
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPACY_ELMO_HOME", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _download(server: FixtureServer, name: str = "tiny", **kwargs) -> Path:
+    return download_model(
+        name,
+        options_url=server.url("/tiny/options.json"),
+        weights_url=server.url(kwargs.pop("weights_path", "/tiny/weights.hdf5")),
+        timeout=TIMEOUT,
+        progress=False,
+        **kwargs,
+    )
+
+
+def _layers(bilm, words):
+    with torch.no_grad():
+        return bilm(torch.from_numpy(batch_to_ids([words])))[0].numpy()
+
+
+def test_download_then_load_by_name(server, home):
+    directory = _download(server)
+    assert directory == home / "tiny" == model_dir("tiny")
+    assert (directory / "weights.hdf5").read_bytes() == WEIGHTS_BYTES
+    manifest = srsly.read_json(directory / "manifest.json")
+    assert manifest["complete"] is True
+    assert manifest["files"]["weights.hdf5"] == {
+        "url": server.url("/tiny/weights.hdf5"),
+        "size": len(WEIGHTS_BYTES),
+        "sha256": hashlib.sha256(WEIGHTS_BYTES).hexdigest(),
+    }
+    assert manifest["files"]["options.json"]["sha256"] == hashlib.sha256(OPTIONS_BYTES).hexdigest()
+    cached = load_bilm(model_dir("tiny"))
+    direct = load_bilm(ELMO_FIXTURE / "options.json", ELMO_FIXTURE / "lm_weights.hdf5")
+    np.testing.assert_array_equal(_layers(cached, WORDS), _layers(direct, WORDS))
+    (entry,) = list_cached()
+    assert (entry.name, entry.complete, entry.shape) == ("tiny", True, "LSTM 64/16, 2 highway")
+    # A second download of a complete model asks the server nothing.
+    before = len(server.requests)
+    assert _download(server) == directory
+    assert len(server.requests) == before
+
+
+def test_404_is_a_clear_error_and_leaves_nothing(server, home):
+    with pytest.raises(DownloadError, match=r"/tiny/missing\.hdf5: HTTP 404"):
+        _download(server, weights_path="/tiny/missing.hdf5")
+    assert not (home / "tiny").exists()
+    with pytest.raises(ModelNotCachedError):
+        model_dir("tiny")
+
+
+def test_dropped_connection_resumes_with_range(server, home):
+    cut = len(WEIGHTS_BYTES) // 3
+    server.drop_after["/tiny/weights.hdf5"] = cut
+    with pytest.raises(ResumableDownloadError, match="run the same command again to resume"):
+        _download(server)
+    part = home / "tiny" / "weights.hdf5.part"
+    assert part.stat().st_size == cut
+    with pytest.raises(ModelNotCachedError, match="download not completed"):
+        model_dir("tiny")
+    assert [m.complete for m in list_cached()] == [False]
+
+    _download(server)
+    weight_requests = [r for r in server.requests if r[0] == "/tiny/weights.hdf5"]
+    assert weight_requests == [("/tiny/weights.hdf5", None), ("/tiny/weights.hdf5", f"bytes={cut}-")]
+    assert (model_dir("tiny") / "weights.hdf5").read_bytes() == WEIGHTS_BYTES
+    assert not part.exists()
+
+
+def test_server_that_ignores_range_gives_a_clean_restart(server, home):
+    server.drop_after["/tiny/weights.hdf5"] = 1000
+    with pytest.raises(ResumableDownloadError):
+        _download(server)
+    server.ignore_range = True  # answers 200 with the whole file: appending would corrupt it
+    _download(server)
+    assert (model_dir("tiny") / "weights.hdf5").read_bytes() == WEIGHTS_BYTES
+
+
+def test_truncated_weight_file_is_refused(server, home):
+    server.files["/tiny/short.hdf5"] = WEIGHTS_BYTES[: len(WEIGHTS_BYTES) // 2]
+    refused = r"short\.hdf5: the downloaded weight file was refused: .*weights\.hdf5\.part"
+    with pytest.raises(DownloadError, match=refused):
+        _download(server, weights_path="/tiny/short.hdf5")
+    assert not (home / "tiny").exists()
+
+
+def test_wrong_checksum_is_refused(server, home):
+    actual = hashlib.sha256(WEIGHTS_BYTES).hexdigest()
+    with pytest.raises(DownloadError, match=f"sha256 is {actual}, expected {'0' * 64}"):
+        _download(server, weights_sha256="0" * 64)
+    assert not (home / "tiny").exists()
+    assert _download(server, weights_sha256=actual.upper()) == model_dir("tiny")
+
+
+def test_a_mirror_named_after_a_release_must_have_its_shape(server, home):
+    expected = r"'small' model \(elmo_2x1024_128_2048cnn_1xhighway\) has \(1024, 128, 1\)"
+    with pytest.raises(DownloadError, match=expected):
+        _download(server, name="small")
+    assert not (home / "small").exists()
+
+
+def test_model_dir_of_a_missing_model_gives_the_download_command(home):
+    with pytest.raises(ModelNotCachedError) as released:
+        model_dir("original-5.5b")
+    assert "python -m spacy_elmo download original-5.5b" in str(released.value)
+    assert str(home) in str(released.value)
+    with pytest.raises(ModelNotCachedError) as custom:
+        model_dir("my-elmo")
+    command = "python -m spacy_elmo download --options-url OPTIONS_URL --weight-url WEIGHTS_URL --name my-elmo"
+    assert command in str(custom.value)
+
+
+def test_cache_root_without_spacy_elmo_home(tmp_path, monkeypatch):
+    monkeypatch.delenv("SPACY_ELMO_HOME", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    if sys.platform.startswith("linux"):
+        assert cache_root() == tmp_path / "xdg" / "spacy_elmo"
+    monkeypatch.setenv("SPACY_ELMO_HOME", str(tmp_path / "home"))
+    assert cache_root() == tmp_path / "home"
+
+
+@pytest.mark.parametrize("name", ["small", "medium", "original", "original-5.5b"])
+def test_catalog_shapes_give_allennlp_parameter_counts(name):
+    """allennlp.org/elmo lists 13.6M, 28.0M, 93.6M, 93.6M parameters for these shapes."""
+    release = releases()[name]
+    options = BiLMOptions.from_dict(
+        {
+            "char_cnn": {
+                "activation": "relu",
+                "embedding": {"dim": 16},
+                "filters": [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]],
+                "max_characters_per_token": 50,
+                "n_characters": 262,
+                "n_highway": release.n_highway,
+            },
+            "lstm": {"cell_clip": 3, "dim": release.lstm_dim, "n_layers": 2, "proj_clip": 3,
+                     "projection_dim": release.projection_dim, "use_skip_connections": True},
+        }
+    )
+    with torch.device("meta"):
+        bilm = BiLM(options)
+    # bias_hh is torch's second bias; the released files hold one bias per LSTM cell.
+    count = sum(v.numel() for k, v in bilm.state_dict().items() if not k.endswith("bias_hh_l0"))
+    assert round(count / 1e6, 1) == release.parameters_millions
+    assert abs(release.weights_mb - count * 4 / 1e6) < 1
+    for url in (release.options_url, release.weights_url):
+        assert url.startswith("https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/")
+        assert f"/{release.allennlp_name}_" in url
+
