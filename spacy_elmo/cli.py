@@ -10,6 +10,7 @@ import typer
 from . import commands
 from .bench.cli import app as bench_app
 from .compare import compare_command
+from .hub.commands import download_cli, list_cli
 from .pretrain.commands import (
     EXTRA_ARGS,
     evaluate_lm_command,
@@ -34,6 +35,8 @@ app.command("plot-curve")(plot_curve_command)
 app.add_typer(bench_app, name="bench")
 app.command("evaluate-lm")(evaluate_lm_command)
 app.command("compare")(compare_command)
+app.command("download")(download_cli)
+app.command("list")(list_cli)
 
 
 def main() -> None:

@@ -251,3 +251,29 @@ def test_catalog_shapes_give_allennlp_parameter_counts(name):
         assert url.startswith("https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/")
         assert f"/{release.allennlp_name}_" in url
 
+
+def test_download_and_list_from_the_command_line(server, tmp_path):
+    env = {**os.environ, "SPACY_ELMO_HOME": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+
+    def run(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "spacy_elmo", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    result = run("list")
+    assert result.returncode == 0 and "no models yet" in result.stdout, result.stderr
+    args = ["--options-url", server.url("/tiny/options.json"), "--weight-url", server.url("/tiny/weights.hdf5")]
+    result = run("download", *args, "--name", "tiny")
+    assert result.returncode == 0, result.stderr
+    result = run("download", *args[:2], "--weight-url", server.url("/nope.hdf5"), "--name", "other")
+    assert result.returncode == 1 and "HTTP 404" in result.stderr
+    result = run("list")
+    assert result.returncode == 0, result.stderr
+    lines = [line.split("\t") for line in result.stdout.splitlines()[1:]]
+    path = str(tmp_path / "cache" / "tiny")
+    assert lines == [["tiny", "0.5 MB", "LSTM 64/16, 2 highway", path, "complete"]]

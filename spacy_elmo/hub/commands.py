@@ -1,0 +1,81 @@
+"""``python -m spacy_elmo download`` and ``python -m spacy_elmo list``: fill and show the cache."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from .cache import cache_root, list_cached
+from .catalog import releases
+from .download import DownloadError, download_model
+
+
+def download_cli(
+    name: Optional[str] = typer.Argument(
+        None,
+        metavar="NAME",
+        help="A released model: small, medium, original or original-5.5b.",
+        show_default=False,
+    ),
+    options_url: Optional[str] = typer.Option(
+        None, "--options-url", help="The options.json of another model (any mirror).", show_default=False
+    ),
+    weight_url: Optional[str] = typer.Option(
+        None, "--weight-url", help="The weights.hdf5 that goes with --options-url.", show_default=False
+    ),
+    as_name: Optional[str] = typer.Option(
+        None, "--name", help="The cache name of a model given by URLs.", show_default=False
+    ),
+    options_sha256: Optional[str] = typer.Option(
+        None, "--options-sha256", help="Refuse the options file unless it has this sha256.",
+        show_default=False,
+    ),
+    weights_sha256: Optional[str] = typer.Option(
+        None, "--weight-sha256", help="Refuse the weight file unless it has this sha256.", show_default=False
+    ),
+    force: bool = typer.Option(False, "--force", help="Download again even when complete."),
+) -> None:
+    """Download an ELMo model into the cache, once.
+
+    The weight file is checked against the options before the model counts as cached.
+
+    An interrupted download resumes when the same command runs again.
+    """
+    if (options_url is None) != (weight_url is None):
+        _fail("give both --options-url and --weight-url")
+    if options_url is not None and not (as_name or name):
+        _fail("a model given by URLs needs --name (the name it is cached and loaded under)")
+    if options_url is None and name is None:
+        released = ", ".join(releases())
+        _fail(f"name a released model ({released}) or give --options-url, --weight-url and --name")
+    try:
+        directory = download_model(
+            as_name or name,
+            options_url=options_url,
+            weights_url=weight_url,
+            options_sha256=options_sha256,
+            weights_sha256=weights_sha256,
+            force=force,
+        )
+    except (DownloadError, ValueError) as err:
+        _fail(str(err))
+    typer.echo(f"{as_name or name}: {directory}")
+
+
+def list_cli() -> None:
+    """Show the models in the cache: name, size, shape, path, complete or not."""
+    models = list_cached()
+    typer.echo(f"cache: {cache_root()}")
+    if not models:
+        typer.echo(f"no models yet; released: {', '.join(releases())}")
+        return
+    for model in models:
+        state = "complete" if model.complete else f"INCOMPLETE ({model.problem})"
+        size = f"{model.size_bytes / 1e6:.1f} MB"
+        typer.echo(f"{model.name}\t{size}\t{model.shape}\t{model.path}\t{state}")
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(1)
