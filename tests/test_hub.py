@@ -33,6 +33,7 @@ from spacy_elmo.hub import (
     model_dir,
     releases,
 )
+from spacy_elmo.hub.cache import model_path
 from spacy_elmo.nn.bilm import BiLM
 from spacy_elmo.options import BiLMOptions
 
@@ -207,6 +208,7 @@ def test_model_dir_of_a_missing_model_gives_the_download_command(home):
     with pytest.raises(ModelNotCachedError) as released:
         model_dir("original-5.5b")
     assert "python -m spacy_elmo download original-5.5b" in str(released.value)
+    assert model_path("elmo_2x4096_512_2048cnn_2xhighway_5.5B") == home / "original-5.5b"
     assert str(home) in str(released.value)
     with pytest.raises(ModelNotCachedError) as custom:
         model_dir("my-elmo")

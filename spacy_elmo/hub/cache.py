@@ -65,8 +65,12 @@ def check_name(name: str) -> str:
 
 
 def model_path(name: str) -> Path:
-    """Where model ``name`` is (or would be) stored; checks nothing on disk."""
-    return cache_root() / check_name(name)
+    """Where model ``name`` is (or would be) stored; checks nothing on disk.
+
+    A released model's AllenNLP name finds the same folder as its short name.
+    """
+    release = get_release(name)
+    return cache_root() / (release.name if release is not None else check_name(name))
 
 
 def read_manifest(directory: Path) -> Optional[Dict[str, Any]]:
