@@ -64,7 +64,7 @@ def download_cli(
 
 
 def list_cli() -> None:
-    """Show the models in the cache: name, size, shape, path, complete or not."""
+    """Show the cached models: name, size, shape, path, state."""
     models = list_cached()
     typer.echo(f"cache: {cache_root()}")
     if not models:
