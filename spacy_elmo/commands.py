@@ -32,6 +32,7 @@ CHECK_SENTENCE = ["Converted", "weights", "must", "give", "the", "same", "vector
 MODEL_PATH_HELP = "A native checkpoint, or a directory with options.json and weights.hdf5"
 OPTIONS_HELP = "A released model's options.json (with --weight-file)"
 WEIGHTS_HELP = "A released model's weights.hdf5 (with --options-file)"
+MODEL_NAME_HELP = "A model in the download cache (python -m spacy_elmo download NAME)"
 
 
 def convert(
@@ -84,6 +85,7 @@ def embed(
     model_path: Optional[Path] = typer.Option(None, "--model-path", help=MODEL_PATH_HELP),
     options_file: Optional[Path] = typer.Option(None, "--options-file", help=OPTIONS_HELP),
     weight_file: Optional[Path] = typer.Option(None, "--weight-file", help=WEIGHTS_HELP),
+    model_name: Optional[str] = typer.Option(None, "--model-name", help=MODEL_NAME_HELP),
     lang: Optional[str] = typer.Option(
         None, "--lang", help="Tokenize text lines with spaCy's tokenizer for this language (default: split on whitespace)"
     ),
@@ -108,7 +110,9 @@ def embed(
     if not input_path.is_file():
         _fail(f"input file not found: {input_path}")
     _use_gpu(gpu_id)
-    nlp = _elmo_pipeline(model_path, options_file, weight_file, lang or "xx", store_layers=True)
+    nlp = _elmo_pipeline(
+        model_path, options_file, weight_file, lang or "xx", store_layers=True, model_name=model_name
+    )
     if input_path.suffix == ".spacy":
         docs, n_docs = _read_docbin(nlp, input_path)
     else:
@@ -140,6 +144,7 @@ def demo(
     model_path: Optional[Path] = typer.Option(None, "--model-path", help=MODEL_PATH_HELP),
     options_file: Optional[Path] = typer.Option(None, "--options-file", help=OPTIONS_HELP),
     weight_file: Optional[Path] = typer.Option(None, "--weight-file", help=WEIGHTS_HELP),
+    model_name: Optional[str] = typer.Option(None, "--model-name", help=MODEL_NAME_HELP),
     word: str = typer.Option("bank", "--word", help="The ambiguous word to look up"),
     queries: List[str] = typer.Option(
         list(DEMO_QUERIES), "--query", help="A sentence using --word (repeat the option for more)"
@@ -152,7 +157,7 @@ def demo(
     the corpus tokens whose ELMo vectors are closest (cosine) to the query word's vector, shown in
     their own sentences, next to the neighbours by the context-free token layer.
     """
-    nlp = _elmo_pipeline(model_path, options_file, weight_file, "en")
+    nlp = _elmo_pipeline(model_path, options_file, weight_file, "en", model_name=model_name)
     corpus = [line for line in DEMO_SENTENCES.read_text(encoding="utf-8").splitlines() if line.strip()]
     corpus_docs = list(nlp.pipe(corpus))
     query_docs = list(nlp.pipe(queries))
@@ -208,7 +213,7 @@ def _elmo_pipeline(
     nlp = spacy.blank(lang)
     try:
         nlp.add_pipe("elmo", config=config).initialize()  # reads the weights now
-    except ValueError as err:  # a bad setting, a missing or broken file, no bundled model
+    except (ValueError, FileNotFoundError) as err:  # a bad setting or file, no model to load
         _fail(str(err))
     return nlp
 

@@ -2,7 +2,9 @@
 
 ``nlp.add_pipe("elmo", config={"options_file": O, "weight_file": W})`` runs a released (bilm-tf)
 model; ``config={"model_path": D}`` a native checkpoint or a directory with ``options.json`` and
-``weights.hdf5``; no config the bundled English model (``DEFAULT_MODEL``).
+``weights.hdf5``; ``config={"model_name": "small"}`` a released model downloaded into the cache
+(``python -m spacy_elmo download small``; never downloaded implicitly); no config the bundled
+English model (``DEFAULT_MODEL``).
 
 What it writes (``width`` = ``2 * projection_dim``, float32 NumPy arrays, also after
 ``spacy.require_gpu()``):
@@ -49,6 +51,7 @@ from spacy.util import minibatch
 from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer
 
+from . import hub
 from .architectures import get_bilm, set_bilm, torch_device
 from .doc_layers import LayerCache, batch_by_length, doc_layers, split_sequences
 from .doc_output import ElmoOutput, decode_elmo_output
@@ -64,7 +67,9 @@ DEFAULT_MODEL = Path(__file__).parent / "models" / "en_wikitext_small"
 DEFAULT_CONFIG_STR = """
 [elmo]
 # Where the weights come from: model_path (a native checkpoint, or a directory with options.json
-# and weights.hdf5), or options_file + weight_file (a released model); all null: DEFAULT_MODEL.
+# and weights.hdf5), or options_file + weight_file (a released model), or model_name (a model
+# in the download cache: python -m spacy_elmo download NAME); all null: DEFAULT_MODEL.
+model_name = null
 model_path = null
 options_file = null
 weight_file = null
@@ -124,6 +129,7 @@ def make_elmo(
     precision: str = "fp32",
     token_cache_words: int = 0,
     token_cache_vocab: Optional[str] = None,
+    model_name: Optional[str] = None,
 ) -> "Elmo":
     """The ``elmo`` pipe; see the module docstring and the README for the settings."""
     return Elmo(
@@ -144,6 +150,7 @@ def make_elmo(
         precision=precision,
         token_cache_words=token_cache_words,
         token_cache_vocab=token_cache_vocab,
+        model_name=model_name,
     )
 
 
@@ -175,11 +182,20 @@ class Elmo(TrainablePipe):
         precision: str = "fp32",
         token_cache_words: int = 0,
         token_cache_vocab: Union[str, Path, None] = None,
+        model_name: Optional[str] = None,
     ) -> None:
         self.vocab = vocab
         self.model = model
         self.name = name
         self.cfg: Dict = {}
+        if model_name is not None and (model_path, options_file, weight_file) != (None, None, None):
+            raise ValueError(
+                f"elmo pipe '{name}': set model_name, or model_path, or options_file and "
+                "weight_file, not several"
+            )
+        # A cached model is looked up when the weights are read, so that a restored pipeline
+        # (which carries its own weights) never needs the cache.
+        self.model_name = model_name if model_name is None else hub.cache.model_path(model_name).name
         self.weight_source = _weight_source(name, model_path, options_file, weight_file)
         self.mix_weights = _check_mix_weights(name, mix_weights)
         self.gamma = _check_number(name, "gamma", gamma)
@@ -410,6 +426,11 @@ class Elmo(TrainablePipe):
 
     def _load_bilm(self) -> BiLM:
         options_or_dir, weight_file = self.weight_source
+        if self.model_name is not None:
+            try:
+                options_or_dir, weight_file = hub.model_dir(self.model_name), None
+            except hub.ModelNotCachedError as err:
+                raise hub.ModelNotCachedError(f"elmo pipe '{self.name}': {err}") from None
         if weight_file is None and not options_or_dir.exists():
             if options_or_dir == DEFAULT_MODEL:
                 raise ValueError(

@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Dict, List
 
+import h5py
 import numpy as np
 import pytest
 import srsly
@@ -279,3 +280,57 @@ def test_download_and_list_from_the_command_line(server, tmp_path):
     lines = [line.split("\t") for line in result.stdout.splitlines()[1:]]
     path = str(tmp_path / "cache" / "tiny")
     assert lines == [["tiny", "0.5 MB", "LSTM 64/16, 2 highway", path, "complete"]]
+
+
+def test_pipe_model_name_loads_from_the_cache_and_never_needs_it_after_saving(server, home, tmp_path):
+    import shutil
+
+    import spacy
+
+    _download(server)
+    by_name = spacy.blank("en")
+    by_name.add_pipe("elmo", config={"model_name": "tiny"})
+    by_name.initialize()
+    by_files = spacy.blank("en")
+    files = {
+        "options_file": str(ELMO_FIXTURE / "options.json"),
+        "weight_file": str(ELMO_FIXTURE / "lm_weights.hdf5"),
+    }
+    by_files.add_pipe("elmo", config=files)
+    by_files.initialize()
+    text = "The bank of the river ."
+    expected = by_files(text)._.elmo_layers
+    np.testing.assert_array_equal(by_name(text)._.elmo_layers, expected)
+
+    by_name.to_disk(tmp_path / "pipeline")
+    shutil.rmtree(home)
+    restored = spacy.load(tmp_path / "pipeline")  # carries its own weights
+    np.testing.assert_array_equal(restored(text)._.elmo_layers, expected)
+
+
+def test_pipe_model_name_missing_says_how_to_download(home):
+    import spacy
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"model_name": "small"})
+    with pytest.raises(ModelNotCachedError, match="python -m spacy_elmo download small"):
+        nlp.initialize()
+    with pytest.raises(ValueError, match="set model_name, or model_path, or options_file"):
+        spacy.blank("en").add_pipe("elmo", config={"model_name": "small", "model_path": "x"})
+
+
+def test_embed_with_model_name(server, home, tmp_path):
+    from typer.testing import CliRunner
+
+    from spacy_elmo.cli import app
+
+    (tmp_path / "input.txt").write_text("The bank of the river .\n")
+    args = ["embed", str(tmp_path / "input.txt"), str(tmp_path / "a.hdf5"), "--model-name", "tiny"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1 and "python -m spacy_elmo download --options-url" in result.output
+    _download(server)
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    direct = load_bilm(ELMO_FIXTURE / "options.json", ELMO_FIXTURE / "lm_weights.hdf5")
+    with h5py.File(tmp_path / "a.hdf5", "r") as f:
+        np.testing.assert_allclose(f["0"][()], _layers(direct, WORDS)[:, 0], atol=1e-6)
