@@ -6,6 +6,7 @@ entry points; importing this package does not import spaCy.
 """
 
 from .chars import batch_to_ids
+from .manylangs import is_manylangs_dir, load_manylangs_bilm
 from .nn import BiLM, ScalarMix
 from .options import BiLMOptions, OptionsError
 from .weights import (
@@ -29,7 +30,9 @@ __all__ = [
     "batch_to_ids",
     "build_bilm",
     "export_bilm_tf",
+    "is_manylangs_dir",
     "load_bilm",
+    "load_manylangs_bilm",
     "read_bilm_tf_weights",
     "save_bilm",
     "write_bilm_tf_weights",

@@ -28,7 +28,6 @@ from thinc.api import get_torch_default_device
 from spacy.tokens import Doc
 from thinc.types import Floats2d, Floats3d
 
-from .chars import batch_to_ids
 from .listener import ElmoListener, elmo_embedder, mix_head
 from .nn.bilm import BiLM
 from .options import BiLMOptions
@@ -163,7 +162,7 @@ def _tokens_to_char_ids(
             "spacy_elmo.ElmoModel.v1 has no weights yet: call set_bilm(model, load_bilm(...)), "
             "load it with from_bytes, or use it through the 'elmo' pipe"
         )
-    char_ids = torch.from_numpy(batch_to_ids(sequences)).to(shim.device)
+    char_ids = torch.from_numpy(shim._model.batch_to_ids(sequences)).to(shim.device)
     return ArgsKwargs(args=(char_ids,), kwargs={}), lambda d_inputs: []
 
 

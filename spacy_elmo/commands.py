@@ -14,7 +14,7 @@ import numpy as np
 import torch
 import typer
 
-from .chars import batch_to_ids
+from .manylangs import is_manylangs_dir, load_manylangs_bilm
 from .weights import HDF5_NAME, OPTIONS_NAME, SAFETENSORS_NAME, _resolve_paths, export_bilm_tf, load_bilm, save_bilm
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ MODEL_NAME_HELP = "A model in the download cache (python -m spacy_elmo download 
 
 def convert(
     source: Path = typer.Argument(
-        ..., help="A model directory (options.json + weights.hdf5 or model.safetensors), or a weight file"
+        ..., help="A model directory (options.json + weights.hdf5 or model.safetensors, or an ELMoForManyLangs model), or a weight file"
     ),
     output_dir: Path = typer.Argument(..., help="Directory to write the converted model to"),
     options_file: Optional[Path] = typer.Option(
@@ -45,7 +45,8 @@ def convert(
     ),
     to: str = typer.Option("auto", "--to", help="native | bilm-tf | auto (the format SOURCE is not in)"),
 ) -> None:
-    """Convert a released (bilm-tf HDF5) model to a native checkpoint, or back.
+    """Convert a released (bilm-tf HDF5) model to a native checkpoint, or back; or an
+    ELMoForManyLangs model directory to a native checkpoint.
 
     bilm-tf layout: options.json + weights.hdf5 (what AllenNLP reads); native checkpoint:
     options.json + model.safetensors. The converted model is checked to give the same vectors.
@@ -53,15 +54,20 @@ def convert(
     if to not in ("auto", "native", "bilm-tf"):
         _fail(f"--to must be native, bilm-tf or auto, got {to!r}")
     try:
-        if source.is_dir():
-            options_path, weight_path = _resolve_paths(source, None)
+        if is_manylangs_dir(source):
+            bilm, weight_path, source_format = load_manylangs_bilm(source), source, "elmoformanylangs"
         else:
-            options_path, weight_path = _resolve_paths(options_file or source.parent / OPTIONS_NAME, source)
-        bilm = load_bilm(options_path, weight_path)
+            if source.is_dir():
+                options_path, weight_path = _resolve_paths(source, None)
+            else:
+                options_path, weight_path = _resolve_paths(options_file or source.parent / OPTIONS_NAME, source)
+            bilm = load_bilm(options_path, weight_path)
+            source_format = "bilm-tf" if h5py.is_hdf5(str(weight_path)) else "native"
     except (ValueError, FileNotFoundError) as err:
         _fail(str(err))
-    source_format = "bilm-tf" if h5py.is_hdf5(str(weight_path)) else "native"
-    target = to if to != "auto" else ("native" if source_format == "bilm-tf" else "bilm-tf")
+    target = to if to != "auto" else ("bilm-tf" if source_format == "native" else "native")
+    if target == "bilm-tf" and bilm.options.lexicon is not None:
+        _fail(f"{source}: an ELMoForManyLangs model converts to a native checkpoint only (--to native)")
     if target == "native":
         save_bilm(bilm, output_dir)
         written = output_dir / SAFETENSORS_NAME
@@ -271,7 +277,7 @@ def _use_gpu(gpu_id: int) -> None:
 
 def _layers(bilm, words: List[str]) -> np.ndarray:
     with torch.no_grad():
-        return bilm(torch.from_numpy(batch_to_ids([words])))[0].numpy()
+        return bilm(torch.from_numpy(bilm.batch_to_ids([words])))[0].numpy()
 
 
 def _unit_rows(matrix: np.ndarray) -> np.ndarray:

@@ -16,9 +16,12 @@ import json
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Tuple, Union
 
 from .chars import MAX_CHARS_PER_TOKEN, N_CHARACTERS
+
+if TYPE_CHECKING:
+    from .manylangs.lexicon import ManyLangsVocab
 
 ACTIVATIONS = ("relu", "tanh")
 
@@ -33,6 +36,8 @@ class CharCNNOptions:
     filters: Tuple[Tuple[int, int], ...]
     n_highway: int
     activation: str = "relu"
+    #: width of a word embedding concatenated before the projection (ELMoForManyLangs); 0: none.
+    word_dim: int = 0
 
     @property
     def n_filters(self) -> int:
@@ -53,6 +58,16 @@ class LSTMOptions:
 class BiLMOptions:
     char_cnn: CharCNNOptions
     lstm: LSTMOptions
+    #: an ELMoForManyLangs model's lexicons (its token ids); None: the released UTF-8 byte ids.
+    lexicon: Optional["ManyLangsVocab"] = None
+
+    @property
+    def token_indexer(self):
+        """What turns this model's tokens into ids (``spacy_elmo.indexers``)."""
+        from .indexers import ByteIndexer
+        from .manylangs.lexicon import LexiconIndexer
+
+        return ByteIndexer() if self.lexicon is None else LexiconIndexer(self.lexicon)
 
     @property
     def output_dim(self) -> int:
@@ -81,15 +96,17 @@ class BiLMOptions:
         return cls.from_dict(data, source=str(path))
 
     def to_dict(self) -> dict:
-        """The released options.json layout (what bilm-tf and AllenNLP read)."""
+        """The released options.json layout (what bilm-tf and AllenNLP read); an ELMoForManyLangs
+        model adds ``char_cnn.word_dim`` and a ``lexicon`` section."""
         cnn, lstm = self.char_cnn, self.lstm
-        return {
+        lexicon = self.lexicon
+        data = {
             "char_cnn": {
                 "activation": cnn.activation,
                 "embedding": {"dim": cnn.embedding_dim},
                 "filters": [list(f) for f in cnn.filters],
-                "max_characters_per_token": MAX_CHARS_PER_TOKEN,
-                "n_characters": N_CHARACTERS,
+                "max_characters_per_token": lexicon.max_characters_per_token if lexicon else MAX_CHARS_PER_TOKEN,
+                "n_characters": lexicon.chars.size + 1 if lexicon else N_CHARACTERS,
                 "n_highway": cnn.n_highway,
             },
             "lstm": {
@@ -101,6 +118,11 @@ class BiLMOptions:
                 "use_skip_connections": lstm.use_skip_connections,
             },
         }
+        if cnn.word_dim:
+            data["char_cnn"]["word_dim"] = cnn.word_dim
+        if lexicon is not None:
+            data["lexicon"] = lexicon.to_dict()
+        return data
 
     def to_file(self, path: Union[str, Path]) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
@@ -164,13 +186,20 @@ def _parse(data: Mapping[str, Any], source: str) -> BiLMOptions:
     activation = cnn.get("activation", "relu")
     if activation not in ACTIVATIONS:
         raise OptionsError(f"{where}.activation must be one of {ACTIVATIONS}, got {activation!r}")
+    lexicon = None
+    if data.get("lexicon") is not None:
+        lexicon = _parse_lexicon(data["lexicon"], cnn, source)
+    elif "word_dim" in cnn:
+        raise OptionsError(f"{where}.word_dim needs a 'lexicon' section (the word ids)")
     n_characters = cnn.get("n_characters", N_CHARACTERS)
-    if n_characters not in (N_CHARACTERS - 1, N_CHARACTERS):
+    if lexicon is not None:
+        pass  # checked against the lexicon by _parse_lexicon
+    elif n_characters not in (N_CHARACTERS - 1, N_CHARACTERS):
         raise OptionsError(
             f"{where}.n_characters must be 261 (training) or 262 (inference), got {n_characters!r}"
         )
     max_chars = cnn.get("max_characters_per_token", MAX_CHARS_PER_TOKEN)
-    if max_chars != MAX_CHARS_PER_TOKEN:
+    if lexicon is None and max_chars != MAX_CHARS_PER_TOKEN:
         raise OptionsError(
             f"{where}.max_characters_per_token must be {MAX_CHARS_PER_TOKEN} "
             f"(the released character mapping), got {max_chars!r}"
@@ -192,6 +221,7 @@ def _parse(data: Mapping[str, Any], source: str) -> BiLMOptions:
             filters=tuple(parsed_filters),
             n_highway=n_highway,
             activation=activation,
+            word_dim=0 if lexicon is None or lexicon.words is None else cnn["word_dim"],
         ),
         lstm=LSTMOptions(
             dim=_positive_int(lstm, "dim", where),
@@ -201,4 +231,28 @@ def _parse(data: Mapping[str, Any], source: str) -> BiLMOptions:
             proj_clip=_clip(lstm, "proj_clip", where),
             use_skip_connections=skip,
         ),
+        lexicon=lexicon,
     )
+
+
+def _parse_lexicon(data: Any, cnn: Mapping[str, Any], source: str) -> "ManyLangsVocab":
+    """An ELMoForManyLangs lexicon section, consistent with char_cnn's sizes."""
+    from .manylangs.lexicon import LexiconError, ManyLangsVocab
+
+    try:
+        vocab = ManyLangsVocab.from_dict(data, source)
+    except LexiconError as err:
+        raise OptionsError(str(err)) from err
+    where = f"{source}: char_cnn"
+    expected = {
+        "n_characters": vocab.chars.size + 1,
+        "max_characters_per_token": vocab.max_characters_per_token,
+    }
+    for key, value in expected.items():
+        if cnn.get(key) != value:
+            raise OptionsError(f"{where}.{key} must be {value} (from the lexicon), got {cnn.get(key)!r}")
+    if vocab.words is not None:
+        _positive_int(cnn, "word_dim", where)
+    elif cnn.get("word_dim", 0):
+        raise OptionsError(f"{where}.word_dim is {cnn['word_dim']!r} but the lexicon has no words")
+    return vocab

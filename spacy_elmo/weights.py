@@ -64,8 +64,14 @@ def load_bilm(
     - ``load_bilm("options.json", "weights.hdf5")``: a released ELMo model (bilm-tf layout).
     - ``load_bilm("options.json", "model.safetensors")``: a native state dict.
     - ``load_bilm("model_dir")``: a directory holding ``options.json`` and ``model.safetensors``
-      or ``weights.hdf5`` (a native checkpoint or the output of ``pretrain``).
+      or ``weights.hdf5`` (a native checkpoint or the output of ``pretrain``), or an
+      ELMoForManyLangs model directory (``spacy_elmo.manylangs``).
     """
+    if weight_file is None:
+        from .manylangs.model_dir import is_manylangs_dir, load_manylangs_bilm
+
+        if is_manylangs_dir(options_file):
+            return load_manylangs_bilm(options_file, stateful=stateful, device=device)
     options_file, weight_file = _resolve_paths(options_file, weight_file)
     options = BiLMOptions.from_file(options_file)
     if h5py.is_hdf5(str(weight_file)):
@@ -159,6 +165,11 @@ def read_bilm_tf_weights(options: BiLMOptions, weight_file: PathLike) -> Dict[st
 
 def write_bilm_tf_weights(bilm: BiLM, weight_file: PathLike) -> None:
     """Write ``bilm``'s weights to ``weight_file`` in the bilm-tf HDF5 layout."""
+    if bilm.options.lexicon is not None:
+        raise ValueError(
+            "an ELMoForManyLangs biLM (its own character and word lexicons) has no bilm-tf "
+            "layout; save it as a native checkpoint with save_bilm"
+        )
     with h5py.File(weight_file, "w") as handle:
         for name, array in _convert_to_tf(bilm):
             handle.create_dataset(name, data=np.ascontiguousarray(array, dtype=np.float32))

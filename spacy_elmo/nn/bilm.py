@@ -6,10 +6,10 @@ import contextlib
 from dataclasses import dataclass
 from typing import ContextManager, Iterator, List, Optional, Sequence, Tuple
 
+import numpy as np
 import torch
 from torch import nn
 
-from ..chars import BOS_CHAR_IDS, EOS_CHAR_IDS, MAX_CHARS_PER_TOKEN
 from ..options import BiLMOptions
 from .char_cnn import CharacterEncoder
 from .lstm import DirectionalLSTM, DistinctInputs, LSTMState
@@ -48,7 +48,8 @@ class BiLMActivations:
 class BiLM(nn.Module):
     """ELMo's biLM.
 
-    ``bilm(char_ids)`` with char_ids (batch, max_len, 50) int64 from ``batch_to_ids`` returns
+    ``bilm(char_ids)`` with char_ids (batch, max_len, width) int64 from ``bilm.batch_to_ids``
+    (``bilm.indexer``: UTF-8 byte ids, width 50, for the released models) returns
     ``(layers, mask)``: layers (n_layers + 1, batch, max_len, 2 * projection_dim) float, where layer
     0 is the token layer duplicated ``[x; x]`` and layer k is ``[forward_k; backward_k]``; the
     sentence-boundary tokens are added and removed internally; padding rows are zero; mask is
@@ -77,8 +78,17 @@ class BiLM(nn.Module):
         self.token_cache: Optional[TokenEmbeddingCache] = None
         self._token_cache_versions: Tuple[int, ...] = ()
         cnn, lstm = options.char_cnn, options.lstm
+        self.indexer = options.token_indexer
         self.token_encoder = CharacterEncoder(
-            cnn.embedding_dim, cnn.filters, cnn.n_highway, lstm.projection_dim, cnn.activation
+            cnn.embedding_dim,
+            cnn.filters,
+            cnn.n_highway,
+            lstm.projection_dim,
+            cnn.activation,
+            n_characters=self.indexer.n_characters,
+            padding_id=self.indexer.padding_id,
+            n_words=self.indexer.n_words,
+            word_dim=cnn.word_dim,
         )
         directional = dict(
             input_size=lstm.projection_dim,
@@ -111,6 +121,10 @@ class BiLM(nn.Module):
             raise ValueError(f"BiLM precision must be one of {sorted(PRECISIONS)}, got {value!r}")
         self._precision = value
 
+    def batch_to_ids(self, sentences: Sequence[Sequence[str]]) -> np.ndarray:
+        """Tokenized sentences -> (batch, max_len, width) int64 ids for this model."""
+        return self.indexer.batch_to_ids(sentences)
+
     def reset_states(self) -> None:
         self._states = None
 
@@ -119,7 +133,7 @@ class BiLM(nn.Module):
         calls look them up instead of running the character CNN. Returns the number of distinct
         words cached. The cache follows ``.to(device)``, is not saved with the weights, and is
         recomputed if the token encoder's weights change."""
-        self.token_cache = TokenEmbeddingCache(words, self.token_encoder)
+        self.token_cache = TokenEmbeddingCache(words, self.token_encoder, self.indexer.tokens_to_ids)
         self._token_cache_versions = self._token_encoder_versions()
         return len(self.token_cache)
 
@@ -138,7 +152,7 @@ class BiLM(nn.Module):
         return torch.autocast(device_type=device.type, dtype=dtype)
 
     def _forward(self, char_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        mask = _validate_char_ids(char_ids)
+        mask = _validate_char_ids(char_ids, self.indexer)
         char_ids = char_ids.long()
         batch_size, max_len = mask.shape
         if batch_size == 0:
@@ -156,14 +170,14 @@ class BiLM(nn.Module):
     def add_boundaries(
         self, char_ids: torch.Tensor, lengths: torch.Tensor
     ) -> Tuple[torch.Tensor, torch.Tensor]:
-        """(batch, max_len, 50) -> (batch, max_len + 2, 50) with ``<S>`` first and ``</S>`` after
-        each row's last token; returns the new ids and lengths + 2."""
-        batch_size, max_len, _ = char_ids.shape
-        ids = char_ids.new_zeros((batch_size, max_len + 2, MAX_CHARS_PER_TOKEN))
+        """(batch, max_len, width) -> (batch, max_len + 2, width) with the indexer's ``<S>`` first
+        and ``</S>`` after each row's last token; returns the new ids and lengths + 2."""
+        batch_size, max_len, width = char_ids.shape
+        ids = char_ids.new_zeros((batch_size, max_len + 2, width))
         ids[:, 1 : max_len + 1] = char_ids
-        ids[:, 0] = torch.as_tensor(BOS_CHAR_IDS, device=ids.device)
+        ids[:, 0] = torch.as_tensor(self.indexer.bos_ids, device=ids.device)
         ids[torch.arange(batch_size, device=ids.device), lengths + 1] = torch.as_tensor(
-            EOS_CHAR_IDS, device=ids.device
+            self.indexer.eos_ids, device=ids.device
         )
         return ids, lengths + 2
 
@@ -267,19 +281,20 @@ def _needs_encoder_gradient(encoder: nn.Module) -> bool:
     return torch.is_grad_enabled() and any(p.requires_grad for p in encoder.parameters())
 
 
-def _validate_char_ids(char_ids: torch.Tensor) -> torch.Tensor:
+def _validate_char_ids(char_ids: torch.Tensor, indexer) -> torch.Tensor:
     """Check shape and padding of the input; return the (batch, max_len) token mask."""
     if not isinstance(char_ids, torch.Tensor):
         raise TypeError(f"BiLM expects a torch.Tensor of character ids, got {type(char_ids).__name__}")
-    if char_ids.dim() != 3 or char_ids.shape[-1] != MAX_CHARS_PER_TOKEN:
+    if char_ids.dim() != 3 or char_ids.shape[-1] != indexer.width:
         raise ValueError(
-            f"character ids must have shape (batch, max_len, {MAX_CHARS_PER_TOKEN}), "
-            f"got {tuple(char_ids.shape)}; build them with spacy_elmo.batch_to_ids"
+            f"character ids must have shape (batch, max_len, {indexer.width}), "
+            f"got {tuple(char_ids.shape)}; build them with bilm.batch_to_ids"
         )
     if char_ids.dtype.is_floating_point or char_ids.dtype == torch.bool:
         raise TypeError(f"character ids must be an integer tensor, got {char_ids.dtype}")
-    if char_ids.numel() and (int(char_ids.min()) < 0 or int(char_ids.max()) >= 262):
-        raise ValueError("character ids must lie in [0, 262); build them with batch_to_ids")
+    limit = max(indexer.n_characters, indexer.n_words)
+    if char_ids.numel() and (int(char_ids.min()) < 0 or int(char_ids.max()) >= limit):
+        raise ValueError(f"character ids must lie in [0, {limit}); build them with bilm.batch_to_ids")
     mask = (char_ids > 0).any(dim=-1)
     lengths = mask.sum(dim=1)
     prefix = torch.arange(mask.shape[1], device=mask.device)[None, :] < lengths[:, None]

@@ -7,7 +7,7 @@ from typing import Sequence, Tuple
 import torch
 from torch import nn
 
-from ..chars import MAX_CHARS_PER_TOKEN, N_CHARACTERS, PADDING
+from ..chars import N_CHARACTERS, PADDING
 
 
 class Highway(nn.Module):
@@ -33,9 +33,13 @@ class Highway(nn.Module):
 class CharacterEncoder(nn.Module):
     """Character ids of one token -> a context-independent token vector.
 
-    Input (N, 50) int64 ids (0 = all-padding token), output (N, output_dim).
+    Input (N, width) int64 ids (0 = all-padding token), output (N, output_dim).
     ``convolutions[i]`` is a Conv1d of width ``filters[i][0]`` with ``filters[i][1]`` channels; each
     is max-pooled over all positions, then passed through ``activation``.
+
+    The defaults are the released ELMo's: 262 character ids, 50 per token, ``padding_id`` 261.
+    With ``word_dim`` > 0 (ELMoForManyLangs) the last input column is a word id, and its
+    ``word_embedding`` row is concatenated before the character features, ahead of the projection.
     """
 
     def __init__(
@@ -45,24 +49,33 @@ class CharacterEncoder(nn.Module):
         n_highway: int,
         output_dim: int,
         activation: str = "relu",
+        n_characters: int = N_CHARACTERS,
+        padding_id: int = PADDING + 1,
+        n_words: int = 0,
+        word_dim: int = 0,
     ) -> None:
         super().__init__()
+        self.padding_id = padding_id
+        self.word_embedding = nn.Embedding(n_words, word_dim, padding_idx=0) if word_dim else None
         self.filters = [tuple(f) for f in filters]
         self.n_filters = sum(n for _, n in self.filters)
         self.output_dim = output_dim
         self.activation = activation
-        self.char_embedding = nn.Embedding(N_CHARACTERS, embedding_dim, padding_idx=0)
+        self.char_embedding = nn.Embedding(n_characters, embedding_dim, padding_idx=0)
         self.convolutions = nn.ModuleList(
             nn.Conv1d(embedding_dim, n, kernel_size=width) for width, n in self.filters
         )
         self.highways = nn.ModuleList(Highway(self.n_filters) for _ in range(n_highway))
-        self.projection = nn.Linear(self.n_filters, output_dim)
+        self.projection = nn.Linear(word_dim + self.n_filters, output_dim)
         self._max_width = max(width for width, _ in self.filters)
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
-        """char_ids: (N, 50) int64 -> (N, output_dim)."""
+        """char_ids: (N, width) int64 -> (N, output_dim)."""
         if char_ids.shape[0] == 0:
             return char_ids.new_zeros((0, self.output_dim), dtype=self.projection.weight.dtype)
+        words = None
+        if self.word_embedding is not None:
+            words, char_ids = self.word_embedding(char_ids[:, -1]), char_ids[:, :-1]
         char_ids = char_ids[:, : self._positions_needed(char_ids)]
         # (N, embedding_dim, positions)
         embedded = self.char_embedding(char_ids).transpose(1, 2)
@@ -71,15 +84,17 @@ class CharacterEncoder(nn.Module):
         x = torch.cat(pooled, dim=-1)
         for highway in self.highways:
             x = highway(x)
+        if words is not None:
+            x = torch.cat([words.to(x.dtype), x], dim=-1)
         return self.projection(x)
 
     def _positions_needed(self, char_ids: torch.Tensor) -> int:
-        """How many of the 50 character positions change the max-pooled result.
+        """How many of the character positions change the max-pooled result.
 
         Every window lying wholly in the trailing padding sees the same input, so gives the same
         value. Keeping ``longest + max_width`` positions keeps one such window for each token
-        (or all 50 positions when that is not possible), so the max is unchanged, exactly.
+        (or all positions when that is not possible), so the max is unchanged, exactly.
         """
-        real = (char_ids != 0) & (char_ids != PADDING + 1)
+        real = (char_ids != 0) & (char_ids != self.padding_id)
         longest = int(real.sum(dim=-1).max())
-        return min(MAX_CHARS_PER_TOKEN, longest + self._max_width)
+        return min(char_ids.shape[1], longest + self._max_width)

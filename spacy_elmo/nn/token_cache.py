@@ -1,8 +1,8 @@
 """A cache of context-independent token vectors for a fixed word list (AllenNLP's
 ``vocab_to_cache``): frequent words skip the character CNN and the highway layers.
 
-Lookups are keyed on a token's 50 character ids, so the cache needs no word ids and works on
-whatever ``batch_to_ids`` produced. Each row of ids is hashed to one int64 (a wrapping polynomial
+Lookups are keyed on a token's row of ids (50 character ids for the released models), so the
+cache works on whatever the biLM's ``batch_to_ids`` produced. Each row of ids is hashed to one int64 (a wrapping polynomial
 hash, vectorised on the tensor's device), found by binary search among the cached hashes, and then
 compared id for id with the cached row: a hash collision can only cause a miss, never a wrong
 vector. Misses go through the encoder as usual.
@@ -10,20 +10,23 @@ vector. Misses go through the encoder as usual.
 
 from __future__ import annotations
 
-from typing import Sequence, Tuple
+import functools
+from typing import Callable, Sequence, Tuple
 
+import numpy as np
 import torch
 from torch import nn
 
-from ..chars import MAX_CHARS_PER_TOKEN, tokens_to_ids
+from ..chars import tokens_to_ids
 
 
 def _hash_rows(char_ids: torch.Tensor) -> torch.Tensor:
-    """(N, 50) int64 ids -> (N,) int64 hashes: the dot product with 50 fixed odd 64-bit
+    """(N, width) int64 ids -> (N,) int64 hashes: the dot product with ``width`` fixed odd 64-bit
     multipliers, wrapping around int64 (a hash, not an identity: ``lookup`` checks the ids)."""
-    return (char_ids * _MULTIPLIERS.to(char_ids.device)).sum(dim=-1)
+    return (char_ids * _odd_multipliers(char_ids.shape[-1]).to(char_ids.device)).sum(dim=-1)
 
 
+@functools.lru_cache(maxsize=None)
 def _odd_multipliers(n: int) -> torch.Tensor:
     """n odd int64 constants from a linear congruential sequence (fixed, so hashes are stable)."""
     values = []
@@ -34,22 +37,25 @@ def _odd_multipliers(n: int) -> torch.Tensor:
     return torch.tensor(values, dtype=torch.int64)
 
 
-_MULTIPLIERS = _odd_multipliers(MAX_CHARS_PER_TOKEN)
-
-
 class TokenEmbeddingCache(nn.Module):
-    """Token vectors of ``words``, computed once by ``encoder`` (an ``nn.Module`` mapping (N, 50)
-    character ids to (N, dim) vectors).
+    """Token vectors of ``words``, computed once by ``encoder`` (an ``nn.Module`` mapping (N, width)
+    ids to (N, dim) vectors); ``to_ids`` is the biLM's indexer (default: the released byte ids).
 
     The tensors are non-persistent buffers: they follow ``.to(device)`` but never enter the
     ``state_dict``, so checkpoints and weight files are unchanged by caching.
     """
 
-    def __init__(self, words: Sequence[str], encoder: nn.Module, batch_size: int = 4096) -> None:
+    def __init__(
+        self,
+        words: Sequence[str],
+        encoder: nn.Module,
+        to_ids: Callable[[Sequence[str]], np.ndarray] = tokens_to_ids,
+        batch_size: int = 4096,
+    ) -> None:
         super().__init__()
         unique = list(dict.fromkeys(words))
         device = next(encoder.parameters()).device
-        char_ids = torch.from_numpy(tokens_to_ids(unique)).to(device)
+        char_ids = torch.from_numpy(to_ids(unique)).to(device)
         hashes = _hash_rows(char_ids)
         order = torch.argsort(hashes)
         self.register_buffer("hashes", hashes[order], persistent=False)
@@ -61,7 +67,7 @@ class TokenEmbeddingCache(nn.Module):
         return int(self.hashes.shape[0])
 
     def lookup(self, char_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        """(N, 50) ids of a non-empty cache -> (hit (N,) bool, index (N,) int64 into
+        """(N, width) ids of a non-empty cache -> (hit (N,) bool, index (N,) int64 into
         ``vectors``, valid where hit)."""
         hashes = _hash_rows(char_ids)
         index = torch.searchsorted(self.hashes, hashes).clamp_(max=len(self) - 1)
@@ -75,7 +81,7 @@ class TokenEmbeddingCache(nn.Module):
         self.vectors = torch.cat(chunks) if chunks else self.vectors.new_zeros(0)
 
     def encode(self, char_ids: torch.Tensor, encoder: nn.Module) -> torch.Tensor:
-        """(N, 50) ids -> (N, dim): cached vectors for known words, ``encoder`` for the rest."""
+        """(N, width) ids -> (N, dim): cached vectors for known words, ``encoder`` for the rest."""
         if len(self) == 0:
             return encoder(char_ids)
         hit, index = self.lookup(char_ids)

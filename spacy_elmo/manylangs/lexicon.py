@@ -1,0 +1,165 @@
+"""ELMoForManyLangs' lexicons and the ids its token embedder reads.
+
+``char.dic`` and ``word.dic`` hold one ``entry<TAB>id`` per line. A line whose entry is whitespace
+loses it to ``strip()`` when ELMoForManyLangs reads the file and the entry becomes U+3000
+(ideographic space); ``read_lexicon`` does the same, so ids match the ones the model was trained on.
+
+A token row (what ``LexiconIndexer`` returns; every lexicon id is shifted by +1 so that 0 stays free
+for padded positions, as in the released ELMo mapping):
+
+    [first, char ids..., last, pad, pad, ...]  (max_characters_per_token ids)  [+ word id]
+
+``first`` is the id of ``<eow>`` and ``last`` the id of ``<bow>``: ELMoForManyLangs' batching
+swaps the two names, in training and at inference alike, so its models expect them that way.
+Characters not in the lexicon get ``<oov>``'s id, tokens are cut to ``max_characters_per_token - 2``
+characters (code points, not bytes), and the sentence-boundary tokens ``<bos>``/``<eos>`` are
+``[first, id of <bos>/<eos>, last, pad...]``. A text token spelled ``<bos>`` or ``<eos>`` is taken
+for the boundary token, as ELMoForManyLangs does. With a word lexicon (``word_dim`` > 0) one more
+column holds the token's word id (``<oov>``'s for unknown words).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional, Sequence
+
+import numpy as np
+
+from ..indexers import pad_batch
+
+BOS, EOS, OOV, PAD, BOW, EOW = "<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>"
+#: entries ELMoForManyLangs looks up in each lexicon (it fails without them).
+REQUIRED_CHARS = (BOS, EOS, OOV, PAD, BOW, EOW)
+REQUIRED_WORDS = (OOV, PAD)
+#: what a whitespace entry becomes when ELMoForManyLangs reads a lexicon (see the module doc).
+WHITESPACE_ENTRY = "\u3000"
+
+
+class LexiconError(ValueError):
+    """A char.dic / word.dic that ELMoForManyLangs could not have used."""
+
+
+@dataclass(frozen=True)
+class Lexicon:
+    """Entry -> id, and how many embedding rows the ids index (ids lie in [0, size))."""
+
+    ids: Dict[str, int]
+    size: int
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"ids": dict(self.ids), "size": self.size}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str, required: Sequence[str]) -> "Lexicon":
+        if not isinstance(data, Mapping) or not isinstance(data.get("ids"), Mapping):
+            raise LexiconError(f"{source}: expected an object with 'ids' (entry -> id) and 'size'")
+        return _checked(dict(data["ids"]), data.get("size"), source, required)
+
+
+def read_lexicon(path: Path, required: Sequence[str]) -> Lexicon:
+    """Read a ``char.dic`` / ``word.dic``; the embedding has one row per line."""
+    ids: Dict[str, int] = {}
+    n_lines = 0
+    with open(path, encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            fields = line.strip().split("\t")
+            if fields == [""]:
+                raise LexiconError(f"{path}:{line_no}: empty line; expected 'entry<TAB>id'")
+            if len(fields) == 1:
+                fields.insert(0, WHITESPACE_ENTRY)
+            if len(fields) != 2 or not fields[1].lstrip("-").isdigit():
+                raise LexiconError(f"{path}:{line_no}: expected 'entry<TAB>id', got {line!r}")
+            ids[fields[0]] = int(fields[1])
+            n_lines += 1
+    return _checked(ids, n_lines, str(path), required)
+
+
+def _checked(ids: Dict[str, int], size: Any, source: str, required: Sequence[str]) -> Lexicon:
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise LexiconError(f"{source}: size must be a positive integer, got {size!r}")
+    missing = [entry for entry in required if entry not in ids]
+    if missing:
+        raise LexiconError(f"{source}: missing the special entries {missing}")
+    bad = [(entry, i) for entry, i in ids.items() if not 0 <= i < size]
+    if bad:
+        raise LexiconError(f"{source}: ids must lie in [0, {size}) (one per line), got {bad[:3]}")
+    return Lexicon(ids, size)
+
+
+@dataclass(frozen=True)
+class ManyLangsVocab:
+    """Everything an ELMoForManyLangs model needs to index text: its lexicons and token width."""
+
+    chars: Lexicon
+    words: Optional[Lexicon]
+    max_characters_per_token: int
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "format": "elmoformanylangs",
+            "max_characters_per_token": self.max_characters_per_token,
+            "chars": self.chars.to_dict(),
+            "words": None if self.words is None else self.words.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str) -> "ManyLangsVocab":
+        where = f"{source}: lexicon"
+        if not isinstance(data, Mapping) or data.get("format") != "elmoformanylangs":
+            raise LexiconError(f"{where} must be an object with format 'elmoformanylangs'")
+        width = data.get("max_characters_per_token")
+        if isinstance(width, bool) or not isinstance(width, int) or width < 3:
+            raise LexiconError(f"{where}.max_characters_per_token must be an integer >= 3, got {width!r}")
+        words = data.get("words")
+        return cls(
+            chars=Lexicon.from_dict(data.get("chars"), f"{where}.chars", REQUIRED_CHARS),
+            words=None if words is None else Lexicon.from_dict(words, f"{where}.words", REQUIRED_WORDS),
+            max_characters_per_token=width,
+        )
+
+
+class LexiconIndexer:
+    """ELMoForManyLangs text -> ids (see the module doc); the interface of ``ByteIndexer``."""
+
+    name = "elmoformanylangs"
+
+    def __init__(self, vocab: ManyLangsVocab) -> None:
+        self.vocab = vocab
+        chars = vocab.chars.ids
+        self._max_chars = vocab.max_characters_per_token
+        self._first, self._last = chars[EOW] + 1, chars[BOW] + 1
+        self._oov, self._pad = chars[OOV] + 1, chars[PAD] + 1
+        self._shifted = {c: i + 1 for c, i in chars.items()}
+        self.width = self._max_chars + (vocab.words is not None)
+        self.n_characters = vocab.chars.size + 1
+        self.n_words = 0 if vocab.words is None else vocab.words.size + 1
+        self.padding_id = self._pad
+        self.bos_ids = self.tokens_to_ids([BOS])[0]
+        self.eos_ids = self.tokens_to_ids([EOS])[0]
+
+    def tokens_to_ids(self, tokens: Sequence[str]) -> np.ndarray:
+        """(len(tokens), width) int64."""
+        tokens = list(tokens)  # cut in place below: the word ids are those of the cut tokens
+        ids = np.full((len(tokens), self.width), self._pad, dtype=np.int64)
+        keep = self._max_chars - 2
+        get, oov = self._shifted.get, self._oov
+        for row, token in enumerate(tokens):
+            if not isinstance(token, str):
+                raise TypeError(f"token {row} is a {type(token).__name__}, expected str: {token!r}")
+            if token in (BOS, EOS):
+                chars = [self._shifted[token]]
+            else:
+                token = tokens[row] = token[:keep]
+                chars = [get(c, oov) for c in token]
+            ids[row, 0] = self._first
+            ids[row, 1 : len(chars) + 1] = chars
+            ids[row, len(chars) + 1] = self._last
+        words = self.vocab.words
+        if words is not None:
+            word_oov = words.ids[OOV]
+            ids[:, -1] = [words.ids.get(token, word_oov) + 1 for token in tokens]
+        return ids
+
+    def batch_to_ids(self, sentences: Sequence[Sequence[str]]) -> np.ndarray:
+        return pad_batch(sentences, self.tokens_to_ids, self.width)

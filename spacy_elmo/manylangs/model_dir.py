@@ -1,0 +1,266 @@
+"""An ELMoForManyLangs model directory -> this package's ``BiLM``.
+
+A directory as HIT-SCIR released them::
+
+    config.json          {"config_path": ".../cnn_50_100_512_4096_sample.json", ...}
+    char.dic, word.dic   lexicons (``lexicon.py``); word.dic only used when word_dim > 0
+    token_embedder.pkl   torch.save'd state dict of its ConvTokenEmbedder
+    encoder.pkl          torch.save'd state dict of its ElmobiLm
+
+The architecture config named by ``config_path`` is looked for beside ``config.json`` (by its
+path, then by its file name). The released models point at a config that ships inside the
+``elmoformanylangs`` package rather than in the download; for those two names the released
+hyperparameters (``RELEASED_CONFIGS``) are used, so a downloaded directory loads as it is.
+
+Only the architecture of the released models is supported: the "cnn" token embedder (character
+CNN, highway, optional word embedding) and the "elmo" encoder (LSTM with projection and clipping,
+residual from the second layer on). The "lstm" variants are refused by name.
+
+Weight mapping (ELMoForManyLangs -> here):
+
+- ``char_emb_layer.embedding.weight`` (n, e) -> ``char_embedding.weight`` rows 1.. (row 0: the
+  padded position); ``word_emb_layer.embedding.weight`` likewise -> ``word_embedding.weight``.
+- ``convolutions.i.*`` -> ``convolutions.i.*``; ``projection.*`` -> ``projection.*``.
+- ``highways._layers.k`` computes ``gate * x + (1 - gate) * relu(transform)``; here the gate
+  multiplies the transform, so the gate half of the weight and bias is negated
+  (``sigmoid(-z) = 1 - sigmoid(z)``).
+- ``{forward,backward}_layer_l``: ``input_linearity.weight`` -> ``weight_ih``,
+  ``state_linearity.weight``/``bias`` -> ``weight_hh``/``bias_hh`` (``bias_ih`` zero),
+  ``state_projection.weight`` -> ``weight_hr``; both use gate order (i, f, g, o).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
+
+import torch
+
+from ..nn.bilm import BiLM
+from ..options import BiLMOptions, OptionsError
+from ..weights import WeightFileError, build_bilm
+from .lexicon import REQUIRED_CHARS, REQUIRED_WORDS, ManyLangsVocab, read_lexicon
+
+PathLike = Union[str, Path]
+CONFIG_NAME = "config.json"
+CHAR_LEXICON = "char.dic"
+WORD_LEXICON = "word.dic"
+TOKEN_EMBEDDER = "token_embedder.pkl"
+ENCODER = "encoder.pkl"
+
+_RELEASED = {
+    "encoder": {"name": "elmo", "projection_dim": 512, "cell_clip": 3, "proj_clip": 3, "dim": 4096, "n_layers": 2},
+    "token_embedder": {
+        "name": "cnn",
+        "activation": "relu",
+        "filters": [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]],
+        "n_highway": 2,
+        "word_dim": 100,
+        "char_dim": 50,
+        "max_characters_per_token": 50,
+    },
+}
+#: The architecture configs the released models name but do not ship (both have these values).
+RELEASED_CONFIGS = {
+    "cnn_50_100_512_4096_sample.json": _RELEASED,
+    "cnn_0_100_512_4096_sample.json": _RELEASED,
+}
+
+
+class ManyLangsFormatError(ValueError):
+    """A directory that is not a complete, consistent ELMoForManyLangs model."""
+
+
+def is_manylangs_dir(path: PathLike) -> bool:
+    """True for a directory holding any file of an ELMoForManyLangs model (native checkpoints and
+    released ELMo directories have none of them), so a partial one gets errors naming what is
+    missing rather than being taken for another format."""
+    path = Path(path)
+    names = (CONFIG_NAME, CHAR_LEXICON, TOKEN_EMBEDDER, ENCODER)
+    return path.is_dir() and any((path / name).is_file() for name in names)
+
+
+def load_manylangs_bilm(
+    path: PathLike, stateful: bool = False, device: Union[str, torch.device, None] = None
+) -> BiLM:
+    """Load an ELMoForManyLangs model directory as a ``BiLM`` (eval mode) whose indexer is the
+    model's lexicon (``bilm.batch_to_ids`` gives its ids)."""
+    path = Path(path)
+    config = read_architecture(path)
+    vocab = read_vocab(path, config)
+    options = _options(config, vocab, source=str(path / CONFIG_NAME))
+    state = _convert_state(
+        _torch_state(path / TOKEN_EMBEDDER), _torch_state(path / ENCODER), options, path
+    )
+    bilm = build_bilm(options, state, source=str(path), stateful=stateful)
+    if device is not None:
+        bilm.to(device)
+    return bilm.eval()
+
+
+def read_architecture(path: Path) -> Dict[str, Any]:
+    """The model's architecture config (the file ``config.json`` names by ``config_path``)."""
+    if not path.is_dir():
+        raise FileNotFoundError(f"ELMoForManyLangs model directory not found: {path}")
+    config_file = path / CONFIG_NAME
+    outer = _read_json(config_file)
+    config_path = outer.get("config_path") if isinstance(outer, Mapping) else None
+    if not isinstance(config_path, str) or not config_path:
+        raise ManyLangsFormatError(f"{config_file}: missing 'config_path' (the architecture config)")
+    for candidate in (path / config_path, path / Path(config_path).name):
+        if candidate.is_file():
+            return _read_json(candidate)
+    released = RELEASED_CONFIGS.get(Path(config_path).name)
+    if released is not None:
+        return released
+    raise FileNotFoundError(
+        f"{config_file}: its architecture config {config_path!r} is not in {path}; put that file "
+        f"(from the model's training run) beside {CONFIG_NAME}"
+    )
+
+
+def read_vocab(path: Path, config: Mapping[str, Any]) -> ManyLangsVocab:
+    """The char lexicon (and the word lexicon if word_dim > 0)."""
+    embedder = _section(config, "token_embedder", path)
+    if embedder.get("char_dim", 0) <= 0:
+        raise ManyLangsFormatError(
+            f"{path}: token_embedder.char_dim is {embedder.get('char_dim')!r}; only models with a "
+            "character CNN (char_dim > 0) are supported"
+        )
+    chars = read_lexicon(_required(path / CHAR_LEXICON), REQUIRED_CHARS)
+    words = None
+    if embedder.get("word_dim", 0) > 0:
+        words = read_lexicon(_required(path / WORD_LEXICON), REQUIRED_WORDS)
+    return ManyLangsVocab(chars, words, int(embedder.get("max_characters_per_token", 50)))
+
+
+def _options(config: Mapping[str, Any], vocab: ManyLangsVocab, source: str) -> BiLMOptions:
+    embedder = _section(config, "token_embedder", source)
+    encoder = _section(config, "encoder", source)
+    for section, value in (("token_embedder", embedder), ("encoder", encoder)):
+        expected = "cnn" if section == "token_embedder" else "elmo"
+        if str(value.get("name", "")).lower() != expected:
+            raise ManyLangsFormatError(
+                f"{source}: {section}.name is {value.get('name')!r}; only {expected!r} (the "
+                "released models' architecture) is supported"
+            )
+    data = {
+        "char_cnn": {
+            "activation": embedder.get("activation", "relu"),
+            "embedding": {"dim": embedder.get("char_dim")},
+            "filters": embedder.get("filters"),
+            "n_highway": embedder.get("n_highway"),
+            "n_characters": vocab.chars.size + 1,
+            "max_characters_per_token": vocab.max_characters_per_token,
+        },
+        "lstm": {key: encoder.get(key) for key in ("dim", "projection_dim", "n_layers", "cell_clip", "proj_clip")},
+        "lexicon": vocab.to_dict(),
+    }
+    data["lstm"]["use_skip_connections"] = True
+    if vocab.words is not None:
+        data["char_cnn"]["word_dim"] = embedder.get("word_dim")
+    try:
+        return BiLMOptions.from_dict(data, source=source)
+    except OptionsError as err:
+        raise ManyLangsFormatError(str(err)) from err
+
+
+def _convert_state(
+    embedder: Dict[str, torch.Tensor],
+    encoder: Dict[str, torch.Tensor],
+    options: BiLMOptions,
+    path: Path,
+) -> Dict[str, torch.Tensor]:
+    """Their two state dicts -> this package's ``BiLM`` state dict (mapping in the module doc)."""
+    take = _Taker(embedder, path / TOKEN_EMBEDDER)
+    state: Dict[str, torch.Tensor] = {}
+    enc = "token_encoder."
+    state[enc + "char_embedding.weight"] = _with_padding_row(take("char_emb_layer.embedding.weight"))
+    if options.char_cnn.word_dim:
+        state[enc + "word_embedding.weight"] = _with_padding_row(take("word_emb_layer.embedding.weight"))
+    for i in range(len(options.char_cnn.filters)):
+        for kind in ("weight", "bias"):
+            state[f"{enc}convolutions.{i}.{kind}"] = take(f"convolutions.{i}.{kind}")
+    dim = options.char_cnn.n_filters
+    for k in range(options.char_cnn.n_highway):
+        weight, bias = take(f"highways._layers.{k}.weight"), take(f"highways._layers.{k}.bias")
+        sign = torch.ones(2 * dim, 1)
+        sign[dim:] = -1.0
+        state[f"{enc}highways.{k}.linear.weight"] = weight * sign
+        state[f"{enc}highways.{k}.linear.bias"] = bias * sign[:, 0]
+    for kind in ("weight", "bias"):
+        state[f"{enc}projection.{kind}"] = take(f"projection.{kind}")
+    take.check_all_used()
+
+    take = _Taker(encoder, path / ENCODER)
+    for direction in ("forward", "backward"):
+        for layer in range(options.lstm.n_layers):
+            theirs = f"{direction}_layer_{layer}."
+            ours = f"{direction}_lstm.layers.{layer}."
+            state[ours + "weight_ih_l0"] = take(theirs + "input_linearity.weight")
+            state[ours + "weight_hh_l0"] = take(theirs + "state_linearity.weight")
+            state[ours + "bias_hh_l0"] = take(theirs + "state_linearity.bias")
+            state[ours + "bias_ih_l0"] = torch.zeros_like(state[ours + "bias_hh_l0"])
+            state[ours + "weight_hr_l0"] = take(theirs + "state_projection.weight")
+    take.check_all_used()
+    return state
+
+
+class _Taker:
+    """Reads tensors out of one state dict, naming the file in every error."""
+
+    def __init__(self, state: Dict[str, torch.Tensor], source: Path) -> None:
+        self.state, self.source, self.used = state, source, set()
+
+    def __call__(self, name: str) -> torch.Tensor:
+        if name not in self.state:
+            raise WeightFileError(
+                f"{self.source}: no parameter '{name}' (has {sorted(self.state)[:6]}...); "
+                "does the architecture config match the weights?"
+            )
+        self.used.add(name)
+        return self.state[name].float()
+
+    def check_all_used(self) -> None:
+        unused = sorted(set(self.state) - self.used)
+        if unused:
+            raise WeightFileError(
+                f"{self.source}: parameters the architecture config does not account for: {unused[:6]}"
+            )
+
+
+def _with_padding_row(weight: torch.Tensor) -> torch.Tensor:
+    """Ids are shifted by +1 here: a zero row 0 for padded positions, then their rows."""
+    return torch.cat([weight.new_zeros(1, weight.shape[1]), weight])
+
+
+def _torch_state(path: Path) -> Dict[str, torch.Tensor]:
+    _required(path)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # pickle / zip errors come in many types
+        raise WeightFileError(f"{path}: not a PyTorch state dict ({err})") from err
+    if not isinstance(state, Mapping) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise WeightFileError(f"{path}: expected a state dict (parameter name -> tensor)")
+    return dict(state)
+
+
+def _required(path: Path) -> Path:
+    if not path.is_file():
+        raise FileNotFoundError(f"ELMoForManyLangs model file missing: {path}")
+    return path
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(_required(path).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ManyLangsFormatError(f"{path}: not valid JSON ({err})") from err
+
+
+def _section(config: Any, key: str, source: Any) -> Mapping[str, Any]:
+    value = config.get(key) if isinstance(config, Mapping) else None
+    if not isinstance(value, Mapping):
+        raise ManyLangsFormatError(f"{source}: architecture config has no '{key}' section")
+    return value
