@@ -53,7 +53,8 @@ from .architectures import get_bilm, set_bilm, torch_device
 from .doc_layers import LayerCache, batch_by_length, doc_layers, split_sequences
 from .doc_output import ElmoOutput, decode_elmo_output
 from .listener import ElmoListener
-from .nn.bilm import PRECISIONS, BiLM
+from .nn.bilm import BiLM
+from .nn.precision import PRECISIONS
 from .weights import VOCAB_NAME, load_bilm
 
 __all__ = ["DEFAULT_MODEL", "Elmo", "add_vector_hooks", "batch_by_length", "make_elmo", "split_sequences"]

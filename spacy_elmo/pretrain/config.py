@@ -9,6 +9,7 @@ from typing import Any, Dict, Optional, Union
 
 from confection import Config
 
+from ..nn.precision import TRAINING_PRECISIONS
 from ..options import BiLMOptions
 from .corpus import CorpusSettings
 
@@ -244,7 +245,7 @@ def parse_settings(config: Config) -> PretrainSettings:
     training = TrainingSettings(
         batch_tokens=get.positive_int("training", "batch_tokens"),
         max_steps=get.positive_int("training", "max_steps"),
-        precision=get.choice("training", "precision", ("fp32", "bf16", "fp16")),
+        precision=get.choice("training", "precision", TRAINING_PRECISIONS),
         eval_every=get.positive_int("training", "eval_every"),
         checkpoint_every=get.positive_int("training", "checkpoint_every"),
         log_every=get.positive_int("training", "log_every"),

@@ -18,7 +18,6 @@ import math
 import random
 import signal
 import time
-from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Tuple
@@ -31,6 +30,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
 from ..nn.bilm import BiLM
+from ..nn.precision import get_precision
 from ..nn.softmax import LMSoftmax
 from ..weights import VOCAB_NAME, load_bilm, save_bilm
 from .config import (
@@ -126,7 +126,9 @@ class Trainer:
         softmax = LMSoftmax(len(self.vocab), s.options.lstm.projection_dim)
         if s.init_bilm and not resume:
             self._initialize_from(bilm, softmax)
-        self.model = BiLMLanguageModel(bilm, softmax, s.objective.dropout).to(self.device)
+        self.model = BiLMLanguageModel(
+            bilm, softmax, s.objective.dropout, s.training.precision
+        ).to(self.device)
         self.sparse_updates = sparse_updates_wanted(s, self.use_sampled)
         if self.sparse_updates:
             softmax.row_sparse_gradients = True
@@ -143,7 +145,9 @@ class Trainer:
             self.ddp_model = DDP(self.model, device_ids)
         self.optimizer = _make_optimizer(self.model, s)
         self.scheduler = _make_scheduler(self.optimizer, s)
-        self.scaler = torch.amp.GradScaler(self.device.type, enabled=s.training.precision == "fp16")
+        self.scaler = torch.amp.GradScaler(
+            self.device.type, enabled=get_precision(s.training.precision).needs_grad_scaler
+        )
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(s.seed * 1000 + self.ctx.rank)
         random.seed(s.seed + self.ctx.rank)
@@ -227,12 +231,9 @@ class Trainer:
         s = self.settings
         self.model.train()
         batch = batch.to(self.device)
-        with self._autocast():
-            nll = self.ddp_model(
-                batch,
-                s.objective.n_negative_samples if self.use_sampled else None,
-                self.generator,
-            )
+        nll = self.ddp_model(
+            batch, s.objective.n_negative_samples if self.use_sampled else None, self.generator
+        )
         # Normalise by the targets of all ranks so that DDP's gradient average equals the
         # gradient of one process holding every rank's sequences.
         totals = torch.tensor(
@@ -256,13 +257,6 @@ class Trainer:
         self.tokens_seen += global_count // 2
         return global_nll, global_count
 
-    def _autocast(self):
-        precision = self.settings.training.precision
-        if precision == "fp32":
-            return nullcontext()
-        dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-        return torch.autocast(self.device.type, dtype=dtype)
-
     def _request_stop(self, signum, frame) -> None:
         if self._stop_requested:
             raise KeyboardInterrupt
@@ -278,8 +272,7 @@ class Trainer:
         self.model.eval()
         reader = SequenceReader(self.dev_files, s.corpus, self.ctx.rank, self.ctx.world_size)
         limit = s.dev_max_tokens // self.ctx.world_size if s.dev_max_tokens else None
-        with self._autocast():
-            sums = held_out_nll(self.model, self.vocab, reader, s.training.batch_tokens, limit)
+        sums = held_out_nll(self.model, self.vocab, reader, s.training.batch_tokens, limit)
         self.ctx.all_reduce_sum(sums)
         return EvalResult.from_sums(sums, s.dev)
 
