@@ -50,7 +50,8 @@ from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer
 
 from .architectures import get_bilm, set_bilm, torch_device
-from .doc_layers import LayerCache, batch_by_length, doc_layers, split_sequences
+from .batching import batch_by_length
+from .doc_layers import LayerCache, doc_layers, split_sequences
 from .doc_output import ElmoOutput, decode_elmo_output
 from .listener import ElmoListener
 from .nn.bilm import BiLM

@@ -29,6 +29,7 @@ from safetensors.torch import load_file, save_file
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
+from ..batching import pack_sequences
 from ..nn.bilm import BiLM
 from ..nn.precision import get_precision
 from ..nn.softmax import LMSoftmax
@@ -46,7 +47,6 @@ from .corpus import (
     DataPosition,
     SequenceReader,
     count_words,
-    pack_by_tokens,
     resolve_files,
 )
 from .distributed import DistributedContext
@@ -490,10 +490,10 @@ def _dev_batches(
         seen += len(sequence) + 1
         chunk.append(sequence)
         if len(chunk) >= 1000:
-            yield from pack_by_tokens(sorted(chunk, key=len), batch_tokens)
+            yield from pack_sequences(sorted(chunk, key=len), batch_tokens, overhead=2)
             chunk = []
     if chunk:
-        yield from pack_by_tokens(sorted(chunk, key=len), batch_tokens)
+        yield from pack_sequences(sorted(chunk, key=len), batch_tokens, overhead=2)
 
 
 def clip_grad_norm(parameters: Iterable[torch.nn.Parameter], max_norm: float) -> torch.Tensor:
