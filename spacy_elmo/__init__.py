@@ -8,11 +8,11 @@ entry points; importing this package does not import spaCy.
 from .chars import batch_to_ids
 from .nn import BiLM, ScalarMix
 from .options import BiLMOptions, OptionsError
+from .sources import WeightSource, load_bilm, load_bilm_from, resolve_weight_source
 from .weights import (
     WeightFileError,
     build_bilm,
     export_bilm_tf,
-    load_bilm,
     read_bilm_tf_weights,
     save_bilm,
     write_bilm_tf_weights,
@@ -26,11 +26,14 @@ __all__ = [
     "OptionsError",
     "ScalarMix",
     "WeightFileError",
+    "WeightSource",
     "batch_to_ids",
     "build_bilm",
     "export_bilm_tf",
     "load_bilm",
+    "load_bilm_from",
     "read_bilm_tf_weights",
+    "resolve_weight_source",
     "save_bilm",
     "write_bilm_tf_weights",
 ]

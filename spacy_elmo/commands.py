@@ -15,7 +15,8 @@ import torch
 import typer
 
 from .chars import batch_to_ids
-from .weights import HDF5_NAME, OPTIONS_NAME, SAFETENSORS_NAME, _resolve_paths, export_bilm_tf, load_bilm, save_bilm
+from .sources import load_bilm, load_bilm_from, resolve_weight_source
+from .weights import HDF5_NAME, OPTIONS_NAME, SAFETENSORS_NAME, export_bilm_tf, save_bilm
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -53,13 +54,15 @@ def convert(
         _fail(f"--to must be native, bilm-tf or auto, got {to!r}")
     try:
         if source.is_dir():
-            options_path, weight_path = _resolve_paths(source, None)
+            weights = resolve_weight_source(source, what="SOURCE")
         else:
-            options_path, weight_path = _resolve_paths(options_file or source.parent / OPTIONS_NAME, source)
-        bilm = load_bilm(options_path, weight_path)
+            weights = resolve_weight_source(
+                options_file=options_file or source.parent / OPTIONS_NAME, weight_file=source
+            )
+        bilm = load_bilm_from(weights)
     except (ValueError, FileNotFoundError) as err:
         _fail(str(err))
-    source_format = "bilm-tf" if h5py.is_hdf5(str(weight_path)) else "native"
+    weight_path, source_format = weights.weight_file, weights.format
     target = to if to != "auto" else ("native" if source_format == "bilm-tf" else "bilm-tf")
     if target == "native":
         save_bilm(bilm, output_dir)

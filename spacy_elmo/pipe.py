@@ -56,7 +56,8 @@ from .doc_output import ElmoOutput, decode_elmo_output
 from .listener import ElmoListener
 from .nn.bilm import BiLM
 from .nn.precision import PRECISIONS
-from .weights import VOCAB_NAME, load_bilm
+from .sources import check_weight_settings, load_bilm_from, resolve_weight_source
+from .weights import VOCAB_NAME
 
 __all__ = ["DEFAULT_MODEL", "Elmo", "add_vector_hooks", "batch_by_length", "make_elmo", "split_sequences"]
 
@@ -182,7 +183,11 @@ class Elmo(TrainablePipe):
         self.model = model
         self.name = name
         self.cfg: Dict = {}
-        self.weight_source = _weight_source(name, model_path, options_file, weight_file)
+        try:
+            check_weight_settings(model_path, options_file, weight_file)
+        except ValueError as err:
+            raise ValueError(f"elmo pipe '{name}': {err}") from None
+        self.weight_settings = (model_path, options_file, weight_file)
         self.mix_weights = _check_mix_weights(name, mix_weights)
         self.gamma = _check_number(name, "gamma", gamma)
         self.max_sequence_length = _check_positive_int(name, "max_sequence_length", max_sequence_length)
@@ -411,23 +416,23 @@ class Elmo(TrainablePipe):
         return super().from_disk(path, exclude=exclude)
 
     def _load_bilm(self) -> BiLM:
-        options_or_dir, weight_file = self.weight_source
-        if weight_file is None and not options_or_dir.exists():
-            if options_or_dir == DEFAULT_MODEL:
+        model_path, options_file, weight_file = self.weight_settings
+        if model_path is None and options_file is None:
+            if not DEFAULT_MODEL.exists():
                 raise ValueError(
                     f"elmo pipe '{self.name}': no weights configured, and the bundled default "
                     f"model {DEFAULT_MODEL} is not in this installation; set model_path (a "
                     "native checkpoint, or a directory with options.json and weights.hdf5), or "
                     "options_file and weight_file (a released ELMo model)"
                 )
-            raise ValueError(f"elmo pipe '{self.name}': model_path {options_or_dir} does not exist")
+            model_path = DEFAULT_MODEL
         try:
-            bilm = load_bilm(options_or_dir, weight_file)
-        except FileNotFoundError as err:
+            source = resolve_weight_source(model_path, options_file, weight_file)
+        except (FileNotFoundError, ValueError) as err:
             raise ValueError(f"elmo pipe '{self.name}': {err}") from err
+        bilm = load_bilm_from(source)
         if self.token_cache_words:
-            model_dir = options_or_dir if weight_file is None else weight_file.parent
-            vocab_file = self.token_cache_vocab or model_dir / VOCAB_NAME
+            vocab_file = self.token_cache_vocab or source.directory / VOCAB_NAME
             self.cfg["token_cache"] = _read_cache_words(self.name, vocab_file, self.token_cache_words)
         return bilm
 
@@ -534,27 +539,6 @@ def _token_has_vector(token: Token) -> bool:
 
 def _has_vector(obj: Union[Doc, Span]) -> bool:
     return any(_token_has_vector(token) for token in obj)
-
-
-def _weight_source(
-    name: str,
-    model_path: Union[str, Path, None],
-    options_file: Union[str, Path, None],
-    weight_file: Union[str, Path, None],
-) -> Tuple[Path, Optional[Path]]:
-    """(model directory, None) or (options file, weight file), as ``load_bilm`` takes them."""
-    if model_path is not None and (options_file is not None or weight_file is not None):
-        raise ValueError(
-            f"elmo pipe '{name}': set model_path, or options_file and weight_file, not both"
-        )
-    if model_path is not None:
-        return Path(model_path), None
-    if (options_file is None) != (weight_file is None):
-        missing = "weight_file" if weight_file is None else "options_file"
-        raise ValueError(f"elmo pipe '{name}': options_file and weight_file go together; {missing} is missing")
-    if options_file is not None:
-        return Path(options_file), Path(weight_file)
-    return DEFAULT_MODEL, None
 
 
 def _read_cache_words(name: str, vocab_file: Path, n_words: int) -> List[str]:

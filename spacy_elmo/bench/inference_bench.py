@@ -33,7 +33,7 @@ from tqdm import tqdm
 from ..chars import batch_to_ids
 from ..nn.bilm import BiLM
 from ..nn.precision import precision_context
-from ..weights import load_bilm
+from ..sources import load_bilm
 from .isolate import run_isolated
 from .measure import MB, PeakMemory, Stopwatch
 from .reference import ReferenceBiLM, max_abs_differences, top_layer_cosine

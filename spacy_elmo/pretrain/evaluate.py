@@ -16,7 +16,8 @@ from confection import Config
 from safetensors.torch import load_file
 
 from ..nn.softmax import LMSoftmax
-from ..weights import VOCAB_NAME, load_bilm
+from ..sources import load_bilm
+from ..weights import VOCAB_NAME
 from .config import parse_settings
 from .corpus import SequenceReader, resolve_files
 from .model import BiLMLanguageModel

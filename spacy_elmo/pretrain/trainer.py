@@ -33,7 +33,8 @@ from ..batching import pack_sequences
 from ..nn.bilm import BiLM
 from ..nn.precision import get_precision
 from ..nn.softmax import LMSoftmax
-from ..weights import VOCAB_NAME, load_bilm, save_bilm
+from ..sources import WeightSource, load_bilm_from, resolve_weight_source
+from ..weights import VOCAB_NAME, save_bilm
 from .config import (
     ConfigError,
     PretrainSettings,
@@ -345,7 +346,8 @@ class Trainer:
         """Copy the weights of ``initialize.bilm`` (and its softmax, when it comes with this run's
         vocabulary) into the fresh model."""
         s = self.settings
-        source = load_bilm(s.init_bilm, s.init_weight_file)
+        weights = init_weight_source(s)
+        source = load_bilm_from(weights)
         if source.options != s.options:
             ours, theirs = _flat(s.options.to_dict()), _flat(source.options.to_dict())
             differ = [
@@ -359,9 +361,8 @@ class Trainer:
                 + "). `python -m spacy_elmo init-config CONFIG --model DIR` writes a matching config"
             )
         bilm.load_state_dict(source.state_dict())
-        source_path = Path(s.init_bilm)
-        directory = source_path if source_path.is_dir() else source_path.parent
-        softmax_file, vocab_file = directory / SOFTMAX_NAME, directory / VOCAB_NAME
+        softmax_file = weights.directory / SOFTMAX_NAME
+        vocab_file = weights.directory / VOCAB_NAME
         with_softmax = (
             softmax_file.is_file()
             and vocab_file.is_file()
@@ -541,6 +542,14 @@ def _make_scheduler(optimizer: torch.optim.Optimizer, s: PretrainSettings):
         return 1.0
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def init_weight_source(s: PretrainSettings) -> WeightSource:
+    """The files of ``[initialize] bilm`` (a model directory, or an options.json with
+    ``weight_file``)."""
+    if s.init_weight_file is None:
+        return resolve_weight_source(s.init_bilm, what="initialize.bilm")
+    return resolve_weight_source(options_file=s.init_bilm, weight_file=s.init_weight_file)
 
 
 def _rng_state() -> Dict:
