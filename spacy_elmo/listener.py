@@ -26,6 +26,8 @@ from spacy.tokens import Doc
 from thinc.api import Maxout, Model, with_array
 from thinc.types import Floats2d, Floats3d
 
+from .layers.mix import scalar_mix, softmax_scale_backprop
+
 MixInput = Tuple[List[Doc], List[Floats3d]]
 
 
@@ -196,8 +198,7 @@ def _mix_forward(model: Model, X: MixInput, is_train: bool):
     ops = model.ops
     s, gamma = model.get_param("s"), model.get_param("gamma")
     weights = ops.softmax(s)
-    scale = weights * gamma[0]
-    mixed = [ops.xp.tensordot(scale, doc_layers, axes=(0, 0)) for doc_layers in layers]
+    mixed, backprop_mix = scalar_mix(ops, weights, gamma[0], layers)
     rate = model.attrs["dropout_rate"] if is_train else 0.0
     masks = [ops.get_dropout_mask(m.shape, rate) if rate else None for m in mixed]
     dropped = [m * mask if mask is not None else m for m, mask in zip(mixed, masks)]
@@ -215,18 +216,10 @@ def _mix_forward(model: Model, X: MixInput, is_train: bool):
             backprop_embed([d[:, width:] for d in d_features])
         d_mixed = [d[:, :width] for d in d_features]
         d_mixed = [d * mask if mask is not None else d for d, mask in zip(d_mixed, masks)]
-        d_scale = ops.alloc1f(len(scale))
-        d_layers = []
-        for doc_layers, d in zip(layers, d_mixed):
-            # mixed = sum_j scale_j layers_j
-            d_scale += (doc_layers * d[None]).sum(axis=(1, 2))
-            d_layers.append(scale[:, None, None] * d[None])
-        # scale = gamma * softmax(s)
-        d_gamma = (d_scale * weights).sum()
-        d_weights = d_scale * gamma[0]
-        d_s = weights * (d_weights - (d_weights * weights).sum())
+        d_scale, d_layers = backprop_mix(d_mixed)
+        d_s, d_gamma = softmax_scale_backprop(weights, gamma[0], d_scale)
         model.inc_grad("s", d_s)
-        model.inc_grad("gamma", ops.asarray1f([float(d_gamma)]))
+        model.inc_grad("gamma", ops.asarray1f([d_gamma]))
         return d_layers
 
     return outputs, backprop

@@ -52,6 +52,7 @@ from thinc.api import Config, Model, Optimizer
 from .architectures import get_bilm, set_bilm, torch_device
 from .batching import batch_by_length
 from .doc_layers import LayerCache, doc_layers, split_sequences
+from .layers.mix import scalar_mix
 from .doc_output import ElmoOutput, decode_elmo_output
 from .listener import ElmoListener
 from .nn.bilm import BiLM
@@ -335,17 +336,14 @@ class Elmo(TrainablePipe):
     def _outputs(self, layers: List) -> List[ElmoOutput]:
         """Per-doc layers (model device) -> ElmoOutput with the fixed mix, on the CPU."""
         ops = self.model.ops
-        weights = ops.asarray1f(self.layer_weights())
-        outputs = []
-        for doc_layers_ in layers:
-            mixed = ops.xp.tensordot(weights, doc_layers_, axes=(0, 0)) * self.gamma
-            outputs.append(
-                ElmoOutput(
-                    ops.to_numpy(mixed).astype(np.float32, copy=False),
-                    ops.to_numpy(doc_layers_) if self.store_layers else None,
-                )
+        mixed, _ = scalar_mix(ops, ops.asarray1f(self.layer_weights()), self.gamma, layers)
+        return [
+            ElmoOutput(
+                ops.to_numpy(vectors).astype(np.float32, copy=False),
+                ops.to_numpy(doc_layers_) if self.store_layers else None,
             )
-        return outputs
+            for vectors, doc_layers_ in zip(mixed, layers)
+        ]
 
     def set_annotations(self, docs: Iterable[Doc], outputs: List[ElmoOutput]) -> None:
         for doc, output in zip(docs, outputs):
