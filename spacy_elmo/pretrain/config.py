@@ -11,6 +11,7 @@ from confection import Config
 
 from ..nn.precision import TRAINING_PRECISIONS
 from ..options import BiLMOptions
+from .optimizers import optimizers, schedules
 from .corpus import CorpusSettings
 
 DEFAULT_CONFIG = """
@@ -232,7 +233,7 @@ def parse_settings(config: Config) -> PretrainSettings:
         sparse_updates=_sparse_updates(get.section("objective")),
     )
     optimizer = OptimizerSettings(
-        name=get.choice("optimizer", "name", ("adagrad", "adam")),
+        name=get.choice("optimizer", "name", tuple(sorted(optimizers.get_all()))),
         learning_rate=get.positive_float("optimizer", "learning_rate"),
         initial_accumulator_value=get("optimizer", "initial_accumulator_value", (int, float)),
         beta1=get.fraction("optimizer", "beta1"),
@@ -240,7 +241,7 @@ def parse_settings(config: Config) -> PretrainSettings:
         weight_decay=get("optimizer", "weight_decay", (int, float)),
         clip_norm=get("optimizer", "clip_norm", (int, float), allow_none=True),
         warmup_steps=get.positive_int("optimizer", "warmup_steps", minimum=0),
-        schedule=get.choice("optimizer", "schedule", ("constant", "linear")),
+        schedule=get.choice("optimizer", "schedule", tuple(sorted(schedules.get_all()))),
     )
     training = TrainingSettings(
         batch_tokens=get.positive_int("training", "batch_tokens"),

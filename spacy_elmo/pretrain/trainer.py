@@ -1,13 +1,7 @@
 """The pretraining loop: batches -> loss -> clipped update; logs, evaluations and checkpoints.
 
-Output directory layout (loadable by ``load_bilm(output_dir)`` and the ``elmo`` pipe at any time
-after the first checkpoint):
-
-- ``options.json``, ``model.safetensors``: the biLM (native checkpoint);
-- ``softmax.safetensors``, ``vocab.txt``: the LM output layer and its vocabulary;
-- ``config.cfg``: the resolved config; ``metrics.jsonl``: one JSON object per log/eval line;
-- ``checkpoint/state.pt``: everything ``--resume`` needs to continue bit for bit (weights,
-  optimizer, schedule, scaler, every rank's RNG states and corpus position).
+The output directory (``run_files.py`` names its files) is loadable by ``load_bilm(output_dir)``
+and the ``elmo`` pipe at any time after the first checkpoint.
 """
 
 from __future__ import annotations
@@ -34,7 +28,7 @@ from ..nn.bilm import BiLM
 from ..nn.precision import get_precision
 from ..nn.softmax import LMSoftmax
 from ..sources import WeightSource, load_bilm_from, resolve_weight_source
-from ..weights import VOCAB_NAME, save_bilm
+from ..weights import save_bilm
 from .config import (
     ConfigError,
     PretrainSettings,
@@ -52,12 +46,10 @@ from .corpus import (
 )
 from .distributed import DistributedContext
 from .model import BiLMLanguageModel, LMBatch, init_bilm_tf_style, make_batch, perplexity
+from .optimizers import make_optimizer, make_scheduler
+from .run_files import CHECKPOINT_DIR, CONFIG_NAME, METRICS_NAME, SOFTMAX_NAME, STATE_FILE, VOCAB_NAME
 from .vocab import Vocab, VocabError
 
-CHECKPOINT_DIR = "checkpoint"
-CONFIG_NAME = "config.cfg"
-SOFTMAX_NAME = "softmax.safetensors"
-STATE_FILE = "state.pt"
 
 
 @dataclass
@@ -144,8 +136,8 @@ class Trainer:
                 )
             device_ids = [self.device.index] if self.device.type == "cuda" else None
             self.ddp_model = DDP(self.model, device_ids)
-        self.optimizer = _make_optimizer(self.model, s)
-        self.scheduler = _make_scheduler(self.optimizer, s)
+        self.optimizer = make_optimizer(self.model, s.optimizer)
+        self.scheduler = make_scheduler(self.optimizer, s.optimizer, s.training.max_steps)
         self.scaler = torch.amp.GradScaler(
             self.device.type, enabled=get_precision(s.training.precision).needs_grad_scaler
         )
@@ -401,7 +393,7 @@ class Trainer:
     def _log(self, record: Dict) -> None:
         if not self.ctx.is_main:
             return
-        with (self.output_dir / "metrics.jsonl").open("a", encoding="utf-8") as handle:
+        with (self.output_dir / METRICS_NAME).open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
 
 
@@ -512,36 +504,6 @@ def clip_grad_norm(parameters: Iterable[torch.nn.Parameter], max_norm: float) ->
     for g in grads:
         g.mul_(coef.to(g.device, g.dtype))
     return total
-
-
-def _make_optimizer(model: torch.nn.Module, s: PretrainSettings) -> torch.optim.Optimizer:
-    o = s.optimizer
-    if o.name == "adagrad":
-        return torch.optim.Adagrad(
-            model.parameters(),
-            lr=o.learning_rate,
-            initial_accumulator_value=o.initial_accumulator_value,
-            weight_decay=o.weight_decay,
-        )
-    return torch.optim.AdamW(
-        model.parameters(),
-        lr=o.learning_rate,
-        betas=(o.beta1, o.beta2),
-        weight_decay=o.weight_decay,
-    )
-
-
-def _make_scheduler(optimizer: torch.optim.Optimizer, s: PretrainSettings):
-    warmup, total, schedule = s.optimizer.warmup_steps, s.training.max_steps, s.optimizer.schedule
-
-    def factor(step: int) -> float:
-        if warmup and step < warmup:
-            return (step + 1) / warmup
-        if schedule == "linear":
-            return max(0.0, (total - step) / max(1, total - warmup))
-        return 1.0
-
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
 def init_weight_source(s: PretrainSettings) -> WeightSource:
