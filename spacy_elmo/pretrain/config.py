@@ -11,7 +11,7 @@ from confection import Config
 
 from ..nn.precision import TRAINING_PRECISIONS
 from ..options import BiLMOptions
-from .optimizers import optimizers, schedules
+from .optimizers import OptimizerSettings, optimizers, schedules
 from .corpus import CorpusSettings
 
 DEFAULT_CONFIG = """
@@ -123,19 +123,6 @@ class ObjectiveSettings:
     n_negative_samples: int
     dropout: float
     sparse_updates: Union[str, bool] = "auto"
-
-
-@dataclass
-class OptimizerSettings:
-    name: str
-    learning_rate: float
-    initial_accumulator_value: float
-    beta1: float
-    beta2: float
-    weight_decay: float
-    clip_norm: Optional[float]
-    warmup_steps: int
-    schedule: str
 
 
 @dataclass
