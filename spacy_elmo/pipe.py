@@ -49,12 +49,12 @@ from spacy.util import minibatch
 from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer
 
-from .architectures import get_bilm, set_bilm, torch_device
 from .batching import batch_by_length
 from .doc_layers import LayerCache, doc_layers, split_sequences
+from .layers.bilm_model import get_bilm, set_bilm, torch_device
+from .layers.listener import ElmoListener
 from .layers.mix import scalar_mix
 from .doc_output import ElmoOutput, decode_elmo_output
-from .listener import ElmoListener
 from .nn.bilm import BiLM
 from .nn.precision import PRECISIONS
 from .sources import check_weight_settings, load_bilm_from, resolve_weight_source
