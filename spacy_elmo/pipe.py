@@ -317,10 +317,12 @@ class Elmo(TrainablePipe):
         """The ELMo output of each doc (CPU arrays), without modifying the docs."""
         docs = list(docs)
         _one_thread_after_fork()
-        layers, _ = self._doc_layers(docs, is_train=False)
+        layers, _ = self._run_bilm(docs, is_train=False)
         return self._outputs(layers)
 
-    def _doc_layers(self, docs: List[Doc], is_train: bool):
+    def _run_bilm(self, docs: List[Doc], is_train: bool):
+        """Per-doc ``(n_layers + 1, len(doc), width)`` layers and their backprop
+        (``doc_layers.doc_layers`` with this pipe's settings)."""
         bilm = self.bilm
         return doc_layers(
             self.model,
@@ -340,9 +342,9 @@ class Elmo(TrainablePipe):
         return [
             ElmoOutput(
                 ops.to_numpy(vectors).astype(np.float32, copy=False),
-                ops.to_numpy(doc_layers_) if self.store_layers else None,
+                ops.to_numpy(per_doc) if self.store_layers else None,
             )
-            for vectors, doc_layers_ in zip(mixed, layers)
+            for vectors, per_doc in zip(mixed, layers)
         ]
 
     def set_annotations(self, docs: Iterable[Doc], outputs: List[ElmoOutput]) -> None:
@@ -371,7 +373,7 @@ class Elmo(TrainablePipe):
         if self.frozen or not self.listeners:
             self.set_annotations(docs, self.predict(docs))
             return losses
-        layers, backprop_layers = self._doc_layers(docs, is_train=True)
+        layers, backprop_layers = self._run_bilm(docs, is_train=True)
         self.set_annotations(docs, self._outputs(layers))
         ops = self.model.ops
         d_layers = [ops.alloc3f(*x.shape) for x in layers]
@@ -455,8 +457,8 @@ def _one_thread_after_fork() -> None:
 def install_extensions() -> None:
     """Register the ``._.elmo*`` attributes (idempotent)."""
     Doc.set_extension("elmo_output", default=None, force=True)
-    Doc.set_extension("elmo", getter=_doc_vectors, force=True)
-    Doc.set_extension("elmo_layers", getter=_doc_layers, force=True)
+    Doc.set_extension("elmo", getter=_get_elmo_vectors, force=True)
+    Doc.set_extension("elmo_layers", getter=_get_elmo_layers, force=True)
     Token.set_extension("elmo", getter=token_vector, force=True)
     Span.set_extension("elmo", getter=span_vector, force=True)
 
@@ -484,25 +486,25 @@ def _output(doc: Doc) -> Optional[ElmoOutput]:
     return output
 
 
-def _doc_vectors(doc: Doc) -> Optional[np.ndarray]:
+def _get_elmo_vectors(doc: Doc) -> Optional[np.ndarray]:
     output = _output(doc)
     return None if output is None else output.vectors
 
 
-def _doc_layers(doc: Doc) -> Optional[np.ndarray]:
+def _get_elmo_layers(doc: Doc) -> Optional[np.ndarray]:
     output = _output(doc)
     return None if output is None else output.layers
 
 
 def token_vector(token: Token) -> Optional[np.ndarray]:
     """``doc._.elmo[token.i]``, shape (width,)."""
-    vectors = _doc_vectors(token.doc)
+    vectors = _get_elmo_vectors(token.doc)
     return None if vectors is None else vectors[token.i]
 
 
 def span_vector(span: Span) -> Optional[np.ndarray]:
     """Mean of the span's rows of ``doc._.elmo`` (zeros for an empty span), shape (width,)."""
-    vectors = _doc_vectors(span.doc)
+    vectors = _get_elmo_vectors(span.doc)
     if vectors is None:
         return None
     if len(span) == 0:

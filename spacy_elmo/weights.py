@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 import warnings
 from pathlib import Path
-from typing import Dict, Iterator, Optional, Tuple, Union
+from typing import Dict, Iterator, Tuple, Union
 
 import h5py
 import numpy as np
