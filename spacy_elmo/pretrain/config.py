@@ -154,6 +154,8 @@ class PretrainSettings:
     seed: int
     init_bilm: Optional[str] = None
     init_weight_file: Optional[str] = None
+    #: The config these settings were parsed from: what a run writes as its config.cfg.
+    config: Optional[Config] = None
 
 
 def default_config() -> Config:
@@ -255,6 +257,7 @@ def parse_settings(config: Config) -> PretrainSettings:
         # configs written before [initialize] existed start from random weights
         init_bilm=_optional_path(config, "initialize", "bilm"),
         init_weight_file=_optional_path(config, "initialize", "weight_file"),
+        config=config,
     )
 
 

@@ -14,7 +14,7 @@ import signal
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -77,14 +77,16 @@ class Trainer:
 
     def __init__(
         self,
-        config: Config,
+        settings: Union[PretrainSettings, Config],
         output_dir: Path,
         gpu_id: int = -1,
         resume: bool = False,
         show_progress: bool = True,
     ) -> None:
-        self.config = config
-        self.settings: PretrainSettings = parse_settings(config)
+        """``settings``: parsed with ``config.parse_settings`` (a raw Config is parsed here)."""
+        if isinstance(settings, Config):
+            settings = parse_settings(settings)
+        self.settings: PretrainSettings = settings
         self.output_dir = Path(output_dir)
         self.ctx = DistributedContext.from_env(gpu_id)
         self.device = self.ctx.device
@@ -93,60 +95,21 @@ class Trainer:
         self.tokens_seen = 0
         self._stop_requested = False
 
-        checkpoint = self.output_dir / CHECKPOINT_DIR / STATE_FILE
-        if checkpoint.exists() and not resume:
-            raise FileExistsError(
-                f"{self.output_dir} already holds a checkpoint: pass --resume to continue it, "
-                "or choose a new output directory"
-            )
-        if resume and not checkpoint.exists():
-            raise FileNotFoundError(f"--resume: no checkpoint at {checkpoint}")
-        if self.ctx.is_main:
-            self.output_dir.mkdir(parents=True, exist_ok=True)
-            if not resume:
-                self.config.to_disk(self.output_dir / CONFIG_NAME)
-        self.ctx.barrier()
-
+        checkpoint = self._prepare_output_dir(resume)
         s = self.settings
         self.train_files = resolve_files(s.train)
         self.dev_files = resolve_files(s.dev) if s.dev else []
         self.vocab = self._prepare_vocab(resume)
         self.use_sampled = sampled_softmax_wanted(s.objective, len(self.vocab))
-
-        torch.manual_seed(s.seed)
-        bilm = BiLM(s.options)
-        init_bilm_tf_style(bilm)
-        softmax = LMSoftmax(len(self.vocab), s.options.lstm.projection_dim)
-        if s.init_bilm and not resume:
-            self._initialize_from(bilm, softmax)
-        self.model = BiLMLanguageModel(
-            bilm, softmax, s.objective.dropout, s.training.precision
-        ).to(self.device)
         self.sparse_updates = sparse_updates_wanted(s, self.use_sampled)
-        if self.sparse_updates:
-            softmax.row_sparse_gradients = True
-            # Say so explicitly (the default), which also silences torch's warning about it.
-            torch.sparse.check_sparse_tensor_invariants.disable()
-        self.ddp_model: torch.nn.Module = self.model
-        if self.ctx.distributed:
-            if self.sparse_updates:
-                # Their row gradients are exchanged by publish_row_gradients, not by DDP.
-                DDP._set_params_and_buffers_to_ignore_for_model(
-                    self.model, ["softmax.weight", "softmax.bias"]
-                )
-            device_ids = [self.device.index] if self.device.type == "cuda" else None
-            self.ddp_model = DDP(self.model, device_ids)
+        self.model = self._build_model(resume)
+        self.ddp_model = self._wrap_distributed(self.model)
         self.optimizer = make_optimizer(self.model, s.optimizer)
         self.scheduler = make_scheduler(self.optimizer, s.optimizer, s.training.max_steps)
         self.scaler = torch.amp.GradScaler(
             self.device.type, enabled=get_precision(s.training.precision).needs_grad_scaler
         )
-        self.generator = torch.Generator(device=self.device)
-        self.generator.manual_seed(s.seed * 1000 + self.ctx.rank)
-        random.seed(s.seed + self.ctx.rank)
-        np.random.seed(s.seed + self.ctx.rank)
-        torch.manual_seed(s.seed * 1000 + self.ctx.rank + 1)
-
+        self.generator = self._seed_rank()
         self.stream = BatchStream(
             self.train_files,
             s.corpus,
@@ -159,6 +122,63 @@ class Trainer:
         self.start_position = DataPosition()
         if resume:
             self._load_checkpoint(checkpoint)
+
+    @property
+    def config(self) -> Optional[Config]:
+        return self.settings.config
+
+    def _prepare_output_dir(self, resume: bool) -> Path:
+        """Refuse to overwrite (or to resume nothing); write config.cfg. Returns the checkpoint
+        path."""
+        checkpoint = self.output_dir / CHECKPOINT_DIR / STATE_FILE
+        if checkpoint.exists() and not resume:
+            raise FileExistsError(
+                f"{self.output_dir} already holds a checkpoint: pass --resume to continue it, "
+                "or choose a new output directory"
+            )
+        if resume and not checkpoint.exists():
+            raise FileNotFoundError(f"--resume: no checkpoint at {checkpoint}")
+        if self.ctx.is_main:
+            self.output_dir.mkdir(parents=True, exist_ok=True)
+            if not resume and self.settings.config is not None:
+                self.settings.config.to_disk(self.output_dir / CONFIG_NAME)
+        self.ctx.barrier()
+        return checkpoint
+
+    def _build_model(self, resume: bool) -> BiLMLanguageModel:
+        """The biLM (bilm-tf initialisation, or ``[initialize] bilm``) and the softmax."""
+        s = self.settings
+        torch.manual_seed(s.seed)
+        bilm = BiLM(s.options)
+        init_bilm_tf_style(bilm)
+        softmax = LMSoftmax(len(self.vocab), s.options.lstm.projection_dim)
+        if s.init_bilm and not resume:
+            self._initialize_from(bilm, softmax)
+        if self.sparse_updates:
+            softmax.row_sparse_gradients = True
+            # Say so explicitly (the default), which also silences torch's warning about it.
+            torch.sparse.check_sparse_tensor_invariants.disable()
+        model = BiLMLanguageModel(bilm, softmax, s.objective.dropout, s.training.precision)
+        return model.to(self.device)
+
+    def _wrap_distributed(self, model: BiLMLanguageModel) -> torch.nn.Module:
+        if not self.ctx.distributed:
+            return model
+        if self.sparse_updates:
+            # Their row gradients are exchanged by publish_row_gradients, not by DDP.
+            DDP._set_params_and_buffers_to_ignore_for_model(model, ["softmax.weight", "softmax.bias"])
+        device_ids = [self.device.index] if self.device.type == "cuda" else None
+        return DDP(model, device_ids)
+
+    def _seed_rank(self) -> torch.Generator:
+        """Per-rank seeds of Python, NumPy and torch; the softmax sampler's generator."""
+        seed, rank = self.settings.seed, self.ctx.rank
+        generator = torch.Generator(device=self.device)
+        generator.manual_seed(seed * 1000 + rank)
+        random.seed(seed + rank)
+        np.random.seed(seed + rank)
+        torch.manual_seed(seed * 1000 + rank + 1)
+        return generator
 
     # ----------------------------------------------------------------------------- training
     def train(self) -> Path:
@@ -405,7 +425,7 @@ def pretrain(
     show_progress: bool = True,
 ) -> Path:
     """Train a biLM as ``config`` says, writing everything to ``output_dir``."""
-    trainer = Trainer(config, output_dir, gpu_id, resume, show_progress)
+    trainer = Trainer(parse_settings(config), output_dir, gpu_id, resume, show_progress)
     try:
         return trainer.train()
     finally:
