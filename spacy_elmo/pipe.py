@@ -49,6 +49,7 @@ from spacy.util import minibatch
 from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer
 
+from . import loaders  # noqa: F401  (registers spacy_elmo.WeightLoader.v1)
 from .batching import batch_by_length
 from .doc_layers import LayerCache, doc_layers, split_sequences
 from .layers.bilm_model import get_bilm, set_bilm, torch_device
@@ -57,7 +58,7 @@ from .layers.mix import scalar_mix
 from .doc_output import ElmoOutput, decode_elmo_output
 from .nn.bilm import BiLM
 from .nn.precision import PRECISIONS
-from .sources import check_weight_settings, load_bilm_from, resolve_weight_source
+from .sources import WeightSource, check_weight_settings, load_bilm_from, resolve_weight_source
 from .weights import VOCAB_NAME
 
 __all__ = ["DEFAULT_MODEL", "Elmo", "add_vector_hooks", "batch_by_length", "make_elmo", "split_sequences"]
@@ -222,10 +223,7 @@ class Elmo(TrainablePipe):
         """The biLM, loaded from the configured weight files if it is not there yet."""
         bilm = get_bilm(self.model)
         if bilm is None:
-            bilm = self._load_bilm()
-            set_bilm(self.model, bilm)
-            for listener in self.listeners:
-                listener.set_layer_dims(bilm.n_output_layers, bilm.output_dim)
+            bilm = self._load_bilm(self._configured_source())
         bilm.precision = self.precision
         cached_words = self.cfg.get("token_cache", [])
         if cached_words and bilm.token_cache is None:
@@ -233,10 +231,20 @@ class Elmo(TrainablePipe):
         return bilm
 
     def initialize(
-        self, get_examples: Optional[Callable[[], Iterable[Example]]] = None, *, nlp=None
+        self,
+        get_examples: Optional[Callable[[], Iterable[Example]]] = None,
+        *,
+        nlp=None,
+        weights: Optional[Callable] = None,  # () -> WeightSource (spaCy validates this signature)
     ) -> None:
-        """Load the weights (unless the pipe already has them: there is nothing to reset) and
-        check the mix weights against the number of layers."""
+        """Load the weights and check the mix weights against the number of layers.
+
+        ``weights``: a weight loader (``[initialize.components.elmo.weights]`` with
+        ``@misc = "spacy_elmo.WeightLoader.v1"``): the weights come from it, and the pipe's
+        own config then needs no paths. Without it, the configured files are read (unless the
+        pipe already has weights: there is nothing to reset)."""
+        if weights is not None:
+            self._load_bilm(weights())
         self.layer_weights()
 
     def layer_weights(self) -> np.ndarray:
@@ -415,7 +423,19 @@ class Elmo(TrainablePipe):
         torch_device()
         return super().from_disk(path, exclude=exclude)
 
-    def _load_bilm(self) -> BiLM:
+    def _load_bilm(self, source: WeightSource) -> BiLM:
+        """Put the biLM of ``source`` into the model (and read its token-cache words)."""
+        bilm = load_bilm_from(source)
+        if self.token_cache_words:
+            vocab_file = self.token_cache_vocab or source.directory / VOCAB_NAME
+            self.cfg["token_cache"] = _read_cache_words(self.name, vocab_file, self.token_cache_words)
+        set_bilm(self.model, bilm)
+        for listener in self.listeners:
+            listener.set_layer_dims(bilm.n_output_layers, bilm.output_dim)
+        return bilm
+
+    def _configured_source(self) -> WeightSource:
+        """The weight files named in the pipe's config, or the bundled model."""
         model_path, options_file, weight_file = self.weight_settings
         if model_path is None and options_file is None:
             if not DEFAULT_MODEL.exists():
@@ -427,14 +447,9 @@ class Elmo(TrainablePipe):
                 )
             model_path = DEFAULT_MODEL
         try:
-            source = resolve_weight_source(model_path, options_file, weight_file)
+            return resolve_weight_source(model_path, options_file, weight_file)
         except (FileNotFoundError, ValueError) as err:
             raise ValueError(f"elmo pipe '{self.name}': {err}") from err
-        bilm = load_bilm_from(source)
-        if self.token_cache_words:
-            vocab_file = self.token_cache_vocab or source.directory / VOCAB_NAME
-            self.cfg["token_cache"] = _read_cache_words(self.name, vocab_file, self.token_cache_words)
-        return bilm
 
 
 _TORCH_THREADS_PID = os.getpid()
