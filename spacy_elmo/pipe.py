@@ -57,7 +57,7 @@ from .layers.listener import ElmoListener
 from .layers.mix import scalar_mix
 from .doc_output import ElmoOutput, decode_elmo_output
 from .nn.bilm import BiLM
-from .nn.precision import PRECISIONS
+from .nn.precision import get_precision
 from .sources import WeightSource, check_weight_settings, load_bilm_from, resolve_weight_source
 from .weights import VOCAB_NAME
 
@@ -192,29 +192,18 @@ class Elmo(TrainablePipe):
         self.weight_settings = (model_path, options_file, weight_file)
         self.mix_weights = _check_mix_weights(name, mix_weights)
         self.gamma = _check_number(name, "gamma", gamma)
-        self.max_sequence_length = _check_positive_int(name, "max_sequence_length", max_sequence_length)
-        self.max_batch_tokens = _check_positive_int(name, "max_batch_tokens", max_batch_tokens)
+        self.max_sequence_length = _check_int(name, "max_sequence_length", max_sequence_length)
+        self.max_batch_tokens = _check_int(name, "max_batch_tokens", max_batch_tokens)
         self.store_layers = store_layers
         self.set_vector_hooks = set_vector_hooks
         self.frozen = frozen
-        if isinstance(cache_size_mb, bool) or not isinstance(cache_size_mb, int) or cache_size_mb < 0:
-            raise ValueError(
-                f"elmo pipe '{name}': cache_size_mb must be a non-negative integer, got {cache_size_mb!r}"
-            )
+        _check_int(name, "cache_size_mb", cache_size_mb, minimum=0)
         self.cache = LayerCache(cache_size_mb * 2**20) if cache_size_mb and frozen else None
         # The cache is for training epochs: it is used from the first ``update`` on, so plain
         # inference (nlp(text), nlp.pipe) never holds copies of the layers.
         self._training_started = False
-        if precision not in PRECISIONS:
-            raise ValueError(
-                f"elmo pipe '{name}': precision must be one of {sorted(PRECISIONS)}, got {precision!r}"
-            )
-        self.precision = precision
-        if isinstance(token_cache_words, bool) or not isinstance(token_cache_words, int) or token_cache_words < 0:
-            raise ValueError(
-                f"elmo pipe '{name}': token_cache_words must be a non-negative integer, got {token_cache_words!r}"
-            )
-        self.token_cache_words = token_cache_words
+        self.precision = get_precision(precision, f"elmo pipe '{name}': precision").name
+        self.token_cache_words = _check_int(name, "token_cache_words", token_cache_words, minimum=0)
         self.token_cache_vocab = None if token_cache_vocab is None else Path(token_cache_vocab)
         self.listener_map: Dict[str, List[ElmoListener]] = {}
 
@@ -586,9 +575,11 @@ def _check_number(name: str, key: str, value: float) -> float:
     return float(value)
 
 
-def _check_positive_int(name: str, key: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"elmo pipe '{name}': {key} must be a positive integer, got {value!r}")
+def _check_int(name: str, key: str, value: int, minimum: int = 1) -> int:
+    """An int (not a bool) >= ``minimum``, or a ValueError naming the pipe and the key."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        kind = "a positive integer" if minimum == 1 else "a non-negative integer"
+        raise ValueError(f"elmo pipe '{name}': {key} must be {kind}, got {value!r}")
     return value
 
 
