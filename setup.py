@@ -43,7 +43,9 @@ setup(
         "spacy_architectures": [
             "spacy_elmo.ElmoModel.v1 = spacy_elmo.architectures:elmo_model_v1",
             "spacy_elmo.ElmoListener.v1 = spacy_elmo.architectures:elmo_listener_v1",
+            "spacy_elmo.ElmoEmbedder.v1 = spacy_elmo.architectures:elmo_embedder_v1",
         ],
+        "spacy_misc": ["spacy_elmo.WeightLoader.v1 = spacy_elmo.loaders:weight_loader_v1"],
         "spacy_cli": ["elmo = spacy_elmo.spacy_commands:elmo_pretrain"],
         "console_scripts": ["spacy-elmo = spacy_elmo.cli:main"],
     },

@@ -9,11 +9,11 @@ from .chars import batch_to_ids
 from .manylangs import is_manylangs_dir, load_manylangs_bilm
 from .nn import BiLM, ScalarMix
 from .options import BiLMOptions, OptionsError
+from .sources import WeightSource, load_bilm, load_bilm_from, resolve_weight_source
 from .weights import (
     WeightFileError,
     build_bilm,
     export_bilm_tf,
-    load_bilm,
     read_bilm_tf_weights,
     save_bilm,
     write_bilm_tf_weights,
@@ -27,13 +27,16 @@ __all__ = [
     "OptionsError",
     "ScalarMix",
     "WeightFileError",
+    "WeightSource",
     "batch_to_ids",
     "build_bilm",
     "export_bilm_tf",
     "is_manylangs_dir",
     "load_bilm",
+    "load_bilm_from",
     "load_manylangs_bilm",
     "read_bilm_tf_weights",
+    "resolve_weight_source",
     "save_bilm",
     "write_bilm_tf_weights",
 ]

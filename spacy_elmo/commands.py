@@ -14,8 +14,8 @@ import numpy as np
 import torch
 import typer
 
-from .manylangs import is_manylangs_dir, load_manylangs_bilm
-from .weights import HDF5_NAME, OPTIONS_NAME, SAFETENSORS_NAME, _resolve_paths, export_bilm_tf, load_bilm, save_bilm
+from .sources import load_bilm, load_bilm_from, resolve_model, resolve_weight_source
+from .weights import HDF5_NAME, OPTIONS_NAME, SAFETENSORS_NAME, export_bilm_tf, save_bilm
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -37,7 +37,8 @@ MODEL_NAME_HELP = "A model in the download cache (python -m spacy_elmo download 
 
 def convert(
     source: Path = typer.Argument(
-        ..., help="A model directory (options.json + weights.hdf5 or model.safetensors, or an ELMoForManyLangs model), or a weight file"
+        ...,
+        help="A model directory (options.json + weights.hdf5 or model.safetensors, or an ELMoForManyLangs model), a weight file, or the name of a downloaded model",
     ),
     output_dir: Path = typer.Argument(..., help="Directory to write the converted model to"),
     options_file: Optional[Path] = typer.Option(
@@ -46,7 +47,8 @@ def convert(
     to: str = typer.Option("auto", "--to", help="native | bilm-tf | auto (the format SOURCE is not in)"),
 ) -> None:
     """Convert a released (bilm-tf HDF5) model to a native checkpoint, or back; or an
-    ELMoForManyLangs model directory to a native checkpoint.
+    ELMoForManyLangs model directory to a native checkpoint. SOURCE may name a downloaded model
+    (python -m spacy_elmo list).
 
     bilm-tf layout: options.json + weights.hdf5 (what AllenNLP reads); native checkpoint:
     options.json + model.safetensors. The converted model is checked to give the same vectors.
@@ -54,18 +56,17 @@ def convert(
     if to not in ("auto", "native", "bilm-tf"):
         _fail(f"--to must be native, bilm-tf or auto, got {to!r}")
     try:
-        if is_manylangs_dir(source):
-            bilm, weight_path, source_format = load_manylangs_bilm(source), source, "elmoformanylangs"
+        if source.is_dir() or not source.exists():
+            weights = resolve_model(source, what="SOURCE")
         else:
-            if source.is_dir():
-                options_path, weight_path = _resolve_paths(source, None)
-            else:
-                options_path, weight_path = _resolve_paths(options_file or source.parent / OPTIONS_NAME, source)
-            bilm = load_bilm(options_path, weight_path)
-            source_format = "bilm-tf" if h5py.is_hdf5(str(weight_path)) else "native"
+            weights = resolve_weight_source(
+                options_file=options_file or source.parent / OPTIONS_NAME, weight_file=source
+            )
+        bilm = load_bilm_from(weights)
     except (ValueError, FileNotFoundError) as err:
         _fail(str(err))
-    target = to if to != "auto" else ("bilm-tf" if source_format == "native" else "native")
+    weight_path, source_format = weights.weight_file, weights.format
+    target = to if to != "auto" else ("native" if source_format != "native" else "bilm-tf")
     if target == "bilm-tf" and bilm.options.lexicon is not None:
         _fail(f"{source}: an ELMoForManyLangs model converts to a native checkpoint only (--to native)")
     if target == "native":

@@ -18,6 +18,8 @@ from spacy.tokens import Doc
 from thinc.api import Model
 from thinc.types import Floats3d
 
+from .batching import batch_by_length
+
 
 def split_sequences(
     doc: Doc, max_length: int, texts: Optional[List[str]] = None
@@ -41,20 +43,6 @@ def split_sequences(
         if len(segment):
             sequences.extend(np.array_split(segment, math.ceil(len(segment) / max_length)))
     return sequences
-
-
-def batch_by_length(lengths: Sequence[int], max_tokens: int) -> List[List[int]]:
-    """Group indices of ``lengths`` into batches, longest first, so that each padded batch
-    (rows x its longest sequence) holds at most ``max_tokens``; a longer sequence is a batch of
-    its own."""
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    batches: List[List[int]] = []
-    for i in order:
-        if batches and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= max_tokens:
-            batches[-1].append(i)
-        else:
-            batches.append([i])
-    return batches
 
 
 class LayerCache:

@@ -45,10 +45,6 @@ class ElmoOutput:
                 f"{self.vectors.shape[1]}), got {self.layers.shape}"
             )
 
-    @property
-    def width(self) -> int:
-        return int(self.vectors.shape[1])
-
     @classmethod
     def empty(cls, n_tokens: int, width: int, n_layers: Optional[int] = None) -> "ElmoOutput":
         """Zeros for ``n_tokens`` tokens; ``n_layers`` (biLM layers + 1) or None for no layers."""

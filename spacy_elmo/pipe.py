@@ -51,13 +51,17 @@ from spacy.util import minibatch
 from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer
 
-from . import hub
-from .architectures import get_bilm, set_bilm, torch_device
-from .doc_layers import LayerCache, batch_by_length, doc_layers, split_sequences
+from . import loaders  # noqa: F401  (registers spacy_elmo.WeightLoader.v1)
+from .batching import batch_by_length
+from .doc_layers import LayerCache, doc_layers, split_sequences
+from .layers.bilm_model import get_bilm, set_bilm, torch_device
+from .layers.listener import ElmoListener
+from .layers.mix import scalar_mix
 from .doc_output import ElmoOutput, decode_elmo_output
-from .listener import ElmoListener
-from .nn.bilm import PRECISIONS, BiLM
-from .weights import VOCAB_NAME, load_bilm
+from .nn.bilm import BiLM
+from .nn.precision import get_precision
+from .sources import WeightSource, check_weight_settings, load_bilm_from, resolve_weight_source
+from .weights import VOCAB_NAME
 
 __all__ = ["DEFAULT_MODEL", "Elmo", "add_vector_hooks", "batch_by_length", "make_elmo", "split_sequences"]
 
@@ -188,40 +192,28 @@ class Elmo(TrainablePipe):
         self.model = model
         self.name = name
         self.cfg: Dict = {}
-        if model_name is not None and (model_path, options_file, weight_file) != (None, None, None):
-            raise ValueError(
-                f"elmo pipe '{name}': set model_name, or model_path, or options_file and "
-                "weight_file, not several"
-            )
+        try:
+            check_weight_settings(model_path, options_file, weight_file, model_name=model_name)
+        except ValueError as err:
+            raise ValueError(f"elmo pipe '{name}': {err}") from None
+        self.weight_settings = (model_path, options_file, weight_file)
         # A cached model is looked up when the weights are read, so that a restored pipeline
         # (which carries its own weights) never needs the cache.
-        self.model_name = model_name if model_name is None else hub.cache.model_path(model_name).name
-        self.weight_source = _weight_source(name, model_path, options_file, weight_file)
+        self.model_name = model_name
         self.mix_weights = _check_mix_weights(name, mix_weights)
         self.gamma = _check_number(name, "gamma", gamma)
-        self.max_sequence_length = _check_positive_int(name, "max_sequence_length", max_sequence_length)
-        self.max_batch_tokens = _check_positive_int(name, "max_batch_tokens", max_batch_tokens)
+        self.max_sequence_length = _check_int(name, "max_sequence_length", max_sequence_length)
+        self.max_batch_tokens = _check_int(name, "max_batch_tokens", max_batch_tokens)
         self.store_layers = store_layers
         self.set_vector_hooks = set_vector_hooks
         self.frozen = frozen
-        if isinstance(cache_size_mb, bool) or not isinstance(cache_size_mb, int) or cache_size_mb < 0:
-            raise ValueError(
-                f"elmo pipe '{name}': cache_size_mb must be a non-negative integer, got {cache_size_mb!r}"
-            )
+        _check_int(name, "cache_size_mb", cache_size_mb, minimum=0)
         self.cache = LayerCache(cache_size_mb * 2**20) if cache_size_mb and frozen else None
         # The cache is for training epochs: it is used from the first ``update`` on, so plain
         # inference (nlp(text), nlp.pipe) never holds copies of the layers.
         self._training_started = False
-        if precision not in PRECISIONS:
-            raise ValueError(
-                f"elmo pipe '{name}': precision must be one of {sorted(PRECISIONS)}, got {precision!r}"
-            )
-        self.precision = precision
-        if isinstance(token_cache_words, bool) or not isinstance(token_cache_words, int) or token_cache_words < 0:
-            raise ValueError(
-                f"elmo pipe '{name}': token_cache_words must be a non-negative integer, got {token_cache_words!r}"
-            )
-        self.token_cache_words = token_cache_words
+        self.precision = get_precision(precision, f"elmo pipe '{name}': precision").name
+        self.token_cache_words = _check_int(name, "token_cache_words", token_cache_words, minimum=0)
         self.token_cache_vocab = None if token_cache_vocab is None else Path(token_cache_vocab)
         self.listener_map: Dict[str, List[ElmoListener]] = {}
 
@@ -230,10 +222,7 @@ class Elmo(TrainablePipe):
         """The biLM, loaded from the configured weight files if it is not there yet."""
         bilm = get_bilm(self.model)
         if bilm is None:
-            bilm = self._load_bilm()
-            set_bilm(self.model, bilm)
-            for listener in self.listeners:
-                listener.set_layer_dims(bilm.n_output_layers, bilm.output_dim)
+            bilm = self._load_bilm(self._configured_source())
         bilm.precision = self.precision
         cached_words = self.cfg.get("token_cache", [])
         if cached_words and bilm.token_cache is None:
@@ -241,10 +230,20 @@ class Elmo(TrainablePipe):
         return bilm
 
     def initialize(
-        self, get_examples: Optional[Callable[[], Iterable[Example]]] = None, *, nlp=None
+        self,
+        get_examples: Optional[Callable[[], Iterable[Example]]] = None,
+        *,
+        nlp=None,
+        weights: Optional[Callable] = None,  # () -> WeightSource (spaCy validates this signature)
     ) -> None:
-        """Load the weights (unless the pipe already has them: there is nothing to reset) and
-        check the mix weights against the number of layers."""
+        """Load the weights and check the mix weights against the number of layers.
+
+        ``weights``: a weight loader (``[initialize.components.elmo.weights]`` with
+        ``@misc = "spacy_elmo.WeightLoader.v1"``): the weights come from it, and the pipe's
+        own config then needs no paths. Without it, the configured files are read (unless the
+        pipe already has weights: there is nothing to reset)."""
+        if weights is not None:
+            self._load_bilm(weights())
         self.layer_weights()
 
     def layer_weights(self) -> np.ndarray:
@@ -325,10 +324,12 @@ class Elmo(TrainablePipe):
         """The ELMo output of each doc (CPU arrays), without modifying the docs."""
         docs = list(docs)
         _one_thread_after_fork()
-        layers, _ = self._doc_layers(docs, is_train=False)
+        layers, _ = self._run_bilm(docs, is_train=False)
         return self._outputs(layers)
 
-    def _doc_layers(self, docs: List[Doc], is_train: bool):
+    def _run_bilm(self, docs: List[Doc], is_train: bool):
+        """Per-doc ``(n_layers + 1, len(doc), width)`` layers and their backprop
+        (``doc_layers.doc_layers`` with this pipe's settings)."""
         bilm = self.bilm
         return doc_layers(
             self.model,
@@ -344,17 +345,14 @@ class Elmo(TrainablePipe):
     def _outputs(self, layers: List) -> List[ElmoOutput]:
         """Per-doc layers (model device) -> ElmoOutput with the fixed mix, on the CPU."""
         ops = self.model.ops
-        weights = ops.asarray1f(self.layer_weights())
-        outputs = []
-        for doc_layers_ in layers:
-            mixed = ops.xp.tensordot(weights, doc_layers_, axes=(0, 0)) * self.gamma
-            outputs.append(
-                ElmoOutput(
-                    ops.to_numpy(mixed).astype(np.float32, copy=False),
-                    ops.to_numpy(doc_layers_) if self.store_layers else None,
-                )
+        mixed, _ = scalar_mix(ops, ops.asarray1f(self.layer_weights()), self.gamma, layers)
+        return [
+            ElmoOutput(
+                ops.to_numpy(vectors).astype(np.float32, copy=False),
+                ops.to_numpy(per_doc) if self.store_layers else None,
             )
-        return outputs
+            for vectors, per_doc in zip(mixed, layers)
+        ]
 
     def set_annotations(self, docs: Iterable[Doc], outputs: List[ElmoOutput]) -> None:
         for doc, output in zip(docs, outputs):
@@ -382,7 +380,7 @@ class Elmo(TrainablePipe):
         if self.frozen or not self.listeners:
             self.set_annotations(docs, self.predict(docs))
             return losses
-        layers, backprop_layers = self._doc_layers(docs, is_train=True)
+        layers, backprop_layers = self._run_bilm(docs, is_train=True)
         self.set_annotations(docs, self._outputs(layers))
         ops = self.model.ops
         d_layers = [ops.alloc3f(*x.shape) for x in layers]
@@ -424,31 +422,41 @@ class Elmo(TrainablePipe):
         torch_device()
         return super().from_disk(path, exclude=exclude)
 
-    def _load_bilm(self) -> BiLM:
-        options_or_dir, weight_file = self.weight_source
+    def _load_bilm(self, source: WeightSource) -> BiLM:
+        """Put the biLM of ``source`` into the model (and read its token-cache words)."""
+        try:
+            bilm = load_bilm_from(source)
+        except (FileNotFoundError, ValueError) as err:  # a file the resolver could not check
+            raise ValueError(f"elmo pipe '{self.name}': {err}") from err
+        if self.token_cache_words:
+            vocab_file = self.token_cache_vocab or source.directory / VOCAB_NAME
+            self.cfg["token_cache"] = _read_cache_words(self.name, vocab_file, self.token_cache_words)
+        set_bilm(self.model, bilm)
+        for listener in self.listeners:
+            listener.set_layer_dims(bilm.n_output_layers, bilm.output_dim)
+        return bilm
+
+    def _configured_source(self) -> WeightSource:
+        """The weight files named in the pipe's config, or the bundled model."""
+        model_path, options_file, weight_file = self.weight_settings
         if self.model_name is not None:
             try:
-                options_or_dir, weight_file = hub.model_dir(self.model_name), None
-            except hub.ModelNotCachedError as err:
-                raise hub.ModelNotCachedError(f"elmo pipe '{self.name}': {err}") from None
-        if weight_file is None and not options_or_dir.exists():
-            if options_or_dir == DEFAULT_MODEL:
+                return resolve_weight_source(model_name=self.model_name)
+            except FileNotFoundError as err:  # not downloaded: the message gives the command
+                raise type(err)(f"elmo pipe '{self.name}': {err}") from None
+        if model_path is None and options_file is None:
+            if not DEFAULT_MODEL.exists():
                 raise ValueError(
                     f"elmo pipe '{self.name}': no weights configured, and the bundled default "
                     f"model {DEFAULT_MODEL} is not in this installation; set model_path (a "
                     "native checkpoint, or a directory with options.json and weights.hdf5), or "
                     "options_file and weight_file (a released ELMo model)"
                 )
-            raise ValueError(f"elmo pipe '{self.name}': model_path {options_or_dir} does not exist")
+            model_path = DEFAULT_MODEL
         try:
-            bilm = load_bilm(options_or_dir, weight_file)
-        except FileNotFoundError as err:
+            return resolve_weight_source(model_path, options_file, weight_file)
+        except (FileNotFoundError, ValueError) as err:
             raise ValueError(f"elmo pipe '{self.name}': {err}") from err
-        if self.token_cache_words:
-            model_dir = options_or_dir if weight_file is None else weight_file.parent
-            vocab_file = self.token_cache_vocab or model_dir / VOCAB_NAME
-            self.cfg["token_cache"] = _read_cache_words(self.name, vocab_file, self.token_cache_words)
-        return bilm
 
 
 _TORCH_THREADS_PID = os.getpid()
@@ -471,8 +479,8 @@ def _one_thread_after_fork() -> None:
 def install_extensions() -> None:
     """Register the ``._.elmo*`` attributes (idempotent)."""
     Doc.set_extension("elmo_output", default=None, force=True)
-    Doc.set_extension("elmo", getter=_doc_vectors, force=True)
-    Doc.set_extension("elmo_layers", getter=_doc_layers, force=True)
+    Doc.set_extension("elmo", getter=_get_elmo_vectors, force=True)
+    Doc.set_extension("elmo_layers", getter=_get_elmo_layers, force=True)
     Token.set_extension("elmo", getter=token_vector, force=True)
     Span.set_extension("elmo", getter=span_vector, force=True)
 
@@ -500,25 +508,25 @@ def _output(doc: Doc) -> Optional[ElmoOutput]:
     return output
 
 
-def _doc_vectors(doc: Doc) -> Optional[np.ndarray]:
+def _get_elmo_vectors(doc: Doc) -> Optional[np.ndarray]:
     output = _output(doc)
     return None if output is None else output.vectors
 
 
-def _doc_layers(doc: Doc) -> Optional[np.ndarray]:
+def _get_elmo_layers(doc: Doc) -> Optional[np.ndarray]:
     output = _output(doc)
     return None if output is None else output.layers
 
 
 def token_vector(token: Token) -> Optional[np.ndarray]:
     """``doc._.elmo[token.i]``, shape (width,)."""
-    vectors = _doc_vectors(token.doc)
+    vectors = _get_elmo_vectors(token.doc)
     return None if vectors is None else vectors[token.i]
 
 
 def span_vector(span: Span) -> Optional[np.ndarray]:
     """Mean of the span's rows of ``doc._.elmo`` (zeros for an empty span), shape (width,)."""
-    vectors = _doc_vectors(span.doc)
+    vectors = _get_elmo_vectors(span.doc)
     if vectors is None:
         return None
     if len(span) == 0:
@@ -555,27 +563,6 @@ def _has_vector(obj: Union[Doc, Span]) -> bool:
     return any(_token_has_vector(token) for token in obj)
 
 
-def _weight_source(
-    name: str,
-    model_path: Union[str, Path, None],
-    options_file: Union[str, Path, None],
-    weight_file: Union[str, Path, None],
-) -> Tuple[Path, Optional[Path]]:
-    """(model directory, None) or (options file, weight file), as ``load_bilm`` takes them."""
-    if model_path is not None and (options_file is not None or weight_file is not None):
-        raise ValueError(
-            f"elmo pipe '{name}': set model_path, or options_file and weight_file, not both"
-        )
-    if model_path is not None:
-        return Path(model_path), None
-    if (options_file is None) != (weight_file is None):
-        missing = "weight_file" if weight_file is None else "options_file"
-        raise ValueError(f"elmo pipe '{name}': options_file and weight_file go together; {missing} is missing")
-    if options_file is not None:
-        return Path(options_file), Path(weight_file)
-    return DEFAULT_MODEL, None
-
-
 def _read_cache_words(name: str, vocab_file: Path, n_words: int) -> List[str]:
     """The first ``n_words`` lines of a vocabulary file (one word per line, most frequent first)."""
     if not vocab_file.is_file():
@@ -606,9 +593,11 @@ def _check_number(name: str, key: str, value: float) -> float:
     return float(value)
 
 
-def _check_positive_int(name: str, key: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"elmo pipe '{name}': {key} must be a positive integer, got {value!r}")
+def _check_int(name: str, key: str, value: int, minimum: int = 1) -> int:
+    """An int (not a bool) >= ``minimum``, or a ValueError naming the pipe and the key."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        kind = "a positive integer" if minimum == 1 else "a non-negative integer"
+        raise ValueError(f"elmo pipe '{name}': {key} must be {kind}, got {value!r}")
     return value
 
 

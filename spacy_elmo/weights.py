@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 import warnings
 from pathlib import Path
-from typing import Dict, Iterator, Optional, Tuple, Union
+from typing import Dict, Iterator, Tuple, Union
 
 import h5py
 import numpy as np
@@ -51,37 +51,6 @@ _KNOWN_DATASET = re.compile(
 
 class WeightFileError(ValueError):
     """A weight file that is unreadable or does not match its options."""
-
-
-def load_bilm(
-    options_file: PathLike,
-    weight_file: Optional[PathLike] = None,
-    stateful: bool = False,
-    device: Union[str, torch.device, None] = None,
-) -> BiLM:
-    """Load a biLM for inference (eval mode).
-
-    - ``load_bilm("options.json", "weights.hdf5")``: a released ELMo model (bilm-tf layout).
-    - ``load_bilm("options.json", "model.safetensors")``: a native state dict.
-    - ``load_bilm("model_dir")``: a directory holding ``options.json`` and ``model.safetensors``
-      or ``weights.hdf5`` (a native checkpoint or the output of ``pretrain``), or an
-      ELMoForManyLangs model directory (``spacy_elmo.manylangs``).
-    """
-    if weight_file is None:
-        from .manylangs.model_dir import is_manylangs_dir, load_manylangs_bilm
-
-        if is_manylangs_dir(options_file):
-            return load_manylangs_bilm(options_file, stateful=stateful, device=device)
-    options_file, weight_file = _resolve_paths(options_file, weight_file)
-    options = BiLMOptions.from_file(options_file)
-    if h5py.is_hdf5(str(weight_file)):
-        state = read_bilm_tf_weights(options, weight_file)
-    else:
-        state = _read_safetensors(weight_file)
-    bilm = build_bilm(options, state, source=str(weight_file), stateful=stateful)
-    if device is not None:
-        bilm.to(device)
-    return bilm.eval()
 
 
 def build_bilm(
@@ -330,37 +299,10 @@ def _convert_to_tf(bilm: BiLM) -> Iterator[Tuple[str, np.ndarray]]:
             yield f"{prefix}/W_P_0", state[f"{key}.weight_hr_l0"].T
 
 
-def _read_safetensors(path: Path) -> Dict[str, torch.Tensor]:
+def read_safetensors(path: PathLike) -> Dict[str, torch.Tensor]:
     try:
         return load_file(str(path))
     except Exception as err:  # safetensors raises its own error types
         raise WeightFileError(
             f"{path}: neither an HDF5 (bilm-tf) nor a safetensors weight file: {err}"
         ) from err
-
-
-def _resolve_paths(options_file: PathLike, weight_file: Optional[PathLike]) -> Tuple[Path, Path]:
-    options_path = Path(options_file)
-    if weight_file is None:
-        if not options_path.is_dir():
-            raise ValueError(
-                f"{options_path}: give a model directory, or an options file and a weight file"
-            )
-        directory = options_path
-        options_path = directory / OPTIONS_NAME
-        candidates = [directory / SAFETENSORS_NAME, directory / HDF5_NAME]
-        found = [c for c in candidates if c.is_file()]
-        if not found:
-            raise FileNotFoundError(
-                f"{directory}: no {SAFETENSORS_NAME} or {HDF5_NAME} in the model directory"
-            )
-        weight_path = found[0]
-    else:
-        weight_path = Path(weight_file)
-        if options_path.is_dir():
-            options_path = options_path / OPTIONS_NAME
-    if not options_path.is_file():
-        raise FileNotFoundError(f"ELMo options file not found: {options_path}")
-    if not weight_path.is_file():
-        raise FileNotFoundError(f"ELMo weight file not found: {weight_path}")
-    return options_path, weight_path

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 import srsly
 import torch
+from typer.testing import CliRunner
 
 from spacy_elmo import batch_to_ids, load_bilm
 from spacy_elmo.hub import (
@@ -334,3 +335,23 @@ def test_embed_with_model_name(server, home, tmp_path):
     direct = load_bilm(ELMO_FIXTURE / "options.json", ELMO_FIXTURE / "lm_weights.hdf5")
     with h5py.File(tmp_path / "a.hdf5", "r") as f:
         np.testing.assert_allclose(f["0"][()], _layers(direct, WORDS)[:, 0], atol=1e-6)
+
+
+def test_convert_and_init_config_take_a_downloaded_model_by_name(server, home, tmp_path):
+    from spacy_elmo.cli import app
+    from spacy_elmo.sources import resolve_model
+
+    cached = _download(server)
+    source = resolve_model("tiny")
+    assert source.directory == cached and source.format == "bilm-tf"
+    runner = CliRunner()
+    result = runner.invoke(app, ["convert", "tiny", str(tmp_path / "native")])
+    assert result.exit_code == 0, result.output
+    assert _layers(load_bilm(tmp_path / "native"), ["A", "test", "."]).tolist() == _layers(
+        load_bilm(cached), ["A", "test", "."]
+    ).tolist()
+    result = runner.invoke(app, ["init-config", str(tmp_path / "cont.cfg"), "--model", "tiny"])
+    assert result.exit_code == 0, result.output
+    assert 'init_bilm = "tiny"' in (tmp_path / "cont.cfg").read_text()
+    result = runner.invoke(app, ["convert", "small", str(tmp_path / "nothing")])
+    assert result.exit_code == 1 and "python -m spacy_elmo download small" in result.output

@@ -108,20 +108,3 @@ def test_tf32_is_float32_on_the_cpu(bilm):
     with torch.no_grad():
         layers, _ = bilm(torch.from_numpy(batch_to_ids(SENTENCES)))
     assert torch.equal(layers, reference)
-
-
-@pytest.mark.parametrize("allowed", [True, False])
-def test_tf32_switch_is_scoped_to_the_call(allowed):
-    """The flags change for CUDA inside the block only (they are process-wide, so they must come
-    back), and not at all for the CPU."""
-    from spacy_elmo.nn.bilm import tf32_allowed
-
-    flags = lambda: (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)  # noqa: E731
-    before = flags()
-    with tf32_allowed(torch.device("cpu"), allowed):
-        assert flags() == before
-    with pytest.raises(RuntimeError, match="inside"):
-        with tf32_allowed(torch.device("cuda"), allowed):
-            assert flags() == (allowed, allowed)
-            raise RuntimeError("inside")
-    assert flags() == before

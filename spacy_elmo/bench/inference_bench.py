@@ -31,8 +31,9 @@ import torch
 from tqdm import tqdm
 
 from ..chars import batch_to_ids
-from ..nn.bilm import BiLM, tf32_allowed
-from ..weights import load_bilm
+from ..nn.bilm import BiLM
+from ..nn.precision import precision_context
+from ..sources import load_bilm
 from .isolate import run_isolated
 from .measure import MB, PeakMemory, Stopwatch
 from .reference import ReferenceBiLM, max_abs_differences, top_layer_cosine
@@ -79,7 +80,7 @@ def _prepared(
         reference = ReferenceBiLM(bilm)
 
         def run_reference(char_ids: torch.Tensor) -> torch.Tensor:
-            with tf32_allowed(device, False):
+            with precision_context("fp32", device):
                 return reference(char_ids)
 
         yield run_reference

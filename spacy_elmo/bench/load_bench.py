@@ -20,7 +20,7 @@ import torch
 from tqdm import tqdm
 
 from ..nn.bilm import BiLM
-from ..weights import load_bilm
+from ..sources import load_bilm
 from .per_tensor_loader import load_bilm_per_tensor
 from .shapes import cached_model, model_files
 from .system import system_info

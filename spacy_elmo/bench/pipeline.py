@@ -37,26 +37,24 @@ def resolve_model(
     seed: int = 0,
 ) -> ModelSource:
     from ..pipe import DEFAULT_MODEL
+    from ..sources import resolve_weight_source
 
-    if model_path is not None:
-        return ModelSource({"model_path": str(model_path)}, f"{model_path}")
-    if options_file is not None or weight_file is not None:
-        if options_file is None or weight_file is None:
-            raise ValueError("--options-file and --weight-file go together")
+    if model_path is not None or options_file is not None or weight_file is not None:
+        # the pipe's own resolver: the same errors the pipe would give, now
+        source = resolve_weight_source(model_path, options_file, weight_file, what="--model-path")
+        if model_path is not None:
+            return ModelSource({"model_path": str(model_path)}, source.describe())
         return ModelSource(
-            {"options_file": str(options_file), "weight_file": str(weight_file)}, f"{weight_file}"
+            {"options_file": str(options_file), "weight_file": str(weight_file)}, source.describe()
         )
     if random_shape is not None:
         directory = cached_model(workdir, random_shape, seed)
         return ModelSource({"model_path": str(directory)}, f"random weights, {random_shape} shape")
     if DEFAULT_MODEL.exists():
         return ModelSource({"model_path": str(DEFAULT_MODEL)}, f"bundled model {DEFAULT_MODEL.name}")
-    if (FIXTURE_MODEL / "lm_weights.hdf5").is_file():
+    if (FIXTURE_MODEL / "options.json").is_file():
         return ModelSource(
-            {
-                "options_file": str(FIXTURE_MODEL / "options.json"),
-                "weight_file": str(FIXTURE_MODEL / "lm_weights.hdf5"),
-            },
+            {"model_path": str(FIXTURE_MODEL)},
             f"FALLBACK: the bundled model {DEFAULT_MODEL} is not installed; using the tiny "
             "AllenNLP test fixture (tests/fixtures/allennlp_elmo)",
         )

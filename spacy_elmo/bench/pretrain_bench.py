@@ -27,6 +27,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import torch
 from tqdm import tqdm
 
+from ..nn.precision import TRAINING_PRECISIONS
 from .isolate import run_isolated
 from .measure import MB, PeakMemory, Stopwatch
 from .shapes import FIXED_SHAPES, bundled_config_path
@@ -34,7 +35,6 @@ from .system import system_info
 from .text import default_text_path, text_lines, token_stream, words_by_frequency
 
 ORIGINAL_VOCAB_SIZE = 793_471
-PRECISIONS = ("fp32", "bf16", "fp16")
 
 
 @dataclass
@@ -205,8 +205,10 @@ def run_pretrain_bench(
     isolate: bool = True,
     progress: bool = True,
 ) -> Dict[str, Any]:
-    if precision not in PRECISIONS:
-        raise ValueError(f"--precision must be one of {PRECISIONS}, got {precision!r}")
+    if precision not in TRAINING_PRECISIONS:
+        raise ValueError(
+            f"--precision must be one of {TRAINING_PRECISIONS}, got {precision!r}"
+        )
     if seq_len < 3:
         raise ValueError(f"--seq-len must be at least 3 (<S>, a token, </S>), got {seq_len}")
     if device == "auto":

@@ -17,6 +17,7 @@ from typing import Any, Dict, Optional
 
 import torch
 
+from ..chars import N_CHARACTERS
 from ..nn.bilm import BiLM
 from ..options import BiLMOptions
 from ..weights import HDF5_NAME, OPTIONS_NAME, SAFETENSORS_NAME, save_bilm, write_bilm_tf_weights
@@ -34,7 +35,7 @@ def _released(dim: int, projection_dim: int, n_highway: int) -> Dict[str, Any]:
             "embedding": {"dim": 16},
             "filters": RELEASED_FILTERS,
             "max_characters_per_token": 50,
-            "n_characters": 262,
+            "n_characters": N_CHARACTERS,
             "n_highway": n_highway,
         },
         "lstm": {
@@ -57,7 +58,7 @@ FIXED_SHAPES: Dict[str, Dict[str, Any]] = {
             "embedding": {"dim": 4},
             "filters": [[1, 4], [2, 8], [3, 16], [4, 32], [5, 64]],
             "max_characters_per_token": 50,
-            "n_characters": 262,
+            "n_characters": N_CHARACTERS,
             "n_highway": 2,
         },
         "lstm": {

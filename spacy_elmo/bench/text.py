@@ -10,11 +10,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterator, List, Optional, Sequence
 
+from ..sentences import split_sentences
 from .shapes import REPO_ROOT
 
 DEMO_TEXT = Path(__file__).resolve().parents[1] / "data" / "demo_sentences.txt"
 WIKITEXT_VALID = Path("shared") / "data" / "wikitext-2" / "valid.txt"
-SENTENCE_END = {".", "!", "?"}
 
 
 def default_text_path() -> Path:
@@ -43,17 +43,10 @@ def text_lines(path: Optional[Path] = None) -> List[str]:
 
 
 def sentences(lines: Sequence[str], max_length: int) -> Iterator[List[str]]:
-    """Whitespace tokens cut after sentence-final punctuation; longer sentences are cut into
-    pieces of at most ``max_length`` tokens."""
+    """Whitespace tokens of each line cut into sentences of at most ``max_length`` tokens
+    (``spacy_elmo.sentences.split_sentences``, as pretraining cuts its text)."""
     for line in lines:
-        current: List[str] = []
-        for token in line.split():
-            current.append(token)
-            if token in SENTENCE_END or len(current) == max_length:
-                yield current
-                current = []
-        if current:
-            yield current
+        yield from split_sentences(line.split(), max_length)
 
 
 def sentence_batches(

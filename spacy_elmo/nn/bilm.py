@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
-from typing import ContextManager, Iterator, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -13,12 +12,8 @@ from torch import nn
 from ..options import BiLMOptions
 from .char_cnn import CharacterEncoder
 from .lstm import DirectionalLSTM, DistinctInputs, LSTMState
+from .precision import get_precision, precision_context
 from .token_cache import TokenEmbeddingCache
-
-#: ``BiLM.precision`` values: the dtype that ``forward`` runs its matrix products in (autocast).
-#: ``tf32`` keeps float32 tensors but lets CUDA matrix products, convolutions and the cuDNN LSTM
-#: use TensorFloat-32 tensor cores; ``fp32`` forbids them (on the CPU the two are the same).
-PRECISIONS = {"fp32": None, "tf32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass
@@ -66,8 +61,8 @@ class BiLM(nn.Module):
     - ``precision = "bf16"`` or ``"fp16"``: ``forward`` runs under ``torch.autocast`` (matrix
       products and convolutions in that dtype, LSTM cell states in float32) and returns float32.
       ``"tf32"``: float32 with TensorFloat-32 products on CUDA. Not exact: the README gives the
-      measured deviation. ``"fp32"`` (default) turns TF32 off on CUDA for the call, which cuDNN
-      convolutions otherwise use by default (``torch.backends.cudnn.allow_tf32``).
+      measured deviation. ``"fp32"`` (default) turns TF32 off for the call, which cuDNN
+      convolutions otherwise use by default. The modes are defined in ``nn/precision.py``.
     """
 
     def __init__(self, options: BiLMOptions, stateful: bool = False, precision: str = "fp32") -> None:
@@ -117,9 +112,7 @@ class BiLM(nn.Module):
 
     @precision.setter
     def precision(self, value: str) -> None:
-        if value not in PRECISIONS:
-            raise ValueError(f"BiLM precision must be one of {sorted(PRECISIONS)}, got {value!r}")
-        self._precision = value
+        self._precision = get_precision(value, "BiLM precision").name
 
     def batch_to_ids(self, sentences: Sequence[Sequence[str]]) -> np.ndarray:
         """Tokenized sentences -> (batch, max_len, width) int64 ids for this model."""
@@ -141,15 +134,9 @@ class BiLM(nn.Module):
         self.token_cache = None
 
     def forward(self, char_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        with tf32_allowed(char_ids.device, self.precision == "tf32"), self._autocast(char_ids.device):
+        with precision_context(self.precision, char_ids.device):
             layers, mask = self._forward(char_ids)
         return layers.float(), mask
-
-    def _autocast(self, device: torch.device) -> ContextManager:
-        dtype = PRECISIONS[self.precision]
-        if dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(device_type=device.type, dtype=dtype)
 
     def _forward(self, char_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         mask = _validate_char_ids(char_ids, self.indexer)
@@ -191,8 +178,20 @@ class BiLM(nn.Module):
         """Run the biLM on ids that already hold their boundary tokens (or any token windows, as
         in pretraining). char_ids (batch, T, 50), lengths (batch,) >= 1, states from a previous
         call or None for zeros; ``dropout`` on each LSTM input (training only)."""
-        mask = torch.arange(char_ids.shape[1], device=char_ids.device)[None, :] < lengths[:, None]
-        distinct = self._embed_distinct(char_ids, mask)
+        mask = length_mask(lengths, char_ids.shape[1])
+        return self.contextualize(self._embed_distinct(char_ids, mask), lengths, states, dropout)
+
+    def contextualize(
+        self,
+        distinct: DistinctInputs,
+        lengths: torch.Tensor,
+        states: Optional[BiLMStates] = None,
+        dropout: float = 0.0,
+    ) -> BiLMActivations:
+        """Both LSTM directions over already encoded tokens: ``distinct.rows`` (U, dim) vectors
+        of the distinct tokens, ``distinct.index`` (batch, T) into them. ``activations`` and the
+        pretraining model (which encodes each batch's distinct tokens itself) both end here."""
+        mask = length_mask(lengths, distinct.index.shape[1])
         tokens = _scatter_tokens(distinct, mask)
         forward, forward_states = self.forward_lstm(
             tokens, lengths, states and states.forward, dropout, distinct
@@ -203,10 +202,6 @@ class BiLM(nn.Module):
         return BiLMActivations(
             tokens, forward, backward, mask, BiLMStates(forward_states, backward_states)
         )
-
-    def embed_tokens(self, char_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Context-independent vectors of the unmasked tokens only: (batch, T, projection_dim)."""
-        return _scatter_tokens(self._embed_distinct(char_ids, mask), mask)
 
     def _embed_distinct(self, char_ids: torch.Tensor, mask: torch.Tensor) -> DistinctInputs:
         """The vectors of the distinct unmasked tokens and a (batch, T) index into them (0 where
@@ -262,19 +257,9 @@ def _scatter_tokens(distinct: DistinctInputs, mask: torch.Tensor) -> torch.Tenso
     return tokens
 
 
-@contextlib.contextmanager
-def tf32_allowed(device: torch.device, allowed: bool) -> Iterator[None]:
-    """On CUDA, allow or forbid TensorFloat-32 in float32 matrix products and cuDNN (convolutions,
-    LSTM) for the duration; the previous settings come back after. Nothing on other devices."""
-    if device.type != "cuda":
-        yield
-        return
-    matmul, cudnn = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = allowed
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, cudnn
+def length_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
+    """(batch,) lengths -> (batch, width) bool, True at the first ``lengths[i]`` positions."""
+    return torch.arange(width, device=lengths.device)[None, :] < lengths[:, None]
 
 
 def _needs_encoder_gradient(encoder: nn.Module) -> bool:

@@ -43,19 +43,23 @@ def init_config_command(
     model: Optional[Path] = typer.Option(
         None,
         "--model",
-        help="Continue pretraining this biLM (a released or pretrained model directory): its "
+        help="Continue pretraining this biLM (a released or pretrained model directory, or the name of a downloaded model): its "
         "shape goes into [model] and the run starts from its weights",
-        exists=True,
-        file_okay=False,
     ),
 ) -> None:
     """Write the documented default pretraining config."""
     from ..options import BiLMOptions
+    from ..sources import resolve_model
     from .config import config_text_for_model
 
     text = DEFAULT_CONFIG.lstrip("\n")
     if model is not None:
-        text = config_text_for_model(BiLMOptions.from_file(model / "options.json"), str(model))
+        try:  # the check the run would make at its start, now
+            source = resolve_model(model, what="--model")
+        except (ValueError, FileNotFoundError) as err:
+            typer.echo(f"Error: {err}", err=True)
+            raise typer.Exit(1) from None
+        text = config_text_for_model(BiLMOptions.from_file(source.options_file), str(model))
     output_file.write_text(text, encoding="utf-8")
     typer.echo(f"Wrote {output_file}")
 

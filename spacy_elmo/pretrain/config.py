@@ -9,7 +9,9 @@ from typing import Any, Dict, Optional, Union
 
 from confection import Config
 
+from ..nn.precision import TRAINING_PRECISIONS
 from ..options import BiLMOptions
+from .optimizers import OptimizerSettings, optimizers, schedules
 from .corpus import CorpusSettings
 
 DEFAULT_CONFIG = """
@@ -91,7 +93,8 @@ schedule = "linear"
 
 [initialize]
 # Start from an existing biLM instead of random weights (continued pretraining, e.g. on text of
-# your domain): a released model directory (options.json + weights.hdf5), a pretraining output
+# your domain): a released model directory (options.json + weights.hdf5), the name of a model
+# downloaded with `python -m spacy_elmo download NAME`, a pretraining output
 # directory, or an options.json with its weight_file. [model] must describe the same shape:
 # `python -m spacy_elmo init-config CONFIG --model DIR` writes a config that does. A pretraining
 # output directory whose vocab.txt is this run's vocabulary (set vocab.path to it) also gives
@@ -124,19 +127,6 @@ class ObjectiveSettings:
 
 
 @dataclass
-class OptimizerSettings:
-    name: str
-    learning_rate: float
-    initial_accumulator_value: float
-    beta1: float
-    beta2: float
-    weight_decay: float
-    clip_norm: Optional[float]
-    warmup_steps: int
-    schedule: str
-
-
-@dataclass
 class TrainingSettings:
     batch_tokens: int
     max_steps: int
@@ -165,6 +155,8 @@ class PretrainSettings:
     seed: int
     init_bilm: Optional[str] = None
     init_weight_file: Optional[str] = None
+    #: The config these settings were parsed from: what a run writes as its config.cfg.
+    config: Optional[Config] = None
 
 
 def default_config() -> Config:
@@ -231,7 +223,7 @@ def parse_settings(config: Config) -> PretrainSettings:
         sparse_updates=_sparse_updates(get.section("objective")),
     )
     optimizer = OptimizerSettings(
-        name=get.choice("optimizer", "name", ("adagrad", "adam")),
+        name=get.choice("optimizer", "name", tuple(sorted(optimizers.get_all()))),
         learning_rate=get.positive_float("optimizer", "learning_rate"),
         initial_accumulator_value=get("optimizer", "initial_accumulator_value", (int, float)),
         beta1=get.fraction("optimizer", "beta1"),
@@ -239,12 +231,12 @@ def parse_settings(config: Config) -> PretrainSettings:
         weight_decay=get("optimizer", "weight_decay", (int, float)),
         clip_norm=get("optimizer", "clip_norm", (int, float), allow_none=True),
         warmup_steps=get.positive_int("optimizer", "warmup_steps", minimum=0),
-        schedule=get.choice("optimizer", "schedule", ("constant", "linear")),
+        schedule=get.choice("optimizer", "schedule", tuple(sorted(schedules.get_all()))),
     )
     training = TrainingSettings(
         batch_tokens=get.positive_int("training", "batch_tokens"),
         max_steps=get.positive_int("training", "max_steps"),
-        precision=get.choice("training", "precision", ("fp32", "bf16", "fp16")),
+        precision=get.choice("training", "precision", TRAINING_PRECISIONS),
         eval_every=get.positive_int("training", "eval_every"),
         checkpoint_every=get.positive_int("training", "checkpoint_every"),
         log_every=get.positive_int("training", "log_every"),
@@ -266,6 +258,7 @@ def parse_settings(config: Config) -> PretrainSettings:
         # configs written before [initialize] existed start from random weights
         init_bilm=_optional_path(config, "initialize", "bilm"),
         init_weight_file=_optional_path(config, "initialize", "weight_file"),
+        config=config,
     )
 
 

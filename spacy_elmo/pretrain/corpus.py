@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
+from ..batching import pack_sequences
+from ..sentences import split_sentences, windows
+
 TEXT_SUFFIXES = (".txt", ".text", ".tokens", ".raw")
 SPACY_SUFFIXES = (".spacy",)
-SENTENCE_END = frozenset({".", "!", "?"})
 
 Tokens = List[str]
 
@@ -137,7 +139,7 @@ class SequenceReader:
             parts = list(doc.sents) if doc.has_annotation("SENT_START") else [doc]
             for part in parts:
                 tokens = [t.text for t in part if not t.is_space]
-                for chunk in _chunks(tokens, self.settings.max_sequence_length):
+                for chunk in windows(tokens, self.settings.max_sequence_length):
                     yield self._count(chunk)
 
     def _tokenize(self, text: str) -> Tokens:
@@ -150,32 +152,18 @@ class SequenceReader:
         return [t.text for t in self._tokenizer(text) if not t.is_space]
 
     def _sequences(self, tokens: Tokens) -> Iterator[Tokens]:
-        parts = _split_sentences(tokens) if self.settings.split_sentences else [tokens]
+        size = self.settings.max_sequence_length
+        if self.settings.split_sentences:
+            parts = split_sentences(tokens, size)
+        else:
+            parts = windows(tokens, size)
         for part in parts:
-            for chunk in _chunks(part, self.settings.max_sequence_length):
-                yield self._count(chunk)
+            yield self._count(part)
 
     def _count(self, tokens: Tokens) -> Tokens:
         self.stats.sequences += 1
         self.stats.tokens += len(tokens)
         return tokens
-
-
-def _split_sentences(tokens: Tokens) -> List[Tokens]:
-    """Cut after sentence-final punctuation tokens; good enough for tokenized text."""
-    sentences, start = [], 0
-    for i, token in enumerate(tokens):
-        if token in SENTENCE_END and i + 1 < len(tokens) and tokens[i + 1] not in SENTENCE_END:
-            sentences.append(tokens[start : i + 1])
-            start = i + 1
-    if start < len(tokens):
-        sentences.append(tokens[start:])
-    return sentences
-
-
-def _chunks(tokens: Tokens, size: int) -> Iterator[Tokens]:
-    for start in range(0, len(tokens), size):
-        yield tokens[start : start + size]
 
 
 @dataclass
@@ -255,26 +243,9 @@ class BatchStream:
     def _batches_of(self, sequences: List[Tokens], rng: random.Random) -> Iterator[List[Tokens]]:
         rng.shuffle(sequences)
         sequences.sort(key=len)
-        batches = pack_by_tokens(sequences, self.batch_tokens)
+        batches = pack_sequences(sequences, self.batch_tokens, overhead=2)
         rng.shuffle(batches)
         yield from batches
-
-
-def pack_by_tokens(sequences: Sequence[Tokens], batch_tokens: int) -> List[List[Tokens]]:
-    """Group length-sorted sequences so each batch's padded size (n * (longest + 2)) fits."""
-    batches: List[List[Tokens]] = []
-    current: List[Tokens] = []
-    longest = 0
-    for sequence in sequences:
-        size = len(sequence) + 2
-        if current and (len(current) + 1) * max(longest, size) > batch_tokens:
-            batches.append(current)
-            current, longest = [], 0
-        current.append(sequence)
-        longest = max(longest, size)
-    if current:
-        batches.append(current)
-    return batches
 
 
 def count_words(files: Sequence[Path], settings: CorpusSettings) -> Tuple[Counter, CorpusStats]:

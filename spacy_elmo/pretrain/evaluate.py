@@ -16,11 +16,12 @@ from confection import Config
 from safetensors.torch import load_file
 
 from ..nn.softmax import LMSoftmax
-from ..weights import VOCAB_NAME, load_bilm
+from ..sources import load_bilm
 from .config import parse_settings
 from .corpus import SequenceReader, resolve_files
 from .model import BiLMLanguageModel
-from .trainer import CONFIG_NAME, SOFTMAX_NAME, EvalResult, held_out_nll
+from .run_files import CONFIG_NAME, SOFTMAX_NAME, VOCAB_NAME
+from .trainer import EvalResult, held_out_nll
 from .vocab import Vocab
 
 

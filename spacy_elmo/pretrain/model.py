@@ -15,9 +15,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..chars import BOS_CHAR_IDS, EOS_CHAR_IDS, tokens_to_ids
+from ..chars import BOS_TOKEN, EOS_TOKEN, tokens_to_ids
 from ..nn.bilm import BiLM
 from ..nn.lstm import DistinctInputs
+from ..nn.precision import precision_context
 from ..nn.softmax import LMSoftmax
 from .vocab import Vocab
 
@@ -63,18 +64,15 @@ class LMBatch:
 def make_batch(sequences: Sequence[Sequence[str]], vocab: Vocab) -> LMBatch:
     """Token sequences -> LMBatch. Each distinct token string is encoded once."""
     width = max(len(s) for s in sequences) + 2
-    unique: Dict[str, int] = {"<S>": 0, "</S>": 1}
+    unique: Dict[str, int] = {BOS_TOKEN: 0, EOS_TOKEN: 1}
     index = np.zeros((len(sequences), width), dtype=np.int64)
     targets = np.zeros((len(sequences), width), dtype=np.int64)
     for row, tokens in enumerate(sequences):
         ids = [unique.setdefault(t, len(unique)) for t in tokens]
         index[row, : len(tokens) + 2] = [0, *ids, 1]
         targets[row, : len(tokens) + 2] = vocab.encode(tokens)
-    words = list(unique)
-    char_ids = tokens_to_ids(words)
-    char_ids[0], char_ids[1] = BOS_CHAR_IDS, EOS_CHAR_IDS
     return LMBatch(
-        torch.from_numpy(char_ids),
+        torch.from_numpy(tokens_to_ids(list(unique))),
         torch.from_numpy(index),
         torch.tensor([len(s) + 2 for s in sequences]),
         torch.from_numpy(targets),
@@ -82,13 +80,19 @@ def make_batch(sequences: Sequence[Sequence[str]], vocab: Vocab) -> LMBatch:
 
 
 class BiLMLanguageModel(nn.Module):
-    """The biLM plus the shared softmax; ``forward`` returns summed NLLs per direction."""
+    """The biLM plus the shared softmax; ``forward`` returns summed NLLs per direction.
 
-    def __init__(self, bilm: BiLM, softmax: LMSoftmax, dropout: float = 0.1) -> None:
+    ``precision`` (``nn/precision.py``) covers the whole step, biLM and softmax: "fp32" forbids
+    TF32 as the biLM's own ``forward`` does."""
+
+    def __init__(
+        self, bilm: BiLM, softmax: LMSoftmax, dropout: float = 0.1, precision: str = "fp32"
+    ) -> None:
         super().__init__()
         self.bilm = bilm
         self.softmax = softmax
         self.dropout = dropout
+        self.precision = precision
 
     def forward(
         self,
@@ -99,16 +103,19 @@ class BiLMLanguageModel(nn.Module):
         """Returns (2,) float: summed NLL of the forward and of the backward LM.
 
         ``n_samples`` None scores with the full softmax, else with the sampled softmax."""
+        with precision_context(self.precision, batch.lengths.device):
+            return self._nll(batch, n_samples, generator)
+
+    def _nll(
+        self, batch: LMBatch, n_samples: Optional[int], generator: Optional[torch.Generator]
+    ) -> torch.Tensor:
         lengths = batch.lengths
         width = batch.token_index.shape[1]
         positions = torch.arange(width, device=lengths.device)[None, :]
-        mask = positions < lengths[:, None]
-        vectors = self.bilm.token_encoder(batch.unique_char_ids)
-        tokens = vectors[batch.token_index] * mask[..., None].to(vectors.dtype)
         drop = self.dropout if self.training else 0.0
-        distinct = DistinctInputs(vectors, batch.token_index)
-        forward_layers, _ = self.bilm.forward_lstm(tokens, lengths, None, drop, distinct)
-        backward_layers, _ = self.bilm.backward_lstm(tokens, lengths, None, drop, distinct)
+        vectors = self.bilm.token_encoder(batch.unique_char_ids)
+        acts = self.bilm.contextualize(DistinctInputs(vectors, batch.token_index), lengths, None, drop)
+        forward_layers, backward_layers = acts.forward, acts.backward
         forward_top = nn.functional.dropout(forward_layers[-1], drop, self.training)
         backward_top = nn.functional.dropout(backward_layers[-1], drop, self.training)
 

@@ -1,13 +1,7 @@
 """The pretraining loop: batches -> loss -> clipped update; logs, evaluations and checkpoints.
 
-Output directory layout (loadable by ``load_bilm(output_dir)`` and the ``elmo`` pipe at any time
-after the first checkpoint):
-
-- ``options.json``, ``model.safetensors``: the biLM (native checkpoint);
-- ``softmax.safetensors``, ``vocab.txt``: the LM output layer and its vocabulary;
-- ``config.cfg``: the resolved config; ``metrics.jsonl``: one JSON object per log/eval line;
-- ``checkpoint/state.pt``: everything ``--resume`` needs to continue bit for bit (weights,
-  optimizer, schedule, scaler, every rank's RNG states and corpus position).
+The output directory (``run_files.py`` names its files) is loadable by ``load_bilm(output_dir)``
+and the ``elmo`` pipe at any time after the first checkpoint.
 """
 
 from __future__ import annotations
@@ -18,10 +12,9 @@ import math
 import random
 import signal
 import time
-from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -30,9 +23,12 @@ from safetensors.torch import load_file, save_file
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
+from ..batching import pack_sequences
 from ..nn.bilm import BiLM
+from ..nn.precision import get_precision
 from ..nn.softmax import LMSoftmax
-from ..weights import VOCAB_NAME, load_bilm, save_bilm
+from ..sources import WeightSource, load_bilm_from, resolve_model, resolve_weight_source
+from ..weights import save_bilm
 from .config import (
     ConfigError,
     PretrainSettings,
@@ -46,17 +42,14 @@ from .corpus import (
     DataPosition,
     SequenceReader,
     count_words,
-    pack_by_tokens,
     resolve_files,
 )
 from .distributed import DistributedContext
 from .model import BiLMLanguageModel, LMBatch, init_bilm_tf_style, make_batch, perplexity
+from .optimizers import make_optimizer, make_scheduler
+from .run_files import CHECKPOINT_DIR, CONFIG_NAME, METRICS_NAME, SOFTMAX_NAME, STATE_FILE, VOCAB_NAME
 from .vocab import Vocab, VocabError
 
-CHECKPOINT_DIR = "checkpoint"
-CONFIG_NAME = "config.cfg"
-SOFTMAX_NAME = "softmax.safetensors"
-STATE_FILE = "state.pt"
 
 
 @dataclass
@@ -84,14 +77,16 @@ class Trainer:
 
     def __init__(
         self,
-        config: Config,
+        settings: Union[PretrainSettings, Config],
         output_dir: Path,
         gpu_id: int = -1,
         resume: bool = False,
         show_progress: bool = True,
     ) -> None:
-        self.config = config
-        self.settings: PretrainSettings = parse_settings(config)
+        """``settings``: parsed with ``config.parse_settings`` (a raw Config is parsed here)."""
+        if isinstance(settings, Config):
+            settings = parse_settings(settings)
+        self.settings: PretrainSettings = settings
         self.output_dir = Path(output_dir)
         self.ctx = DistributedContext.from_env(gpu_id)
         self.device = self.ctx.device
@@ -100,56 +95,21 @@ class Trainer:
         self.tokens_seen = 0
         self._stop_requested = False
 
-        checkpoint = self.output_dir / CHECKPOINT_DIR / STATE_FILE
-        if checkpoint.exists() and not resume:
-            raise FileExistsError(
-                f"{self.output_dir} already holds a checkpoint: pass --resume to continue it, "
-                "or choose a new output directory"
-            )
-        if resume and not checkpoint.exists():
-            raise FileNotFoundError(f"--resume: no checkpoint at {checkpoint}")
-        if self.ctx.is_main:
-            self.output_dir.mkdir(parents=True, exist_ok=True)
-            if not resume:
-                self.config.to_disk(self.output_dir / CONFIG_NAME)
-        self.ctx.barrier()
-
+        checkpoint = self._prepare_output_dir(resume)
         s = self.settings
         self.train_files = resolve_files(s.train)
         self.dev_files = resolve_files(s.dev) if s.dev else []
         self.vocab = self._prepare_vocab(resume)
         self.use_sampled = sampled_softmax_wanted(s.objective, len(self.vocab))
-
-        torch.manual_seed(s.seed)
-        bilm = BiLM(s.options)
-        init_bilm_tf_style(bilm)
-        softmax = LMSoftmax(len(self.vocab), s.options.lstm.projection_dim)
-        if s.init_bilm and not resume:
-            self._initialize_from(bilm, softmax)
-        self.model = BiLMLanguageModel(bilm, softmax, s.objective.dropout).to(self.device)
         self.sparse_updates = sparse_updates_wanted(s, self.use_sampled)
-        if self.sparse_updates:
-            softmax.row_sparse_gradients = True
-            # Say so explicitly (the default), which also silences torch's warning about it.
-            torch.sparse.check_sparse_tensor_invariants.disable()
-        self.ddp_model: torch.nn.Module = self.model
-        if self.ctx.distributed:
-            if self.sparse_updates:
-                # Their row gradients are exchanged by publish_row_gradients, not by DDP.
-                DDP._set_params_and_buffers_to_ignore_for_model(
-                    self.model, ["softmax.weight", "softmax.bias"]
-                )
-            device_ids = [self.device.index] if self.device.type == "cuda" else None
-            self.ddp_model = DDP(self.model, device_ids)
-        self.optimizer = _make_optimizer(self.model, s)
-        self.scheduler = _make_scheduler(self.optimizer, s)
-        self.scaler = torch.amp.GradScaler(self.device.type, enabled=s.training.precision == "fp16")
-        self.generator = torch.Generator(device=self.device)
-        self.generator.manual_seed(s.seed * 1000 + self.ctx.rank)
-        random.seed(s.seed + self.ctx.rank)
-        np.random.seed(s.seed + self.ctx.rank)
-        torch.manual_seed(s.seed * 1000 + self.ctx.rank + 1)
-
+        self.model = self._build_model(resume)
+        self.ddp_model = self._wrap_distributed(self.model)
+        self.optimizer = make_optimizer(self.model, s.optimizer)
+        self.scheduler = make_scheduler(self.optimizer, s.optimizer, s.training.max_steps)
+        self.scaler = torch.amp.GradScaler(
+            self.device.type, enabled=get_precision(s.training.precision).needs_grad_scaler
+        )
+        self.generator = self._seed_rank()
         self.stream = BatchStream(
             self.train_files,
             s.corpus,
@@ -162,6 +122,63 @@ class Trainer:
         self.start_position = DataPosition()
         if resume:
             self._load_checkpoint(checkpoint)
+
+    @property
+    def config(self) -> Optional[Config]:
+        return self.settings.config
+
+    def _prepare_output_dir(self, resume: bool) -> Path:
+        """Refuse to overwrite (or to resume nothing); write config.cfg. Returns the checkpoint
+        path."""
+        checkpoint = self.output_dir / CHECKPOINT_DIR / STATE_FILE
+        if checkpoint.exists() and not resume:
+            raise FileExistsError(
+                f"{self.output_dir} already holds a checkpoint: pass --resume to continue it, "
+                "or choose a new output directory"
+            )
+        if resume and not checkpoint.exists():
+            raise FileNotFoundError(f"--resume: no checkpoint at {checkpoint}")
+        if self.ctx.is_main:
+            self.output_dir.mkdir(parents=True, exist_ok=True)
+            if not resume and self.settings.config is not None:
+                self.settings.config.to_disk(self.output_dir / CONFIG_NAME)
+        self.ctx.barrier()
+        return checkpoint
+
+    def _build_model(self, resume: bool) -> BiLMLanguageModel:
+        """The biLM (bilm-tf initialisation, or ``[initialize] bilm``) and the softmax."""
+        s = self.settings
+        torch.manual_seed(s.seed)
+        bilm = BiLM(s.options)
+        init_bilm_tf_style(bilm)
+        softmax = LMSoftmax(len(self.vocab), s.options.lstm.projection_dim)
+        if s.init_bilm and not resume:
+            self._initialize_from(bilm, softmax)
+        if self.sparse_updates:
+            softmax.row_sparse_gradients = True
+            # Say so explicitly (the default), which also silences torch's warning about it.
+            torch.sparse.check_sparse_tensor_invariants.disable()
+        model = BiLMLanguageModel(bilm, softmax, s.objective.dropout, s.training.precision)
+        return model.to(self.device)
+
+    def _wrap_distributed(self, model: BiLMLanguageModel) -> torch.nn.Module:
+        if not self.ctx.distributed:
+            return model
+        if self.sparse_updates:
+            # Their row gradients are exchanged by publish_row_gradients, not by DDP.
+            DDP._set_params_and_buffers_to_ignore_for_model(model, ["softmax.weight", "softmax.bias"])
+        device_ids = [self.device.index] if self.device.type == "cuda" else None
+        return DDP(model, device_ids)
+
+    def _seed_rank(self) -> torch.Generator:
+        """Per-rank seeds of Python, NumPy and torch; the softmax sampler's generator."""
+        seed, rank = self.settings.seed, self.ctx.rank
+        generator = torch.Generator(device=self.device)
+        generator.manual_seed(seed * 1000 + rank)
+        random.seed(seed + rank)
+        np.random.seed(seed + rank)
+        torch.manual_seed(seed * 1000 + rank + 1)
+        return generator
 
     # ----------------------------------------------------------------------------- training
     def train(self) -> Path:
@@ -227,12 +244,9 @@ class Trainer:
         s = self.settings
         self.model.train()
         batch = batch.to(self.device)
-        with self._autocast():
-            nll = self.ddp_model(
-                batch,
-                s.objective.n_negative_samples if self.use_sampled else None,
-                self.generator,
-            )
+        nll = self.ddp_model(
+            batch, s.objective.n_negative_samples if self.use_sampled else None, self.generator
+        )
         # Normalise by the targets of all ranks so that DDP's gradient average equals the
         # gradient of one process holding every rank's sequences.
         totals = torch.tensor(
@@ -256,13 +270,6 @@ class Trainer:
         self.tokens_seen += global_count // 2
         return global_nll, global_count
 
-    def _autocast(self):
-        precision = self.settings.training.precision
-        if precision == "fp32":
-            return nullcontext()
-        dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-        return torch.autocast(self.device.type, dtype=dtype)
-
     def _request_stop(self, signum, frame) -> None:
         if self._stop_requested:
             raise KeyboardInterrupt
@@ -278,8 +285,7 @@ class Trainer:
         self.model.eval()
         reader = SequenceReader(self.dev_files, s.corpus, self.ctx.rank, self.ctx.world_size)
         limit = s.dev_max_tokens // self.ctx.world_size if s.dev_max_tokens else None
-        with self._autocast():
-            sums = held_out_nll(self.model, self.vocab, reader, s.training.batch_tokens, limit)
+        sums = held_out_nll(self.model, self.vocab, reader, s.training.batch_tokens, limit)
         self.ctx.all_reduce_sum(sums)
         return EvalResult.from_sums(sums, s.dev)
 
@@ -352,7 +358,8 @@ class Trainer:
         """Copy the weights of ``initialize.bilm`` (and its softmax, when it comes with this run's
         vocabulary) into the fresh model."""
         s = self.settings
-        source = load_bilm(s.init_bilm, s.init_weight_file)
+        weights = init_weight_source(s)
+        source = load_bilm_from(weights)
         if source.options != s.options:
             ours, theirs = _flat(s.options.to_dict()), _flat(source.options.to_dict())
             differ = [
@@ -366,9 +373,8 @@ class Trainer:
                 + "). `python -m spacy_elmo init-config CONFIG --model DIR` writes a matching config"
             )
         bilm.load_state_dict(source.state_dict())
-        source_path = Path(s.init_bilm)
-        directory = source_path if source_path.is_dir() else source_path.parent
-        softmax_file, vocab_file = directory / SOFTMAX_NAME, directory / VOCAB_NAME
+        softmax_file = weights.directory / SOFTMAX_NAME
+        vocab_file = weights.directory / VOCAB_NAME
         with_softmax = (
             softmax_file.is_file()
             and vocab_file.is_file()
@@ -407,7 +413,7 @@ class Trainer:
     def _log(self, record: Dict) -> None:
         if not self.ctx.is_main:
             return
-        with (self.output_dir / "metrics.jsonl").open("a", encoding="utf-8") as handle:
+        with (self.output_dir / METRICS_NAME).open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
 
 
@@ -419,7 +425,7 @@ def pretrain(
     show_progress: bool = True,
 ) -> Path:
     """Train a biLM as ``config`` says, writing everything to ``output_dir``."""
-    trainer = Trainer(config, output_dir, gpu_id, resume, show_progress)
+    trainer = Trainer(parse_settings(config), output_dir, gpu_id, resume, show_progress)
     try:
         return trainer.train()
     finally:
@@ -497,10 +503,10 @@ def _dev_batches(
         seen += len(sequence) + 1
         chunk.append(sequence)
         if len(chunk) >= 1000:
-            yield from pack_by_tokens(sorted(chunk, key=len), batch_tokens)
+            yield from pack_sequences(sorted(chunk, key=len), batch_tokens, overhead=2)
             chunk = []
     if chunk:
-        yield from pack_by_tokens(sorted(chunk, key=len), batch_tokens)
+        yield from pack_sequences(sorted(chunk, key=len), batch_tokens, overhead=2)
 
 
 def clip_grad_norm(parameters: Iterable[torch.nn.Parameter], max_norm: float) -> torch.Tensor:
@@ -520,34 +526,12 @@ def clip_grad_norm(parameters: Iterable[torch.nn.Parameter], max_norm: float) ->
     return total
 
 
-def _make_optimizer(model: torch.nn.Module, s: PretrainSettings) -> torch.optim.Optimizer:
-    o = s.optimizer
-    if o.name == "adagrad":
-        return torch.optim.Adagrad(
-            model.parameters(),
-            lr=o.learning_rate,
-            initial_accumulator_value=o.initial_accumulator_value,
-            weight_decay=o.weight_decay,
-        )
-    return torch.optim.AdamW(
-        model.parameters(),
-        lr=o.learning_rate,
-        betas=(o.beta1, o.beta2),
-        weight_decay=o.weight_decay,
-    )
-
-
-def _make_scheduler(optimizer: torch.optim.Optimizer, s: PretrainSettings):
-    warmup, total, schedule = s.optimizer.warmup_steps, s.training.max_steps, s.optimizer.schedule
-
-    def factor(step: int) -> float:
-        if warmup and step < warmup:
-            return (step + 1) / warmup
-        if schedule == "linear":
-            return max(0.0, (total - step) / max(1, total - warmup))
-        return 1.0
-
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+def init_weight_source(s: PretrainSettings) -> WeightSource:
+    """The files of ``[initialize] bilm`` (a model directory, the name of a downloaded model,
+    or an options.json with ``weight_file``)."""
+    if s.init_weight_file is None:
+        return resolve_model(s.init_bilm, what="initialize.bilm")
+    return resolve_weight_source(options_file=s.init_bilm, weight_file=s.init_weight_file)
 
 
 def _rng_state() -> Dict:

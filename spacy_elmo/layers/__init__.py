@@ -1,0 +1,1 @@
+"""Thinc layers around the biLM: one concept per module (the mix shared by pipe and listeners)."""

@@ -1,0 +1,89 @@
+"""Optimizers and learning-rate schedules of pretraining, as registered functions.
+
+``optimizer.name`` and ``optimizer.schedule`` in the config name an entry of these registries
+(catalogue, as Thinc's ``@schedules``), and the config validates against what is registered:
+adding an optimizer or a schedule is one decorated function here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable, Optional
+
+import catalogue
+import torch
+
+optimizers = catalogue.create("spacy_elmo", "optimizers")
+schedules = catalogue.create("spacy_elmo", "schedules")
+
+
+@dataclass
+class OptimizerSettings:
+    """The ``[optimizer]`` config section, validated (``config.parse_settings``)."""
+
+    name: str
+    learning_rate: float
+    initial_accumulator_value: float
+    beta1: float
+    beta2: float
+    weight_decay: float
+    clip_norm: Optional[float]
+    warmup_steps: int
+    schedule: str
+
+
+#: A schedule: (warmup steps, total steps) -> (step -> learning-rate factor).
+Schedule = Callable[[int, int], Callable[[int], float]]
+
+
+@optimizers.register("adagrad")
+def adagrad(
+    parameters: Iterable[torch.nn.Parameter], o: OptimizerSettings
+) -> torch.optim.Optimizer:
+    """The paper's optimizer (bilm-tf: lr 0.2, initial accumulator 1.0)."""
+    return torch.optim.Adagrad(
+        parameters,
+        lr=o.learning_rate,
+        initial_accumulator_value=o.initial_accumulator_value,
+        weight_decay=o.weight_decay,
+    )
+
+
+@optimizers.register("adam")
+def adam(parameters: Iterable[torch.nn.Parameter], o: OptimizerSettings) -> torch.optim.Optimizer:
+    """AdamW (decoupled weight decay)."""
+    return torch.optim.AdamW(
+        parameters, lr=o.learning_rate, betas=(o.beta1, o.beta2), weight_decay=o.weight_decay
+    )
+
+
+def _warmup(warmup: int, after: Callable[[int], float]) -> Callable[[int], float]:
+    """Linear warm-up over the first ``warmup`` steps, then ``after``."""
+
+    def factor(step: int) -> float:
+        if warmup and step < warmup:
+            return (step + 1) / warmup
+        return after(step)
+
+    return factor
+
+
+@schedules.register("constant")
+def constant(warmup: int, total: int) -> Callable[[int], float]:
+    return _warmup(warmup, lambda step: 1.0)
+
+
+@schedules.register("linear")
+def linear(warmup: int, total: int) -> Callable[[int], float]:
+    """Linear decay to 0 at ``total`` steps, after the warm-up."""
+    return _warmup(warmup, lambda step: max(0.0, (total - step) / max(1, total - warmup)))
+
+
+def make_optimizer(model: torch.nn.Module, o: OptimizerSettings) -> torch.optim.Optimizer:
+    return optimizers.get(o.name)(model.parameters(), o)
+
+
+def make_scheduler(
+    optimizer: torch.optim.Optimizer, o: OptimizerSettings, max_steps: int
+) -> torch.optim.lr_scheduler.LambdaLR:
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, schedules.get(o.schedule)(o.warmup_steps, max_steps))

@@ -1,0 +1,28 @@
+"""The names of the files in a pretraining output directory, in one place.
+
+- ``options.json``, ``model.safetensors``: the biLM (native checkpoint, ``load_bilm(run_dir)``);
+- ``softmax.safetensors``, ``vocab.txt``: the LM output layer and its vocabulary;
+- ``config.cfg``: the resolved config; ``metrics.jsonl``: one JSON object per log/eval line;
+- ``checkpoint/state.pt``: everything ``--resume`` needs to continue bit for bit.
+"""
+
+from __future__ import annotations
+
+from ..weights import OPTIONS_NAME, SAFETENSORS_NAME, VOCAB_NAME
+
+CONFIG_NAME = "config.cfg"
+METRICS_NAME = "metrics.jsonl"
+SOFTMAX_NAME = "softmax.safetensors"
+CHECKPOINT_DIR = "checkpoint"
+STATE_FILE = "state.pt"
+
+__all__ = [
+    "CHECKPOINT_DIR",
+    "CONFIG_NAME",
+    "METRICS_NAME",
+    "OPTIONS_NAME",
+    "SAFETENSORS_NAME",
+    "SOFTMAX_NAME",
+    "STATE_FILE",
+    "VOCAB_NAME",
+]

@@ -1,0 +1,34 @@
+"""Sentences of already tokenized text: the one splitter used by pretraining and the benches.
+
+The biLM reads sentences at inference time, so training text and benchmark text are cut the
+same way: after a sentence-final punctuation token, keeping runs such as ``? !`` together, then
+into windows of at most ``max_length`` tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, List, Optional, Sequence
+
+#: Tokens that end a sentence.
+SENTENCE_END = frozenset({".", "!", "?"})
+
+
+def split_sentences(tokens: Sequence[str], max_length: Optional[int] = None) -> List[List[str]]:
+    """Cut ``tokens`` after sentence-final punctuation (not inside a run of it), then each
+    sentence into windows of at most ``max_length`` tokens (None: no limit)."""
+    sentences, start = [], 0
+    for i, token in enumerate(tokens):
+        if token in SENTENCE_END and i + 1 < len(tokens) and tokens[i + 1] not in SENTENCE_END:
+            sentences.append(list(tokens[start : i + 1]))
+            start = i + 1
+    if start < len(tokens):
+        sentences.append(list(tokens[start:]))
+    if max_length is None:
+        return sentences
+    return [window for sentence in sentences for window in windows(sentence, max_length)]
+
+
+def windows(tokens: Sequence[str], size: int) -> Iterator[List[str]]:
+    """Consecutive pieces of ``tokens`` of ``size`` tokens (the last may be shorter)."""
+    for start in range(0, len(tokens), size):
+        yield list(tokens[start : start + size])
