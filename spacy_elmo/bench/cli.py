@@ -354,3 +354,52 @@ def pretrain_command(
         typer.echo(f"{row['case']}: {row['description']}")
     typer.echo("tokens/s = predictions per direction per second (as the trainer logs it)")
     _finish(result, output)
+
+
+@app.command("senses")
+def senses_command(
+    model_path: Optional[Path] = MODEL_PATH,
+    options_file: Optional[Path] = OPTIONS_FILE,
+    weight_file: Optional[Path] = WEIGHT_FILE,
+    data: Optional[Path] = typer.Option(
+        None, "--data", help="Sentences, JSON lines with word, sense, text (default: the bundled set)"
+    ),
+    batch_size: int = typer.Option(32, "--batch-size", help="Sentences per biLM call"),
+    threads: Optional[int] = THREADS,
+    output: Optional[Path] = OUTPUT,
+) -> None:
+    """Word senses: does each layer, and the pipe's default mix, separate them?
+
+    margin = mean within-sense cosine - mean across-sense cosine of a word's occurrences
+    (per word, then averaged); accuracy = leave-one-out nearest occurrence of the same sense.
+    Default model: the bundled one.
+    """
+    from ..pipe import DEFAULT_MODEL
+    from ..weights import load_bilm
+    from .senses import DATA_FILE, SENSE_COLUMNS, run_senses_bench
+    from .system import system_info
+
+    _threads(threads)
+    if (options_file is None) != (weight_file is None):
+        _fail("--options-file and --weight-file go together")
+    source = model_path or options_file or DEFAULT_MODEL
+    if not Path(source).exists():
+        _fail(f"model {source} does not exist: give --model-path (or --options-file/--weight-file)")
+    try:
+        result = run_senses_bench(load_bilm(source, weight_file), data or DATA_FILE, batch_size)
+    except ValueError as err:
+        _fail(str(err))
+    result["model"] = str(weight_file or source)
+    result["system"] = system_info()
+    d = result["data"]
+    report.echo_table(
+        f"Word senses, {result['model']}: {d['words']} words, {d['senses']} senses, "
+        f"{d['sentences']} sentences",
+        result["rows"],
+        SENSE_COLUMNS,
+    )
+    typer.echo(
+        "margin and accuracy averaged over words; accuracy: nearest other occurrence has the "
+        "same sense (ties share the credit; a context-free output scores the chance level)"
+    )
+    _finish(result, output)
