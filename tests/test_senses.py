@@ -19,6 +19,7 @@ import srsly
 from spacy_elmo import load_bilm
 from spacy_elmo.bench.senses import (
     DATA_FILE,
+    candidate_outputs,
     layer_norm,
     read_senses,
     run_senses_bench,
@@ -130,6 +131,21 @@ def test_layer_norm_standardises_each_layer():
     layers = np.random.default_rng(1).normal(loc=[[[3.0]], [[-2.0]]], scale=[[[5.0]], [[0.1]]], size=(2, 4, 8))
     normed = layer_norm(layers)
     assert np.allclose(normed.mean(axis=(1, 2)), 0) and np.allclose(normed.std(axis=(1, 2)), 1)
+
+
+def test_candidate_outputs_mix_and_center_on_the_reference():
+    rng = np.random.default_rng(3)
+    layers = [rng.normal(size=(3, n, 4)) for n in (2, 5)]
+    reference = [rng.normal(loc=7.0, size=(3, n, 4)) for n in (3, 4)]
+    outputs = candidate_outputs(layers, reference)
+    contextual = (layers[1][1] + layers[1][2]) / 2
+    assert np.allclose(outputs["contextual mix"][1], contextual)
+    assert np.allclose(outputs["equal mix (pipe default)"][0], layers[0].mean(axis=0))
+    assert np.allclose(outputs["layer 2 (top)"][0], layers[0][2])
+    reference_mean = np.concatenate([(x[1] + x[2]) / 2 for x in reference]).mean(axis=0)
+    assert np.allclose(outputs["contextual mix, centered"][1], contextual - reference_mean)
+    own_mean = np.concatenate([(x[1] + x[2]) / 2 for x in layers]).mean(axis=0)
+    assert np.allclose(candidate_outputs(layers)["contextual mix, centered"][1], contextual - own_mean)
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ prints its table and, with ``--output``, writes every figure to JSON."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import tempfile
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
@@ -365,6 +366,15 @@ def senses_command(
         None, "--data", help="Sentences, JSON lines with word, sense, text (default: the bundled set)"
     ),
     batch_size: int = typer.Option(32, "--batch-size", help="Sentences per biLM call"),
+    center_text: Optional[Path] = typer.Option(
+        None,
+        "--center-text",
+        help="Tokenized text whose mean vector the centered outputs subtract "
+        "(default: the benchmark's own sentences)",
+    ),
+    center_sentences: int = typer.Option(
+        1000, "--center-sentences", help="Sentences of --center-text to use (the first ones)"
+    ),
     threads: Optional[int] = THREADS,
     output: Optional[Path] = OUTPUT,
 ) -> None:
@@ -378,6 +388,7 @@ def senses_command(
     from ..weights import load_bilm
     from .senses import DATA_FILE, SENSE_COLUMNS, run_senses_bench
     from .system import system_info
+    from .text import sentences, text_lines
 
     _threads(threads)
     if (options_file is None) != (weight_file is None):
@@ -386,10 +397,16 @@ def senses_command(
     if not Path(source).exists():
         _fail(f"model {source} does not exist: give --model-path (or --options-file/--weight-file)")
     try:
-        result = run_senses_bench(load_bilm(source, weight_file), data or DATA_FILE, batch_size)
-    except ValueError as err:
+        reference = None
+        if center_text is not None:
+            reference = list(itertools.islice(sentences(text_lines(center_text), 100), center_sentences))
+        result = run_senses_bench(
+            load_bilm(source, weight_file), data or DATA_FILE, batch_size, reference
+        )
+    except (ValueError, FileNotFoundError) as err:
         _fail(str(err))
     result["model"] = str(weight_file or source)
+    result["data"]["centering_text"] = str(center_text) if center_text else "the benchmark sentences"
     result["system"] = system_info()
     d = result["data"]
     report.echo_table(
@@ -400,6 +417,7 @@ def senses_command(
     )
     typer.echo(
         "margin and accuracy averaged over words; accuracy: nearest other occurrence has the "
-        "same sense (ties share the credit; a context-free output scores the chance level)"
+        "same sense (ties share the credit; a context-free output scores the chance level); "
+        f"centered: minus the mean over {d['centering_tokens']:,} tokens of {d['centering_text']}"
     )
     _finish(result, output)

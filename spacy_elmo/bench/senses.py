@@ -13,8 +13,9 @@ token's vector is taken from each candidate output:
 - ``contextual mix``: equal weights on the LSTM layers only;
 - the mixes with AllenNLP's ``do_layer_norm`` (each layer of a sentence normalised by the mean and
   standard deviation of all its elements before mixing, so that no layer dominates by scale);
-- every output again ``centered``: the per-dimension mean over every token of the benchmark's
-  sentences (no labels used) subtracted, which removes the direction all vectors share.
+- every output again ``centered``: a per-dimension mean subtracted, which removes the direction
+  all vectors share (the mean over every token of the benchmark's sentences, no labels used, or
+  over other text given with ``--center-text``).
 
 Two figures per output:
 
@@ -147,8 +148,8 @@ def candidate_weights(n_layers: int) -> Dict[str, np.ndarray]:
     return candidates
 
 
-def candidate_outputs(layers: Sequence[np.ndarray]) -> Dict[str, List[np.ndarray]]:
-    """Each candidate output for every sentence: name -> per-sentence ``(n_tokens, width)``."""
+def _mixes(layers: Sequence[np.ndarray]) -> Dict[str, List[np.ndarray]]:
+    """Each uncentered candidate for every sentence: name -> per-sentence ``(n_tokens, width)``."""
     n_layers = layers[0].shape[0]
     normed = [layer_norm(x) for x in layers]
     outputs: Dict[str, List[np.ndarray]] = {}
@@ -156,9 +157,25 @@ def candidate_outputs(layers: Sequence[np.ndarray]) -> Dict[str, List[np.ndarray
         outputs[name] = [np.tensordot(weights, x, axes=(0, 0)) for x in layers]
         if "mix" in name:
             outputs[f"{name}, layer norm"] = [np.tensordot(weights, x, axes=(0, 0)) for x in normed]
+    return outputs
+
+
+def candidate_outputs(
+    layers: Sequence[np.ndarray], reference: Optional[Sequence[np.ndarray]] = None
+) -> Dict[str, List[np.ndarray]]:
+    """Each candidate output for every sentence: name -> per-sentence ``(n_tokens, width)``.
+
+    The ``centered`` ones subtract the per-dimension mean of the same output over every token of
+    ``reference`` (the layers of other sentences, e.g. the training text), by default of
+    ``layers`` themselves: no labels are used, but a pipe would have to store such a mean.
+    """
+    outputs = _mixes(layers)
+    means = {
+        name: np.concatenate(values).mean(axis=0)
+        for name, values in (_mixes(reference) if reference is not None else outputs).items()
+    }
     for name in list(outputs):
-        mean = np.concatenate(outputs[name]).mean(axis=0)
-        outputs[f"{name}, centered"] = [x - mean for x in outputs[name]]
+        outputs[f"{name}, centered"] = [x - means[name] for x in outputs[name]]
     return outputs
 
 
@@ -212,25 +229,34 @@ def sense_scores(
 
 
 def run_senses_bench(
-    bilm: BiLM, data: Path = DATA_FILE, batch_size: int = 32
+    bilm: BiLM,
+    data: Path = DATA_FILE,
+    batch_size: int = 32,
+    center_sentences: Optional[Sequence[Sequence[str]]] = None,
 ) -> Dict[str, Any]:
-    """Score every candidate output of ``bilm`` on the sentences of ``data``."""
+    """Score every candidate output of ``bilm`` on the sentences of ``data``; the centered
+    outputs subtract the mean over ``center_sentences`` (tokenized), by default over the
+    benchmark's own sentences."""
     sentences = read_senses(data)
     layers = sentence_layers(bilm, [s.tokens for s in sentences], batch_size)
+    reference = None
+    if center_sentences is not None:
+        reference = sentence_layers(bilm, center_sentences, batch_size)
     words = [s.word for s in sentences]
     senses = [s.sense for s in sentences]
     rows = []
-    for name, outputs in candidate_outputs(layers).items():
+    for name, outputs in candidate_outputs(layers, reference).items():
         targets = np.stack([x[s.target] for x, s in zip(outputs, sentences)])
         rows.append({"output": name, **sense_scores(targets, words, senses)})
-    n_senses = len({(s.word, s.sense) for s in sentences})
     return {
         "data": {
             "file": str(data),
             "words": len(set(words)),
-            "senses": n_senses,
+            "senses": len({(s.word, s.sense) for s in sentences}),
             "sentences": len(sentences),
+            "centering_tokens": sum(
+                len(x) for x in (center_sentences or [s.tokens for s in sentences])
+            ),
         },
         "rows": rows,
     }
-
