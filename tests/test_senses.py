@@ -106,7 +106,8 @@ def _pairwise_reference(vectors, senses):
         (within if senses[i] == senses[j] else across).append(cos(vectors[i], vectors[j]))
     hits = 0
     for i in range(len(senses)):
-        nearest = max((j for j in range(len(senses)) if j != i), key=lambda j: cos(vectors[i], vectors[j]))
+        others = [j for j in range(len(senses)) if j != i]
+        nearest = max(others, key=lambda j: cos(vectors[i], vectors[j]))
         hits += senses[nearest] == senses[i]
     return np.mean(within) - np.mean(across), hits / len(senses)
 
@@ -116,7 +117,8 @@ def test_sense_scores_match_a_pairwise_loop_and_average_over_words():
     words = ["x"] * 7 + ["y"] * 10
     senses = ["p", "p", "p", "q", "q", "q", "q"] + ["p"] * 5 + ["q"] * 3 + ["r"] * 2
     centres = {(w, s): rng.normal(size=16) for w, s in zip(words, senses)}
-    vectors = np.stack([centres[w, s] + rng.normal(scale=1.5, size=16) for w, s in zip(words, senses)])
+    noise = rng.normal(scale=1.5, size=(len(words), 16))
+    vectors = np.stack([centres[w, s] for w, s in zip(words, senses)]) + noise
     result = sense_scores(vectors, words, senses)
     expected = {w: _pairwise_reference(vectors[[i for i, x in enumerate(words) if x == w]],
                                        [s for x, s in zip(words, senses) if x == w]) for w in "xy"}
@@ -128,7 +130,8 @@ def test_sense_scores_match_a_pairwise_loop_and_average_over_words():
 
 
 def test_layer_norm_standardises_each_layer():
-    layers = np.random.default_rng(1).normal(loc=[[[3.0]], [[-2.0]]], scale=[[[5.0]], [[0.1]]], size=(2, 4, 8))
+    rng = np.random.default_rng(1)
+    layers = rng.normal(loc=[[[3.0]], [[-2.0]]], scale=[[[5.0]], [[0.1]]], size=(2, 4, 8))
     normed = layer_norm(layers)
     assert np.allclose(normed.mean(axis=(1, 2)), 0) and np.allclose(normed.std(axis=(1, 2)), 1)
 
@@ -145,7 +148,8 @@ def test_candidate_outputs_mix_and_center_on_the_reference():
     reference_mean = np.concatenate([(x[1] + x[2]) / 2 for x in reference]).mean(axis=0)
     assert np.allclose(outputs["contextual mix, centered"][1], contextual - reference_mean)
     own_mean = np.concatenate([(x[1] + x[2]) / 2 for x in layers]).mean(axis=0)
-    assert np.allclose(candidate_outputs(layers)["contextual mix, centered"][1], contextual - own_mean)
+    centered_on_itself = candidate_outputs(layers)["contextual mix, centered"][1]
+    assert np.allclose(centered_on_itself, contextual - own_mean)
 
 
 @pytest.fixture(scope="module")

@@ -399,14 +399,15 @@ def senses_command(
     try:
         reference = None
         if center_text is not None:
-            reference = list(itertools.islice(sentences(text_lines(center_text), 100), center_sentences))
+            text_sentences = sentences(text_lines(center_text), 100)
+            reference = list(itertools.islice(text_sentences, center_sentences))
         result = run_senses_bench(
             load_bilm(source, weight_file), data or DATA_FILE, batch_size, reference
         )
     except (ValueError, FileNotFoundError) as err:
         _fail(str(err))
     result["model"] = str(weight_file or source)
-    result["data"]["centering_text"] = str(center_text) if center_text else "the benchmark sentences"
+    result["data"]["centering_text"] = str(center_text or "the benchmark sentences")
     result["system"] = system_info()
     d = result["data"]
     report.echo_table(

@@ -80,7 +80,9 @@ def read_senses(path: Path = DATA_FILE, tokenizer: Any = None) -> List[SenseSent
     for number, record in enumerate(srsly.read_jsonl(path), start=1):
         missing = [key for key in ("word", "sense", "text") if not record.get(key)]
         if missing:
-            raise ValueError(f"{path}, line {number}: missing {missing}, expected word, sense, text")
+            raise ValueError(
+                f"{path}, line {number}: missing {missing}, expected word, sense, text"
+            )
         tokens = tuple(token.text for token in tokenizer(record["text"]))
         hits = [i for i, token in enumerate(tokens) if token == record["word"]]
         if len(hits) != 1:
@@ -139,7 +141,9 @@ def candidate_weights(n_layers: int) -> Dict[str, np.ndarray]:
     """Named outputs as mix weights over the ``n_layers`` biLM layers (token layer first)."""
     candidates = {}
     for k in range(n_layers):
-        name = "layer 0 (token)" if k == 0 else f"layer {k}" + (" (top)" if k == n_layers - 1 else "")
+        name = "layer 0 (token)" if k == 0 else f"layer {k}"
+        if 0 < k == n_layers - 1:
+            name += " (top)"
         candidates[name] = np.eye(n_layers, dtype=np.float32)[k]
     candidates["equal mix (pipe default)"] = np.full(n_layers, 1.0 / n_layers, dtype=np.float32)
     contextual = np.full(n_layers, 1.0 / (n_layers - 1), dtype=np.float32)
