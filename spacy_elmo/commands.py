@@ -56,7 +56,7 @@ def convert(
     if to not in ("auto", "native", "bilm-tf"):
         _fail(f"--to must be native, bilm-tf or auto, got {to!r}")
     try:
-        if source.is_dir() or not source.exists():
+        if source.is_dir() or (not source.exists() and not source.suffix):
             weights = resolve_model(source, what="SOURCE")
         else:
             weights = resolve_weight_source(

@@ -11,4 +11,6 @@ subcommand prints a table and can write every figure, with the machine it ran on
 - ``pipe``: ``nlp.pipe`` end to end, and the share of time spent outside the biLM;
 - ``memory``: peak memory of long docs without sentence boundaries, by doc length;
 - ``pretrain``: training throughput of the released shape and of the bundled model's shape.
+- ``senses``: not speed but quality: how well each biLM layer and candidate mix separates the
+  senses of ambiguous words (margin of cosines, nearest-sense accuracy).
 """

@@ -4,6 +4,7 @@ prints its table and, with ``--output``, writes every figure to JSON."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import tempfile
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
@@ -353,4 +354,71 @@ def pretrain_command(
     for row in result["rows"]:
         typer.echo(f"{row['case']}: {row['description']}")
     typer.echo("tokens/s = predictions per direction per second (as the trainer logs it)")
+    _finish(result, output)
+
+
+@app.command("senses")
+def senses_command(
+    model_path: Optional[Path] = MODEL_PATH,
+    options_file: Optional[Path] = OPTIONS_FILE,
+    weight_file: Optional[Path] = WEIGHT_FILE,
+    data: Optional[Path] = typer.Option(
+        None, "--data", help="Sentences, JSON lines with word, sense, text (default: the bundled set)"
+    ),
+    batch_size: int = typer.Option(32, "--batch-size", help="Sentences per biLM call"),
+    center_text: Optional[Path] = typer.Option(
+        None,
+        "--center-text",
+        help="Tokenized text whose mean vector the centered outputs subtract "
+        "(default: the benchmark's own sentences)",
+    ),
+    center_sentences: int = typer.Option(
+        1000, "--center-sentences", help="Sentences of --center-text to use (the first ones)"
+    ),
+    threads: Optional[int] = THREADS,
+    output: Optional[Path] = OUTPUT,
+) -> None:
+    """Word senses: does each layer, and the pipe's default mix, separate them?
+
+    margin = mean within-sense cosine - mean across-sense cosine of a word's occurrences
+    (per word, then averaged); accuracy = leave-one-out nearest occurrence of the same sense.
+    Default model: the bundled one.
+    """
+    from ..pipe import DEFAULT_MODEL
+    from ..sources import load_bilm
+    from .senses import DATA_FILE, SENSE_COLUMNS, run_senses_bench
+    from .system import system_info
+    from .text import sentences, text_lines
+
+    _threads(threads)
+    if (options_file is None) != (weight_file is None):
+        _fail("--options-file and --weight-file go together")
+    source = model_path or options_file or DEFAULT_MODEL
+    if not Path(source).exists():
+        _fail(f"model {source} does not exist: give --model-path (or --options-file/--weight-file)")
+    try:
+        reference = None
+        if center_text is not None:
+            text_sentences = sentences(text_lines(center_text), 100)
+            reference = list(itertools.islice(text_sentences, center_sentences))
+        result = run_senses_bench(
+            load_bilm(source, weight_file), data or DATA_FILE, batch_size, reference
+        )
+    except (ValueError, FileNotFoundError) as err:
+        _fail(str(err))
+    result["model"] = str(weight_file or source)
+    result["data"]["centering_text"] = str(center_text or "the benchmark sentences")
+    result["system"] = system_info()
+    d = result["data"]
+    report.echo_table(
+        f"Word senses, {result['model']}: {d['words']} words, {d['senses']} senses, "
+        f"{d['sentences']} sentences",
+        result["rows"],
+        SENSE_COLUMNS,
+    )
+    typer.echo(
+        "margin and accuracy averaged over words; accuracy: nearest other occurrence has the "
+        "same sense (ties share the credit; a context-free output scores the chance level); "
+        f"centered: minus the mean over {d['centering_tokens']:,} tokens of {d['centering_text']}"
+    )
     _finish(result, output)

@@ -1,0 +1,265 @@
+"""``bench senses``: does a biLM output separate the senses of ambiguous words?
+
+The data (``spacy_elmo/data/senses.jsonl``, one sentence per line: ``word``, ``sense``,
+``text``) holds ambiguous English words, each with two senses and several sentences per sense;
+the target is the token of ``text`` equal to ``word`` (spaCy's English tokenizer), exactly once.
+Every sentence is run through the biLM alone (the package's public path: ``bilm.batch_to_ids`` and
+``BiLM.forward``, stateless, so a sentence's vectors do not depend on its batch), and the target
+token's vector is taken from each candidate output:
+
+- each layer alone (layer 0 is the context-free token layer ``[x; x]``);
+- ``equal mix``: what the ``elmo`` pipe puts in ``doc._.elmo`` and ``token.vector`` with its
+  default config (``mix_weights = null``: weight 1/(L+1) on every layer, gamma 1);
+- ``contextual mix``: equal weights on the LSTM layers only;
+- the mixes with AllenNLP's ``do_layer_norm`` (each layer of a sentence normalised by the mean and
+  standard deviation of all its elements before mixing, so that no layer dominates by scale);
+- every output again ``centered``: a per-dimension mean subtracted, which removes the direction
+  all vectors share (the mean over every token of the benchmark's sentences, no labels used, or
+  over other text given with ``--center-text``).
+
+Two figures per output:
+
+- ``margin``: mean within-sense cosine minus mean across-sense cosine; within = pairs of different
+  sentences with the same sense of a word, across = pairs with different senses of a word;
+  averaged per word, then over words. A context-free output gives exactly 0.
+- ``accuracy``: leave-one-out nearest sense: for each occurrence, is the most similar other
+  occurrence of the same word of the same sense? Ties share the credit (c of k tied neighbours
+  of the right sense scores c/k), so a context-free output scores the chance level.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import srsly
+import torch
+
+from ..nn import BiLM
+
+DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "senses.jsonl"
+
+#: Cosines within this distance of the best one count as tied (float32 noise of equal vectors).
+TIE_TOLERANCE = 1e-5
+
+SENSE_COLUMNS = [
+    ("output", "output", ""),
+    ("margin", "margin", ".3f"),
+    ("within", "within cos", ".3f"),
+    ("across", "across cos", ".3f"),
+    ("accuracy", "nearest-sense acc", ".3f"),
+]
+
+
+@dataclass(frozen=True)
+class SenseSentence:
+    """One benchmark sentence: ``word`` occurs in ``tokens`` exactly once, at ``target``."""
+
+    word: str
+    sense: str
+    text: str
+    tokens: Tuple[str, ...]
+    target: int
+
+
+def read_senses(path: Path = DATA_FILE, tokenizer: Any = None) -> List[SenseSentence]:
+    """The sentences of ``path`` (JSON lines with ``word``, ``sense``, ``text``), tokenized with
+    ``tokenizer`` (default: ``spacy.blank("en")``'s). Raises ValueError naming the line when a
+    field is missing or the word is not one token of the text exactly once, and when a word has
+    fewer than 2 senses or a sense fewer than 2 sentences (no pairs to compare)."""
+    if tokenizer is None:
+        import spacy
+
+        tokenizer = spacy.blank("en").tokenizer
+    path = Path(path)
+    sentences = []
+    for number, record in enumerate(srsly.read_jsonl(path), start=1):
+        missing = [key for key in ("word", "sense", "text") if not record.get(key)]
+        if missing:
+            raise ValueError(
+                f"{path}, line {number}: missing {missing}, expected word, sense, text"
+            )
+        tokens = tuple(token.text for token in tokenizer(record["text"]))
+        hits = [i for i, token in enumerate(tokens) if token == record["word"]]
+        if len(hits) != 1:
+            raise ValueError(
+                f"{path}, line {number}: {record['word']!r} is {len(hits)} tokens of "
+                f"{list(tokens)}, expected exactly 1"
+            )
+        sentences.append(
+            SenseSentence(record["word"], record["sense"], record["text"], tokens, hits[0])
+        )
+    _check_design(path, sentences)
+    return sentences
+
+
+def _check_design(path: Path, sentences: Sequence[SenseSentence]) -> None:
+    counts: Dict[str, Dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for s in sentences:
+        counts[s.word][s.sense] += 1
+    if not counts:
+        raise ValueError(f"{path}: no sentences")
+    for word, senses in counts.items():
+        if len(senses) < 2 or min(senses.values()) < 2:
+            raise ValueError(
+                f"{path}: {word!r} has senses {dict(senses)}, expected >= 2 senses with >= 2 "
+                "sentences each"
+            )
+
+
+@torch.no_grad()
+def sentence_layers(
+    bilm: BiLM, sentences: Sequence[Sequence[str]], batch_size: int = 32
+) -> List[np.ndarray]:
+    """Every biLM layer of each tokenized sentence: ``(n_layers + 1, len(sentence), width)``
+    float32 arrays, one per sentence."""
+    device = next(bilm.parameters()).device
+    out: List[np.ndarray] = []
+    for start in range(0, len(sentences), batch_size):
+        batch = sentences[start : start + batch_size]
+        layers, _ = bilm(torch.from_numpy(bilm.batch_to_ids(batch)).to(device))
+        layers = layers.cpu().numpy()
+        out.extend(layers[:, i, : len(tokens)] for i, tokens in enumerate(batch))
+    return out
+
+
+def layer_norm(layers: np.ndarray, eps: float = 1e-12) -> np.ndarray:
+    """AllenNLP's ``ScalarMix(do_layer_norm=True)`` normalisation, per sentence: each layer of
+    ``(n_layers, n_tokens, width)`` minus the mean over all its elements, divided by their
+    standard deviation. (AllenNLP pools the statistics over the batch; per sentence keeps a
+    sentence's vectors independent of its batch.)"""
+    mean = layers.mean(axis=(1, 2), keepdims=True)
+    std = np.sqrt(((layers - mean) ** 2).mean(axis=(1, 2), keepdims=True) + eps)
+    return (layers - mean) / std
+
+
+def candidate_weights(n_layers: int) -> Dict[str, np.ndarray]:
+    """Named outputs as mix weights over the ``n_layers`` biLM layers (token layer first)."""
+    candidates = {}
+    for k in range(n_layers):
+        name = "layer 0 (token)" if k == 0 else f"layer {k}"
+        if 0 < k == n_layers - 1:
+            name += " (top)"
+        candidates[name] = np.eye(n_layers, dtype=np.float32)[k]
+    candidates["equal mix (pipe default)"] = np.full(n_layers, 1.0 / n_layers, dtype=np.float32)
+    contextual = np.full(n_layers, 1.0 / (n_layers - 1), dtype=np.float32)
+    contextual[0] = 0.0
+    candidates["contextual mix"] = contextual
+    return candidates
+
+
+def _mixes(layers: Sequence[np.ndarray]) -> Dict[str, List[np.ndarray]]:
+    """Each uncentered candidate for every sentence: name -> per-sentence ``(n_tokens, width)``."""
+    n_layers = layers[0].shape[0]
+    normed = [layer_norm(x) for x in layers]
+    outputs: Dict[str, List[np.ndarray]] = {}
+    for name, weights in candidate_weights(n_layers).items():
+        outputs[name] = [np.tensordot(weights, x, axes=(0, 0)) for x in layers]
+        if "mix" in name:
+            outputs[f"{name}, layer norm"] = [np.tensordot(weights, x, axes=(0, 0)) for x in normed]
+    return outputs
+
+
+def candidate_outputs(
+    layers: Sequence[np.ndarray], reference: Optional[Sequence[np.ndarray]] = None
+) -> Dict[str, List[np.ndarray]]:
+    """Each candidate output for every sentence: name -> per-sentence ``(n_tokens, width)``.
+
+    The ``centered`` ones subtract the per-dimension mean of the same output over every token of
+    ``reference`` (the layers of other sentences, e.g. the training text), by default of
+    ``layers`` themselves: no labels are used, but a pipe would have to store such a mean.
+    """
+    outputs = _mixes(layers)
+    means = {
+        name: np.concatenate(values).mean(axis=0)
+        for name, values in (_mixes(reference) if reference is not None else outputs).items()
+    }
+    for name in list(outputs):
+        outputs[f"{name}, centered"] = [x - means[name] for x in outputs[name]]
+    return outputs
+
+
+def cosine_matrix(vectors: np.ndarray) -> np.ndarray:
+    """(n, width) -> (n, n) cosines, in float64."""
+    vectors = np.asarray(vectors, dtype=np.float64)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    if np.any(norms == 0):
+        raise ValueError("cosine of a zero vector: a target token got no vector")
+    unit = vectors / norms
+    return unit @ unit.T
+
+
+def word_scores(vectors: np.ndarray, senses: Sequence[str]) -> Dict[str, float]:
+    """Within, across, margin and nearest-sense accuracy of one word's occurrences:
+    ``vectors`` (n, width), ``senses`` the n sense labels."""
+    cos = cosine_matrix(vectors)
+    labels = np.asarray(senses)
+    same = labels[:, None] == labels[None, :]
+    off_diagonal = ~np.eye(len(labels), dtype=bool)
+    within = float(cos[same & off_diagonal].mean())
+    across = float(cos[~same].mean())
+    hits = []
+    for i in range(len(labels)):
+        others = off_diagonal[i]
+        best = cos[i, others].max()
+        tied = others & (cos[i] >= best - TIE_TOLERANCE)
+        hits.append(same[i, tied].mean())
+    return {
+        "within": within,
+        "across": across,
+        "margin": within - across,
+        "accuracy": float(np.mean(hits)),
+    }
+
+
+def sense_scores(
+    vectors: np.ndarray, words: Sequence[str], senses: Sequence[str]
+) -> Dict[str, Any]:
+    """:func:`word_scores` per word, and their means over words (each word counts once)."""
+    words_ = np.asarray(words)
+    per_word = {}
+    for word in dict.fromkeys(words):
+        rows = np.flatnonzero(words_ == word)
+        per_word[word] = word_scores(vectors[rows], [senses[i] for i in rows])
+    means = {
+        key: float(np.mean([scores[key] for scores in per_word.values()]))
+        for key in ("margin", "within", "across", "accuracy")
+    }
+    return {**means, "per_word": per_word}
+
+
+def run_senses_bench(
+    bilm: BiLM,
+    data: Path = DATA_FILE,
+    batch_size: int = 32,
+    center_sentences: Optional[Sequence[Sequence[str]]] = None,
+) -> Dict[str, Any]:
+    """Score every candidate output of ``bilm`` on the sentences of ``data``; the centered
+    outputs subtract the mean over ``center_sentences`` (tokenized), by default over the
+    benchmark's own sentences."""
+    sentences = read_senses(data)
+    layers = sentence_layers(bilm, [s.tokens for s in sentences], batch_size)
+    reference = None
+    if center_sentences is not None:
+        reference = sentence_layers(bilm, center_sentences, batch_size)
+    words = [s.word for s in sentences]
+    senses = [s.sense for s in sentences]
+    rows = []
+    for name, outputs in candidate_outputs(layers, reference).items():
+        targets = np.stack([x[s.target] for x, s in zip(outputs, sentences)])
+        rows.append({"output": name, **sense_scores(targets, words, senses)})
+    return {
+        "data": {
+            "file": str(data),
+            "words": len(set(words)),
+            "senses": len({(s.word, s.sense) for s in sentences}),
+            "sentences": len(sentences),
+            "centering_tokens": sum(
+                len(x) for x in (center_sentences or [s.tokens for s in sentences])
+            ),
+        },
+        "rows": rows,
+    }

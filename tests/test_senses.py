@@ -1,0 +1,193 @@
+"""The sense benchmark (``bench senses``): its data, its two figures, and the bundled model.
+
+The figures are checked against a four-vector example computed by hand and against a pair-by-pair
+NumPy loop; the bundled model must show what a context-free layer cannot do.
+"""
+
+import itertools
+import os
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+import spacy
+import srsly
+
+from spacy_elmo import load_bilm
+from spacy_elmo.bench.senses import (
+    DATA_FILE,
+    candidate_outputs,
+    layer_norm,
+    read_senses,
+    run_senses_bench,
+    sense_scores,
+    word_scores,
+)
+from spacy_elmo.pipe import DEFAULT_MODEL
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_data_file_is_well_formed():
+    records = list(srsly.read_jsonl(DATA_FILE))
+    tokenizer = spacy.blank("en").tokenizer
+    senses = defaultdict(Counter)
+    for record in records:
+        tokens = [t.text for t in tokenizer(record["text"])]
+        assert tokens.count(record["word"]) == 1, record
+        senses[record["word"]][record["sense"]] += 1
+    assert len(senses) >= 24
+    for word, counts in senses.items():
+        assert len(counts) >= 2 and min(counts.values()) >= 4, (word, counts)
+    assert len({r["text"] for r in records}) == len(records), "a sentence is repeated"
+    sentences = read_senses()
+    assert len(sentences) == len(records)
+    assert all(s.tokens[s.target] == s.word for s in sentences)
+
+
+def test_read_senses_names_the_line_of_a_bad_target(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    srsly.write_jsonl(
+        path,
+        [
+            {"word": "bank", "sense": "river", "text": "The bank of the river."},
+            {"word": "bank", "sense": "river", "text": "A bank by a bank."},
+        ],
+    )
+    with pytest.raises(ValueError, match=r"line 2: 'bank' is 2 tokens"):
+        read_senses(path)
+
+
+def test_read_senses_needs_two_senses(tmp_path):
+    path = tmp_path / "one_sense.jsonl"
+    srsly.write_jsonl(
+        path,
+        [
+            {"word": "bank", "sense": "river", "text": "The bank of the river."},
+            {"word": "bank", "sense": "river", "text": "A grassy bank."},
+        ],
+    )
+    with pytest.raises(ValueError, match=r"expected >= 2 senses"):
+        read_senses(path)
+
+
+def test_word_scores_by_hand():
+    # Unit vectors (then scaled: cosines ignore length); cosines are dot products:
+    # a1.a2 = 0.6, b1.b2 = 0.8 -> within 0.7
+    # a1.b1 = 0, a1.b2 = -0.6, a2.b1 = 0.8, a2.b2 = 0.28 -> across 0.12; margin 0.58
+    # nearest: a1 -> a2 (right), a2 -> b1 (wrong), b1 -> a2 and b2 tie at 0.8 (half right),
+    # b2 -> b1 (right): accuracy (1 + 0 + 0.5 + 1) / 4 = 0.625
+    vectors = np.array([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0], [-0.6, 0.8]]) * [[1], [2], [3], [0.5]]
+    scores = word_scores(vectors, ["a", "a", "b", "b"])
+    assert scores["within"] == pytest.approx(0.7)
+    assert scores["across"] == pytest.approx(0.12)
+    assert scores["margin"] == pytest.approx(0.58)
+    assert scores["accuracy"] == pytest.approx(0.625)
+
+
+def test_float_noise_ties_give_the_chance_level():
+    # One vector per occurrence, equal up to float32 rounding noise (as a context-free layer run
+    # in different batches may give): every neighbour ties, 1 of 3 others has the same sense.
+    rng = np.random.default_rng(2)
+    vectors = np.ones((4, 8)) + rng.normal(scale=1e-7, size=(4, 8))
+    scores = word_scores(vectors, ["a", "a", "b", "b"])
+    assert scores["accuracy"] == pytest.approx(1 / 3)
+    assert abs(scores["margin"]) < 1e-9
+
+
+def _pairwise_reference(vectors, senses):
+    """The same figures from an explicit loop over pairs and neighbours."""
+    cos = lambda u, v: float(u @ v / np.linalg.norm(u) / np.linalg.norm(v))  # noqa: E731
+    within, across = [], []
+    for i, j in itertools.combinations(range(len(senses)), 2):
+        (within if senses[i] == senses[j] else across).append(cos(vectors[i], vectors[j]))
+    hits = 0
+    for i in range(len(senses)):
+        others = [j for j in range(len(senses)) if j != i]
+        nearest = max(others, key=lambda j: cos(vectors[i], vectors[j]))
+        hits += senses[nearest] == senses[i]
+    return np.mean(within) - np.mean(across), hits / len(senses)
+
+
+def test_sense_scores_match_a_pairwise_loop_and_average_over_words():
+    rng = np.random.default_rng(0)
+    words = ["x"] * 7 + ["y"] * 10
+    senses = ["p", "p", "p", "q", "q", "q", "q"] + ["p"] * 5 + ["q"] * 3 + ["r"] * 2
+    centres = {(w, s): rng.normal(size=16) for w, s in zip(words, senses)}
+    noise = rng.normal(scale=1.5, size=(len(words), 16))
+    vectors = np.stack([centres[w, s] for w, s in zip(words, senses)]) + noise
+    result = sense_scores(vectors, words, senses)
+    expected = {w: _pairwise_reference(vectors[[i for i, x in enumerate(words) if x == w]],
+                                       [s for x, s in zip(words, senses) if x == w]) for w in "xy"}
+    for w in "xy":
+        assert result["per_word"][w]["margin"] == pytest.approx(expected[w][0])
+        assert result["per_word"][w]["accuracy"] == pytest.approx(expected[w][1])
+    assert result["margin"] == pytest.approx((expected["x"][0] + expected["y"][0]) / 2)
+    assert result["accuracy"] == pytest.approx((expected["x"][1] + expected["y"][1]) / 2)
+
+
+def test_layer_norm_standardises_each_layer():
+    rng = np.random.default_rng(1)
+    layers = rng.normal(loc=[[[3.0]], [[-2.0]]], scale=[[[5.0]], [[0.1]]], size=(2, 4, 8))
+    normed = layer_norm(layers)
+    assert np.allclose(normed.mean(axis=(1, 2)), 0) and np.allclose(normed.std(axis=(1, 2)), 1)
+
+
+def test_candidate_outputs_mix_and_center_on_the_reference():
+    rng = np.random.default_rng(3)
+    layers = [rng.normal(size=(3, n, 4)) for n in (2, 5)]
+    reference = [rng.normal(loc=7.0, size=(3, n, 4)) for n in (3, 4)]
+    outputs = candidate_outputs(layers, reference)
+    contextual = (layers[1][1] + layers[1][2]) / 2
+    assert np.allclose(outputs["contextual mix"][1], contextual)
+    assert np.allclose(outputs["equal mix (pipe default)"][0], layers[0].mean(axis=0))
+    assert np.allclose(outputs["layer 2 (top)"][0], layers[0][2])
+    reference_mean = np.concatenate([(x[1] + x[2]) / 2 for x in reference]).mean(axis=0)
+    assert np.allclose(outputs["contextual mix, centered"][1], contextual - reference_mean)
+    own_mean = np.concatenate([(x[1] + x[2]) / 2 for x in layers]).mean(axis=0)
+    centered_on_itself = candidate_outputs(layers)["contextual mix, centered"][1]
+    assert np.allclose(centered_on_itself, contextual - own_mean)
+
+
+@pytest.fixture(scope="module")
+def bundled_result():
+    if not (DEFAULT_MODEL / "options.json").is_file():
+        pytest.skip(f"the bundled model is not in this checkout ({DEFAULT_MODEL})")
+    return {row["output"]: row for row in run_senses_bench(load_bilm(DEFAULT_MODEL))["rows"]}
+
+
+def test_bundled_token_layer_is_context_free(bundled_result):
+    token = bundled_result["layer 0 (token)"]
+    assert abs(token["margin"]) < 1e-6
+    for scores in token["per_word"].values():
+        assert scores["within"] == pytest.approx(1.0, abs=1e-6)
+        assert scores["across"] == pytest.approx(1.0, abs=1e-6)
+    # Every other occurrence ties: 3 of the 7 have the same sense.
+    assert token["accuracy"] == pytest.approx(3 / 7)
+
+
+def test_bundled_contextual_layers_separate_senses(bundled_result):
+    for name in ("layer 1", "layer 2 (top)", "contextual mix", "equal mix (pipe default)"):
+        assert bundled_result[name]["margin"] > 0, name
+        assert bundled_result[name]["accuracy"] > 3 / 7, name
+
+
+def test_cli_writes_json(tmp_path):
+    if not (DEFAULT_MODEL / "options.json").is_file():
+        pytest.skip(f"the bundled model is not in this checkout ({DEFAULT_MODEL})")
+    out = tmp_path / "senses.json"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    run = subprocess.run(
+        [sys.executable, "-m", "spacy_elmo", "bench", "senses", "--output", str(out)],
+        cwd=tmp_path, env=env, capture_output=True, text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "equal mix (pipe default)" in run.stdout
+    result = srsly.read_json(out)
+    assert result["data"]["words"] >= 24
+    names = [row["output"] for row in result["rows"]]
+    assert "layer 0 (token)" in names and "contextual mix" in names
+    assert all(set(row) >= {"margin", "accuracy", "per_word"} for row in result["rows"])
