@@ -488,3 +488,58 @@ def test_sampled_softmax_matches_its_formula_and_survives_all_hits():
     loss.sum().backward()
     assert torch.equal(loss.detach(), torch.zeros(3))
     assert torch.isfinite(h1.grad).all() and torch.isfinite(single.weight.grad).all()
+
+
+DETERMINISTIC = {
+    "training.max_steps": 6,
+    "objective.softmax": "sampled",  # the sampler's generator is part of the state
+    "objective.n_negative_samples": 50,
+    "optimizer.schedule": "constant",  # the learning rate of step 3 must not depend on max_steps
+    "system.threads": 1,
+}
+
+
+def test_two_seeded_cpu_runs_give_bitwise_identical_weights(tmp_path):
+    """Same seed, same thread count, CPU: the same weights to the bit (dropout, shuffling and
+    sampled negatives included). Another seed gives other weights, so the check can fail."""
+    runs = {}
+    for name, seed in (("a", 0), ("b", 0), ("other", 1)):
+        pretrain(tiny_config(**DETERMINISTIC, **{"system.seed": seed}), tmp_path / name, show_progress=False)
+        runs[name] = _weights(tmp_path / name)
+    assert runs["a"].keys() == runs["b"].keys()
+    for name in runs["a"]:
+        assert torch.equal(runs["a"][name], runs["b"][name]), name
+    assert not torch.equal(runs["a"]["weight"], runs["other"]["weight"])
+    losses = lambda d: [r["loss"] for r in _metrics(d) if "loss" in r]  # noqa: E731
+    assert losses(tmp_path / "a") == losses(tmp_path / "b")
+
+
+def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path):
+    pretrain(tiny_config(**DETERMINISTIC), tmp_path / "straight", show_progress=False)
+    pretrain(tiny_config(**{**DETERMINISTIC, "training.max_steps": 3}), tmp_path / "resumed", show_progress=False)
+    pretrain(tiny_config(**DETERMINISTIC), tmp_path / "resumed", resume=True, show_progress=False)
+    a, b = _weights(tmp_path / "straight"), _weights(tmp_path / "resumed")
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+
+
+def test_threads_are_applied_recorded_and_restored(tmp_path):
+    before = torch.get_num_threads()
+    pretrain(
+        tiny_config(**{"training.max_steps": 2, "system.threads": 2}), tmp_path / "run", show_progress=False
+    )
+    assert {r["threads"] for r in _metrics(tmp_path / "run") if "loss" in r} == {2}
+    assert load_config(tmp_path / "run" / "config.cfg")["system"]["threads"] == 2
+    assert torch.get_num_threads() == before
+    with pytest.raises(TypeError, match="PretrainSettings"):
+        Trainer(tiny_config(), tmp_path / "raw", show_progress=False)
+
+
+def test_threads_option_of_the_pretrain_command(tmp_path):
+    run = _run_cli(
+        [str(REPO / "project" / "configs" / "pretrain_wikitext2.cfg"), str(tmp_path / "run"),
+         "--threads", "2", *_cli_overrides(**{"training.max_steps": 1, "vocab.path": None})],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    assert run.wait(timeout=300) == 0, run.stdout.read().decode()
+    assert [r["threads"] for r in _metrics(tmp_path / "run") if "loss" in r] == [2]
