@@ -334,8 +334,8 @@ def sparse_updates_wanted(settings: PretrainSettings, sampled: bool) -> bool:
     possible = sampled and o.name == "adagrad" and not o.weight_decay
     if wanted is True and not possible:
         raise ConfigError(
-            "objective.sparse_updates = true needs the sampled softmax, optimizer.name = "
-            f"\"adagrad\" and optimizer.weight_decay = 0 (got softmax "
+            "[objective] sparse_updates = true needs the sampled softmax, [optimizer] name = "
+            f"\"adagrad\" and weight_decay = 0 (got softmax "
             f"{'sampled' if sampled else 'full'}, {o.name}, weight_decay {o.weight_decay})"
         )
     return possible if wanted == "auto" else wanted

@@ -25,6 +25,8 @@ _COMPARISONS = (
 def describe_error(error: Dict[str, Any], schema: type) -> str:
     """One pydantic error of ``schema`` (sections as fields) in the config's words:
     ``[training] batch_tokens: must be > 0, got 0``."""
+    if not error["loc"]:  # the config as a whole
+        return f"config: {error['msg']}"
     section, *rest = error["loc"]
     key = ".".join(map(str, rest))
     where = f"[{section}] {key}" if key else f"[{section}]"
