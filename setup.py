@@ -31,6 +31,7 @@ setup(
         "safetensors>=0.4",
         "typer>=0.9",
         "tqdm>=4.60",
+        "pydantic>=2",
     ],
     extras_require={
         # elmoformanylangs: the parity reference for ELMoForManyLangs models (tests/test_manylangs.py);

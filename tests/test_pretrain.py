@@ -50,6 +50,10 @@ def tiny_config(**overrides):
     return load_config(None, {**TINY, **overrides})
 
 
+def tiny_settings(**overrides):
+    return parse_settings(tiny_config(**overrides))
+
+
 def _metrics(directory: Path):
     return [json.loads(line) for line in (directory / "metrics.jsonl").read_text().splitlines()]
 
@@ -200,15 +204,15 @@ def test_two_process_gloo_equals_one_process_with_both_shards(tmp_path):
     ]
     subprocess.run(cmd, cwd=REPO, env=env, check=True, timeout=300, capture_output=True)
 
-    single = Trainer(tiny_config(**overrides), tmp_path / "single", show_progress=False)
+    single = Trainer(tiny_settings(**overrides), tmp_path / "single", show_progress=False)
     settings = parse_settings(tiny_config(**overrides))
     streams = [
         BatchStream(
             single.train_files,
             settings.corpus,
             settings.training.batch_tokens,
-            settings.shuffle_buffer,
-            settings.seed,
+            settings.corpus.shuffle_buffer,
+            settings.system.seed,
             rank,
             2,
         ).batches()
@@ -265,10 +269,10 @@ def test_resume_with_another_vocabulary_is_refused(tmp_path):
     (tmp_path / "vocab.txt").write_text("\n".join(words[:-1] + ["zzz-not-in-checkpoint"]) + "\n")
     with pytest.raises(VocabError, match="vocab.txt.*not the one checkpoint"):
         Trainer(
-            tiny_config(**{"training.max_steps": 2}), tmp_path, resume=True, show_progress=False
+            tiny_settings(**{"training.max_steps": 2}), tmp_path, resume=True, show_progress=False
         )
     with pytest.raises(FileExistsError, match="--resume"):
-        Trainer(tiny_config(), tmp_path, show_progress=False)
+        Trainer(tiny_settings(), tmp_path, show_progress=False)
 
 
 def test_bad_vocab_file_and_config_values(tmp_path):
@@ -276,10 +280,10 @@ def test_bad_vocab_file_and_config_values(tmp_path):
     bad.write_text("the\nof\n")
     with pytest.raises(VocabError, match="vocab.txt.*must start with"):
         Vocab.load(bad)
-    with pytest.raises(ConfigError, match="optimizer.name"):
-        parse_settings(tiny_config(**{"optimizer.name": "sgd"}))
-    with pytest.raises(ConfigError, match="training.batch_tokens"):
-        parse_settings(tiny_config(**{"training.batch_tokens": 0}))
+    with pytest.raises(ConfigError, match=r"\[optimizer\] name: must be one of \('adagrad', 'adam'\), got 'sgd'"):
+        tiny_settings(**{"optimizer.name": "sgd"})
+    with pytest.raises(ConfigError, match=r"^\[training\] batch_tokens: must be > 0, got -3$"):
+        tiny_settings(**{"training.batch_tokens": -3})
     with pytest.raises(CorpusError, match="batch_tokens"):
         BatchStream(
             [CORPUS / "train.txt"], CorpusSettings(max_sequence_length=100), batch_tokens=50
@@ -359,11 +363,11 @@ SPARSE_RECIPE = {
 def test_sparse_softmax_updates_equal_dense_adagrad(tmp_path):
     """Row-sparse softmax updates give dense Adagrad's weights (rows a step does not use keep
     their values and accumulators), while the softmax gradient holds only the used rows."""
-    config = tiny_config(**SPARSE_RECIPE, **{"training.max_steps": 3})
+    config = tiny_settings(**SPARSE_RECIPE, **{"training.max_steps": 3})
     weights, row_counts = {}, []
     for mode in (True, False):
         trainer = Trainer(
-            tiny_config(**SPARSE_RECIPE, **{"objective.sparse_updates": mode}),
+            tiny_settings(**SPARSE_RECIPE, **{"objective.sparse_updates": mode}),
             tmp_path / str(mode),
             show_progress=False,
         )
@@ -381,9 +385,9 @@ def test_sparse_softmax_updates_equal_dense_adagrad(tmp_path):
         torch.testing.assert_close(weights[True][name], dense, atol=1e-6, rtol=1e-5, msg=name)
     # the default ("auto") picks sparse updates for this recipe, dense for adam
     assert Trainer(config, tmp_path / "auto", show_progress=False).sparse_updates
-    adam = tiny_config(**{**SPARSE_RECIPE, "optimizer.name": "adam"})
+    adam = tiny_settings(**{**SPARSE_RECIPE, "optimizer.name": "adam"})
     assert not Trainer(adam, tmp_path / "adam", show_progress=False).sparse_updates
-    strict = tiny_config(**{**SPARSE_RECIPE, "optimizer.name": "adam"}, **{"objective.sparse_updates": True})
+    strict = tiny_settings(**{**SPARSE_RECIPE, "optimizer.name": "adam"}, **{"objective.sparse_updates": True})
     with pytest.raises(ConfigError, match="sparse_updates = true needs"):
         Trainer(strict, tmp_path / "strict", show_progress=False)
 
@@ -417,12 +421,12 @@ def test_pretraining_continues_from_a_pretrained_or_released_bilm(tmp_path):
     trained = _weights(first)
 
     # a pretraining output with this run's vocabulary: the biLM and the softmax carry over
-    carry = tiny_config(**{"paths.init_bilm": str(first), "vocab.path": str(first / "vocab.txt")})
+    carry = tiny_settings(**{"paths.init_bilm": str(first), "vocab.path": str(first / "vocab.txt")})
     trainer = Trainer(carry, tmp_path / "second", show_progress=False)
     for name, value in {**trainer.model.bilm.state_dict(), **trainer.model.softmax.state_dict()}.items():
         assert torch.equal(value, trained[name]), name
     # another vocabulary: the biLM carries over, the softmax starts fresh
-    other_vocab = tiny_config(**{"paths.init_bilm": str(first), "vocab.size": 300})
+    other_vocab = tiny_settings(**{"paths.init_bilm": str(first), "vocab.size": 300})
     other = Trainer(other_vocab, tmp_path / "third", show_progress=False)
     key = "token_encoder.projection.weight"
     assert torch.equal(other.model.bilm.state_dict()[key], trained[key])
@@ -430,7 +434,7 @@ def test_pretraining_continues_from_a_pretrained_or_released_bilm(tmp_path):
 
     # another shape: refused, naming the option and the way out
     with pytest.raises(ConfigError, match=r"lstm.dim: 64 in \[model\], 32 in the model.*init-config"):
-        wider = tiny_config(**{"paths.init_bilm": str(first), "model.lstm_dim": 64})
+        wider = tiny_settings(**{"paths.init_bilm": str(first), "model.lstm_dim": 64})
         Trainer(wider, tmp_path / "bad", show_progress=False)
 
     # a released (bilm-tf) model: init-config --model writes [model] from its options.json
@@ -446,7 +450,7 @@ def test_pretraining_continues_from_a_pretrained_or_released_bilm(tmp_path):
     )
     assert "# Start from an existing biLM" in config_file.read_text()  # the comments are kept
     config = load_config(config_file, {k: v for k, v in TINY.items() if not k.startswith("model.")})
-    start = Trainer(config, tmp_path / "continued", show_progress=False)
+    start = Trainer(parse_settings(config), tmp_path / "continued", show_progress=False)
     reference = load_bilm(released)
     assert start.settings.options == reference.options
     for name, value in reference.state_dict().items():
@@ -484,3 +488,58 @@ def test_sampled_softmax_matches_its_formula_and_survives_all_hits():
     loss.sum().backward()
     assert torch.equal(loss.detach(), torch.zeros(3))
     assert torch.isfinite(h1.grad).all() and torch.isfinite(single.weight.grad).all()
+
+
+DETERMINISTIC = {
+    "training.max_steps": 6,
+    "objective.softmax": "sampled",  # the sampler's generator is part of the state
+    "objective.n_negative_samples": 50,
+    "optimizer.schedule": "constant",  # the learning rate of step 3 must not depend on max_steps
+    "system.threads": 1,
+}
+
+
+def test_two_seeded_cpu_runs_give_bitwise_identical_weights(tmp_path):
+    """Same seed, same thread count, CPU: the same weights to the bit (dropout, shuffling and
+    sampled negatives included). Another seed gives other weights, so the check can fail."""
+    runs = {}
+    for name, seed in (("a", 0), ("b", 0), ("other", 1)):
+        pretrain(tiny_config(**DETERMINISTIC, **{"system.seed": seed}), tmp_path / name, show_progress=False)
+        runs[name] = _weights(tmp_path / name)
+    assert runs["a"].keys() == runs["b"].keys()
+    for name in runs["a"]:
+        assert torch.equal(runs["a"][name], runs["b"][name]), name
+    assert not torch.equal(runs["a"]["weight"], runs["other"]["weight"])
+    losses = lambda d: [r["loss"] for r in _metrics(d) if "loss" in r]  # noqa: E731
+    assert losses(tmp_path / "a") == losses(tmp_path / "b")
+
+
+def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path):
+    pretrain(tiny_config(**DETERMINISTIC), tmp_path / "straight", show_progress=False)
+    pretrain(tiny_config(**{**DETERMINISTIC, "training.max_steps": 3}), tmp_path / "resumed", show_progress=False)
+    pretrain(tiny_config(**DETERMINISTIC), tmp_path / "resumed", resume=True, show_progress=False)
+    a, b = _weights(tmp_path / "straight"), _weights(tmp_path / "resumed")
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+
+
+def test_threads_are_applied_recorded_and_restored(tmp_path):
+    before = torch.get_num_threads()
+    pretrain(
+        tiny_config(**{"training.max_steps": 2, "system.threads": 2}), tmp_path / "run", show_progress=False
+    )
+    assert {r["threads"] for r in _metrics(tmp_path / "run") if "loss" in r} == {2}
+    assert load_config(tmp_path / "run" / "config.cfg")["system"]["threads"] == 2
+    assert torch.get_num_threads() == before
+    with pytest.raises(TypeError, match="PretrainSettings"):
+        Trainer(tiny_config(), tmp_path / "raw", show_progress=False)
+
+
+def test_threads_option_of_the_pretrain_command(tmp_path):
+    run = _run_cli(
+        [str(REPO / "project" / "configs" / "pretrain_wikitext2.cfg"), str(tmp_path / "run"),
+         "--threads", "2", *_cli_overrides(**{"training.max_steps": 1, "vocab.path": None})],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    assert run.wait(timeout=300) == 0, run.stdout.read().decode()
+    assert [r["threads"] for r in _metrics(tmp_path / "run") if "loss" in r] == [2]

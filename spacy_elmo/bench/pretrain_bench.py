@@ -120,11 +120,10 @@ def measure_training(
     progress: bool = True,
 ) -> Dict[str, Any]:
     """Time ``steps`` training steps after ``warmup`` (meant to run in a fresh process)."""
-    from ..pretrain.config import load_config
+    from ..pretrain.config import load_config, parse_settings
     from ..pretrain.model import make_batch
     from ..pretrain.trainer import Trainer
 
-    torch.set_num_threads(threads)
     device = torch.device(device_name)
     lines = text_lines(Path(text) if text else None)
     out = Path(tempfile.mkdtemp(prefix=f"bench-pretrain-{case.name}-"))
@@ -140,9 +139,10 @@ def measure_training(
             "training.batch_tokens": batch_size * seq_len,
             "training.precision": precision,
             "training.max_steps": warmup + steps + 1,
+            "system.threads": threads,  # the trainer sets torch's thread count from it
         }
         trainer = Trainer(
-            load_config(case.config_path, overrides),
+            parse_settings(load_config(case.config_path, overrides)),
             out / "run",
             gpu_id=device.index or 0 if device.type == "cuda" else -1,
             show_progress=False,

@@ -20,6 +20,9 @@ def pretrain_command(
     output_dir: Path = typer.Argument(..., help="Where the model, metrics and checkpoints go"),
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use; -1 for the CPU"),
     resume: bool = typer.Option(False, "--resume", help="Continue from output_dir/checkpoint"),
+    threads: Optional[int] = typer.Option(
+        None, "--threads", help="CPU threads for torch (sets [system] threads; 0: all cores)"
+    ),
 ) -> None:
     """Pretrain an ELMo biLM. Config values can be overridden: --training.max_steps 500.
 
@@ -31,6 +34,8 @@ def pretrain_command(
     from .trainer import pretrain
 
     overrides = parse_config_overrides(ctx.args)
+    if threads is not None:
+        overrides["system.threads"] = threads
     config = load_config(config_path, overrides)
     out = pretrain(config, output_dir, gpu_id=gpu_id, resume=resume)
     typer.echo(

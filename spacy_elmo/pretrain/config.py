@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional, Union
+from typing import Annotated, Any, Dict, List, Literal, Optional, Union
 
 from confection import Config
+from pydantic import (
+    BeforeValidator,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveInt,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+)
 
 from ..nn.precision import TRAINING_PRECISIONS
-from ..options import BiLMOptions
-from .optimizers import OptimizerSettings, optimizers, schedules
+from ..options import ACTIVATIONS, BiLMOptions
 from .corpus import CorpusSettings
+from .optimizers import Fraction, OptimizerSettings
+from .section import Section, describe_error
 
 DEFAULT_CONFIG = """
 # Pretraining config for spacy_elmo. Write a copy with `python -m spacy_elmo init-config`.
@@ -26,6 +36,12 @@ init_bilm = null
 
 [system]
 seed = 0
+# CPU threads for torch (torch.set_num_threads); 0: torch's default, one per physical core.
+# 1 is safe on a shared machine (two processes each running a pool of all the cores' threads
+# can be many times slower than either alone) and gives the same numbers on every machine: the
+# weights are bitwise reproducible for the same seed and thread count only. On a dedicated
+# machine, set it to the cores you want to use (--threads N).
+threads = 1
 
 # The biLM's shape: the fields of the released options.json. The defaults are a small model
 # that trains on a CPU; the released "original" model is
@@ -118,45 +134,127 @@ class ConfigError(ValueError):
     """A pretraining config value that cannot be used, naming its key."""
 
 
-@dataclass
-class ObjectiveSettings:
-    softmax: str
-    n_negative_samples: int
-    dropout: float
-    sparse_updates: Union[str, bool] = "auto"
+def _auto_or_bool(value: Any) -> Union[str, bool]:
+    # Literal["auto", True, False] would also take 1 and 0 (1 == True).
+    if value != "auto" and not isinstance(value, bool):
+        raise ValueError('must be "auto", true or false')
+    return value
 
 
-@dataclass
-class TrainingSettings:
-    batch_tokens: int
-    max_steps: int
-    precision: str
-    eval_every: int
-    checkpoint_every: int
-    log_every: int
+class SystemSettings(Section):
+    seed: int
+    #: CPU threads of torch's intra-op pool (torch.set_num_threads); 0: torch's default (one
+    #: per physical core). Results are bitwise reproducible only at the same thread count.
+    threads: NonNegativeInt = 1
 
 
-@dataclass
-class PretrainSettings:
-    """Everything the trainer needs, validated."""
+class ModelSettings(Section):
+    """The biLM's shape; ``to_options`` adds the deeper checks of an options.json."""
 
-    options: BiLMOptions
-    train: str
+    char_embedding_dim: PositiveInt
+    filters: Annotated[List[List[PositiveInt]], Field(min_length=1)]
+    n_highway: NonNegativeInt
+    activation: Literal[ACTIVATIONS]
+    lstm_dim: PositiveInt
+    projection_dim: PositiveInt
+    n_layers: PositiveInt
+    cell_clip: Optional[NonNegativeFloat]
+    proj_clip: Optional[NonNegativeFloat]
+    use_skip_connections: bool = True
+
+    def to_options(self) -> BiLMOptions:
+        return BiLMOptions.from_dict(
+            {
+                "char_cnn": {
+                    "activation": self.activation,
+                    "embedding": {"dim": self.char_embedding_dim},
+                    "filters": self.filters,
+                    "n_highway": self.n_highway,
+                },
+                "lstm": {
+                    "dim": self.lstm_dim,
+                    "projection_dim": self.projection_dim,
+                    "n_layers": self.n_layers,
+                    "cell_clip": self.cell_clip,
+                    "proj_clip": self.proj_clip,
+                    "use_skip_connections": self.use_skip_connections,
+                },
+            },
+            source="config [model]",
+        )
+
+
+class CorpusSection(CorpusSettings):
+    """``[corpus]``: how text is read (``CorpusSettings``) plus where it is and how it is fed."""
+
+    train: Optional[str]
     dev: Optional[str]
-    corpus: CorpusSettings
-    shuffle_buffer: int
-    dev_max_tokens: Optional[int]
-    vocab_path: Optional[str]
-    vocab_size: int
-    vocab_min_count: int
+    shuffle_buffer: PositiveInt
+    dev_max_tokens: Optional[PositiveInt]
+
+    @field_validator("train")
+    @classmethod
+    def _train_is_given(cls, value: Optional[str]) -> str:
+        if value is None:
+            raise ValueError("must name the training text (or set paths.train)")
+        return value
+
+
+class VocabSettings(Section):
+    path: Optional[str]
+    size: Annotated[int, Field(ge=4)]
+    min_count: PositiveInt
+
+
+class ObjectiveSettings(Section):
+    softmax: Literal["auto", "full", "sampled"]
+    n_negative_samples: PositiveInt
+    dropout: Fraction
+    # Runs written before this key existed resume with its default.
+    sparse_updates: Annotated[Union[str, bool], BeforeValidator(_auto_or_bool)] = "auto"
+
+
+class InitializeSettings(Section):
+    # Configs written before [initialize] existed start from random weights.
+    bilm: Optional[str] = None
+    weight_file: Optional[str] = None
+
+
+class TrainingSettings(Section):
+    batch_tokens: PositiveInt
+    max_steps: PositiveInt
+    precision: Literal[TRAINING_PRECISIONS]
+    eval_every: PositiveInt
+    checkpoint_every: PositiveInt
+    log_every: PositiveInt
+
+
+class PretrainSettings(Section):
+    """Everything the trainer needs: the config file's sections, validated."""
+
+    paths: Dict[str, Any] = {}
+    system: SystemSettings
+    model: ModelSettings
+    corpus: CorpusSection
+    vocab: VocabSettings
     objective: ObjectiveSettings
     optimizer: OptimizerSettings
+    initialize: InitializeSettings = InitializeSettings()
     training: TrainingSettings
-    seed: int
-    init_bilm: Optional[str] = None
-    init_weight_file: Optional[str] = None
-    #: The config these settings were parsed from: what a run writes as its config.cfg.
-    config: Optional[Config] = None
+    _options: Optional[BiLMOptions] = PrivateAttr(None)
+    _config: Optional[Config] = PrivateAttr(None)
+
+    @property
+    def options(self) -> BiLMOptions:
+        """The biLM's shape, from [model]."""
+        if self._options is None:
+            self._options = self.model.to_options()
+        return self._options
+
+    @property
+    def config(self) -> Optional[Config]:
+        """The config these settings were parsed from: what a run writes as its config.cfg."""
+        return self._config
 
 
 def default_config() -> Config:
@@ -185,81 +283,16 @@ def load_config(
 
 
 def parse_settings(config: Config) -> PretrainSettings:
-    get = _Getter(config)
-    model = get.section("model")
-    options = BiLMOptions.from_dict(
-        {
-            "char_cnn": {
-                "activation": model.get("activation"),
-                "embedding": {"dim": model.get("char_embedding_dim")},
-                "filters": model.get("filters"),
-                "n_highway": model.get("n_highway"),
-            },
-            "lstm": {
-                "dim": model.get("lstm_dim"),
-                "projection_dim": model.get("projection_dim"),
-                "n_layers": model.get("n_layers"),
-                "cell_clip": model.get("cell_clip"),
-                "proj_clip": model.get("proj_clip"),
-                "use_skip_connections": model.get("use_skip_connections", True),
-            },
-        },
-        source="config [model]",
-    )
-    train = get("corpus", "train", (str,))
-    if train is None:
-        raise ConfigError("corpus.train (or paths.train) must name the training text")
-    corpus = CorpusSettings(
-        tokenized=get("corpus", "tokenized", (bool,)),
-        lang=get("corpus", "lang", (str,)),
-        split_sentences=get("corpus", "split_sentences", (bool,)),
-        max_sequence_length=get.positive_int("corpus", "max_sequence_length"),
-        on_decode_error=get("corpus", "on_decode_error", (str,)),
-    )
-    objective = ObjectiveSettings(
-        softmax=get.choice("objective", "softmax", ("auto", "full", "sampled")),
-        n_negative_samples=get.positive_int("objective", "n_negative_samples"),
-        dropout=get.fraction("objective", "dropout"),
-        sparse_updates=_sparse_updates(get.section("objective")),
-    )
-    optimizer = OptimizerSettings(
-        name=get.choice("optimizer", "name", tuple(sorted(optimizers.get_all()))),
-        learning_rate=get.positive_float("optimizer", "learning_rate"),
-        initial_accumulator_value=get("optimizer", "initial_accumulator_value", (int, float)),
-        beta1=get.fraction("optimizer", "beta1"),
-        beta2=get.fraction("optimizer", "beta2"),
-        weight_decay=get("optimizer", "weight_decay", (int, float)),
-        clip_norm=get("optimizer", "clip_norm", (int, float), allow_none=True),
-        warmup_steps=get.positive_int("optimizer", "warmup_steps", minimum=0),
-        schedule=get.choice("optimizer", "schedule", tuple(sorted(schedules.get_all()))),
-    )
-    training = TrainingSettings(
-        batch_tokens=get.positive_int("training", "batch_tokens"),
-        max_steps=get.positive_int("training", "max_steps"),
-        precision=get.choice("training", "precision", TRAINING_PRECISIONS),
-        eval_every=get.positive_int("training", "eval_every"),
-        checkpoint_every=get.positive_int("training", "checkpoint_every"),
-        log_every=get.positive_int("training", "log_every"),
-    )
-    return PretrainSettings(
-        options=options,
-        train=train,
-        dev=get("corpus", "dev", (str,), allow_none=True),
-        corpus=corpus,
-        shuffle_buffer=get.positive_int("corpus", "shuffle_buffer"),
-        dev_max_tokens=get("corpus", "dev_max_tokens", (int,), allow_none=True),
-        vocab_path=get("vocab", "path", (str,), allow_none=True),
-        vocab_size=get.positive_int("vocab", "size", minimum=4),
-        vocab_min_count=get.positive_int("vocab", "min_count"),
-        objective=objective,
-        optimizer=optimizer,
-        training=training,
-        seed=get("system", "seed", (int,)),
-        # configs written before [initialize] existed start from random weights
-        init_bilm=_optional_path(config, "initialize", "bilm"),
-        init_weight_file=_optional_path(config, "initialize", "weight_file"),
-        config=config,
-    )
+    """Validate an interpolated config (``load_config``); a ``ConfigError`` names every wrong
+    key as ``[section] key: what is expected, got value``."""
+    try:
+        settings = PretrainSettings.model_validate(dict(config))
+    except ValidationError as err:
+        problems = [describe_error(e, PretrainSettings) for e in err.errors()]
+        raise ConfigError("; ".join(problems)) from None
+    settings.options  # the deeper [model] checks (OptionsError), now rather than later
+    settings._config = config
+    return settings
 
 
 def model_overrides(options: BiLMOptions) -> Dict[str, Any]:
@@ -294,73 +327,6 @@ def config_text_for_model(options: BiLMOptions, model_path: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _optional_path(config: Config, section: str, key: str) -> Optional[str]:
-    value = config.get(section, {}).get(key)
-    if value is not None and not isinstance(value, str):
-        raise ConfigError(f"config key {section}.{key} must be a path or null, got {value!r}")
-    return value
-
-
-def _sparse_updates(objective: Dict[str, Any]) -> Union[str, bool]:
-    # Runs written before this key existed resume with its default.
-    value = objective.get("sparse_updates", "auto")
-    if value != "auto" and not isinstance(value, bool):
-        raise ConfigError(
-            f"config key objective.sparse_updates must be \"auto\", true or false, got {value!r}"
-        )
-    return value
-
-
-class _Getter:
-    """Typed access to config values with errors that name ``section.key``."""
-
-    def __init__(self, config: Config) -> None:
-        self.config = config
-
-    def section(self, name: str) -> Dict[str, Any]:
-        if name not in self.config or not isinstance(self.config[name], dict):
-            raise ConfigError(f"the config has no [{name}] section")
-        return self.config[name]
-
-    def __call__(self, section: str, key: str, types: tuple, allow_none: bool = False) -> Any:
-        values = self.section(section)
-        if key not in values:
-            raise ConfigError(f"config key {section}.{key} is missing")
-        value = values[key]
-        if value is None and (allow_none or section == "corpus" and key == "train"):
-            return None
-        if isinstance(value, bool) and bool not in types:
-            value = None  # bool is an int subclass; refuse it for numbers
-        if not isinstance(value, types):
-            names = " or ".join(t.__name__ for t in types)
-            raise ConfigError(f"config key {section}.{key} must be {names}, got {values[key]!r}")
-        return value
-
-    def positive_int(self, section: str, key: str, minimum: int = 1) -> int:
-        value = self(section, key, (int,))
-        if value < minimum:
-            raise ConfigError(f"config key {section}.{key} must be >= {minimum}, got {value}")
-        return value
-
-    def positive_float(self, section: str, key: str) -> float:
-        value = float(self(section, key, (int, float)))
-        if value <= 0:
-            raise ConfigError(f"config key {section}.{key} must be > 0, got {value}")
-        return value
-
-    def fraction(self, section: str, key: str) -> float:
-        value = float(self(section, key, (int, float)))
-        if not 0.0 <= value < 1.0:
-            raise ConfigError(f"config key {section}.{key} must be in [0, 1), got {value}")
-        return value
-
-    def choice(self, section: str, key: str, choices: tuple) -> str:
-        value = self(section, key, (str,))
-        if value not in choices:
-            raise ConfigError(f"config key {section}.{key} must be one of {choices}, got {value!r}")
-        return value
-
-
 def sparse_updates_wanted(settings: PretrainSettings, sampled: bool) -> bool:
     """Whether the softmax rows are updated sparsely (see the [objective] comment)."""
     wanted = settings.objective.sparse_updates
@@ -368,8 +334,8 @@ def sparse_updates_wanted(settings: PretrainSettings, sampled: bool) -> bool:
     possible = sampled and o.name == "adagrad" and not o.weight_decay
     if wanted is True and not possible:
         raise ConfigError(
-            "objective.sparse_updates = true needs the sampled softmax, optimizer.name = "
-            f"\"adagrad\" and optimizer.weight_decay = 0 (got softmax "
+            "[objective] sparse_updates = true needs the sampled softmax, [optimizer] name = "
+            f"\"adagrad\" and weight_decay = 0 (got softmax "
             f"{'sampled' if sampled else 'full'}, {o.name}, weight_decay {o.weight_decay})"
         )
     return possible if wanted == "auto" else wanted

@@ -13,10 +13,13 @@ import random
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Iterator, List, Literal, Optional, Sequence, Tuple
+
+from pydantic import PositiveInt
 
 from ..batching import pack_sequences
 from ..sentences import split_sentences, windows
+from .section import Section
 
 TEXT_SUFFIXES = (".txt", ".text", ".tokens", ".raw")
 SPACY_SUFFIXES = (".spacy",)
@@ -28,25 +31,14 @@ class CorpusError(ValueError):
     """Training text that cannot be used, naming the file (and line)."""
 
 
-@dataclass
-class CorpusSettings:
-    """How to turn files into token sequences (the ``[corpus]`` config section)."""
+class CorpusSettings(Section):
+    """How to turn files into token sequences (the reading keys of ``[corpus]``)."""
 
     tokenized: bool = True
     lang: str = "en"
     split_sentences: bool = True
-    max_sequence_length: int = 100
-    on_decode_error: str = "skip"  # or "raise"
-
-    def __post_init__(self) -> None:
-        if self.on_decode_error not in ("skip", "raise"):
-            raise CorpusError(
-                f"corpus.on_decode_error must be 'skip' or 'raise', got {self.on_decode_error!r}"
-            )
-        if self.max_sequence_length < 1:
-            raise CorpusError(
-                f"corpus.max_sequence_length must be >= 1, got {self.max_sequence_length}"
-            )
+    max_sequence_length: PositiveInt = 100
+    on_decode_error: Literal["skip", "raise"] = "skip"
 
 
 @dataclass

@@ -7,29 +7,45 @@ adding an optimizer or a schedule is one decorated function here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Iterable, Optional
+from typing import Annotated, Callable, Iterable, Optional
 
 import catalogue
 import torch
+from pydantic import AfterValidator, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat
+
+from .section import Section
 
 optimizers = catalogue.create("spacy_elmo", "optimizers")
 schedules = catalogue.create("spacy_elmo", "schedules")
 
 
-@dataclass
-class OptimizerSettings:
-    """The ``[optimizer]`` config section, validated (``config.parse_settings``)."""
+def _registered(registry: catalogue.Registry) -> Callable[[str], str]:
+    """A check that a name is registered now (not when this module was imported)."""
 
-    name: str
-    learning_rate: float
-    initial_accumulator_value: float
-    beta1: float
-    beta2: float
-    weight_decay: float
-    clip_norm: Optional[float]
-    warmup_steps: int
-    schedule: str
+    def check(name: str) -> str:
+        if name not in registry.get_all():
+            raise ValueError(f"must be one of {tuple(sorted(registry.get_all()))}")
+        return name
+
+    return check
+
+
+Fraction = Annotated[float, Field(ge=0.0, lt=1.0)]
+
+
+class OptimizerSettings(Section):
+    """The ``[optimizer]`` config section: ``name`` and ``schedule`` name registered functions."""
+
+    name: Annotated[str, AfterValidator(_registered(optimizers))]
+    learning_rate: PositiveFloat
+    initial_accumulator_value: NonNegativeFloat
+    beta1: Fraction
+    beta2: Fraction
+    weight_decay: NonNegativeFloat
+    # Gradients are clipped to this global norm; null: no clipping.
+    clip_norm: Optional[PositiveFloat]
+    warmup_steps: NonNegativeInt
+    schedule: Annotated[str, AfterValidator(_registered(schedules))]
 
 
 #: A schedule: (warmup steps, total steps) -> (step -> learning-rate factor).

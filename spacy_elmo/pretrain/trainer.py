@@ -6,6 +6,7 @@ and the ``elmo`` pipe at any time after the first checkpoint.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import math
@@ -14,7 +15,7 @@ import signal
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -77,16 +78,22 @@ class Trainer:
 
     def __init__(
         self,
-        settings: Union[PretrainSettings, Config],
+        settings: PretrainSettings,
         output_dir: Path,
         gpu_id: int = -1,
         resume: bool = False,
         show_progress: bool = True,
     ) -> None:
-        """``settings``: parsed with ``config.parse_settings`` (a raw Config is parsed here)."""
-        if isinstance(settings, Config):
-            settings = parse_settings(settings)
-        self.settings: PretrainSettings = settings
+        """``settings``: a config parsed by ``config.parse_settings``. Sets torch's CPU thread
+        count to ``[system] threads`` for this process (``pretrain`` restores it)."""
+        if not isinstance(settings, PretrainSettings):
+            raise TypeError(
+                f"Trainer takes PretrainSettings (config.parse_settings(config)), got "
+                f"{type(settings).__name__}"
+            )
+        self.settings = settings
+        if settings.system.threads:
+            torch.set_num_threads(settings.system.threads)
         self.output_dir = Path(output_dir)
         self.ctx = DistributedContext.from_env(gpu_id)
         self.device = self.ctx.device
@@ -97,8 +104,8 @@ class Trainer:
 
         checkpoint = self._prepare_output_dir(resume)
         s = self.settings
-        self.train_files = resolve_files(s.train)
-        self.dev_files = resolve_files(s.dev) if s.dev else []
+        self.train_files = resolve_files(s.corpus.train)
+        self.dev_files = resolve_files(s.corpus.dev) if s.corpus.dev else []
         self.vocab = self._prepare_vocab(resume)
         self.use_sampled = sampled_softmax_wanted(s.objective, len(self.vocab))
         self.sparse_updates = sparse_updates_wanted(s, self.use_sampled)
@@ -114,8 +121,8 @@ class Trainer:
             self.train_files,
             s.corpus,
             s.training.batch_tokens,
-            s.shuffle_buffer,
-            s.seed,
+            s.corpus.shuffle_buffer,
+            s.system.seed,
             self.ctx.rank,
             self.ctx.world_size,
         )
@@ -126,6 +133,13 @@ class Trainer:
     @property
     def config(self) -> Optional[Config]:
         return self.settings.config
+
+    def _written_config(self) -> Config:
+        """The run's config as parsed, with the thread count it ran with (a config written
+        before ``[system] threads`` existed gets the default it used)."""
+        config = copy.deepcopy(self.settings.config)
+        config.setdefault("system", {})["threads"] = self.settings.system.threads
+        return config
 
     def _prepare_output_dir(self, resume: bool) -> Path:
         """Refuse to overwrite (or to resume nothing); write config.cfg. Returns the checkpoint
@@ -141,18 +155,18 @@ class Trainer:
         if self.ctx.is_main:
             self.output_dir.mkdir(parents=True, exist_ok=True)
             if not resume and self.settings.config is not None:
-                self.settings.config.to_disk(self.output_dir / CONFIG_NAME)
+                self._written_config().to_disk(self.output_dir / CONFIG_NAME)
         self.ctx.barrier()
         return checkpoint
 
     def _build_model(self, resume: bool) -> BiLMLanguageModel:
         """The biLM (bilm-tf initialisation, or ``[initialize] bilm``) and the softmax."""
         s = self.settings
-        torch.manual_seed(s.seed)
+        torch.manual_seed(s.system.seed)
         bilm = BiLM(s.options)
         init_bilm_tf_style(bilm)
         softmax = LMSoftmax(len(self.vocab), s.options.lstm.projection_dim)
-        if s.init_bilm and not resume:
+        if s.initialize.bilm and not resume:
             self._initialize_from(bilm, softmax)
         if self.sparse_updates:
             softmax.row_sparse_gradients = True
@@ -172,7 +186,7 @@ class Trainer:
 
     def _seed_rank(self) -> torch.Generator:
         """Per-rank seeds of Python, NumPy and torch; the softmax sampler's generator."""
-        seed, rank = self.settings.seed, self.ctx.rank
+        seed, rank = self.settings.system.seed, self.ctx.rank
         generator = torch.Generator(device=self.device)
         generator.manual_seed(seed * 1000 + rank)
         random.seed(seed + rank)
@@ -209,6 +223,7 @@ class Trainer:
                     )
                     record["softmax"] = "sampled" if self.use_sampled else "full"
                     record["skipped_lines"] = self.stream.last_stats.skipped_lines
+                    record["threads"] = torch.get_num_threads()
                     self._log(record)
                     bar.set_postfix(
                         loss=f"{record['loss']:.3f}",
@@ -284,10 +299,11 @@ class Trainer:
         s = self.settings
         self.model.eval()
         reader = SequenceReader(self.dev_files, s.corpus, self.ctx.rank, self.ctx.world_size)
-        limit = s.dev_max_tokens // self.ctx.world_size if s.dev_max_tokens else None
+        max_tokens = s.corpus.dev_max_tokens
+        limit = max_tokens // self.ctx.world_size if max_tokens else None
         sums = held_out_nll(self.model, self.vocab, reader, s.training.batch_tokens, limit)
         self.ctx.all_reduce_sum(sums)
-        return EvalResult.from_sums(sums, s.dev)
+        return EvalResult.from_sums(sums, s.corpus.dev)
 
     # ----------------------------------------------------------------------------- state
     def save_checkpoint(self) -> None:
@@ -368,7 +384,7 @@ class Trainer:
                 if ours[key] != theirs[key]
             ]
             raise ConfigError(
-                f"initialize.bilm {s.init_bilm} has another shape than [model] ("
+                f"initialize.bilm {s.initialize.bilm} has another shape than [model] ("
                 + "; ".join(differ)
                 + "). `python -m spacy_elmo init-config CONFIG --model DIR` writes a matching config"
             )
@@ -384,7 +400,7 @@ class Trainer:
             softmax.load_state_dict(load_file(str(softmax_file)))
         if self.ctx.is_main:
             tqdm.write(
-                f"Initialized the biLM from {s.init_bilm}"
+                f"Initialized the biLM from {s.initialize.bilm}"
                 + (" and its softmax" if with_softmax else "; the softmax starts fresh")
             )
 
@@ -393,16 +409,16 @@ class Trainer:
         target = self.output_dir / VOCAB_NAME
         if resume:
             return Vocab.load(target)
-        if s.vocab_path:
-            vocab = Vocab.load(s.vocab_path)
+        if s.vocab.path:
+            vocab = Vocab.load(s.vocab.path)
         elif self.ctx.is_main:
             counts, stats = count_words(self.train_files, s.corpus)
             if not counts:
                 raise CorpusError(
-                    f"the training corpus {s.train} holds no tokens (empty, blank lines only, or "
+                    f"the training corpus {s.corpus.train} holds no tokens (empty, blank lines only, or "
                     f"every line skipped: {stats.skipped_lines} undecodable lines)"
                 )
-            vocab = Vocab.from_counts(counts, s.vocab_size, s.vocab_min_count)
+            vocab = Vocab.from_counts(counts, s.vocab.size, s.vocab.min_count)
         else:
             vocab = None
         if self.ctx.is_main:
@@ -424,12 +440,17 @@ def pretrain(
     resume: bool = False,
     show_progress: bool = True,
 ) -> Path:
-    """Train a biLM as ``config`` says, writing everything to ``output_dir``."""
-    trainer = Trainer(parse_settings(config), output_dir, gpu_id, resume, show_progress)
+    """Train a biLM as ``config`` says, writing everything to ``output_dir``; torch's CPU thread
+    count is ``[system] threads`` during the run and restored after it."""
+    threads = torch.get_num_threads()
     try:
-        return trainer.train()
+        trainer = Trainer(parse_settings(config), output_dir, gpu_id, resume, show_progress)
+        try:
+            return trainer.train()
+        finally:
+            trainer.ctx.shutdown()
     finally:
-        trainer.ctx.shutdown()
+        torch.set_num_threads(threads)
 
 
 class _Window:
@@ -529,9 +550,11 @@ def clip_grad_norm(parameters: Iterable[torch.nn.Parameter], max_norm: float) ->
 def init_weight_source(s: PretrainSettings) -> WeightSource:
     """The files of ``[initialize] bilm`` (a model directory, the name of a downloaded model,
     or an options.json with ``weight_file``)."""
-    if s.init_weight_file is None:
-        return resolve_model(s.init_bilm, what="initialize.bilm")
-    return resolve_weight_source(options_file=s.init_bilm, weight_file=s.init_weight_file)
+    if s.initialize.weight_file is None:
+        return resolve_model(s.initialize.bilm, what="initialize.bilm")
+    return resolve_weight_source(
+        options_file=s.initialize.bilm, weight_file=s.initialize.weight_file
+    )
 
 
 def _rng_state() -> Dict:

@@ -1,0 +1,91 @@
+"""The pretraining config (``spacy_elmo.pretrain.config``): a confection file validated into typed
+settings whose errors name the key, the expectation and the value."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from spacy_elmo.pretrain import load_config
+from spacy_elmo.pretrain.config import ConfigError, default_config, parse_settings
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _settings(**overrides):
+    return parse_settings(load_config(None, {"paths.train": "train.txt", **overrides}))
+
+
+def test_the_default_config_parses_to_its_own_values():
+    settings = _settings()
+    config = load_config(None, {"paths.train": "train.txt"})
+    for section, values in config.items():
+        if section == "paths":
+            continue
+        parsed = getattr(settings, section)
+        for key, value in values.items():
+            assert getattr(parsed, key) == value, f"{section}.{key}"
+    assert settings.system.threads == 1
+    assert settings.options.lstm.dim == config["model"]["lstm_dim"]
+    assert settings.config == config  # what the run writes as config.cfg
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ({"training.batch_tokens": -3}, r"^\[training\] batch_tokens: must be > 0, got -3$"),
+        ({"training.precision": "tf32"}, r"^\[training\] precision: must be 'fp32', 'bf16' or 'fp16', got 'tf32'$"),
+        ({"objective.dropout": 1.0}, r"^\[objective\] dropout: must be < 1, got 1.0$"),
+        ({"objective.softmax": "hierarchical"}, r"^\[objective\] softmax: must be 'auto', 'full' or 'sampled'"),
+        ({"objective.sparse_updates": 1}, r'^\[objective\] sparse_updates: must be "auto", true or false, got 1$'),
+        ({"corpus.on_decode_error": "ignore"}, r"^\[corpus\] on_decode_error: must be 'skip' or 'raise', got 'ignore'$"),
+        ({"corpus.max_sequence_length": 0}, r"^\[corpus\] max_sequence_length: must be > 0, got 0$"),
+        ({"paths.train": None}, r"^\[corpus\] train: must name the training text"),
+        ({"model.lstm_dim": "512"}, r"^\[model\] lstm_dim: must be a valid integer, got '512'$"),
+        ({"model.n_highway": True}, r"^\[model\] n_highway: must be a valid integer, got True$"),
+        ({"vocab.size": 3}, r"^\[vocab\] size: must be >= 4, got 3$"),
+        ({"optimizer.warmup_steps": -1}, r"^\[optimizer\] warmup_steps: must be >= 0, got -1$"),
+        ({"system.threads": -2}, r"^\[system\] threads: must be >= 0, got -2$"),
+        ({"training.batch_token": 100}, r"^\[training\] batch_token: not a key of \[training\] \(its keys: batch_tokens, "),
+    ],
+)
+def test_errors_name_the_key_what_is_expected_and_the_value(override, message):
+    with pytest.raises(ConfigError, match=message):
+        _settings(**override)
+
+
+def test_every_wrong_key_is_reported_at_once():
+    config = load_config(None, {"paths.train": "train.txt", "training.max_steps": 0})
+    del config["training"]["log_every"]
+    config["trainig"] = {}
+    with pytest.raises(ConfigError) as err:
+        parse_settings(config)
+    assert str(err.value).split("; ") == [
+        "[training] max_steps: must be > 0, got 0",
+        "[training] log_every: missing",
+        "[trainig]: not a section of the config",
+    ]
+
+
+def test_keys_newer_than_a_config_take_their_defaults():
+    """Run directories written before [initialize], objective.sparse_updates and system.threads
+    existed still parse (and resume) with the values they ran with."""
+    config = load_config(None, {"paths.train": "train.txt"})
+    del config["initialize"], config["objective"]["sparse_updates"], config["system"]["threads"]
+    settings = parse_settings(config)
+    assert settings.initialize.bilm is None and settings.objective.sparse_updates == "auto"
+    assert settings.system.threads == 1
+
+
+def test_the_project_pretraining_config_parses():
+    settings = parse_settings(
+        load_config(REPO / "project" / "configs" / "pretrain_wikitext2.cfg", {"paths.train": "t.txt"})
+    )
+    assert settings.objective.softmax == "sampled" and settings.vocab.size == 40000
+
+
+def test_overrides_must_name_an_existing_section():
+    with pytest.raises(ConfigError, match="override 'trainig.max_steps'"):
+        load_config(None, {"trainig.max_steps": 3})
+    assert "threads" in default_config()["system"]
