@@ -11,7 +11,7 @@ from thinc.api import Adam, fix_random_seed
 
 from conftest import ELMO_FIXTURE
 from spacy_elmo.doc_layers import LayerCache
-from spacy_elmo.listener import mix_head
+from spacy_elmo.layers.mix_head import mix_head
 
 ELMO = {
     "options_file": str(ELMO_FIXTURE / "options.json"),
