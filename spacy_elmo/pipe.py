@@ -339,7 +339,6 @@ class Elmo(TrainablePipe):
     def predict(self, docs: Iterable[Doc]) -> List[ElmoOutput]:
         """The ELMo output of each doc (CPU arrays), without modifying the docs."""
         docs = list(docs)
-        _one_thread_after_fork()
         layers, _ = self._run_bilm(docs, is_train=False)
         return self._outputs(layers)
 
@@ -347,7 +346,7 @@ class Elmo(TrainablePipe):
         """Per-doc ``(n_layers + 1, len(doc), width)`` layers and their backprop
         (``doc_layers.doc_layers`` with this pipe's settings)."""
         bilm = self.bilm
-        with torch_threads(self.threads):
+        with torch_threads(_threads_in_this_process(self.threads)):
             return doc_layers(
                 self.model,
                 docs,
@@ -417,7 +416,7 @@ class Elmo(TrainablePipe):
 
         def backprop(one_d_layers: List) -> List:
             accumulate_gradient(one_d_layers)
-            with torch_threads(self.threads):
+            with torch_threads(_threads_in_this_process(self.threads)):
                 backprop_layers(d_layers)
             if sgd is not None:
                 self.finish_update(sgd)
@@ -484,18 +483,18 @@ class Elmo(TrainablePipe):
             raise ValueError(f"elmo pipe '{self.name}': {err}") from err
 
 
-_TORCH_THREADS_PID = os.getpid()
+_IMPORTING_PID = os.getpid()
 
 
-def _one_thread_after_fork() -> None:
-    """In a forked worker (``nlp.pipe(n_process=2)``), run PyTorch on one thread: the OpenMP
-    thread pool of a parent that already ran torch does not survive ``fork`` (the child hangs in
-    its first parallel op), and workers should not compete for cores anyway. PyTorch's own
-    DataLoader workers do the same."""
-    global _TORCH_THREADS_PID
-    if os.getpid() != _TORCH_THREADS_PID:
-        torch.set_num_threads(1)
-        _TORCH_THREADS_PID = os.getpid()
+def _threads_in_this_process(threads: Optional[int]) -> Optional[int]:
+    """``threads``, or 1 in a process forked from the one that imported this module
+    (``nlp.pipe(n_process=2)``): the OpenMP thread pool of a parent that already ran torch does
+    not survive ``fork`` (the child hangs in its first parallel op), and workers should not
+    compete for cores anyway. PyTorch's own DataLoader workers do the same."""
+    if os.getpid() != _IMPORTING_PID:
+        torch.set_num_threads(1)  # also outside the pipe's calls: the child's pool is broken
+        return 1
+    return threads
 
 
 # Extensions and vector hooks: module-level functions, so that docs with hooks still pickle.

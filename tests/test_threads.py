@@ -61,3 +61,32 @@ def test_bad_threads_name_the_key(fixture_files, bad):
     nlp = spacy.blank("en")
     with pytest.raises(ValueError, match="elmo pipe 'elmo': threads must be a positive integer"):
         nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(weights), "threads": bad})
+
+
+def test_forked_workers_run_on_one_thread_whatever_the_setting(tmp_path, fixture_files):
+    """threads = 2 with nlp.pipe(n_process=2) after the parent ran torch: the workers use one
+    thread (a second one would wait forever on the pool fork broke), in a subprocess with a
+    time limit so that a hang fails the test instead of stalling the suite."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    options, weights = map(str, fixture_files)
+    script = f"""
+import warnings, numpy as np, spacy
+nlp = spacy.blank("en")
+nlp.add_pipe("elmo", config={{"options_file": {options!r}, "weight_file": {weights!r}, "threads": 2}})
+texts = [f"Sentence {{i}} in a worker ." for i in range(8)]
+expected = [d._.elmo for d in nlp.pipe(texts)]
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    docs = list(nlp.pipe(texts, n_process=2, batch_size=2))
+assert all(np.allclose(d.vector, d._.elmo.mean(0), atol=1e-6) for d in docs)
+assert all(np.allclose(d._.elmo, e, atol=1e-5) for d, e in zip(docs, expected))
+print("ok")
+"""
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(repo), "OMP_NUM_THREADS": "2"}
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
