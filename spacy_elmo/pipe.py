@@ -51,6 +51,7 @@ import numpy as np
 import torch
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
+from spacy.pipeline.tok2vec import Tok2VecListener
 from spacy.tokens import Doc, Span, Token
 from spacy.training import Example
 from spacy.util import minibatch
@@ -257,7 +258,11 @@ class Elmo(TrainablePipe):
         ``weights``: a weight loader (``[initialize.components.elmo.weights]`` with
         ``@misc = "spacy_elmo.WeightLoader.v1"``): the weights come from it, and the pipe's
         own config then needs no paths. Without it, the configured files are read (unless the
-        pipe already has weights: there is nothing to reset)."""
+        pipe already has weights: there is nothing to reset).
+
+        ``nlp``: the pipeline, checked for components after this pipe that read ``doc.tensor``."""
+        if nlp is not None:
+            self._check_no_tensor_reader_after(nlp)
         if weights is not None:
             self._load_bilm(weights())
         self.layer_weights()
@@ -274,6 +279,22 @@ class Elmo(TrainablePipe):
             )
         weights = np.asarray(self.mix_weights, dtype=np.float64)
         return (weights / weights.sum()).astype(np.float32)
+
+    def _check_no_tensor_reader_after(self, nlp: Language) -> None:
+        """The pipe writes its vectors to ``doc.tensor``; a tok2vec listener after it would read
+        them at inference instead of its tok2vec's output (a shape error, or silent garbage when
+        the widths agree)."""
+        names = nlp.pipe_names
+        if self.name not in names:
+            return
+        for name in names[names.index(self.name) + 1 :]:
+            model = getattr(nlp.get_pipe(name), "model", None)
+            if isinstance(model, Model) and any(isinstance(node, Tok2VecListener) for node in model.walk()):
+                raise ValueError(
+                    f"elmo pipe '{self.name}' comes before '{name}', whose tok2vec listener reads "
+                    f"doc.tensor at inference, and the elmo pipe writes its vectors there: put "
+                    f"'{self.name}' after '{name}' (nlp.add_pipe(\"elmo\") appends it last)"
+                )
 
     # ------------------------------------------------------------------ listeners
     @property

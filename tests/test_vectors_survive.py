@@ -156,3 +156,18 @@ def test_same_text_tokens_need_the_hooks(nlp):
     assert banks[0].similarity(banks[1]) == 1.0  # spaCy's shortcut
     add_vector_hooks(restored)
     assert banks[0].similarity(banks[1]) == pytest.approx(cosine, abs=1e-5)
+
+
+def test_elmo_before_a_tok2vec_listener_is_refused(parser_nlp):
+    """The parser's tok2vec listener reads doc.tensor at inference: the elmo pipe, which writes
+    its vectors there, must come after it. spaCy's initialize says so, naming both pipes."""
+    import copy
+
+    nlp = copy.deepcopy(parser_nlp)
+    if "elmo" in nlp.pipe_names:
+        nlp.remove_pipe("elmo")
+    elmo = nlp.add_pipe("elmo", before="parser")
+    with pytest.raises(ValueError, match="elmo pipe 'elmo' comes before 'parser', whose tok2vec listener"):
+        elmo.initialize(nlp=nlp)
+    nlp.remove_pipe("elmo")
+    nlp.add_pipe("elmo").initialize(nlp=nlp)  # last: fine
