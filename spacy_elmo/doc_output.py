@@ -90,11 +90,17 @@ class ElmoOutput:
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> "ElmoOutput":
+        """Also reads the older encoding (``vectors`` and ``layers`` only, no width or mix)."""
+
         def array(key: str) -> Optional[np.ndarray]:
             value = data.get(key)
             return None if value is None else np.asarray(value, dtype=np.float32)
 
-        return cls(int(data["width"]), array("vectors"), array("layers"), array("layer_weights"), float(data["gamma"]))
+        vectors, layers = array("vectors"), array("layers")
+        width = data.get("width")
+        if width is None:
+            width = (vectors if vectors is not None else layers).shape[-1]
+        return cls(int(width), vectors, layers, array("layer_weights"), float(data.get("gamma", 1.0)))
 
 
 @srsly.msgpack_encoders("spacy_elmo_output")

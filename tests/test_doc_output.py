@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import srsly
 
-from spacy_elmo.doc_output import ElmoOutput
+from spacy_elmo.doc_output import MSGPACK_KEY, ElmoOutput
 
 
 def _output() -> ElmoOutput:
@@ -43,3 +43,12 @@ def test_shapes_are_checked():
         ElmoOutput(6, np.zeros((4, 6), np.float32), np.zeros((3, 5, 6), np.float32))
     with pytest.raises(ValueError, match="vectors must be"):
         ElmoOutput(6, np.zeros(6, np.float32))
+
+
+def test_the_older_encoding_still_decodes():
+    """Docs saved before the vectors moved to doc.tensor carried them in user_data."""
+    output = _output()
+    old = {MSGPACK_KEY: {"vectors": output.vectors, "layers": output.layers}}
+    restored = srsly.msgpack_loads(srsly.msgpack_dumps(old))
+    assert restored.width == 6
+    np.testing.assert_array_equal(restored.vectors_for(np.zeros((0,), np.float32), 4), output.vectors)
