@@ -383,10 +383,11 @@ class Elmo(TrainablePipe):
         """Per-doc layers (model device) -> ElmoOutput with the fixed mix, on the CPU."""
         ops = self.model.ops
         weights = self.layer_weights()
+        width = self.bilm.output_dim
         mixed, _ = scalar_mix(ops, ops.asarray1f(weights), self.gamma, layers)
         return [
             ElmoOutput(
-                self.bilm.output_dim,
+                width,
                 ops.to_numpy(vectors).astype(np.float32, copy=False),
                 ops.to_numpy(per_doc) if self.store_layers else None,
                 weights,
