@@ -43,7 +43,6 @@ already seen, so training epochs after the first skip the biLM; with ``frozen = 
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -67,7 +66,7 @@ from .layers.mix import scalar_mix
 from .doc_output import ElmoOutput, decode_elmo_output
 from .nn.bilm import BiLM
 from .nn.precision import get_precision
-from .nn.threads import check_threads, torch_threads
+from .nn.threads import check_threads, threads_in_this_process, torch_threads
 from .sources import WeightSource, check_weight_settings, load_bilm_from, resolve_weight_source
 from .weights import VOCAB_NAME
 
@@ -367,7 +366,7 @@ class Elmo(TrainablePipe):
         """Per-doc ``(n_layers + 1, len(doc), width)`` layers and their backprop
         (``doc_layers.doc_layers`` with this pipe's settings)."""
         bilm = self.bilm
-        with torch_threads(_threads_in_this_process(self.threads)):
+        with torch_threads(threads_in_this_process(self.threads)):
             return doc_layers(
                 self.model,
                 docs,
@@ -438,7 +437,7 @@ class Elmo(TrainablePipe):
 
         def backprop(one_d_layers: List) -> List:
             accumulate_gradient(one_d_layers)
-            with torch_threads(_threads_in_this_process(self.threads)):
+            with torch_threads(threads_in_this_process(self.threads)):
                 backprop_layers(d_layers)
             if sgd is not None:
                 self.finish_update(sgd)
@@ -503,20 +502,6 @@ class Elmo(TrainablePipe):
             return resolve_weight_source(model_path, options_file, weight_file)
         except (FileNotFoundError, ValueError) as err:
             raise ValueError(f"elmo pipe '{self.name}': {err}") from err
-
-
-_IMPORTING_PID = os.getpid()
-
-
-def _threads_in_this_process(threads: Optional[int]) -> Optional[int]:
-    """``threads``, or 1 in a process forked from the one that imported this module
-    (``nlp.pipe(n_process=2)``): the OpenMP thread pool of a parent that already ran torch does
-    not survive ``fork`` (the child hangs in its first parallel op), and workers should not
-    compete for cores anyway. PyTorch's own DataLoader workers do the same."""
-    if os.getpid() != _IMPORTING_PID:
-        torch.set_num_threads(1)  # also outside the pipe's calls: the child's pool is broken
-        return 1
-    return threads
 
 
 # Extensions and vector hooks: module-level functions, so that docs with hooks still pickle.

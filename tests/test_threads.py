@@ -90,3 +90,26 @@ print("ok")
     env = {**os.environ, "PYTHONPATH": str(repo), "OMP_NUM_THREADS": "2"}
     result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=180)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
+
+
+def test_replaced_listener_runs_its_biLM_copy_on_the_pipes_threads(fixture_files, two_threads):
+    """nlp.replace_listeners gives a component its own copy of the biLM (ElmoEmbedder): it keeps
+    the pipe's thread setting."""
+    from spacy_elmo.layers.bilm_model import get_bilm
+
+    options, weights = fixture_files
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(weights), "threads": 1})
+    nlp.add_pipe("tagger", config={"model": {"@architectures": "spacy.Tagger.v2", "tok2vec": {
+        "@architectures": "spacy_elmo.ElmoListener.v1", "width": 8, "upstream": "elmo"}}})
+    nlp.get_pipe("tagger").add_label("X")
+    nlp.initialize()
+    nlp.replace_listeners("elmo", "tagger", ["model.tok2vec"])
+    embedder = nlp.get_pipe("tagger").model.get_ref("tok2vec")
+    seen = []
+    bilm = get_bilm(embedder.layers[0])  # ElmoEmbedder = [its ElmoModel, its mix head]
+    bilm.register_forward_hook(lambda *_: seen.append(torch.get_num_threads()))
+    nlp.remove_pipe("elmo")
+    nlp("The tagger runs its own biLM .")
+    assert seen and set(seen) == {1}
+    assert torch.get_num_threads() == 2

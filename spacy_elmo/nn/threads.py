@@ -10,9 +10,12 @@ caller's own torch setting is what it was after the call.
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Iterator, Optional
 
 import torch
+
+_IMPORTING_PID = os.getpid()
 
 
 def check_threads(value: Optional[int], what: str) -> Optional[int]:
@@ -20,6 +23,17 @@ def check_threads(value: Optional[int], what: str) -> Optional[int]:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise ValueError(f"{what} must be a positive integer or null (PyTorch's own setting), got {value!r}")
     return value
+
+
+def threads_in_this_process(threads: Optional[int]) -> Optional[int]:
+    """``threads``, or 1 in a process forked from the one that imported this module
+    (``nlp.pipe(n_process=2)``): the OpenMP thread pool of a parent that already ran torch does
+    not survive ``fork`` (the child hangs in its first parallel op), and workers should not
+    compete for cores anyway. PyTorch's own DataLoader workers do the same."""
+    if os.getpid() != _IMPORTING_PID:
+        torch.set_num_threads(1)  # also outside the pipe's calls: the child's pool is broken
+        return 1
+    return threads
 
 
 @contextlib.contextmanager
