@@ -69,15 +69,21 @@ def elmo_embedder_v1(
     token_embed: Optional[Model[List[Doc], List[Floats2d]]] = None,
     max_sequence_length: int = 256,
     max_batch_tokens: int = 4096,
+    threads: Optional[int] = 1,
 ) -> Model[List[Doc], List[Floats2d]]:
     """A listener with its own copy of the biLM (``elmo``, frozen): what
-    ``nlp.replace_listeners`` leaves in place of an ``ElmoListener.v1``."""
-    return elmo_embedder(elmo, mix_head(width, dropout, token_embed), max_sequence_length, max_batch_tokens)
+    ``nlp.replace_listeners`` leaves in place of an ``ElmoListener.v1``. ``threads``: PyTorch
+    threads while its biLM runs (null: PyTorch's own setting)."""
+    return elmo_embedder(
+        elmo, mix_head(width, dropout, token_embed), max_sequence_length, max_batch_tokens, threads
+    )
 
 
 def replace_listener(copied_elmo: Model, listener: ElmoListener, pipe) -> Model:
     """``nlp.replace_listeners`` hook: the listener's own mix on a copy of the pipe's biLM."""
-    return elmo_embedder(copied_elmo, listener.head, pipe.max_sequence_length, pipe.max_batch_tokens)
+    return elmo_embedder(
+        copied_elmo, listener.head, pipe.max_sequence_length, pipe.max_batch_tokens, pipe.threads
+    )
 
 
 def replace_listener_cfg(elmo_cfg: Dict[str, Any], tok2vec_cfg: Dict[str, Any]) -> Dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import typer
 
 from . import commands
+from .cli_help import reflow_commands
 from .bench.cli import app as bench_app
 from .compare import compare_command
 from .hub.commands import download_cli, list_cli
@@ -37,6 +38,7 @@ app.command("evaluate-lm")(evaluate_lm_command)
 app.command("compare")(compare_command)
 app.command("download")(download_cli)
 app.command("list")(list_cli)
+reflow_commands(app)
 
 
 def main() -> None:

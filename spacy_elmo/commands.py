@@ -33,6 +33,7 @@ MODEL_PATH_HELP = "A native checkpoint, or a directory with options.json and wei
 OPTIONS_HELP = "A released model's options.json (with --weight-file)"
 WEIGHTS_HELP = "A released model's weights.hdf5 (with --options-file)"
 MODEL_NAME_HELP = "A model in the download cache (python -m spacy_elmo download NAME)"
+THREADS_HELP = "PyTorch threads for the biLM (more help only on cores no other process uses)"
 
 
 def convert(
@@ -101,11 +102,17 @@ def embed(
     forget_sentences: bool = typer.Option(
         False, "--forget-sentences", help="Do not write the sentence_to_index dataset"
     ),
+    use_sentence_keys: bool = typer.Option(
+        False, "--use-sentence-keys", help="Name each dataset by its sentence's text (AllenNLP's option)"
+    ),
+    threads: int = typer.Option(1, "--threads", min=1, help=THREADS_HELP),
 ) -> None:
     """Write ELMo vectors of a text or .spacy file to HDF5, as AllenNLP's elmo command did.
 
     One dataset per sentence, named by its number ("0", "1", ...), plus "sentence_to_index", a
-    JSON object mapping each sentence's text to its dataset name.
+    JSON object mapping each sentence's text to its dataset name. With --use-sentence-keys the
+    datasets are named by the sentences' texts instead (no sentence_to_index); a sentence that
+    repeats, is empty, or holds "/" (a group separator in HDF5) cannot be a name and stops the run.
 
     A text file has one sentence per line, split on whitespace unless --lang is given (a blank
     line gives an empty dataset, so that dataset names stay line numbers). A .spacy file gives one
@@ -118,7 +125,7 @@ def embed(
         _fail(f"input file not found: {input_path}")
     _use_gpu(gpu_id)
     nlp = _elmo_pipeline(
-        model_path, options_file, weight_file, lang or "xx", store_layers=True, model_name=model_name
+        model_path, options_file, weight_file, lang or "xx", store_layers=True, model_name=model_name, threads=threads
     )
     if input_path.suffix == ".spacy":
         docs, n_docs = _read_docbin(nlp, input_path)
@@ -130,8 +137,9 @@ def embed(
     n_sentences = 0
     with h5py.File(output_path, "w") as out:
         processed = tqdm(nlp.pipe(docs, batch_size=batch_size), total=n_docs, unit="doc")
-        for key, sentence in enumerate(_sentences(processed)):
+        for number, sentence in enumerate(_sentences(processed)):
             n_sentences += 1
+            key = _sentence_key(sentence.text, number, out, output_path) if use_sentence_keys else str(number)
             all_layers = sentence.doc._.elmo_layers[:, sentence.start : sentence.end]
             if layers == "top":
                 data = all_layers[-1]
@@ -139,12 +147,33 @@ def embed(
                 data = all_layers.mean(axis=0)
             else:
                 data = all_layers
-            out.create_dataset(str(key), data=np.ascontiguousarray(data, dtype=np.float32))
-            sentence_to_index[sentence.text] = str(key)
-        if not forget_sentences:
+            out.create_dataset(key, data=np.ascontiguousarray(data, dtype=np.float32))
+            sentence_to_index[sentence.text] = key
+        if not forget_sentences and not use_sentence_keys:
             index = out.create_dataset("sentence_to_index", (1,), dtype=h5py.string_dtype())
             index[0] = json.dumps(sentence_to_index)
     typer.echo(f"wrote {n_sentences} sentences to {output_path}")
+
+
+def _sentence_key(text: str, number: int, out: h5py.File, output_path: Path) -> str:
+    """The sentence's text as a dataset name, or exit naming the sentence (and deleting the
+    incomplete output file)."""
+    problem = None
+    if not text.strip() or text in (".", ".."):
+        problem = "is empty" if not text.strip() else "is not a valid HDF5 name"
+    elif "/" in text:
+        problem = 'contains "/", which HDF5 reads as a group separator'
+    elif text in out:
+        problem = "repeats an earlier sentence"
+    if problem is None:
+        return text
+    out.close()
+    output_path.unlink()
+    _fail(
+        f"--use-sentence-keys: sentence {number} ({text!r}) {problem}, so it cannot name a dataset; "
+        f"run without --use-sentence-keys (datasets named by number, with sentence_to_index)"
+    )
+    raise AssertionError("unreachable")
 
 
 def demo(
@@ -157,6 +186,7 @@ def demo(
         list(DEMO_QUERIES), "--query", help="A sentence using --word (repeat the option for more)"
     ),
     top_k: int = typer.Option(5, "--top-k", help="Neighbours to show per query"),
+    threads: int = typer.Option(1, "--threads", min=1, help=THREADS_HELP),
 ) -> None:
     """Show contextual nearest neighbours of an ambiguous word (default: "bank").
 
@@ -164,7 +194,7 @@ def demo(
     the corpus tokens whose ELMo vectors are closest (cosine) to the query word's vector, shown in
     their own sentences, next to the neighbours by the context-free token layer.
     """
-    nlp = _elmo_pipeline(model_path, options_file, weight_file, "en", model_name=model_name)
+    nlp = _elmo_pipeline(model_path, options_file, weight_file, "en", model_name=model_name, threads=threads)
     corpus = [line for line in DEMO_SENTENCES.read_text(encoding="utf-8").splitlines() if line.strip()]
     corpus_docs = list(nlp.pipe(corpus))
     query_docs = list(nlp.pipe(queries))

@@ -1,10 +1,16 @@
 """What the ``elmo`` pipe leaves on a Doc: one object, msgpack-serialisable.
 
-The pipe stores an :class:`ElmoOutput` in ``doc._.elmo_output``; ``doc._.elmo``,
-``doc._.elmo_layers``, ``token._.elmo`` and ``span._.elmo`` are getters over it. Keeping the
-arrays in ``doc.user_data`` (through the extension) and registering srsly msgpack encoders for
-the class is what lets ``doc.to_bytes()``, ``DocBin(store_user_data=True)`` and
-``nlp.pipe(n_process=2)`` (which ships docs between processes with ``to_bytes``) keep them.
+The pipe writes the mixed ELMo vectors to ``doc.tensor`` (spaCy's own hook-free source of
+``token.vector``, ``span.vector`` and ``doc.vector`` when the vocab has no static vectors; it
+survives ``doc.to_bytes()``, pickling and ``nlp.pipe(n_process=2)``) and stores an
+:class:`ElmoOutput` in ``doc._.elmo_output`` with every biLM layer and the mix that made the
+vectors. ``doc._.elmo``, ``doc._.elmo_layers``, ``token._.elmo`` and ``span._.elmo`` are getters
+over the two.
+
+The msgpack encoding of an ElmoOutput leaves the vectors out (they travel in ``doc.tensor``, so
+nothing is serialised twice) and keeps the layers, the layer weights and gamma: ``DocBin``, which
+stores no tensor, still lets :meth:`ElmoOutput.vectors_for` recompute the vectors from the layers
+(``store_user_data=True``, and the pipe's ``store_layers = true``).
 
 This module itself imports neither spaCy nor PyTorch.
 """
@@ -23,44 +29,78 @@ MSGPACK_KEY = "__spacy_elmo_output__"
 
 @dataclass
 class ElmoOutput:
-    """The ELMo vectors of one Doc, as float32 NumPy arrays on the CPU.
+    """The ELMo output of one Doc, as float32 NumPy arrays on the CPU.
 
-    vectors: (n_tokens, width), the scalar mix ``gamma * sum_j w_j h_j`` of the biLM layers;
-        rows of tokens the biLM did not read (whitespace tokens) are zero.
+    width: the vectors' width (``2 * projection_dim``).
+    vectors: (n_tokens, width), the scalar mix ``gamma * sum_j w_j h_j`` of the biLM layers (rows
+        of whitespace tokens are zero); None once decoded from msgpack (they are in ``doc.tensor``,
+        or are recomputed from the layers: :meth:`vectors_for`).
     layers: (n_layers + 1, n_tokens, width), every biLM layer (layer 0 is the context-independent
         token layer ``[x; x]``), or None when the pipe was configured with ``store_layers = false``.
+    layer_weights: (n_layers + 1,), the normalised mix weights ``w_j``; gamma: the mix's scale.
     """
 
-    vectors: np.ndarray
+    width: int
+    vectors: Optional[np.ndarray] = None
     layers: Optional[np.ndarray] = None
+    layer_weights: Optional[np.ndarray] = None
+    gamma: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.vectors.ndim != 2:
-            raise ValueError(f"ElmoOutput.vectors must be (n_tokens, width), got {self.vectors.shape}")
-        if self.layers is not None and (
-            self.layers.ndim != 3 or self.layers.shape[1:] != self.vectors.shape
-        ):
+        if self.vectors is not None and (self.vectors.ndim != 2 or self.vectors.shape[1] != self.width):
+            raise ValueError(f"ElmoOutput.vectors must be (n_tokens, {self.width}), got {self.vectors.shape}")
+        if self.layers is not None and (self.layers.ndim != 3 or self.layers.shape[2] != self.width):
             raise ValueError(
-                f"ElmoOutput.layers must be (n_layers + 1, {self.vectors.shape[0]}, "
-                f"{self.vectors.shape[1]}), got {self.layers.shape}"
+                f"ElmoOutput.layers must be (n_layers + 1, n_tokens, {self.width}), got {self.layers.shape}"
+            )
+        if self.layers is not None and self.vectors is not None and self.layers.shape[1] != len(self.vectors):
+            raise ValueError(
+                f"ElmoOutput.layers must have {len(self.vectors)} tokens, as the vectors, got {self.layers.shape}"
             )
 
     @classmethod
     def empty(cls, n_tokens: int, width: int, n_layers: Optional[int] = None) -> "ElmoOutput":
         """Zeros for ``n_tokens`` tokens; ``n_layers`` (biLM layers + 1) or None for no layers."""
         layers = None if n_layers is None else np.zeros((n_layers, n_tokens, width), np.float32)
-        return cls(np.zeros((n_tokens, width), np.float32), layers)
+        return cls(width, np.zeros((n_tokens, width), np.float32), layers)
+
+    def vectors_for(self, tensor: Any, n_tokens: int) -> Optional[np.ndarray]:
+        """The vectors of a doc of ``n_tokens`` tokens whose ``doc.tensor`` is ``tensor``.
+
+        In memory: ``self.vectors``. Decoded: the doc's tensor when its shape is
+        ``(n_tokens, width)`` (``doc.to_bytes()``, ``n_process > 1``), else the mix recomputed from
+        the layers (``DocBin``, which drops the tensor); None when neither is there (a DocBin of
+        docs from a pipe with ``store_layers = false``)."""
+        if self.vectors is None:
+            if getattr(tensor, "shape", None) == (n_tokens, self.width):
+                self.vectors = np.asarray(tensor, dtype=np.float32)
+            elif self.layers is not None and self.layer_weights is not None:
+                scale = (self.layer_weights * np.float32(self.gamma)).astype(np.float32)
+                self.vectors = np.tensordot(scale, self.layers, axes=(0, 0)).astype(np.float32)
+        return self.vectors
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"vectors": self.vectors, "layers": self.layers}
+        """Everything but the vectors, which travel in ``doc.tensor``."""
+        return {
+            "width": self.width,
+            "layers": self.layers,
+            "layer_weights": self.layer_weights,
+            "gamma": self.gamma,
+        }
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> "ElmoOutput":
-        layers = data.get("layers")
-        return cls(
-            np.asarray(data["vectors"], dtype=np.float32),
-            None if layers is None else np.asarray(layers, dtype=np.float32),
-        )
+        """Also reads the older encoding (``vectors`` and ``layers`` only, no width or mix)."""
+
+        def array(key: str) -> Optional[np.ndarray]:
+            value = data.get(key)
+            return None if value is None else np.asarray(value, dtype=np.float32)
+
+        vectors, layers = array("vectors"), array("layers")
+        width = data.get("width")
+        if width is None:
+            width = (vectors if vectors is not None else layers).shape[-1]
+        return cls(int(width), vectors, layers, array("layer_weights"), float(data.get("gamma", 1.0)))
 
 
 @srsly.msgpack_encoders("spacy_elmo_output")

@@ -9,14 +9,20 @@ English model (``DEFAULT_MODEL``).
 What it writes (``width`` = ``2 * projection_dim``, float32 NumPy arrays, also after
 ``spacy.require_gpu()``):
 
-- ``doc._.elmo_output``: an :class:`~spacy_elmo.doc_output.ElmoOutput` holding the arrays below;
-- ``doc._.elmo``: ``(len(doc), width)``, the scalar mix ``gamma * sum_j w_j h_j``;
-- ``doc._.elmo_layers``: ``(n_layers + 1, len(doc), width)`` or None (``store_layers = false``);
-- ``token._.elmo``: ``doc._.elmo[token.i]``; ``span._.elmo``: the mean of its tokens' rows;
-- with ``set_vector_hooks`` (default): ``token.vector``, ``span.vector``, ``doc.vector``,
-  ``has_vector`` and ``similarity`` (cosine) read these vectors, also when the vocab has static
-  vectors. Hooks do not survive ``doc.to_bytes()`` (spaCy drops them): call
-  :func:`add_vector_hooks` on docs that come back from bytes, a DocBin or ``n_process > 1``.
+- ``doc.tensor``: ``(len(doc), width)``, the scalar mix ``gamma * sum_j w_j h_j``. spaCy's own
+  ``token.vector``, ``span.vector``, ``doc.vector`` and ``similarity`` read it when the vocab has
+  no static vectors, with no hook: it survives ``doc.to_bytes()``, pickling and
+  ``nlp.pipe(n_process=2)``, which drop hooks;
+- ``doc._.elmo_output``: an :class:`~spacy_elmo.doc_output.ElmoOutput` with the layers and the mix
+  (its msgpack encoding leaves the vectors to ``doc.tensor``);
+- ``doc._.elmo``: the vectors; ``doc._.elmo_layers``: ``(n_layers + 1, len(doc), width)`` or None
+  (``store_layers = false``); ``token._.elmo``: ``doc._.elmo[token.i]``; ``span._.elmo``: the
+  mean of its tokens' rows;
+- with ``set_vector_hooks`` (default), in memory: hooks that make ``.vector`` and
+  ``.similarity()`` ELMo also with static vectors in the vocab, and ``similarity`` of two tokens
+  with the same text a cosine (spaCy itself answers 1.0 there). Docs that lost them (bytes, DocBin,
+  ``n_process > 1``) get them back, and after a DocBin their ``doc.tensor``, from
+  :func:`add_vector_hooks`.
 
 How docs become biLM sequences: each sentence is one sequence when the doc has sentence boundaries
 (a parser, senter or sentencizer ran before); otherwise, and for sentences longer than
@@ -37,7 +43,6 @@ already seen, so training epochs after the first skip the biLM; with ``frozen = 
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -45,6 +50,7 @@ import numpy as np
 import torch
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
+from spacy.pipeline.tok2vec import Tok2VecListener
 from spacy.tokens import Doc, Span, Token
 from spacy.training import Example
 from spacy.util import minibatch
@@ -60,6 +66,7 @@ from .layers.mix import scalar_mix
 from .doc_output import ElmoOutput, decode_elmo_output
 from .nn.bilm import BiLM
 from .nn.precision import get_precision
+from .nn.threads import check_threads, threads_in_this_process, torch_threads
 from .sources import WeightSource, check_weight_settings, load_bilm_from, resolve_weight_source
 from .weights import VOCAB_NAME
 
@@ -87,8 +94,13 @@ max_sequence_length = 256
 max_batch_tokens = 4096
 # Keep every layer in doc._.elmo_layers (n_layers + 1 times the memory of doc._.elmo).
 store_layers = true
-# Make token/span/doc .vector and .similarity() use the ELMo vectors.
+# Also set vector hooks (in memory only: spaCy does not serialise them): ELMo .vector with
+# static vectors in the vocab, and .similarity() of same-text tokens. doc.tensor always holds
+# the vectors.
 set_vector_hooks = true
+# PyTorch threads while the biLM runs (the caller's setting is restored after). More than one
+# is faster only on cores no other process is using; null: PyTorch's own setting.
+threads = 1
 # true: the biLM is never updated (listeners learn their own mix on top of it). false: update()
 # fine-tunes the biLM with the gradients of the listening components.
 frozen = true
@@ -134,6 +146,7 @@ def make_elmo(
     token_cache_words: int = 0,
     token_cache_vocab: Optional[str] = None,
     model_name: Optional[str] = None,
+    threads: Optional[int] = 1,
 ) -> "Elmo":
     """The ``elmo`` pipe; see the module docstring and the README for the settings."""
     return Elmo(
@@ -155,6 +168,7 @@ def make_elmo(
         token_cache_words=token_cache_words,
         token_cache_vocab=token_cache_vocab,
         model_name=model_name,
+        threads=threads,
     )
 
 
@@ -187,6 +201,7 @@ class Elmo(TrainablePipe):
         token_cache_words: int = 0,
         token_cache_vocab: Union[str, Path, None] = None,
         model_name: Optional[str] = None,
+        threads: Optional[int] = 1,
     ) -> None:
         self.vocab = vocab
         self.model = model
@@ -215,6 +230,7 @@ class Elmo(TrainablePipe):
         self.precision = get_precision(precision, f"elmo pipe '{name}': precision").name
         self.token_cache_words = _check_int(name, "token_cache_words", token_cache_words, minimum=0)
         self.token_cache_vocab = None if token_cache_vocab is None else Path(token_cache_vocab)
+        self.threads = check_threads(threads, f"elmo pipe '{name}': threads")
         self.listener_map: Dict[str, List[ElmoListener]] = {}
 
     @property
@@ -241,7 +257,11 @@ class Elmo(TrainablePipe):
         ``weights``: a weight loader (``[initialize.components.elmo.weights]`` with
         ``@misc = "spacy_elmo.WeightLoader.v1"``): the weights come from it, and the pipe's
         own config then needs no paths. Without it, the configured files are read (unless the
-        pipe already has weights: there is nothing to reset)."""
+        pipe already has weights: there is nothing to reset).
+
+        ``nlp``: the pipeline, checked for components after this pipe that read ``doc.tensor``."""
+        if nlp is not None:
+            self._check_no_tensor_reader_after(nlp)
         if weights is not None:
             self._load_bilm(weights())
         self.layer_weights()
@@ -258,6 +278,22 @@ class Elmo(TrainablePipe):
             )
         weights = np.asarray(self.mix_weights, dtype=np.float64)
         return (weights / weights.sum()).astype(np.float32)
+
+    def _check_no_tensor_reader_after(self, nlp: Language) -> None:
+        """The pipe writes its vectors to ``doc.tensor``; a tok2vec listener after it would read
+        them at inference instead of its tok2vec's output (a shape error, or silent garbage when
+        the widths agree)."""
+        names = nlp.pipe_names
+        if self.name not in names:
+            return
+        for name in names[names.index(self.name) + 1 :]:
+            model = getattr(nlp.get_pipe(name), "model", None)
+            if isinstance(model, Model) and any(isinstance(node, Tok2VecListener) for node in model.walk()):
+                raise ValueError(
+                    f"elmo pipe '{self.name}' comes before '{name}', whose tok2vec listener reads "
+                    f"doc.tensor at inference, and the elmo pipe writes its vectors there: put "
+                    f"'{self.name}' after '{name}' (nlp.add_pipe(\"elmo\") appends it last)"
+                )
 
     # ------------------------------------------------------------------ listeners
     @property
@@ -323,7 +359,6 @@ class Elmo(TrainablePipe):
     def predict(self, docs: Iterable[Doc]) -> List[ElmoOutput]:
         """The ELMo output of each doc (CPU arrays), without modifying the docs."""
         docs = list(docs)
-        _one_thread_after_fork()
         layers, _ = self._run_bilm(docs, is_train=False)
         return self._outputs(layers)
 
@@ -331,32 +366,41 @@ class Elmo(TrainablePipe):
         """Per-doc ``(n_layers + 1, len(doc), width)`` layers and their backprop
         (``doc_layers.doc_layers`` with this pipe's settings)."""
         bilm = self.bilm
-        return doc_layers(
-            self.model,
-            docs,
-            n_layers=bilm.n_output_layers,
-            width=bilm.output_dim,
-            max_sequence_length=self.max_sequence_length,
-            max_batch_tokens=self.max_batch_tokens,
-            cache=self.cache if self._training_started else None,
-            is_train=is_train,
-        )
+        with torch_threads(threads_in_this_process(self.threads)):
+            return doc_layers(
+                self.model,
+                docs,
+                n_layers=bilm.n_output_layers,
+                width=bilm.output_dim,
+                max_sequence_length=self.max_sequence_length,
+                max_batch_tokens=self.max_batch_tokens,
+                cache=self.cache if self._training_started else None,
+                is_train=is_train,
+            )
 
     def _outputs(self, layers: List) -> List[ElmoOutput]:
         """Per-doc layers (model device) -> ElmoOutput with the fixed mix, on the CPU."""
         ops = self.model.ops
-        mixed, _ = scalar_mix(ops, ops.asarray1f(self.layer_weights()), self.gamma, layers)
+        weights = self.layer_weights()
+        width = self.bilm.output_dim
+        mixed, _ = scalar_mix(ops, ops.asarray1f(weights), self.gamma, layers)
         return [
             ElmoOutput(
+                width,
                 ops.to_numpy(vectors).astype(np.float32, copy=False),
                 ops.to_numpy(per_doc) if self.store_layers else None,
+                weights,
+                self.gamma,
             )
             for vectors, per_doc in zip(mixed, layers)
         ]
 
     def set_annotations(self, docs: Iterable[Doc], outputs: List[ElmoOutput]) -> None:
+        """``doc.tensor`` = the vectors (replacing a tok2vec's tensor: put the pipe after the
+        components whose listeners read it), ``doc._.elmo_output``, and the hooks."""
         for doc, output in zip(docs, outputs):
             doc._.elmo_output = output
+            doc.tensor = output.vectors
             if self.set_vector_hooks:
                 add_vector_hooks(doc)
 
@@ -393,7 +437,8 @@ class Elmo(TrainablePipe):
 
         def backprop(one_d_layers: List) -> List:
             accumulate_gradient(one_d_layers)
-            backprop_layers(d_layers)
+            with torch_threads(threads_in_this_process(self.threads)):
+                backprop_layers(d_layers)
             if sgd is not None:
                 self.finish_update(sgd)
             return []
@@ -459,20 +504,6 @@ class Elmo(TrainablePipe):
             raise ValueError(f"elmo pipe '{self.name}': {err}") from err
 
 
-_TORCH_THREADS_PID = os.getpid()
-
-
-def _one_thread_after_fork() -> None:
-    """In a forked worker (``nlp.pipe(n_process=2)``), run PyTorch on one thread: the OpenMP
-    thread pool of a parent that already ran torch does not survive ``fork`` (the child hangs in
-    its first parallel op), and workers should not compete for cores anyway. PyTorch's own
-    DataLoader workers do the same."""
-    global _TORCH_THREADS_PID
-    if os.getpid() != _TORCH_THREADS_PID:
-        torch.set_num_threads(1)
-        _TORCH_THREADS_PID = os.getpid()
-
-
 # Extensions and vector hooks: module-level functions, so that docs with hooks still pickle.
 
 
@@ -487,9 +518,22 @@ def install_extensions() -> None:
 
 def add_vector_hooks(doc: Doc) -> Doc:
     """Make ``.vector``, ``.has_vector`` and ``.similarity()`` of the doc, its spans and tokens
-    use ``doc._.elmo``. The pipe does this; call it yourself on docs restored from bytes."""
+    use ``doc._.elmo``, and put the vectors back into ``doc.tensor`` when it is empty.
+
+    The pipe does this. Docs restored from bytes or ``n_process > 1`` need it only for static
+    vectors in the vocab and for ``similarity`` of same-text tokens; docs from a DocBin (which
+    stores no tensor) need it for ``.vector`` too."""
     if _output(doc) is None:
         raise ValueError("add_vector_hooks: the doc has no ELMo output (run the elmo pipe first)")
+    vectors = _get_elmo_vectors(doc)
+    if vectors is None:
+        raise ValueError(
+            "add_vector_hooks: the doc has no ELMo vectors: it comes from a DocBin (which keeps no "
+            "doc.tensor) of docs made with store_layers = false (so the layers to recompute them "
+            "from are not stored either); keep store_layers = true, or save docs with doc.to_bytes()"
+        )
+    if doc.tensor.size == 0 and len(doc):
+        doc.tensor = vectors
     doc.user_hooks.update(
         {"vector": doc_vector, "vector_norm": _norm, "has_vector": _has_vector, "similarity": similarity}
     )
@@ -510,7 +554,7 @@ def _output(doc: Doc) -> Optional[ElmoOutput]:
 
 def _get_elmo_vectors(doc: Doc) -> Optional[np.ndarray]:
     output = _output(doc)
-    return None if output is None else output.vectors
+    return None if output is None else output.vectors_for(doc.tensor, len(doc))
 
 
 def _get_elmo_layers(doc: Doc) -> Optional[np.ndarray]:

@@ -2,12 +2,16 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import spacy
+from packaging.requirements import Requirement
+from packaging.utils import parse_wheel_filename
+from spacy.cli.package import get_third_party_dependencies
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -33,3 +37,24 @@ def test_spacy_package_requires_spacy_elmo(tmp_path, fixture_files):
     assert any(r.startswith("spacy-elmo>=") for r in requirements), requirements
     assert list((package / "dist").glob("en_elmo_test-0.0.1.tar.gz"))
     assert (package / "en_elmo_test" / "en_elmo_test-0.0.1" / "elmo" / "model").stat().st_size > 400_000
+
+
+@pytest.mark.slow
+def test_a_wheel_of_spacy_elmo_meets_the_packages_requirement(tmp_path):
+    """The README's route for installing a packaged pipeline while spacy-elmo is not on the
+    package index: ``pip wheel --no-deps -w wheelhouse /path/to/spacy_elmo`` gives a wheel that pip
+    can pick for the requirement spaCy writes (``spacy-elmo>=X,<Y``)."""
+    source = tmp_path / "spacy_elmo_source"  # a copy: the build leaves build/ and *.egg-info behind
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".git", "tests", "project", "docs", "build", "*.egg-info"))
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+         "-w", str(tmp_path / "wheelhouse"), str(source)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    (wheel,) = (tmp_path / "wheelhouse").glob("*.whl")
+    name, version, _, _ = parse_wheel_filename(wheel.name)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo")
+    (requirement,) = [r for r in get_third_party_dependencies(nlp.config) if r.startswith("spacy-elmo")]
+    assert name == "spacy-elmo" and Requirement(requirement).specifier.contains(version), (requirement, wheel.name)

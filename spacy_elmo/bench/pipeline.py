@@ -72,11 +72,12 @@ def elmo_pipeline(
     lang: str = "en",
     settings: Optional[Dict[str, Any]] = None,
 ):
-    """A blank pipeline (+ sentencizer) + the elmo pipe, weights loaded."""
+    """A blank pipeline (+ sentencizer) + the elmo pipe, weights loaded. The pipe's ``threads``
+    is null: the benches set PyTorch's thread count themselves (``--threads``)."""
     import spacy
 
     nlp = spacy.blank(lang)
     if sentencizer:
         nlp.add_pipe("sentencizer")
-    nlp.add_pipe("elmo", config={**source.config, **(settings or {})}).initialize()
+    nlp.add_pipe("elmo", config={**source.config, "threads": None, **(settings or {})}).initialize()
     return nlp

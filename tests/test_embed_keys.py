@@ -1,0 +1,52 @@
+"""``python -m spacy_elmo embed --use-sentence-keys`` and ``--threads``, run as a user runs them
+(a subprocess): AllenNLP's option, datasets named by the sentences themselves."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _embed(tmp_path, lines, *options):
+    (tmp_path / "input.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "spacy_elmo", "embed", str(tmp_path / "input.txt"), str(tmp_path / "out.hdf5"), *options],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )
+
+
+def test_sentence_keys_name_the_datasets(tmp_path, fixture_files):
+    options, weights = map(str, fixture_files)
+    lines = ["The bank of the river .", "She went to the bank ."]
+    args = ["--options-file", options, "--weight-file", weights, "--layers", "top", "--threads", "1"]
+    by_number = _embed(tmp_path, lines, *args)
+    assert by_number.returncode == 0, by_number.stderr
+    with h5py.File(tmp_path / "out.hdf5", "r") as f:
+        numbered = {key: f[key][()] for key in ("0", "1")}
+    by_text = _embed(tmp_path, lines, *args, "--use-sentence-keys")
+    assert by_text.returncode == 0, by_text.stderr
+    with h5py.File(tmp_path / "out.hdf5", "r") as f:
+        assert sorted(f.keys()) == sorted(lines)  # no sentence_to_index: the names are the index
+        for number, line in enumerate(lines):
+            np.testing.assert_array_equal(f[line][()], numbered[str(number)])
+
+
+def test_sentences_that_cannot_be_names_stop_the_run(tmp_path, fixture_files):
+    options, weights = map(str, fixture_files)
+    args = ["--options-file", options, "--weight-file", weights, "--use-sentence-keys"]
+    for lines, problem in (
+        (["Same sentence .", "Same sentence ."], "sentence 1 ('Same sentence .') repeats an earlier sentence"),
+        (["A sentence .", ""], "sentence 1 ('') is empty"),
+        (["either / or ."], 'sentence 0 (\'either / or .\') contains "/"'),
+    ):
+        result = _embed(tmp_path, lines, *args)
+        assert result.returncode == 1
+        assert f"--use-sentence-keys: {problem}" in result.stderr
+        assert "run without --use-sentence-keys" in result.stderr
+        assert not (tmp_path / "out.hdf5").exists()  # no half-written file left behind

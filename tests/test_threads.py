@@ -1,0 +1,115 @@
+"""The pipe's ``threads`` setting: the biLM runs on that many PyTorch threads, and the caller's
+own ``torch.get_num_threads()`` is what it was after the call."""
+
+import pytest
+import spacy
+import torch
+
+from spacy_elmo.nn.threads import torch_threads
+
+
+@pytest.fixture
+def two_threads():
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
+def _threads_seen_by_the_bilm(nlp) -> list:
+    """The thread count in force each time the biLM's forward runs (a forward hook records it)."""
+    seen = []
+    nlp.get_pipe("elmo").bilm.register_forward_hook(lambda *_: seen.append(torch.get_num_threads()))
+    return seen
+
+
+def test_torch_threads_restores_the_setting(two_threads):
+    with torch_threads(1) as n:
+        assert n == 1 and torch.get_num_threads() == 1
+    assert torch.get_num_threads() == 2
+    with pytest.raises(RuntimeError):
+        with torch_threads(1):
+            raise RuntimeError("an error inside the block")
+    assert torch.get_num_threads() == 2
+    with torch_threads(None) as n:
+        assert n == 2
+
+
+@pytest.mark.parametrize("threads, expected", [(None, 2), (1, 1)])
+def test_pipe_runs_on_its_threads_and_restores_the_callers(fixture_files, two_threads, threads, expected):
+    options, weights = fixture_files
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(weights), "threads": threads})
+    seen = _threads_seen_by_the_bilm(nlp)
+    list(nlp.pipe(["One doc .", "Another doc ."]))
+    assert seen and set(seen) == {expected}
+    assert torch.get_num_threads() == 2
+
+
+def test_default_is_one_thread(fixture_files, two_threads):
+    options, weights = fixture_files
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(weights)})
+    seen = _threads_seen_by_the_bilm(nlp)
+    nlp("Default settings .")
+    assert seen == [1] and torch.get_num_threads() == 2
+
+
+@pytest.mark.parametrize("bad", [0, -1])  # 1.5: spaCy's config validation names the key
+def test_bad_threads_name_the_key(fixture_files, bad):
+    options, weights = fixture_files
+    nlp = spacy.blank("en")
+    with pytest.raises(ValueError, match="elmo pipe 'elmo': threads must be a positive integer"):
+        nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(weights), "threads": bad})
+
+
+def test_forked_workers_run_on_one_thread_whatever_the_setting(tmp_path, fixture_files):
+    """threads = 2 with nlp.pipe(n_process=2) after the parent ran torch: the workers use one
+    thread (a second one would wait forever on the pool fork broke), in a subprocess with a
+    time limit so that a hang fails the test instead of stalling the suite."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    options, weights = map(str, fixture_files)
+    script = f"""
+import warnings, numpy as np, spacy
+nlp = spacy.blank("en")
+nlp.add_pipe("elmo", config={{"options_file": {options!r}, "weight_file": {weights!r}, "threads": 2}})
+texts = [f"Sentence {{i}} in a worker ." for i in range(8)]
+expected = [d._.elmo for d in nlp.pipe(texts)]
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    docs = list(nlp.pipe(texts, n_process=2, batch_size=2))
+assert all(np.allclose(d.vector, d._.elmo.mean(0), atol=1e-6) for d in docs)
+assert all(np.allclose(d._.elmo, e, atol=1e-5) for d, e in zip(docs, expected))
+print("ok")
+"""
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(repo), "OMP_NUM_THREADS": "2"}
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
+
+
+def test_replaced_listener_runs_its_biLM_copy_on_the_pipes_threads(fixture_files, two_threads):
+    """nlp.replace_listeners gives a component its own copy of the biLM (ElmoEmbedder): it keeps
+    the pipe's thread setting."""
+    from spacy_elmo.layers.bilm_model import get_bilm
+
+    options, weights = fixture_files
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(weights), "threads": 1})
+    nlp.add_pipe("tagger", config={"model": {"@architectures": "spacy.Tagger.v2", "tok2vec": {
+        "@architectures": "spacy_elmo.ElmoListener.v1", "width": 8, "upstream": "elmo"}}})
+    nlp.get_pipe("tagger").add_label("X")
+    nlp.initialize()
+    nlp.replace_listeners("elmo", "tagger", ["model.tok2vec"])
+    embedder = nlp.get_pipe("tagger").model.get_ref("tok2vec")
+    seen = []
+    bilm = get_bilm(embedder.layers[0])  # ElmoEmbedder = [its ElmoModel, its mix head]
+    bilm.register_forward_hook(lambda *_: seen.append(torch.get_num_threads()))
+    nlp.remove_pipe("elmo")
+    nlp("The tagger runs its own biLM .")
+    assert seen and set(seen) == {1}
+    assert torch.get_num_threads() == 2
