@@ -143,7 +143,7 @@ def test_candidate_outputs_mix_and_center_on_the_reference():
     outputs = candidate_outputs(layers, reference)
     contextual = (layers[1][1] + layers[1][2]) / 2
     assert np.allclose(outputs["contextual mix"][1], contextual)
-    assert np.allclose(outputs["equal mix (pipe default)"][0], layers[0].mean(axis=0))
+    assert np.allclose(outputs["equal mix"][0], layers[0].mean(axis=0))
     assert np.allclose(outputs["layer 2 (top)"][0], layers[0][2])
     reference_mean = np.concatenate([(x[1] + x[2]) / 2 for x in reference]).mean(axis=0)
     assert np.allclose(outputs["contextual mix, centered"][1], contextual - reference_mean)
@@ -170,7 +170,7 @@ def test_bundled_token_layer_is_context_free(bundled_result):
 
 
 def test_bundled_contextual_layers_separate_senses(bundled_result):
-    for name in ("layer 1", "layer 2 (top)", "contextual mix", "equal mix (pipe default)"):
+    for name in ("layer 1", "layer 2 (top)", "contextual mix", "equal mix"):
         assert bundled_result[name]["margin"] > 0, name
         assert bundled_result[name]["accuracy"] > 3 / 7, name
 
@@ -185,7 +185,7 @@ def test_cli_writes_json(tmp_path):
         cwd=tmp_path, env=env, capture_output=True, text=True,
     )
     assert run.returncode == 0, run.stderr
-    assert "equal mix (pipe default)" in run.stdout
+    assert "contextual mix" in run.stdout and "equal mix" in run.stdout
     result = srsly.read_json(out)
     assert result["data"]["words"] >= 24
     names = [row["output"] for row in result["rows"]]

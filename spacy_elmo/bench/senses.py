@@ -8,9 +8,10 @@ Every sentence is run through the biLM alone (the package's public path: ``bilm.
 token's vector is taken from each candidate output:
 
 - each layer alone (layer 0 is the context-free token layer ``[x; x]``);
-- ``equal mix``: what the ``elmo`` pipe puts in ``doc._.elmo`` and ``token.vector`` with its
-  default config (``mix_weights = null``: weight 1/(L+1) on every layer, gamma 1);
-- ``contextual mix``: equal weights on the LSTM layers only;
+- ``equal mix``: weight 1/(L+1) on every layer (the paper's plain average; the ``elmo`` pipe's
+  default before the benchmark showed it separates senses least, ``mix_weights = [1, 1, 1]``);
+- ``contextual mix``: equal weights on the LSTM layers only, what the ``elmo`` pipe puts in
+  ``doc._.elmo`` and ``token.vector`` with its default config (``mix_weights = null``, gamma 1);
 - the mixes with AllenNLP's ``do_layer_norm`` (each layer of a sentence normalised by the mean and
   standard deviation of all its elements before mixing, so that no layer dominates by scale);
 - every output again ``centered``: a per-dimension mean subtracted, which removes the direction
@@ -144,7 +145,7 @@ def candidate_weights(n_layers: int) -> Dict[str, np.ndarray]:
         if 0 < k == n_layers - 1:
             name += " (top)"
         candidates[name] = np.eye(n_layers, dtype=np.float32)[k]
-    candidates["equal mix (pipe default)"] = np.full(n_layers, 1.0 / n_layers, dtype=np.float32)
+    candidates["equal mix"] = np.full(n_layers, 1.0 / n_layers, dtype=np.float32)
     contextual = np.full(n_layers, 1.0 / (n_layers - 1), dtype=np.float32)
     contextual[0] = 0.0
     candidates["contextual mix"] = contextual

@@ -28,6 +28,7 @@ from ..batching import pack_sequences
 from ..nn.bilm import BiLM
 from ..nn.precision import get_precision
 from ..nn.softmax import LMSoftmax
+from ..nn.threads import torch_threads
 from ..sources import WeightSource, load_bilm_from, resolve_model, resolve_weight_source
 from ..weights import save_bilm
 from .config import (
@@ -442,15 +443,13 @@ def pretrain(
 ) -> Path:
     """Train a biLM as ``config`` says, writing everything to ``output_dir``; torch's CPU thread
     count is ``[system] threads`` during the run and restored after it."""
-    threads = torch.get_num_threads()
-    try:
-        trainer = Trainer(parse_settings(config), output_dir, gpu_id, resume, show_progress)
+    settings = parse_settings(config)
+    with torch_threads(settings.system.threads or None):
+        trainer = Trainer(settings, output_dir, gpu_id, resume, show_progress)
         try:
             return trainer.train()
         finally:
             trainer.ctx.shutdown()
-    finally:
-        torch.set_num_threads(threads)
 
 
 class _Window:
