@@ -16,7 +16,7 @@ training):
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -82,15 +82,24 @@ def batch_to_ids(sentences: Sequence[Sequence[str]]) -> np.ndarray:
     Returns an int64 array of shape (batch, max_len, 50); positions past a sentence's end are all
     zero. An empty batch gives shape (0, 0, 50); a batch of empty sentences gives (batch, 0, 50).
     """
+    return pad_batch(sentences, tokens_to_ids, MAX_CHARS_PER_TOKEN)
+
+
+def pad_batch(
+    sentences: Sequence[Sequence[str]],
+    tokens_to_ids: Callable[[Sequence[str]], np.ndarray],
+    width: int,
+) -> np.ndarray:
+    """(batch, max_len, width) int64 ids of any token mapping (``tokens_to_ids``: n tokens ->
+    (n, width)); positions past a sentence's end are all zero. Every indexer pads through this."""
     if isinstance(sentences, str) or any(isinstance(s, str) for s in sentences):
         raise TypeError(
             "batch_to_ids expects a list of tokenized sentences (list of lists of str), "
             "got a plain string; split it into tokens first"
         )
-    lengths = [len(sentence) for sentence in sentences]
-    max_len = max(lengths, default=0)
-    flat = [token for sentence in sentences for token in sentence]
-    ids = np.zeros((len(sentences), max_len, MAX_CHARS_PER_TOKEN), dtype=np.int64)
-    mask = np.arange(max_len)[None, :] < np.asarray(lengths, dtype=np.int64)[:, None]
-    ids[mask] = tokens_to_ids(flat)
+    lengths = np.asarray([len(sentence) for sentence in sentences], dtype=np.int64)
+    max_len = int(lengths.max(initial=0))
+    ids = np.zeros((len(sentences), max_len, width), dtype=np.int64)
+    mask = np.arange(max_len)[None, :] < lengths[:, None]
+    ids[mask] = tokens_to_ids([token for sentence in sentences for token in sentence])
     return ids

@@ -10,7 +10,7 @@ row marks a padded position in a batch.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -20,6 +20,7 @@ from .chars import (
     MAX_CHARS_PER_TOKEN,
     N_CHARACTERS,
     PADDING,
+    pad_batch,
     tokens_to_ids,
 )
 
@@ -44,22 +45,3 @@ class ByteIndexer:
 
     def batch_to_ids(self, sentences: Sequence[Sequence[str]]) -> np.ndarray:
         return pad_batch(sentences, self.tokens_to_ids, self.width)
-
-
-def pad_batch(
-    sentences: Sequence[Sequence[str]],
-    tokens_to_ids: Callable[[Sequence[str]], np.ndarray],
-    width: int,
-) -> np.ndarray:
-    """(batch, max_len, width) int64 ids; positions past a sentence's end are all zero."""
-    if isinstance(sentences, str) or any(isinstance(s, str) for s in sentences):
-        raise TypeError(
-            "batch_to_ids expects a list of tokenized sentences (list of lists of str), "
-            "got a plain string; split it into tokens first"
-        )
-    lengths = np.asarray([len(sentence) for sentence in sentences], dtype=np.int64)
-    max_len = int(lengths.max(initial=0))
-    ids = np.zeros((len(sentences), max_len, width), dtype=np.int64)
-    mask = np.arange(max_len)[None, :] < lengths[:, None]
-    ids[mask] = tokens_to_ids([token for sentence in sentences for token in sentence])
-    return ids

@@ -26,7 +26,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence
 
 import numpy as np
 
-from ..indexers import pad_batch
+from ..chars import pad_batch
 
 BOS, EOS, OOV, PAD, BOW, EOW = "<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>"
 #: entries ELMoForManyLangs looks up in each lexicon (it fails without them).
