@@ -53,12 +53,14 @@ def elmo_listener_v1(
     upstream: str = "*",
     dropout: float = 0.0,
     token_embed: Optional[Model[List[Doc], List[Floats2d]]] = None,
+    layer_norm: bool = False,
 ) -> Model[List[Doc], List[Floats2d]]:
     """A downstream component's view of the ``elmo`` pipe: its own scalar mix of the biLM layers
-    (softmax weights and gamma, learned with the task), ``dropout`` on the mix, optionally
-    concatenated with ``token_embed`` (e.g. ``spacy.MultiHashEmbed.v2``), projected by a Maxout
-    layer to ``width``. Output: one ``(len(doc), width)`` array per doc."""
-    return ElmoListener(upstream, mix_head(width, dropout, token_embed))
+    (softmax weights and gamma, learned with the task; ``layer_norm``: each layer normalised per
+    doc first, AllenNLP's ``do_layer_norm``), ``dropout`` on the mix, optionally concatenated with
+    ``token_embed`` (e.g. ``spacy.MultiHashEmbed.v2``), projected by a Maxout layer to ``width``.
+    Output: one ``(len(doc), width)`` array per doc."""
+    return ElmoListener(upstream, mix_head(width, dropout, token_embed, layer_norm))
 
 
 @registry.architectures("spacy_elmo.ElmoEmbedder.v1")
@@ -70,12 +72,17 @@ def elmo_embedder_v1(
     max_sequence_length: int = 256,
     max_batch_tokens: int = 4096,
     threads: Optional[int] = 1,
+    layer_norm: bool = False,
 ) -> Model[List[Doc], List[Floats2d]]:
     """A listener with its own copy of the biLM (``elmo``, frozen): what
     ``nlp.replace_listeners`` leaves in place of an ``ElmoListener.v1``. ``threads``: PyTorch
     threads while its biLM runs (null: PyTorch's own setting)."""
     return elmo_embedder(
-        elmo, mix_head(width, dropout, token_embed), max_sequence_length, max_batch_tokens, threads
+        elmo,
+        mix_head(width, dropout, token_embed, layer_norm),
+        max_sequence_length,
+        max_batch_tokens,
+        threads,
     )
 
 
@@ -93,7 +100,7 @@ def replace_listener_cfg(elmo_cfg: Dict[str, Any], tok2vec_cfg: Dict[str, Any]) 
     if listener_cfg is None:
         raise ValueError("replace_listeners: no spacy_elmo.ElmoListener.v1 block in the tok2vec config")
     new_cfg = {"@architectures": "spacy_elmo.ElmoEmbedder.v1", "elmo": dict(elmo_cfg)}
-    for key in ("width", "dropout", "token_embed"):
+    for key in ("width", "dropout", "token_embed", "layer_norm"):
         if key in listener_cfg:
             new_cfg[key] = listener_cfg[key]
     return new_cfg

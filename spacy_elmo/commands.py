@@ -201,10 +201,12 @@ def demo(
     tokens = [token for doc in corpus_docs for token in doc if token.is_alpha]
     matrix = _unit_rows(np.stack([token._.elmo for token in tokens]))
     token_layer = _unit_rows(np.stack([token.doc._.elmo_layers[0, token.i] for token in tokens]))
-    bilm = nlp.get_pipe("elmo").bilm
+    elmo = nlp.get_pipe("elmo")
+    weights = ", ".join(f"{w:.2f}" for w in elmo.layer_weights())
     typer.echo(
-        f"ELMo: {bilm.n_output_layers} layers of width {bilm.output_dim}; {len(tokens)} corpus "
-        f"tokens from {len(corpus_docs)} sentences; vectors = equal mix of all layers\n"
+        f"ELMo: {elmo.bilm.n_output_layers} layers of width {elmo.bilm.output_dim}; {len(tokens)} "
+        f"corpus tokens from {len(corpus_docs)} sentences; vectors = the pipe's mix, layer "
+        f"weights [{weights}] (token layer first)\n"
     )
     targets = []
     for doc in query_docs:

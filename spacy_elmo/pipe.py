@@ -634,7 +634,7 @@ def _check_mix_weights(name: str, mix_weights: Optional[Sequence[float]]) -> Opt
     if not weights or not all(math.isfinite(w) and w >= 0 for w in weights) or sum(weights) <= 0:
         raise ValueError(
             f"elmo pipe '{name}': mix_weights must be non-negative numbers, one per layer, with a "
-            f"positive sum (or null for equal weights), got {list(mix_weights)!r}"
+            f"positive sum (or null: the LSTM layers equally, no token layer), got {list(mix_weights)!r}"
         )
     return weights
 

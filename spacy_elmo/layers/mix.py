@@ -2,8 +2,9 @@
 
 ``mixed_k = sum_j scale_j h_kj`` with ``scale = gamma * w`` (Peters et al. 2018, eq. 1). The pipe
 passes its fixed normalised weights; a listener passes ``softmax(s)`` and learns ``s`` and
-``gamma`` through ``backprop``. (``spacy_elmo.ScalarMix`` is the same formula as a PyTorch module,
-for users of the bare biLM.)
+``gamma`` through ``backprop``, optionally after :func:`layer_norm` (AllenNLP's
+``do_layer_norm``). (``spacy_elmo.ScalarMix`` is the same formula as a PyTorch module, for users of
+the bare biLM.)
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ from thinc.api import Ops
 from thinc.types import Floats1d, Floats2d, Floats3d
 
 MixBackprop = Callable[[List[Floats2d]], Tuple[Floats1d, List[Floats3d]]]
+NormBackprop = Callable[[List[Floats3d]], List[Floats3d]]
+
+#: Added to the variance: the value AllenNLP's ``ScalarMix`` and ``spacy_elmo.ScalarMix`` use.
+LAYER_NORM_EPS = 1e-12
 
 
 def scalar_mix(
@@ -47,3 +52,37 @@ def softmax_scale_backprop(
     d_weights = d_scale * gamma
     d_s = weights * (d_weights - (d_weights * weights).sum())
     return d_s, d_gamma
+
+
+def layer_norm(ops: Ops, layers: List[Floats3d]) -> Tuple[List[Floats3d], NormBackprop]:
+    """Each layer of each doc minus the mean of all its elements, over their standard deviation.
+
+    Statistics per doc (AllenNLP pools them over the padded batch), so a doc's features do not
+    depend on the docs batched with it; a doc without tokens passes through unchanged. The biLM's
+    layers differ in scale (the token layer is about twice as long as the LSTM layers in the
+    bundled model), so without it the largest layer dominates the mix at its initial equal weights.
+    """
+    normed, inverse_stds = [], []
+    for doc_layers in layers:
+        n = doc_layers.shape[1] * doc_layers.shape[2]
+        if n == 0:
+            normed.append(doc_layers)
+            inverse_stds.append(None)
+            continue
+        centered = doc_layers - doc_layers.mean(axis=(1, 2), keepdims=True)
+        inverse_std = 1.0 / ops.xp.sqrt((centered**2).mean(axis=(1, 2), keepdims=True) + LAYER_NORM_EPS)
+        normed.append(centered * inverse_std)
+        inverse_stds.append(inverse_std)
+
+    def backprop(d_normed: List[Floats3d]) -> List[Floats3d]:
+        d_layers = []
+        for y, inverse_std, d in zip(normed, inverse_stds, d_normed):
+            if inverse_std is None:
+                d_layers.append(d)
+                continue
+            d_mean = d.mean(axis=(1, 2), keepdims=True)
+            dy_y = (d * y).mean(axis=(1, 2), keepdims=True)
+            d_layers.append(inverse_std * (d - d_mean - y * dy_y))
+        return d_layers
+
+    return normed, backprop

@@ -9,15 +9,19 @@ from spacy.tokens import Doc
 from thinc.api import Maxout, Model, with_array
 from thinc.types import Floats2d, Floats3d
 
-from .mix import scalar_mix, softmax_scale_backprop
+from .mix import layer_norm, scalar_mix, softmax_scale_backprop
 
 MixInput = Tuple[List[Doc], List[Floats3d]]
 
 
 def mix_head(
-    width: int, dropout: float = 0.0, token_embed: Optional[Model] = None
+    width: int,
+    dropout: float = 0.0,
+    token_embed: Optional[Model] = None,
+    layer_norm: bool = False,
 ) -> Model[MixInput, List[Floats2d]]:
-    """The task-specific part: scalar mix, dropout, optional token embedding, Maxout to width.
+    """The task-specific part: scalar mix (of layer-normalised layers with ``layer_norm``),
+    dropout, optional token embedding, Maxout to width.
 
     Input ``(docs, layers)``: each layers array ``(nL, len(doc), nI)``. Params: ``s`` (nL,) and
     ``gamma`` (1,), initialised to an equal mix and 1.
@@ -30,7 +34,7 @@ def mix_head(
         init=_mix_init,
         dims={"nO": width, "nL": None, "nI": None},
         params={"s": None, "gamma": None},
-        attrs={"dropout_rate": dropout},
+        attrs={"dropout_rate": dropout, "layer_norm": layer_norm},
         layers=layers,
     )
 
@@ -55,6 +59,9 @@ def _mix_forward(model: Model, X: MixInput, is_train: bool):
     ops = model.ops
     s, gamma = model.get_param("s"), model.get_param("gamma")
     weights = ops.softmax(s)
+    backprop_norm = None
+    if model.attrs["layer_norm"]:
+        layers, backprop_norm = layer_norm(ops, layers)
     mixed, backprop_mix = scalar_mix(ops, weights, gamma[0], layers)
     rate = model.attrs["dropout_rate"] if is_train else 0.0
     masks = [ops.get_dropout_mask(m.shape, rate) if rate else None for m in mixed]
@@ -77,6 +84,6 @@ def _mix_forward(model: Model, X: MixInput, is_train: bool):
         d_s, d_gamma = softmax_scale_backprop(weights, gamma[0], d_scale)
         model.inc_grad("s", d_s)
         model.inc_grad("gamma", ops.asarray1f([d_gamma]))
-        return d_layers
+        return backprop_norm(d_layers) if backprop_norm is not None else d_layers
 
     return outputs, backprop
