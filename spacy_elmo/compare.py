@@ -8,12 +8,17 @@ Each system is a directory of metrics, as the spaCy project (``project/``) write
   ``spacy train`` (``project/scripts/timed.py``).
 
 A missing file leaves its cells empty ("-"), so a system trained for one task only still shows.
-The output is a Markdown table and, with matplotlib, a bar chart of the scores and training times.
+A system may name several directories, one per training seed (``LABEL=DIR,DIR,DIR``): the table
+then gives each seed's score, the mean and the standard deviation, and says whether a system is
+ahead of the reference at every seed (paired by position) and by more than either spread.
+The output is a Markdown table and, with matplotlib, a bar chart of the scores (means with the
+standard deviation as error bars and a dot per seed) and training times.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
@@ -43,6 +48,23 @@ class SystemMetrics:
     def score(self, task: str, key: str) -> Optional[float]:
         value = self.scores.get(task, {}).get(key)
         return None if value is None else float(value)
+
+
+@dataclass
+class SystemRuns:
+    """One system trained several times (one :class:`SystemMetrics` per seed)."""
+
+    name: str
+    runs: List[SystemMetrics]
+
+    def scores(self, task: str, key: str) -> List[float]:
+        """The runs' scores that exist, in run order."""
+        values = [run.score(task, key) for run in self.runs]
+        return [v for v in values if v is not None]
+
+    def mean_train_seconds(self, task: str) -> Optional[float]:
+        values = [run.train_seconds[task] for run in self.runs if task in run.train_seconds]
+        return statistics.fmean(values) if values else None
 
 
 def read_system(name: str, directory: Path) -> SystemMetrics:
@@ -99,23 +121,76 @@ def comparison_table(systems: Sequence[SystemMetrics], title: Optional[str] = No
     return "\n".join(lines) + "\n"
 
 
+def seeds_table(systems: Sequence[SystemRuns], title: Optional[str] = None) -> str:
+    """A Markdown table of systems trained over several seeds: per seed, mean and standard
+    deviation of the tagger accuracy and NER F1, then each system against the last one (the
+    reference): the difference of the means, the per-seed differences (runs paired by position)
+    and whether the gap exceeds each system's standard deviation and range."""
+    header = ["system", "seeds"]
+    for column, _, _ in SCORE_COLUMNS[:2]:
+        header += [f"{column}, per seed", f"{column}, mean (sd)"]
+    header += [f"{TASK_NAMES[task]} training (mean)" for task in TASKS]
+    lines = [f"## {title}", ""] if title else []
+    lines += ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for system in systems:
+        cells = [system.name, str(len(system.runs))]
+        for _, task, key in SCORE_COLUMNS[:2]:
+            values = system.scores(task, key)
+            cells.append(", ".join(_percent(v) for v in values) or "-")
+            cells.append(_mean_sd(values))
+        cells += [_duration(system.mean_train_seconds(task)) for task in TASKS]
+        lines.append("| " + " | ".join(cells) + " |")
+    if len(systems) > 1:
+        reference = systems[-1]
+        lines.append("")
+        for system in systems[:-1]:
+            for column, task, key in SCORE_COLUMNS[:2]:
+                ours, theirs = system.scores(task, key), reference.scores(task, key)
+                if ours and theirs:
+                    lines.append(f"- {system.name} vs {reference.name}, {column}: {_gap(ours, theirs)}")
+    return "\n".join(lines) + "\n"
+
+
+def _gap(ours: List[float], theirs: List[float]) -> str:
+    """The difference of the means in points, per seed when paired, and against the spreads."""
+    gap = 100 * (statistics.fmean(ours) - statistics.fmean(theirs))
+    text = f"{gap:+.2f} points on average"
+    if len(ours) == len(theirs):
+        paired = [100 * (a - b) for a, b in zip(ours, theirs)]
+        ahead = sum(d > 0 for d in paired)
+        text += f" (per seed {', '.join(f'{d:+.2f}' for d in paired)}; ahead at {ahead} of {len(paired)})"
+    if len(ours) > 1 and len(theirs) > 1:
+        sd = 100 * max(statistics.stdev(ours), statistics.stdev(theirs))
+        spread = 100 * max(max(ours) - min(ours), max(theirs) - min(theirs))
+        text += (
+            f"; {'more' if abs(gap) > sd else 'less'} than the larger standard deviation ({sd:.2f}), "
+            f"{'more' if abs(gap) > spread else 'less'} than the larger range ({spread:.2f})"
+        )
+    return text
+
+
 def plot_comparison(
-    systems: Sequence[SystemMetrics], output_png: Path, title: Optional[str] = None
+    systems: Sequence[SystemRuns], output_png: Path, title: Optional[str] = None
 ) -> Path:
-    """Bar chart: test scores (left) and training minutes (right), one bar per system and task."""
+    """Bar chart: test scores (left) and training minutes (right), one bar per system and task;
+    with several seeds a bar is the mean, its error bar the standard deviation, a dot each seed."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     score_groups = [
-        (title, [_scaled(system.score(task, key), 100) for system in systems])
+        (title, [[100 * v for v in system.scores(task, key)] for system in systems])
         for title, task, key in SCORE_COLUMNS[:2]
     ]
-    longest = max((t for s in systems for t in s.train_seconds.values()), default=0.0)
+    seconds = [system.mean_train_seconds(task) for system in systems for task in TASKS]
+    longest = max((t for t in seconds if t is not None), default=0.0)
     unit, factor = ("min", 1 / 60) if longest >= 300 else ("s", 1.0)
     time_groups = [
-        (f"{TASK_NAMES[t]} training", [_scaled(s.train_seconds.get(t), factor) for s in systems])
+        (
+            f"{TASK_NAMES[t]} training",
+            [[] if s.mean_train_seconds(t) is None else [s.mean_train_seconds(t) * factor] for s in systems],
+        )
         for t in TASKS
     ]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
@@ -127,13 +202,17 @@ def plot_comparison(
     for ax, ylabel, groups in panels:
         for i, system in enumerate(systems):
             xs = [g + (i - (len(systems) - 1) / 2) * width for g in range(len(groups))]
-            values = [per_system[i] for _, per_system in groups]
-            bars = ax.bar(xs, [v or 0.0 for v in values], width, label=system.name)
-            for bar, value in zip(bars, values):
-                if value is not None:
-                    x = bar.get_x() + bar.get_width() / 2
-                    label = f"{value:.1f}"
-                    ax.annotate(label, (x, bar.get_height()), ha="center", va="bottom", fontsize=8)
+            runs = [per_system[i] for _, per_system in groups]
+            means = [statistics.fmean(v) if v else 0.0 for v in runs]
+            errors = [statistics.stdev(v) if len(v) > 1 else 0.0 for v in runs]
+            bars = ax.bar(xs, means, width, label=system.name, yerr=errors, capsize=3)
+            for x, values, mean, error in zip(xs, runs, means, errors):
+                if len(values) > 1:
+                    ax.plot([x] * len(values), values, "k.", markersize=4)
+                if values:
+                    label = f"{mean:.1f}"
+                    top = max(mean + error, *values)
+                    ax.annotate(label, (x, top), ha="center", va="bottom", fontsize=8)
         ax.set_xticks(range(len(groups)))
         ax.set_xticklabels([title for title, _ in groups])
         ax.set_ylabel(ylabel)
@@ -152,7 +231,9 @@ def plot_comparison(
 
 def compare_command(
     systems: List[str] = typer.Argument(
-        ..., help="LABEL=METRICS_DIR for each system; differences are against the last one"
+        ...,
+        help="LABEL=METRICS_DIR for each system, or LABEL=DIR,DIR,... with one directory per "
+        "seed; differences are against the last one",
     ),
     output: Path = typer.Option(..., "--output", "-o", help="Markdown file to write"),
     plot: Optional[Path] = typer.Option(
@@ -163,11 +244,15 @@ def compare_command(
     """Compare systems' test scores and training times: a Markdown table and a bar chart."""
     results = []
     for item in systems:
-        name, sep, directory = item.rpartition("=")
-        if not sep or not name:
-            raise typer.BadParameter(f"expected LABEL=METRICS_DIR, got {item!r}")
-        results.append(read_system(name, Path(directory)))
-    table = comparison_table(results, title)
+        name, sep, directories = item.rpartition("=")
+        if not sep or not name or not all(directories.split(",")):
+            raise typer.BadParameter(f"expected LABEL=METRICS_DIR or LABEL=DIR,DIR,..., got {item!r}")
+        runs = [read_system(name, Path(d)) for d in directories.split(",")]
+        results.append(SystemRuns(name, runs))
+    if all(len(system.runs) == 1 for system in results):
+        table = comparison_table([system.runs[0] for system in results], title)
+    else:
+        table = seeds_table(results, title)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(table, encoding="utf-8")
     typer.echo(table)
@@ -182,6 +267,13 @@ def _scaled(value: Optional[float], factor: float) -> Optional[float]:
 
 def _percent(value: Optional[float]) -> str:
     return "-" if value is None else f"{100 * value:.2f}"
+
+
+def _mean_sd(values: List[float]) -> str:
+    if not values:
+        return "-"
+    mean = f"{100 * statistics.fmean(values):.2f}"
+    return f"{mean} ({100 * statistics.stdev(values):.2f})" if len(values) > 1 else mean
 
 
 def _count(value: Optional[float]) -> str:

@@ -23,7 +23,14 @@ from typer.testing import CliRunner
 
 from conftest import SHARED_DATA
 from spacy_elmo.cli import app
-from spacy_elmo.compare import SystemMetrics, comparison_table, plot_comparison, read_system
+from spacy_elmo.compare import (
+    SystemMetrics,
+    SystemRuns,
+    comparison_table,
+    plot_comparison,
+    read_system,
+    seeds_table,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 PROJECT = REPO / "project"
@@ -99,8 +106,42 @@ def test_read_system_from_spacy_evaluate_output(tmp_path):
         read_system("empty", tmp_path / "empty")
 
 
+def seed_runs(name, tag_accs, ents_fs):
+    return SystemRuns(
+        name,
+        [
+            SystemMetrics(name, scores={"tagger": {"tag_acc": a}, "ner": {"ents_f": f}}, train_seconds={"tagger": 60.0 * (i + 1)})
+            for i, (a, f) in enumerate(zip(tag_accs, ents_fs))
+        ],
+    )
+
+
+def test_seeds_table_means_spreads_and_paired_gaps():
+    elmo = seed_runs("ELMo", [0.94, 0.93, 0.95], [0.20, 0.22, 0.18])
+    base = seed_runs("tok2vec", [0.93, 0.92, 0.925], [0.16, 0.23, 0.15])
+    table = seeds_table([elmo, base], title="Three seeds")
+    rows = {line.split(" | ")[0]: line for line in table.splitlines() if line.startswith("| ")}
+    # mean 94.00, sample sd of (94, 93, 95) = 1.00; NER mean 20.00, sd 2.00; mean time 2 min.
+    assert rows["| ELMo"] == "| ELMo | 3 | 94.00, 93.00, 95.00 | 94.00 (1.00) | 20.00, 22.00, 18.00 | 20.00 (2.00) | 2 min 00 s | - |"
+    lines = table.splitlines()
+    # Tagger: tok2vec mean 92.50 (sd 0.50); +1.50 on average, per seed +1.00, +1.00, +2.50: more
+    # than ELMo's sd of 1.00, less than its range of 2.00.
+    assert (
+        "- ELMo vs tok2vec, tagger accuracy: +1.50 points on average (per seed +1.00, +1.00, "
+        "+2.50; ahead at 3 of 3); more than the larger standard deviation (1.00), less than the "
+        "larger range (2.00)" in lines
+    )
+    # NER: tok2vec mean 18.00 (sd 4.36, range 8.00); ELMo behind at seed 2.
+    ner = next(line for line in lines if line.startswith("- ELMo vs tok2vec, NER F1"))
+    assert "+2.00 points on average" in ner and "ahead at 2 of 3" in ner and "(4.36)" in ner
+
+
 def test_plot_is_a_png(tmp_path):
-    png = plot_comparison([ELMO, BASELINE], tmp_path / "plots" / "chart.png", title="Test sets")
+    systems = [SystemRuns(s.name, [s]) for s in (ELMO, BASELINE)]
+    png = plot_comparison(systems, tmp_path / "plots" / "chart.png", title="Test sets")
+    assert png.read_bytes()[:8] == PNG_MAGIC
+    seeds = [seed_runs("ELMo", [0.94, 0.93], [0.2, 0.22]), seed_runs("base", [0.93, 0.92], [0.1, 0.12])]
+    png = plot_comparison(seeds, tmp_path / "seeds.png")
     assert png.read_bytes()[:8] == PNG_MAGIC
 
 
@@ -119,6 +160,15 @@ def test_compare_command(tmp_path):
     assert "| ELMo (d=64) | 95.12 |" in table and "| spaCy tok2vec | 93.62 |" in table
     bad = CliRunner().invoke(app, ["compare", str(tmp_path / "elmo"), "-o", str(tmp_path / "x.md")])
     assert bad.exit_code != 0 and "LABEL=METRICS_DIR" in bad.output
+    # One directory per seed: the seeds table.
+    seeds = CliRunner().invoke(
+        app,
+        ["compare", f"ELMo={tmp_path / 'elmo'},{tmp_path / 'elmo'}",
+         f"spaCy tok2vec={tmp_path / 'baseline'},{tmp_path / 'baseline'}",
+         "--output", str(tmp_path / "seeds.md")],
+    )
+    assert seeds.exit_code == 0, seeds.output
+    assert "| ELMo | 2 | 95.12, 95.12 | 95.12 (0.00) |" in (tmp_path / "seeds.md").read_text()
 
 
 # ---------------------------------------------------------------------------- project files
@@ -273,3 +323,26 @@ def test_demo_package_installs_offline_with_pip(demo_project, tmp_path):
     pipe_names, shape, requirements = json.loads(check.stdout.strip().splitlines()[-1])
     assert pipe_names == ["elmo"] and shape == [3, 64]
     assert any(r.startswith("spacy-elmo") for r in requirements)
+
+
+def test_seeds_script_compares_every_seed(tmp_path):
+    """project/scripts/seeds.py compare: expands vars.seeds into one directory per seed."""
+    for system, tag_accs in (("bundled", (0.94, 0.95)), ("baseline", (0.93, 0.92))):
+        for seed, acc in zip((0, 1), tag_accs):
+            run_dir = tmp_path / "metrics/seeds" / system / f"s{seed}"
+            run_dir.mkdir(parents=True)
+            srsly.write_json(run_dir / "tagger.json", {"tag_acc": acc})
+    run = subprocess.run(
+        [sys.executable, str(PROJECT / "scripts" / "seeds.py"), "compare", "0,1", "--label", "ELMo"],
+        cwd=tmp_path, env=subprocess_env(), capture_output=True, text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    table = (tmp_path / "metrics" / "comparison_seeds.md").read_text()
+    assert "| ELMo | 2 | 94.00, 95.00 | 94.50 (0.71) |" in table
+    assert "| spaCy tok2vec | 2 | 93.00, 92.00 | 92.50 (0.71) |" in table
+    assert (tmp_path / "metrics" / "comparison_seeds.png").read_bytes()[:8] == PNG_MAGIC
+    bad = subprocess.run(
+        [sys.executable, str(PROJECT / "scripts" / "seeds.py"), "bundled", "0,x"],
+        cwd=tmp_path, env=subprocess_env(), capture_output=True, text=True,
+    )
+    assert bad.returncode != 0 and "comma-separated integers" in bad.stderr

@@ -1,0 +1,90 @@
+"""Train and evaluate one system's tagger and NER at several seeds (the `*-seeds` commands).
+
+python scripts/seeds.py bundled 0,1,2 --max-steps 2000 --eval-frequency 200 [--bilm DIR]
+python scripts/seeds.py baseline 0,1,2 --max-steps 2000 --eval-frequency 200
+python scripts/seeds.py compare 0,1,2 --label "ELMo (bundled biLM)"
+
+For each seed: `spacy train` (timed by scripts/timed.py) into training/seeds/SYSTEM/sSEED/TASK, then
+`spacy evaluate` of model-best on the test set into metrics/seeds/SYSTEM/sSEED/TASK.json, the
+layout `python -m spacy_elmo compare "LABEL=DIR,DIR,DIR"` reads. A seed whose metrics already
+exist is skipped, so an interrupted run picks up where it stopped. One seed differs from another
+only in `[system] seed` (weight initialisation, dropout, batch order). `compare` writes
+metrics/comparison_seeds.md and .png: per-seed scores, means, standard deviations, paired gaps.
+"""
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+TASKS = {
+    "tagger": ("corpus/ewt/en_ewt-ud-train.spacy", "corpus/ewt/en_ewt-ud-dev.spacy", "corpus/ewt/en_ewt-ud-test.spacy"),
+    "ner": ("corpus/wnut17/wnut17train.spacy", "corpus/wnut17/emerging.dev.spacy", "corpus/wnut17/emerging.test.spacy"),
+}
+CONFIGS = {"bundled": "elmo", "baseline": "baseline"}
+
+
+def run(command: list) -> None:
+    print("$ " + " ".join(command), flush=True)
+    if subprocess.run(command).returncode != 0:
+        sys.exit(f"seeds.py: failed: {' '.join(command)}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("system", choices=sorted(CONFIGS) + ["compare"])
+    parser.add_argument("seeds", help="comma-separated seeds, e.g. 0,1,2")
+    parser.add_argument("--max-steps", type=int)
+    parser.add_argument("--eval-frequency", type=int)
+    parser.add_argument("--label", default="ELMo (bundled biLM)", help="compare: the ELMo system's label")
+    parser.add_argument("--bilm", default="null", help="the ELMo systems' biLM (null: bundled)")
+    parser.add_argument("--gpu-id", default="-1")
+    args = parser.parse_args()
+    try:
+        seeds = [int(seed) for seed in args.seeds.split(",")]
+    except ValueError:
+        sys.exit(f"seeds.py: seeds must be comma-separated integers, got {args.seeds!r}")
+    if args.system == "compare":
+        compare(args.label, seeds)
+        return
+    if args.max_steps is None or args.eval_frequency is None:
+        sys.exit("seeds.py: training needs --max-steps and --eval-frequency")
+    for seed in seeds:
+        for task, (train, dev, test) in TASKS.items():
+            metrics = Path("metrics/seeds") / args.system / f"s{seed}"
+            if (metrics / f"{task}.json").exists():
+                print(f"{metrics / f'{task}.json'} exists: skipped", flush=True)
+                continue
+            output = Path("training/seeds") / args.system / f"s{seed}" / task
+            config = f"configs/{task}_{CONFIGS[args.system]}.cfg"
+            command = [
+                sys.executable, "scripts/timed.py", str(metrics / f"{task}_train.json"),
+                sys.executable, "-m", "spacy", "train", config, "--output", str(output),
+                "--paths.train", train, "--paths.dev", dev, "--gpu-id", args.gpu_id,
+                "--system.seed", str(seed), "--training.max_epochs", "0",
+                "--training.max_steps", str(args.max_steps),
+                "--training.eval_frequency", str(args.eval_frequency),
+            ]  # fmt: skip
+            if CONFIGS[args.system] == "elmo":
+                command += ["--paths.bilm", args.bilm]
+            run(command)
+            run([
+                sys.executable, "-m", "spacy", "evaluate", str(output / "model-best"), test,
+                "--output", str(metrics / f"{task}.json"), "--gpu-id", args.gpu_id,
+            ])  # fmt: skip
+
+
+def compare(label: str, seeds: list) -> None:
+    def runs(system: str) -> str:
+        return ",".join(f"metrics/seeds/{system}/s{seed}" for seed in seeds)
+
+    run([
+        sys.executable, "-m", "spacy_elmo", "compare", f"{label}={runs('bundled')}",
+        f"spaCy tok2vec={runs('baseline')}", "--output", "metrics/comparison_seeds.md",
+        "--plot", "metrics/comparison_seeds.png",
+        "--title", f"UD English-EWT UPOS tagging and WNUT17 NER, test sets, seeds {','.join(map(str, seeds))}",
+    ])  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
