@@ -19,6 +19,7 @@ import srsly
 from spacy_elmo import load_bilm
 from spacy_elmo.bench.senses import (
     DATA_FILE,
+    HELDOUT_FILE,
     candidate_outputs,
     layer_norm,
     read_senses,
@@ -31,8 +32,9 @@ from spacy_elmo.pipe import DEFAULT_MODEL
 REPO = Path(__file__).resolve().parent.parent
 
 
-def test_data_file_is_well_formed():
-    records = list(srsly.read_jsonl(DATA_FILE))
+@pytest.mark.parametrize("path", [DATA_FILE, HELDOUT_FILE], ids=["main", "heldout"])
+def test_data_file_is_well_formed(path):
+    records = list(srsly.read_jsonl(path))
     tokenizer = spacy.blank("en").tokenizer
     senses = defaultdict(Counter)
     for record in records:
@@ -43,9 +45,15 @@ def test_data_file_is_well_formed():
     for word, counts in senses.items():
         assert len(counts) >= 2 and min(counts.values()) >= 4, (word, counts)
     assert len({r["text"] for r in records}) == len(records), "a sentence is repeated"
-    sentences = read_senses()
+    sentences = read_senses(path)
     assert len(sentences) == len(records)
     assert all(s.tokens[s.target] == s.word for s in sentences)
+
+
+def test_heldout_words_are_not_in_the_main_set():
+    main = {s.word for s in read_senses(DATA_FILE)}
+    heldout = {s.word for s in read_senses(HELDOUT_FILE)}
+    assert len(heldout) >= 24 and not main & heldout
 
 
 def test_read_senses_names_the_line_of_a_bad_target(tmp_path):
@@ -152,11 +160,12 @@ def test_candidate_outputs_mix_and_center_on_the_reference():
     assert np.allclose(centered_on_itself, contextual - own_mean)
 
 
-@pytest.fixture(scope="module")
-def bundled_result():
+@pytest.fixture(scope="module", params=[DATA_FILE, HELDOUT_FILE], ids=["main", "heldout"])
+def bundled_result(request):
     if not (DEFAULT_MODEL / "options.json").is_file():
         pytest.skip(f"the bundled model is not in this checkout ({DEFAULT_MODEL})")
-    return {row["output"]: row for row in run_senses_bench(load_bilm(DEFAULT_MODEL))["rows"]}
+    rows = run_senses_bench(load_bilm(DEFAULT_MODEL), request.param)["rows"]
+    return {row["output"]: row for row in rows}
 
 
 def test_bundled_token_layer_is_context_free(bundled_result):
@@ -175,6 +184,12 @@ def test_bundled_contextual_layers_separate_senses(bundled_result):
         assert bundled_result[name]["accuracy"] > 3 / 7, name
 
 
+def test_pipe_default_mix_separates_senses_better_than_the_equal_mix(bundled_result):
+    """Why ``mix_weights = null`` leaves the token layer out, on both sentence sets."""
+    contextual, equal = bundled_result["contextual mix"], bundled_result["equal mix"]
+    assert contextual["margin"] > 1.3 * equal["margin"]
+
+
 def test_cli_writes_json(tmp_path):
     if not (DEFAULT_MODEL / "options.json").is_file():
         pytest.skip(f"the bundled model is not in this checkout ({DEFAULT_MODEL})")
@@ -191,3 +206,12 @@ def test_cli_writes_json(tmp_path):
     names = [row["output"] for row in result["rows"]]
     assert "layer 0 (token)" in names and "contextual mix" in names
     assert all(set(row) >= {"margin", "accuracy", "per_word"} for row in result["rows"])
+
+
+def test_cli_heldout_and_data_are_exclusive(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    run = subprocess.run(
+        [sys.executable, "-m", "spacy_elmo", "bench", "senses", "--heldout", "--data", str(DATA_FILE)],
+        cwd=tmp_path, env=env, capture_output=True, text=True,
+    )
+    assert run.returncode != 0 and "--heldout and --data" in run.stderr + run.stdout

@@ -365,6 +365,12 @@ def senses_command(
     data: Optional[Path] = typer.Option(
         None, "--data", help="Sentences, JSON lines with word, sense, text (default: the bundled set)"
     ),
+    heldout: bool = typer.Option(
+        False,
+        "--heldout",
+        help="Score the held-out set instead: 24 other words, written after the default mix and "
+        "model were chosen on the main set",
+    ),
     batch_size: int = typer.Option(32, "--batch-size", help="Sentences per biLM call"),
     center_text: Optional[Path] = typer.Option(
         None,
@@ -386,13 +392,16 @@ def senses_command(
     """
     from ..pipe import DEFAULT_MODEL
     from ..sources import load_bilm
-    from .senses import DATA_FILE, SENSE_COLUMNS, run_senses_bench
+    from .senses import DATA_FILE, HELDOUT_FILE, SENSE_COLUMNS, run_senses_bench
     from .system import system_info
     from .text import sentences, text_lines
 
     _threads(threads)
     if (options_file is None) != (weight_file is None):
         _fail("--options-file and --weight-file go together")
+    if heldout and data is not None:
+        _fail("--heldout and --data each choose the sentences: give one")
+    data = HELDOUT_FILE if heldout else data or DATA_FILE
     source = model_path or options_file or DEFAULT_MODEL
     if not Path(source).exists():
         _fail(f"model {source} does not exist: give --model-path (or --options-file/--weight-file)")
@@ -402,7 +411,7 @@ def senses_command(
             text_sentences = sentences(text_lines(center_text), 100)
             reference = list(itertools.islice(text_sentences, center_sentences))
         result = run_senses_bench(
-            load_bilm(source, weight_file), data or DATA_FILE, batch_size, reference
+            load_bilm(source, weight_file), data, batch_size, reference
         )
     except (ValueError, FileNotFoundError) as err:
         _fail(str(err))

@@ -2,6 +2,8 @@
 
 The data (``spacy_elmo/data/senses.jsonl``, one sentence per line: ``word``, ``sense``,
 ``text``) holds ambiguous English words, each with two senses and several sentences per sense;
+``senses_heldout.jsonl`` holds 24 other words, written after the pipe's default mix and the bundled
+model were chosen on the first set, to check that those choices carry over (``--heldout``);
 the target is the token of ``text`` equal to ``word`` (spaCy's English tokenizer), exactly once.
 Every sentence is run through the biLM alone (the package's public path: ``bilm.batch_to_ids`` and
 ``BiLM.forward``, stateless, so a sentence's vectors do not depend on its batch), and the target
@@ -42,6 +44,7 @@ import torch
 from ..nn import BiLM
 
 DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "senses.jsonl"
+HELDOUT_FILE = DATA_FILE.with_name("senses_heldout.jsonl")
 
 #: Cosines within this distance of the best one count as tied (float32 noise of equal vectors).
 TIE_TOLERANCE = 1e-5
