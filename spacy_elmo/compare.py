@@ -193,29 +193,38 @@ def plot_comparison(
         )
         for t in TASKS
     ]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    fig, axes = plt.subplots(1, len(score_groups) + 1, figsize=(12, 4))
+    # Scores: a point per system at the mean, the standard deviation as its error bar and a dot
+    # per seed, on an axis fitted to the values (bars from 0 would hide a 0.5-point gap at 94%).
+    for ax, (column, per_system) in zip(axes, score_groups):
+        for i, (system, values) in enumerate(zip(systems, per_system)):
+            if not values:
+                continue
+            mean = statistics.fmean(values)
+            error = statistics.stdev(values) if len(values) > 1 else None
+            color = colors[i % len(colors)]
+            ax.errorbar(i, mean, yerr=error, fmt="o", color=color, capsize=4, label=system.name)
+            if len(values) > 1:
+                ax.plot([i + 0.15] * len(values), values, ".", color=color, alpha=0.6, markersize=5)
+            ax.annotate(f"{mean:.2f}", (i, mean), xytext=(-8, 0), textcoords="offset points", ha="right", va="center", fontsize=8)
+        ax.set_xlim(-0.7, len(systems) - 0.3)
+        ax.set_xticks([])
+        ax.set_title(column, fontsize=10)
+        ax.set_ylabel("test score (%)")
+    ax = axes[-1]
     width = 0.8 / len(systems)
-    panels = (
-        (axes[0], "test score (%)", score_groups),
-        (axes[1], f"training time ({unit})", time_groups),
-    )
-    for ax, ylabel, groups in panels:
-        for i, system in enumerate(systems):
-            xs = [g + (i - (len(systems) - 1) / 2) * width for g in range(len(groups))]
-            runs = [per_system[i] for _, per_system in groups]
-            means = [statistics.fmean(v) if v else 0.0 for v in runs]
-            errors = [statistics.stdev(v) if len(v) > 1 else 0.0 for v in runs]
-            bars = ax.bar(xs, means, width, label=system.name, yerr=errors, capsize=3)
-            for x, values, mean, error in zip(xs, runs, means, errors):
-                if len(values) > 1:
-                    ax.plot([x] * len(values), values, "k.", markersize=4)
-                if values:
-                    label = f"{mean:.1f}"
-                    top = max(mean + error, *values)
-                    ax.annotate(label, (x, top), ha="center", va="bottom", fontsize=8)
-        ax.set_xticks(range(len(groups)))
-        ax.set_xticklabels([title for title, _ in groups])
-        ax.set_ylabel(ylabel)
+    for i, system in enumerate(systems):
+        xs = [g + (i - (len(systems) - 1) / 2) * width for g in range(len(time_groups))]
+        values = [per_system[i][0] if per_system[i] else 0.0 for _, per_system in time_groups]
+        bars = ax.bar(xs, values, width, color=colors[i % len(colors)])
+        for bar, value in zip(bars, values):
+            if value:
+                x = bar.get_x() + bar.get_width() / 2
+                ax.annotate(f"{value:.1f}", (x, value), ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(range(len(time_groups)))
+    ax.set_xticklabels([name for name, _ in time_groups])
+    ax.set_ylabel(f"training time ({unit}" + (", mean over seeds)" if any(len(s.runs) > 1 for s in systems) else ")"))
     handles, labels = axes[0].get_legend_handles_labels()
     top = 0.93 if title else 1.0
     fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, top), ncol=len(systems))

@@ -292,7 +292,7 @@ def test_demo_metrics_and_comparison(demo_project):
     elmo_accuracy = srsly.read_json(metrics / "elmo" / "tagger.json")["tag_acc"]
     assert f"| {100 * elmo_accuracy:.2f} |" in rows[2]
     assert (metrics / "comparison.png").read_bytes()[:8] == PNG_MAGIC
-    assert matplotlib.image.imread(metrics / "comparison.png").shape[:2] == (400, 1100)
+    assert matplotlib.image.imread(metrics / "comparison.png").shape[:2] == (400, 1200)
 
 
 @pytest.mark.slow
