@@ -11,7 +11,7 @@ A missing file leaves its cells empty ("-"), so a system trained for one task on
 A system may name several directories, one per training seed (``LABEL=DIR,DIR,DIR``): the table
 then gives each seed's score, the mean and the standard deviation, and says whether a system is
 ahead of the reference at every seed (paired by position) and by more than either spread.
-The output is a Markdown table and, with matplotlib, a bar chart of the scores (means with the
+The output is a Markdown table and, with matplotlib, a chart of the scores (means with the
 standard deviation as error bars and a dot per seed) and training times.
 """
 
@@ -98,14 +98,14 @@ def comparison_table(systems: Sequence[SystemMetrics], title: Optional[str] = No
         *(f"{TASK_NAMES[task]} training" for task in TASKS),
         *(f"{TASK_NAMES[task]} words/s" for task in TASKS),
     ]
-    lines = [f"## {title}", ""] if title else []
-    lines += ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    rows = []
     for system in systems:
         cells = [system.name]
         cells += [_percent(system.score(task, key)) for _, task, key in SCORE_COLUMNS]
         cells += [_duration(system.train_seconds.get(task)) for task in TASKS]
         cells += [_count(system.score(task, "speed")) for task in TASKS]
-        lines.append("| " + " | ".join(cells) + " |")
+        rows.append(cells)
+    lines = _markdown_table(title, header, rows)
     if len(systems) > 1:
         reference = systems[-1]
         lines.append("")
@@ -130,8 +130,7 @@ def seeds_table(systems: Sequence[SystemRuns], title: Optional[str] = None) -> s
     for column, _, _ in SCORE_COLUMNS[:2]:
         header += [f"{column}, per seed", f"{column}, mean (sd)"]
     header += [f"{TASK_NAMES[task]} training (mean)" for task in TASKS]
-    lines = [f"## {title}", ""] if title else []
-    lines += ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    rows = []
     for system in systems:
         cells = [system.name, str(len(system.runs))]
         for _, task, key in SCORE_COLUMNS[:2]:
@@ -139,7 +138,8 @@ def seeds_table(systems: Sequence[SystemRuns], title: Optional[str] = None) -> s
             cells.append(", ".join(_percent(v) for v in values) or "-")
             cells.append(_mean_sd(values))
         cells += [_duration(system.mean_train_seconds(task)) for task in TASKS]
-        lines.append("| " + " | ".join(cells) + " |")
+        rows.append(cells)
+    lines = _markdown_table(title, header, rows)
     if len(systems) > 1:
         reference = systems[-1]
         lines.append("")
@@ -149,6 +149,13 @@ def seeds_table(systems: Sequence[SystemRuns], title: Optional[str] = None) -> s
                 if ours and theirs:
                     lines.append(f"- {system.name} vs {reference.name}, {column}: {_gap(ours, theirs)}")
     return "\n".join(lines) + "\n"
+
+
+def _markdown_table(title: Optional[str], header: List[str], rows: List[List[str]]) -> List[str]:
+    """The lines of an optional ``## title`` and a Markdown table."""
+    lines = [f"## {title}", ""] if title else []
+    lines += ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    return lines + ["| " + " | ".join(cells) + " |" for cells in rows]
 
 
 def _gap(ours: List[float], theirs: List[float]) -> str:
@@ -172,8 +179,8 @@ def _gap(ours: List[float], theirs: List[float]) -> str:
 def plot_comparison(
     systems: Sequence[SystemRuns], output_png: Path, title: Optional[str] = None
 ) -> Path:
-    """Bar chart: test scores (left) and training minutes (right), one bar per system and task;
-    with several seeds a bar is the mean, its error bar the standard deviation, a dot each seed."""
+    """One panel per score (a point per system at the mean over its runs, the standard deviation
+    as error bar, a dot per seed) and one of training times (a bar per system and task)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -183,16 +190,9 @@ def plot_comparison(
         (title, [[100 * v for v in system.scores(task, key)] for system in systems])
         for title, task, key in SCORE_COLUMNS[:2]
     ]
-    seconds = [system.mean_train_seconds(task) for system in systems for task in TASKS]
-    longest = max((t for t in seconds if t is not None), default=0.0)
+    seconds = {task: [system.mean_train_seconds(task) or 0.0 for system in systems] for task in TASKS}
+    longest = max(max(values) for values in seconds.values())
     unit, factor = ("min", 1 / 60) if longest >= 300 else ("s", 1.0)
-    time_groups = [
-        (
-            f"{TASK_NAMES[t]} training",
-            [[] if s.mean_train_seconds(t) is None else [s.mean_train_seconds(t) * factor] for s in systems],
-        )
-        for t in TASKS
-    ]
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     fig, axes = plt.subplots(1, len(score_groups) + 1, figsize=(12, 4))
     # Scores: a point per system at the mean, the standard deviation as its error bar and a dot
@@ -214,16 +214,16 @@ def plot_comparison(
         ax.set_ylabel("test score (%)")
     ax = axes[-1]
     width = 0.8 / len(systems)
-    for i, system in enumerate(systems):
-        xs = [g + (i - (len(systems) - 1) / 2) * width for g in range(len(time_groups))]
-        values = [per_system[i][0] if per_system[i] else 0.0 for _, per_system in time_groups]
+    for i in range(len(systems)):
+        xs = [g + (i - (len(systems) - 1) / 2) * width for g in range(len(TASKS))]
+        values = [seconds[task][i] * factor for task in TASKS]
         bars = ax.bar(xs, values, width, color=colors[i % len(colors)])
         for bar, value in zip(bars, values):
             if value:
                 x = bar.get_x() + bar.get_width() / 2
                 ax.annotate(f"{value:.1f}", (x, value), ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(range(len(time_groups)))
-    ax.set_xticklabels([name for name, _ in time_groups])
+    ax.set_xticks(range(len(TASKS)))
+    ax.set_xticklabels([f"{TASK_NAMES[task]} training" for task in TASKS])
     ax.set_ylabel(f"training time ({unit}" + (", mean over seeds)" if any(len(s.runs) > 1 for s in systems) else ")"))
     handles, labels = axes[0].get_legend_handles_labels()
     top = 0.93 if title else 1.0
@@ -246,11 +246,11 @@ def compare_command(
     ),
     output: Path = typer.Option(..., "--output", "-o", help="Markdown file to write"),
     plot: Optional[Path] = typer.Option(
-        None, "--plot", help="Bar chart PNG to write (needs matplotlib)"
+        None, "--plot", help="Chart PNG to write (needs matplotlib)"
     ),
     title: Optional[str] = typer.Option(None, "--title", help="Heading, e.g. the test sets"),
 ) -> None:
-    """Compare systems' test scores and training times: a Markdown table and a bar chart."""
+    """Compare systems' test scores and training times: a Markdown table and a chart."""
     results = []
     for item in systems:
         name, sep, directories = item.rpartition("=")
@@ -268,10 +268,6 @@ def compare_command(
     typer.echo(f"Wrote {output}")
     if plot is not None:
         typer.echo(f"Wrote {plot_comparison(results, plot, title)}")
-
-
-def _scaled(value: Optional[float], factor: float) -> Optional[float]:
-    return None if value is None else value * factor
 
 
 def _percent(value: Optional[float]) -> str:

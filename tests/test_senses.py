@@ -56,29 +56,26 @@ def test_heldout_words_are_not_in_the_main_set():
     assert len(heldout) >= 24 and not main & heldout
 
 
-def test_read_senses_names_the_line_of_a_bad_target(tmp_path):
+@pytest.mark.parametrize(
+    "second_text, error",
+    [
+        # The target word twice: the line is named.
+        ("A bank by a bank.", r"line 2: 'bank' is 2 tokens"),
+        # One sense only: no across-sense pairs.
+        ("A grassy bank.", r"expected >= 2 senses"),
+    ],
+    ids=["word-twice", "one-sense"],
+)
+def test_read_senses_refuses_bad_data(tmp_path, second_text, error):
     path = tmp_path / "bad.jsonl"
     srsly.write_jsonl(
         path,
         [
             {"word": "bank", "sense": "river", "text": "The bank of the river."},
-            {"word": "bank", "sense": "river", "text": "A bank by a bank."},
+            {"word": "bank", "sense": "river", "text": second_text},
         ],
     )
-    with pytest.raises(ValueError, match=r"line 2: 'bank' is 2 tokens"):
-        read_senses(path)
-
-
-def test_read_senses_needs_two_senses(tmp_path):
-    path = tmp_path / "one_sense.jsonl"
-    srsly.write_jsonl(
-        path,
-        [
-            {"word": "bank", "sense": "river", "text": "The bank of the river."},
-            {"word": "bank", "sense": "river", "text": "A grassy bank."},
-        ],
-    )
-    with pytest.raises(ValueError, match=r"expected >= 2 senses"):
+    with pytest.raises(ValueError, match=error):
         read_senses(path)
 
 

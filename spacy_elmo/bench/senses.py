@@ -40,7 +40,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import srsly
 import torch
+from thinc.api import NumpyOps
 
+from ..layers import mix
 from ..nn import BiLM
 
 DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "senses.jsonl"
@@ -130,14 +132,12 @@ def sentence_layers(
     return out
 
 
-def layer_norm(layers: np.ndarray, eps: float = 1e-12) -> np.ndarray:
-    """AllenNLP's ``ScalarMix(do_layer_norm=True)`` normalisation, per sentence: each layer of
-    ``(n_layers, n_tokens, width)`` minus the mean over all its elements, divided by their
-    standard deviation. (AllenNLP pools the statistics over the batch; per sentence keeps a
-    sentence's vectors independent of its batch.)"""
-    mean = layers.mean(axis=(1, 2), keepdims=True)
-    std = np.sqrt(((layers - mean) ** 2).mean(axis=(1, 2), keepdims=True) + eps)
-    return (layers - mean) / std
+def layer_norm(layers: np.ndarray) -> np.ndarray:
+    """AllenNLP's ``ScalarMix(do_layer_norm=True)`` normalisation of one sentence's
+    ``(n_layers, n_tokens, width)`` layers, as a listener with ``layer_norm = true`` applies it
+    (:func:`spacy_elmo.layers.mix.layer_norm`: statistics per sentence, not per batch)."""
+    (normed,), _ = mix.layer_norm(NumpyOps(), [layers])
+    return normed
 
 
 def candidate_weights(n_layers: int) -> Dict[str, np.ndarray]:

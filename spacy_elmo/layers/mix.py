@@ -14,11 +14,10 @@ from typing import Callable, List, Tuple
 from thinc.api import Ops
 from thinc.types import Floats1d, Floats2d, Floats3d
 
+from ..nn.scalar_mix import LAYER_NORM_EPS
+
 MixBackprop = Callable[[List[Floats2d]], Tuple[Floats1d, List[Floats3d]]]
 NormBackprop = Callable[[List[Floats3d]], List[Floats3d]]
-
-#: Added to the variance: the value AllenNLP's ``ScalarMix`` and ``spacy_elmo.ScalarMix`` use.
-LAYER_NORM_EPS = 1e-12
 
 
 def scalar_mix(
@@ -64,8 +63,7 @@ def layer_norm(ops: Ops, layers: List[Floats3d]) -> Tuple[List[Floats3d], NormBa
     """
     normed, inverse_stds = [], []
     for doc_layers in layers:
-        n = doc_layers.shape[1] * doc_layers.shape[2]
-        if n == 0:
+        if doc_layers.size == 0:
             normed.append(doc_layers)
             inverse_stds.append(None)
             continue

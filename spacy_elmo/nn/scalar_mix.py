@@ -7,6 +7,9 @@ from typing import Optional, Sequence
 import torch
 from torch import nn
 
+#: Added to the variance before the layer norm's square root, as in AllenNLP's ``ScalarMix``.
+LAYER_NORM_EPS = 1e-12
+
 
 class ScalarMix(nn.Module):
     """Mix ``n_layers`` tensors of the same shape with softmax-normalised scalar weights.
@@ -68,4 +71,4 @@ def _masked_layer_norm(layers: torch.Tensor, mask: Optional[torch.Tensor]) -> to
     count = (m.sum() * layers.shape[-1]).clamp(min=1)
     mean = (layers * m).sum(dim=dims, keepdim=True) / count
     var = (((layers - mean) * m) ** 2).sum(dim=dims, keepdim=True) / count
-    return (layers - mean) / torch.sqrt(var + 1e-12)
+    return (layers - mean) / torch.sqrt(var + LAYER_NORM_EPS)
