@@ -27,7 +27,7 @@ from spacy_elmo.bench.memory_bench import run_memory_bench
 from spacy_elmo.bench.per_tensor_loader import load_bilm_per_tensor
 from spacy_elmo.bench.pipe_bench import run_pipe_bench
 from spacy_elmo.bench.pipeline import ModelSource, resolve_model
-from spacy_elmo.bench.pretrain_bench import PretrainCase, run_pretrain_bench
+from spacy_elmo.bench.pretrain_bench import CASES, PretrainCase, run_pretrain_bench
 from spacy_elmo.bench.reference import ReferenceBiLM
 from spacy_elmo.bench.text import sentence_batches, text_lines
 from spacy_elmo.cli import app
@@ -188,6 +188,19 @@ def test_pretrain_bench_result():
     assert row["softmax_updates"] == "dense"  # the default optimizer is adam
     assert row["tokens_per_s"] > 0 and row["step_s"] > 0
     assert row["softmax_parameters"] == 300 * 8 + 300
+
+
+def test_pretrain_bench_bundled_full_case_runs_the_full_softmax():
+    """``--case bundled --case bundled-full``: the same config, sampled vs full softmax."""
+    cases = [CASES["bundled"](), CASES["bundled-full"]()]
+    result = run_pretrain_bench(
+        cases, batch_size=2, seq_len=4, warmup=0, steps=1, device="cpu", threads=1,
+        isolate=False, progress=False,
+    )
+    sampled, full = result["rows"]
+    assert (sampled["case"], sampled["softmax"]) == ("bundled", "sampled")
+    assert (full["case"], full["softmax"]) == ("bundled-full", "full")
+    assert sampled["vocab_size"] == full["vocab_size"]
 
 
 def test_cli_writes_every_figure_to_json(tmp_path):

@@ -312,7 +312,8 @@ def pretrain_command(
     cases: List[str] = typer.Option(
         ["original", "original-dense", "bundled"],
         "--case",
-        help="original, original-dense (dense softmax updates) and/or bundled (repeat the option)",
+        help="original, original-dense (dense softmax updates), bundled and/or bundled-full "
+        "(the bundled recipe with a full softmax); repeat the option",
     ),
     batch_size: int = typer.Option(128, "--batch-size", help="Windows per step (bilm-tf: 128)"),
     seq_len: int = typer.Option(

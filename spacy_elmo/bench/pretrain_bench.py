@@ -94,7 +94,21 @@ def bundled_case() -> PretrainCase:
     )
 
 
-CASES = {"original": original_case, "original-dense": original_dense_case, "bundled": bundled_case}
+def bundled_full_case() -> PretrainCase:
+    """The bundled case with the full softmax: what its sampled softmax saves per token."""
+    case = bundled_case()
+    case.name = "bundled-full"
+    case.overrides["objective.softmax"] = "full"
+    case.description = "the bundled case with a full softmax over the whole vocabulary"
+    return case
+
+
+CASES = {
+    "original": original_case,
+    "original-dense": original_dense_case,
+    "bundled": bundled_case,
+    "bundled-full": bundled_full_case,
+}
 
 
 def write_vocab(path: Path, words: Sequence[str], size: int) -> Path:
