@@ -31,6 +31,7 @@ setup(
         "safetensors>=0.4",
         "typer>=0.9",
         "tqdm>=4.60",
+        "filelock>=3.0",
         "pydantic>=2",
     ],
     extras_require={

@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Dict, List
@@ -57,6 +58,7 @@ class FixtureServer:
         }
         self.drop_after: Dict[str, int] = {}  # path -> bytes sent before the connection drops, once
         self.ignore_range = False
+        self.delay = 0.0  # seconds before each response's body: slow enough for downloads to overlap
         self.requests: List[tuple] = []
         server = self
 
@@ -77,6 +79,7 @@ class FixtureServer:
                     self.send_response(200)
                 self.send_header("Content-Length", str(len(body) - start))
                 self.end_headers()
+                time.sleep(server.delay)
                 cut = server.drop_after.pop(self.path, None)
                 self.wfile.write(body[start:] if cut is None else body[start:cut])
                 self.close_connection = True
@@ -146,6 +149,30 @@ def test_download_then_load_by_name(server, home):
     before = len(server.requests)
     assert _download(server) == directory
     assert len(server.requests) == before
+
+
+def test_concurrent_downloads_of_one_model_fetch_it_once(server, home):
+    """Two downloads of the same model at once (two threads; two processes take the same file
+    lock): the second waits for the first and then finds it complete, instead of writing into the
+    same .part files."""
+    server.delay = 0.5
+    results, errors = [], []
+
+    def run() -> None:
+        try:
+            results.append(_download(server))
+        except Exception as err:  # pragma: no cover - reported by the assertion below
+            errors.append(err)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors and results == [home / "tiny", home / "tiny"]
+    assert [path for path, _ in server.requests].count("/tiny/weights.hdf5") == 1
+    assert (home / "tiny" / "weights.hdf5").read_bytes() == WEIGHTS_BYTES
+    assert [entry.name for entry in list_cached()] == ["tiny"]  # the lock file is not a model
 
 
 def test_404_is_a_clear_error_and_leaves_nothing(server, home):

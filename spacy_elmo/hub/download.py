@@ -6,7 +6,8 @@ answered with a clean restart from byte 0). A finished file is checked against t
 (if any), the options file must parse, the weight file must hold every dataset the options imply
 with its shape (``weights.read_bilm_tf_weights``); only then are the files renamed into place and
 the manifest marked complete. Any refusal removes what it refused, so nothing half-made is ever
-taken for a model.
+taken for a model. One download of a model runs at a time (a lock file beside its folder): a second
+process waits, then finds the model complete instead of writing into the same ``.part`` files.
 """
 
 from __future__ import annotations
@@ -17,18 +18,21 @@ import os
 import re
 import shutil
 import socket
+import sys
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import BinaryIO, Optional
+from typing import BinaryIO, Iterator, Optional
 from urllib.error import HTTPError, URLError
 from urllib.request import Request, urlopen
 
+from filelock import FileLock, Timeout
 from tqdm import tqdm
 
 from ..options import BiLMOptions, OptionsError
 from ..weights import HDF5_NAME, OPTIONS_NAME, WeightFileError, read_bilm_tf_weights
 from .cache import _problem, check_name, model_path, read_manifest, write_manifest
-from .catalog import get_release, options_shape, releases
+from .catalog import Release, get_release, options_shape, releases
 
 #: Seconds to wait for a connection or for the next bytes of a response.
 DEFAULT_TIMEOUT = 60.0
@@ -81,6 +85,43 @@ def download_model(
     elif options_url is None or weights_url is None:
         raise ValueError("give both an options URL and a weight URL (or neither, for a released name)")
     directory = model_path(check_name(name))
+    with _one_download_at_a_time(directory, progress):
+        return _download_unlocked(
+            directory, name, release, options_url, weights_url, options_sha256, weights_sha256,
+            force, timeout, progress,
+        )
+
+
+@contextmanager
+def _one_download_at_a_time(directory: Path, progress: bool) -> Iterator[None]:
+    """Hold ``<model folder>.lock`` (a process or thread that finds it held waits, saying why)."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(f"{directory}.lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        if progress:
+            print(f"Waiting for another download of {directory.name} ({lock.lock_file})", file=sys.stderr)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _download_unlocked(
+    directory: Path,
+    name: str,
+    release: Optional[Release],
+    options_url: str,
+    weights_url: str,
+    options_sha256: Optional[str],
+    weights_sha256: Optional[str],
+    force: bool,
+    timeout: float,
+    progress: bool,
+) -> Path:
+    """:func:`download_model` once the caller holds the model's lock."""
     manifest = read_manifest(directory) if directory.is_dir() else None
     if manifest and _problem(directory, manifest) is None and not force:
         return directory
