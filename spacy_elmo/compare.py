@@ -207,7 +207,10 @@ def plot_comparison(
             ax.errorbar(i, mean, yerr=error, fmt="o", color=color, capsize=4, label=system.name)
             if len(values) > 1:
                 ax.plot([i + 0.15] * len(values), values, ".", color=color, alpha=0.6, markersize=5)
-            ax.annotate(f"{mean:.2f}", (i, mean), xytext=(-8, 0), textcoords="offset points", ha="right", va="center", fontsize=8)
+            ax.annotate(
+                f"{mean:.2f}", (i, mean), xytext=(-8, 0), textcoords="offset points",
+                ha="right", va="center", fontsize=8,
+            )
         ax.set_xlim(-0.7, len(systems) - 0.3)
         ax.set_xticks([])
         ax.set_title(column, fontsize=10)
@@ -224,7 +227,8 @@ def plot_comparison(
                 ax.annotate(f"{value:.1f}", (x, value), ha="center", va="bottom", fontsize=8)
     ax.set_xticks(range(len(TASKS)))
     ax.set_xticklabels([f"{TASK_NAMES[task]} training" for task in TASKS])
-    ax.set_ylabel(f"training time ({unit}" + (", mean over seeds)" if any(len(s.runs) > 1 for s in systems) else ")"))
+    several_seeds = any(len(system.runs) > 1 for system in systems)
+    ax.set_ylabel(f"training time ({unit}" + (", mean over seeds)" if several_seeds else ")"))
     handles, labels = axes[0].get_legend_handles_labels()
     top = 0.93 if title else 1.0
     fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, top), ncol=len(systems))

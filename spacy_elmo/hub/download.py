@@ -32,7 +32,7 @@ from tqdm import tqdm
 from ..options import BiLMOptions, OptionsError
 from ..weights import HDF5_NAME, OPTIONS_NAME, WeightFileError, read_bilm_tf_weights
 from .cache import _problem, check_name, model_path, read_manifest, write_manifest
-from .catalog import Release, get_release, options_shape, releases
+from .catalog import get_release, options_shape, releases
 
 #: Seconds to wait for a connection or for the next bytes of a response.
 DEFAULT_TIMEOUT = 60.0
@@ -86,10 +86,35 @@ def download_model(
         raise ValueError("give both an options URL and a weight URL (or neither, for a released name)")
     directory = model_path(check_name(name))
     with _one_download_at_a_time(directory, progress):
-        return _download_unlocked(
-            directory, name, release, options_url, weights_url, options_sha256, weights_sha256,
-            force, timeout, progress,
-        )
+        manifest = read_manifest(directory) if directory.is_dir() else None
+        if manifest and _problem(directory, manifest) is None and not force:
+            return directory
+        created = not directory.exists()
+        directory.mkdir(parents=True, exist_ok=True)
+        urls = {OPTIONS_NAME: options_url, HDF5_NAME: weights_url}
+        if manifest and manifest.get("urls") != urls:
+            _remove_parts(directory)  # a .part of other URLs must not be resumed
+        manifest = {"name": name, "complete": False, "urls": urls, "files": {}}
+        write_manifest(directory, manifest)
+        try:
+            options_record, options = _fetch_options(
+                directory, options_url, options_sha256, timeout, progress
+            )
+            if release is not None and release.mismatch(options):
+                raise DownloadError(f"{options_url}: {release.mismatch(options)}")
+            manifest["shape"] = options_shape(options)
+            weights_record = _fetch_weights(
+                directory, options, weights_url, weights_sha256, timeout, progress
+            )
+        except (ResumableDownloadError, KeyboardInterrupt):
+            raise  # keep the .part files: the next run resumes them
+        except BaseException:
+            _discard(directory, created)
+            raise
+        manifest["files"] = {OPTIONS_NAME: asdict(options_record), HDF5_NAME: asdict(weights_record)}
+        manifest["complete"] = True
+        write_manifest(directory, manifest)
+        return directory
 
 
 @contextmanager
@@ -107,46 +132,6 @@ def _one_download_at_a_time(directory: Path, progress: bool) -> Iterator[None]:
         yield
     finally:
         lock.release()
-
-
-def _download_unlocked(
-    directory: Path,
-    name: str,
-    release: Optional[Release],
-    options_url: str,
-    weights_url: str,
-    options_sha256: Optional[str],
-    weights_sha256: Optional[str],
-    force: bool,
-    timeout: float,
-    progress: bool,
-) -> Path:
-    """:func:`download_model` once the caller holds the model's lock."""
-    manifest = read_manifest(directory) if directory.is_dir() else None
-    if manifest and _problem(directory, manifest) is None and not force:
-        return directory
-    created = not directory.exists()
-    directory.mkdir(parents=True, exist_ok=True)
-    urls = {OPTIONS_NAME: options_url, HDF5_NAME: weights_url}
-    if manifest and manifest.get("urls") != urls:
-        _remove_parts(directory)  # a .part of other URLs must not be resumed
-    manifest = {"name": name, "complete": False, "urls": urls, "files": {}}
-    write_manifest(directory, manifest)
-    try:
-        options_record, options = _fetch_options(directory, options_url, options_sha256, timeout, progress)
-        if release is not None and release.mismatch(options):
-            raise DownloadError(f"{options_url}: {release.mismatch(options)}")
-        manifest["shape"] = options_shape(options)
-        weights_record = _fetch_weights(directory, options, weights_url, weights_sha256, timeout, progress)
-    except (ResumableDownloadError, KeyboardInterrupt):
-        raise  # keep the .part files: the next run resumes them
-    except BaseException:
-        _discard(directory, created)
-        raise
-    manifest["files"] = {OPTIONS_NAME: asdict(options_record), HDF5_NAME: asdict(weights_record)}
-    manifest["complete"] = True
-    write_manifest(directory, manifest)
-    return directory
 
 
 def _fetch_options(
