@@ -459,6 +459,41 @@ def test_pretraining_continues_from_a_pretrained_or_released_bilm(tmp_path):
     assert np.isfinite(nll) and count > 0
 
 
+def test_softmax_only_steps_fit_a_fresh_softmax_and_leave_the_bilm_alone(tmp_path):
+    """A continued run whose softmax starts fresh (a released model has none) first trains the
+    softmax alone: the biLM is bit for bit the initial one until the last softmax-only step,
+    then it trains too."""
+    first = pretrain(tiny_config(**{"training.max_steps": 3}), tmp_path / "first", show_progress=False)
+    start = _weights(first)
+    settings = tiny_settings(
+        **{
+            "paths.init_bilm": str(first),
+            "vocab.size": 300,  # another vocabulary: the softmax starts fresh
+            "initialize.softmax_only_steps": 2,
+            "training.max_steps": 3,
+        }
+    )
+    trainer = Trainer(settings, tmp_path / "second", show_progress=False)
+    fresh_softmax = trainer.model.softmax.weight.detach().clone()
+    batches = trainer.stream.batches()
+    for step in range(3):
+        trainer.train_step(make_batch(next(batches), trainer.vocab))
+        trainer.step += 1
+        bilm = trainer.model.bilm.state_dict()
+        unchanged = [name for name, value in bilm.items() if torch.equal(value, start[name])]
+        if step < 2:
+            assert len(unchanged) == len(bilm), f"step {step}: the biLM changed"
+        else:
+            assert len(unchanged) < len(bilm) // 2, f"step {step}: the biLM did not train"
+        assert not torch.equal(trainer.model.softmax.weight, fresh_softmax)
+    assert not trainer.model.bilm_frozen or trainer.step <= 2
+
+
+def test_softmax_only_steps_refuse_negative_values():
+    with pytest.raises(ConfigError, match=r"\[initialize\] softmax_only_steps: must be >= 0, got -1"):
+        tiny_settings(**{"initialize.softmax_only_steps": -1})
+
+
 def test_sampled_softmax_matches_its_formula_and_survives_all_hits():
     """The loss is bilm-tf's: logsumexp over [true; negatives] of logits corrected by
     -log(expected count), accidental hits removed (checked in float64 NumPy); a row whose every

@@ -114,9 +114,13 @@ schedule = "linear"
 # directory, or an options.json with its weight_file. [model] must describe the same shape:
 # `python -m spacy_elmo init-config CONFIG --model DIR` writes a config that does. A pretraining
 # output directory whose vocab.txt is this run's vocabulary (set vocab.path to it) also gives
-# the softmax; otherwise the softmax starts fresh.
+# the softmax; otherwise the softmax starts fresh (released models come without one).
 bilm = ${paths.init_bilm}
 weight_file = null
+# Train only the softmax for the first N steps (the biLM frozen, a step costs about a third):
+# a fresh softmax is random, and its first gradients would otherwise flow back into the
+# trained biLM. Counted in training.max_steps and in the learning-rate schedule. Single process.
+softmax_only_steps = 0
 
 [training]
 # Padded tokens per batch and per process, boundary tokens included (bilm-tf: 128 x 20).
@@ -218,6 +222,8 @@ class InitializeSettings(Section):
     # Configs written before [initialize] existed start from random weights.
     bilm: Optional[str] = None
     weight_file: Optional[str] = None
+    # Runs written before this key existed train everything from the first step.
+    softmax_only_steps: Annotated[int, Field(ge=0)] = 0
 
 
 class TrainingSettings(Section):

@@ -93,6 +93,9 @@ class BiLMLanguageModel(nn.Module):
         self.softmax = softmax
         self.dropout = dropout
         self.precision = precision
+        #: True: the biLM runs without gradients and only the softmax learns (see
+        #: ``[initialize] softmax_only_steps``).
+        self.bilm_frozen = False
 
     def forward(
         self,
@@ -113,8 +116,11 @@ class BiLMLanguageModel(nn.Module):
         width = batch.token_index.shape[1]
         positions = torch.arange(width, device=lengths.device)[None, :]
         drop = self.dropout if self.training else 0.0
-        vectors = self.bilm.token_encoder(batch.unique_char_ids)
-        acts = self.bilm.contextualize(DistinctInputs(vectors, batch.token_index), lengths, None, drop)
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.bilm_frozen):
+            vectors = self.bilm.token_encoder(batch.unique_char_ids)
+            acts = self.bilm.contextualize(
+                DistinctInputs(vectors, batch.token_index), lengths, None, drop
+            )
         forward_layers, backward_layers = acts.forward, acts.backward
         forward_top = nn.functional.dropout(forward_layers[-1], drop, self.training)
         backward_top = nn.functional.dropout(backward_layers[-1], drop, self.training)

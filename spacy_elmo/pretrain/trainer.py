@@ -105,6 +105,12 @@ class Trainer:
 
         checkpoint = self._prepare_output_dir(resume)
         s = self.settings
+        if s.initialize.softmax_only_steps and self.ctx.distributed:
+            raise ConfigError(
+                f"[initialize] softmax_only_steps = {s.initialize.softmax_only_steps} runs in one "
+                f"process only (this run has {self.ctx.world_size}): fit the softmax in a short "
+                "single-process run, then continue from its output directory with torchrun"
+            )
         self.train_files = resolve_files(s.corpus.train)
         self.dev_files = resolve_files(s.corpus.dev) if s.corpus.dev else []
         self.vocab = self._prepare_vocab(resume)
@@ -216,6 +222,8 @@ class Trainer:
                 sequences = next(batches)
                 nll, count = self.train_step(make_batch(sequences, self.vocab))
                 self.step += 1
+                if self.step == s.initialize.softmax_only_steps and self.ctx.is_main:
+                    tqdm.write(f"Step {self.step}: softmax fitted; from now on the biLM trains too")
                 window.add(nll, count)
                 bar.update(1)
                 if self.step % t.log_every == 0 or self.step == t.max_steps:
@@ -259,6 +267,7 @@ class Trainer:
         benchmarks. Returns this step's global summed NLL (both directions) and count."""
         s = self.settings
         self.model.train()
+        self.model.bilm_frozen = self.step < s.initialize.softmax_only_steps
         batch = batch.to(self.device)
         nll = self.ddp_model(
             batch, s.objective.n_negative_samples if self.use_sampled else None, self.generator
