@@ -19,7 +19,7 @@ from safetensors.torch import load_file
 from conftest import ELMO_FIXTURE, FIXTURES
 from spacy_elmo import batch_to_ids, export_bilm_tf, load_bilm
 from spacy_elmo.pretrain import CorpusError, Trainer, Vocab, VocabError, load_config, pretrain
-from spacy_elmo.pretrain.config import ConfigError, parse_settings
+from spacy_elmo.pretrain.config import ConfigError, model_overrides, parse_settings
 from spacy_elmo.pretrain.corpus import BatchStream, CorpusSettings, SequenceReader
 from spacy_elmo.pretrain.curve import plot_learning_curve
 from spacy_elmo.pretrain.evaluate import evaluate_run
@@ -487,6 +487,28 @@ def test_softmax_only_steps_fit_a_fresh_softmax_and_leave_the_bilm_alone(tmp_pat
             assert len(unchanged) < len(bilm) // 2, f"step {step}: the biLM did not train"
         assert not torch.equal(trainer.model.softmax.weight, fresh_softmax)
     assert not trainer.model.bilm_frozen or trainer.step <= 2
+
+
+def test_a_released_model_gets_a_softmax_and_a_perplexity(tmp_path):
+    """softmax_only_steps = max_steps: the run only fits a softmax to a released (bilm-tf) model,
+    whose weights come out unchanged, and evaluate-lm can then score it."""
+    released = tmp_path / "released"
+    released.mkdir()
+    (released / "options.json").write_bytes((ELMO_FIXTURE / "options.json").read_bytes())
+    (released / "weights.hdf5").write_bytes((ELMO_FIXTURE / "lm_weights.hdf5").read_bytes())
+    reference = load_bilm(released)
+    settings = {
+        **model_overrides(reference.options),
+        "paths.init_bilm": str(released),
+        "training.max_steps": 2,
+        "initialize.softmax_only_steps": 2,
+    }
+    out = pretrain(tiny_config(**settings), tmp_path / "fitted", show_progress=False)
+    fitted = load_bilm(out)
+    for name, value in reference.state_dict().items():
+        assert torch.equal(fitted.state_dict()[name], value), name
+    result = evaluate_run(out, [str(TINY["paths.dev"])], progress=False)
+    assert result.tokens > 0 and np.isfinite(result.ppl_average)
 
 
 def test_softmax_only_steps_refuse_negative_values():

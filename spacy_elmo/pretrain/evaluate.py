@@ -39,7 +39,9 @@ def evaluate_run(
         if not (run_dir / name).is_file():
             raise FileNotFoundError(
                 f"{run_dir} is not a pretraining output directory: {name} is missing "
-                "(evaluate-lm needs the directory that `pretrain` wrote)"
+                "(evaluate-lm needs the directory that `pretrain` wrote; for a model without a "
+                "softmax, e.g. a released one, fit one first: `pretrain` with [initialize] bilm "
+                "set to it and initialize.softmax_only_steps = training.max_steps)"
             )
     settings = parse_settings(Config().from_disk(run_dir / CONFIG_NAME))
     device = torch.device("cpu") if gpu_id < 0 else torch.device("cuda", gpu_id)
