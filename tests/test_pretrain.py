@@ -65,6 +65,15 @@ def _weights(directory: Path):
     }
 
 
+def _released_model_dir(tmp_path: Path) -> Path:
+    """A released-model directory (options.json + weights.hdf5) holding the bilm-tf fixture."""
+    released = tmp_path / "released"
+    released.mkdir()
+    (released / "options.json").write_bytes((ELMO_FIXTURE / "options.json").read_bytes())
+    (released / "weights.hdf5").write_bytes((ELMO_FIXTURE / "lm_weights.hdf5").read_bytes())
+    return released
+
+
 def test_loss_falls_and_dev_perplexity_is_reported(tmp_path):
     config = tiny_config(
         **{"training.max_steps": 40, "training.eval_every": 40, "optimizer.learning_rate": 0.01}
@@ -438,11 +447,7 @@ def test_pretraining_continues_from_a_pretrained_or_released_bilm(tmp_path):
         Trainer(wider, tmp_path / "bad", show_progress=False)
 
     # a released (bilm-tf) model: init-config --model writes [model] from its options.json
-    released = tmp_path / "released"
-    released.mkdir()
-    for name in ("options.json", "lm_weights.hdf5"):
-        (released / name).write_bytes((ELMO_FIXTURE / name).read_bytes())
-    (released / "lm_weights.hdf5").rename(released / "weights.hdf5")
+    released = _released_model_dir(tmp_path)
     config_file = tmp_path / "from_released.cfg"
     subprocess.run(
         [sys.executable, "-m", "spacy_elmo", "init-config", str(config_file), "--model", str(released)],
@@ -492,10 +497,7 @@ def test_softmax_only_steps_fit_a_fresh_softmax_and_leave_the_bilm_alone(tmp_pat
 def test_a_released_model_gets_a_softmax_and_a_perplexity(tmp_path):
     """softmax_only_steps = max_steps: the run only fits a softmax to a released (bilm-tf) model,
     whose weights come out unchanged, and evaluate-lm can then score it."""
-    released = tmp_path / "released"
-    released.mkdir()
-    (released / "options.json").write_bytes((ELMO_FIXTURE / "options.json").read_bytes())
-    (released / "weights.hdf5").write_bytes((ELMO_FIXTURE / "lm_weights.hdf5").read_bytes())
+    released = _released_model_dir(tmp_path)
     reference = load_bilm(released)
     settings = {
         **model_overrides(reference.options),
@@ -509,11 +511,6 @@ def test_a_released_model_gets_a_softmax_and_a_perplexity(tmp_path):
         assert torch.equal(fitted.state_dict()[name], value), name
     result = evaluate_run(out, [str(TINY["paths.dev"])], progress=False)
     assert result.tokens > 0 and np.isfinite(result.ppl_average)
-
-
-def test_softmax_only_steps_refuse_negative_values():
-    with pytest.raises(ConfigError, match=r"\[initialize\] softmax_only_steps: must be >= 0, got -1"):
-        tiny_settings(**{"initialize.softmax_only_steps": -1})
 
 
 def test_sampled_softmax_matches_its_formula_and_survives_all_hits():

@@ -47,6 +47,7 @@ def test_the_default_config_parses_to_its_own_values():
         ({"vocab.size": 3}, r"^\[vocab\] size: must be >= 4, got 3$"),
         ({"optimizer.warmup_steps": -1}, r"^\[optimizer\] warmup_steps: must be >= 0, got -1$"),
         ({"system.threads": -2}, r"^\[system\] threads: must be >= 0, got -2$"),
+        ({"initialize.softmax_only_steps": -1}, r"^\[initialize\] softmax_only_steps: must be >= 0, got -1$"),
         ({"training.batch_token": 100}, r"^\[training\] batch_token: not a key of \[training\] \(its keys: batch_tokens, "),
     ],
 )

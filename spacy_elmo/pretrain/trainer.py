@@ -103,14 +103,15 @@ class Trainer:
         self.tokens_seen = 0
         self._stop_requested = False
 
+        softmax_only = settings.initialize.softmax_only_steps
+        if softmax_only and self.ctx.distributed:
+            raise ConfigError(
+                f"[initialize] softmax_only_steps = {softmax_only} runs in one process only (this "
+                f"run has {self.ctx.world_size}): fit the softmax in a short single-process run, "
+                "then continue from its output directory with torchrun"
+            )
         checkpoint = self._prepare_output_dir(resume)
         s = self.settings
-        if s.initialize.softmax_only_steps and self.ctx.distributed:
-            raise ConfigError(
-                f"[initialize] softmax_only_steps = {s.initialize.softmax_only_steps} runs in one "
-                f"process only (this run has {self.ctx.world_size}): fit the softmax in a short "
-                "single-process run, then continue from its output directory with torchrun"
-            )
         self.train_files = resolve_files(s.corpus.train)
         self.dev_files = resolve_files(s.corpus.dev) if s.corpus.dev else []
         self.vocab = self._prepare_vocab(resume)
