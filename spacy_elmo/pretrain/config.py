@@ -117,7 +117,7 @@ schedule = "linear"
 # the softmax; otherwise the softmax starts fresh (released models come without one).
 bilm = ${paths.init_bilm}
 weight_file = null
-# Train only the softmax for the first N steps (the biLM frozen: a step takes about half the time):
+# Train only the softmax for the first N steps (the biLM frozen, no gradient through it):
 # a fresh softmax is random, and its first gradients would otherwise flow back into the
 # trained biLM. Counted in training.max_steps and in the learning-rate schedule. Single process.
 softmax_only_steps = 0
