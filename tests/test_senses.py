@@ -150,6 +150,9 @@ def test_candidate_outputs_mix_and_center_on_the_reference():
     assert np.allclose(outputs["contextual mix"][1], contextual)
     assert np.allclose(outputs["equal mix"][0], layers[0].mean(axis=0))
     assert np.allclose(outputs["layer 2 (top)"][0], layers[0][2])
+    assert np.allclose(outputs["layer 1 forward"][1], layers[1][1][:, :2])
+    assert np.allclose(outputs["layer 2 backward"][0], layers[0][2][:, 2:])
+    assert "layer 0 forward" not in outputs  # the token layer is [x; x]: both halves are x
     reference_mean = np.concatenate([(x[1] + x[2]) / 2 for x in reference]).mean(axis=0)
     assert np.allclose(outputs["contextual mix, centered"][1], contextual - reference_mean)
     own_mean = np.concatenate([(x[1] + x[2]) / 2 for x in layers]).mean(axis=0)

@@ -14,6 +14,7 @@ token's vector is taken from each candidate output:
   default before the benchmark showed it separates senses least, ``mix_weights = [1, 1, 1]``);
 - ``contextual mix``: equal weights on the LSTM layers only, what the ``elmo`` pipe puts in
   ``doc._.elmo`` and ``token.vector`` with its default config (``mix_weights = null``, gamma 1);
+- each LSTM layer's forward and backward halves alone (which direction carries the senses);
 - the mixes with AllenNLP's ``do_layer_norm`` (each layer of a sentence normalised by the mean and
   standard deviation of all its elements before mixing, so that no layer dominates by scale);
 - every output again ``centered``: a per-dimension mean subtracted, which removes the direction
@@ -164,6 +165,10 @@ def _mixes(layers: Sequence[np.ndarray]) -> Dict[str, List[np.ndarray]]:
         outputs[name] = [np.tensordot(weights, x, axes=(0, 0)) for x in layers]
         if "mix" in name:
             outputs[f"{name}, layer norm"] = [np.tensordot(weights, x, axes=(0, 0)) for x in normed]
+    half = layers[0].shape[-1] // 2
+    for k in range(1, n_layers):
+        outputs[f"layer {k} forward"] = [x[k, :, :half] for x in layers]
+        outputs[f"layer {k} backward"] = [x[k, :, half:] for x in layers]
     return outputs
 
 
