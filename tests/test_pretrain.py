@@ -178,6 +178,23 @@ def test_resume_after_ctrl_c_is_bit_for_bit(tmp_path):
     assert losses(tmp_path / "resumed") == losses(tmp_path / "straight")
 
 
+def test_resume_drops_the_metrics_a_killed_run_logged_after_its_checkpoint(tmp_path):
+    """A run killed between checkpoints leaves metrics.jsonl rows past its last checkpoint; the
+    resumed run computes those steps again and logs each step once, as a straight run does."""
+    config = lambda steps: tiny_config(  # noqa: E731
+        **{"optimizer.schedule": "constant", "training.max_steps": steps}
+    )
+    pretrain(config(6), tmp_path / "straight", show_progress=False)
+    pretrain(config(3), tmp_path / "killed", show_progress=False)
+    metrics = tmp_path / "killed" / "metrics.jsonl"
+    lost = [{"step": 4, "loss": 99.0}, {"step": 5, "loss": 99.0}]
+    metrics.write_text(metrics.read_text() + "".join(json.dumps(row) + "\n" for row in lost))
+    pretrain(config(6), tmp_path / "killed", resume=True, show_progress=False)
+    steps = lambda d: [(r["step"], r["loss"]) for r in _metrics(d) if "loss" in r]  # noqa: E731
+    assert [step for step, _ in steps(tmp_path / "killed")] == [1, 2, 3, 4, 5, 6]
+    assert steps(tmp_path / "killed") == steps(tmp_path / "straight")
+
+
 def test_two_process_gloo_equals_one_process_with_both_shards(tmp_path):
     overrides = {
         "training.max_steps": 3,

@@ -137,6 +137,7 @@ class Trainer:
         self.start_position = DataPosition()
         if resume:
             self._load_checkpoint(checkpoint)
+            self._drop_metrics_after(self.step)
 
     @property
     def config(self) -> Optional[Config]:
@@ -436,6 +437,18 @@ class Trainer:
             vocab.save(target)
         self.ctx.barrier()
         return vocab if vocab is not None else Vocab.load(target)
+
+    def _drop_metrics_after(self, step: int) -> None:
+        """Remove the metrics.jsonl rows of steps after ``step``: a run killed between
+        checkpoints (no Ctrl-C: SIGKILL, a lost machine) logged steps that resuming from its last
+        checkpoint computes again, and they would otherwise appear twice in the curve."""
+        path = self.output_dir / METRICS_NAME
+        if not self.ctx.is_main or not path.exists():
+            return
+        lines = path.read_text(encoding="utf-8").splitlines()
+        kept = [line for line in lines if line.strip() and json.loads(line).get("step", 0) <= step]
+        if len(kept) < len(lines):
+            path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
 
     def _log(self, record: Dict) -> None:
         if not self.ctx.is_main:
