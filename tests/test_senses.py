@@ -20,8 +20,10 @@ from spacy_elmo import load_bilm
 from spacy_elmo.bench.senses import (
     DATA_FILE,
     HELDOUT_FILE,
+    PIPE_DEFAULT,
     candidate_outputs,
     layer_norm,
+    per_word_rows,
     read_senses,
     run_senses_bench,
     sense_scores,
@@ -48,6 +50,12 @@ def test_data_file_is_well_formed(path):
     sentences = read_senses(path)
     assert len(sentences) == len(records)
     assert all(s.tokens[s.target] == s.word for s in sentences)
+    # Both groups of the POS split have words: the one syntax separates and the one it cannot.
+    tags = defaultdict(set)
+    for s in sentences:
+        tags[s.word].add(s.pos)
+    assert sum(len(t) == 1 for t in tags.values()) >= 12
+    assert sum(len(t) > 1 for t in tags.values()) >= 5
 
 
 def test_heldout_words_are_not_in_the_main_set():
@@ -63,16 +71,20 @@ def test_heldout_words_are_not_in_the_main_set():
         ("A bank by a bank.", r"line 2: 'bank' is 2 tokens"),
         # One sense only: no across-sense pairs.
         ("A grassy bank.", r"expected >= 2 senses"),
+        # A part of speech that is not a UD tag, or given on some lines only.
+        ({"text": "A grassy bank.", "pos": "NN"}, r"line 2: pos 'NN' is not a Universal"),
+        ({"text": "A grassy bank.", "pos": "NOUN"}, r"1 of 2 lines give pos"),
     ],
-    ids=["word-twice", "one-sense"],
+    ids=["word-twice", "one-sense", "not-upos", "pos-on-some-lines"],
 )
 def test_read_senses_refuses_bad_data(tmp_path, second_text, error):
     path = tmp_path / "bad.jsonl"
+    second = second_text if isinstance(second_text, dict) else {"text": second_text}
     srsly.write_jsonl(
         path,
         [
             {"word": "bank", "sense": "river", "text": "The bank of the river."},
-            {"word": "bank", "sense": "river", "text": second_text},
+            {"word": "bank", "sense": "river", **second},
         ],
     )
     with pytest.raises(ValueError, match=error):
@@ -132,6 +144,22 @@ def test_sense_scores_match_a_pairwise_loop_and_average_over_words():
         assert result["per_word"][w]["accuracy"] == pytest.approx(expected[w][1])
     assert result["margin"] == pytest.approx((expected["x"][0] + expected["y"][0]) / 2)
     assert result["accuracy"] == pytest.approx((expected["x"][1] + expected["y"][1]) / 2)
+    assert "margin_same_pos" not in result
+
+
+def test_sense_scores_split_the_margin_by_part_of_speech():
+    rng = np.random.default_rng(1)
+    words = ["x"] * 4 + ["y"] * 4 + ["z"] * 4
+    senses = ["p", "p", "q", "q"] * 3
+    # x: one tag throughout; y and z: each sense its own tag (z's second sense is mixed).
+    pos = ["NOUN"] * 4 + ["NOUN", "NOUN", "VERB", "VERB"] + ["NOUN", "NOUN", "ADJ", "NOUN"]
+    vectors = rng.normal(size=(12, 8))
+    result = sense_scores(vectors, words, senses, pos)
+    margin = {w: result["per_word"][w]["margin"] for w in "xyz"}
+    assert result["margin_same_pos"] == pytest.approx(margin["x"])
+    assert result["margin_pos_differs"] == pytest.approx((margin["y"] + margin["z"]) / 2)
+    only_nouns = sense_scores(vectors[:4], words[:4], senses[:4], pos[:4])
+    assert only_nouns["margin_pos_differs"] is None
 
 
 def test_layer_norm_standardises_each_layer():
@@ -188,6 +216,30 @@ def test_pipe_default_mix_separates_senses_better_than_the_equal_mix(bundled_res
     """Why ``mix_weights = null`` leaves the token layer out, on both sentence sets."""
     contextual, equal = bundled_result["contextual mix"], bundled_result["equal mix"]
     assert contextual["margin"] > 1.3 * equal["margin"]
+
+
+def test_per_word_rows_are_the_words_behind_a_row(bundled_result):
+    row = bundled_result[PIPE_DEFAULT]
+    words = per_word_rows(row)
+    assert sorted(w["output"] for w in words) == sorted(row["per_word"])
+    margins = [w["margin"] for w in words]
+    assert margins == sorted(margins)
+    assert np.mean(margins) == pytest.approx(row["margin"])
+    assert np.mean([w["accuracy"] for w in words]) == pytest.approx(row["accuracy"])
+
+
+def test_cli_per_word_prints_every_word(tmp_path):
+    if not (DEFAULT_MODEL / "options.json").is_file():
+        pytest.skip(f"the bundled model is not in this checkout ({DEFAULT_MODEL})")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    run = subprocess.run(
+        [sys.executable, "-m", "spacy_elmo", "bench", "senses", "--heldout", "--per-word"],
+        cwd=tmp_path, env=env, capture_output=True, text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    per_word = run.stdout.split("Per word, contextual mix")[1]
+    for word in {s.word for s in read_senses(HELDOUT_FILE)}:
+        assert f"\n{word} " in per_word, word
 
 
 def test_cli_writes_json(tmp_path):

@@ -382,6 +382,9 @@ def senses_command(
     center_sentences: int = typer.Option(
         1000, "--center-sentences", help="Sentences of --center-text to use (the first ones)"
     ),
+    per_word: bool = typer.Option(
+        False, "--per-word", help="Also print each word's scores for the pipe's default output"
+    ),
     threads: Optional[int] = THREADS,
     output: Optional[Path] = OUTPUT,
 ) -> None:
@@ -393,7 +396,15 @@ def senses_command(
     """
     from ..pipe import DEFAULT_MODEL
     from ..sources import load_bilm
-    from .senses import DATA_FILE, HELDOUT_FILE, SENSE_COLUMNS, run_senses_bench
+    from .senses import (
+        DATA_FILE,
+        HELDOUT_FILE,
+        PIPE_DEFAULT,
+        POS_COLUMNS,
+        SENSE_COLUMNS,
+        per_word_rows,
+        run_senses_bench,
+    )
     from .system import system_info
     from .text import sentences, text_lines
 
@@ -424,11 +435,25 @@ def senses_command(
         f"Word senses, {result['model']}: {d['words']} words, {d['senses']} senses, "
         f"{d['sentences']} sentences",
         result["rows"],
-        SENSE_COLUMNS,
+        SENSE_COLUMNS + (POS_COLUMNS if "margin_same_pos" in result["rows"][0] else []),
     )
     typer.echo(
         "margin and accuracy averaged over words; accuracy: nearest other occurrence has the "
         "same sense (ties share the credit; a context-free output scores the chance level); "
         f"centered: minus the mean over {d['centering_tokens']:,} tokens of {d['centering_text']}"
+        + (
+            f"; margin by part of speech: {d['words_same_pos']} words whose occurrences share "
+            f"one tag (only meaning separates the senses), {d['words_pos_differs']} whose senses "
+            "differ in part of speech too"
+            if d.get("words_same_pos") is not None
+            else ""
+        )
     )
+    if per_word:
+        default_row = next(row for row in result["rows"] if row["output"] == PIPE_DEFAULT)
+        report.echo_table(
+            f"Per word, {PIPE_DEFAULT} (the pipe's default output), least separated first",
+            per_word_rows(default_row),
+            [("output", "word", ""), *SENSE_COLUMNS[1:]],
+        )
     _finish(result, output)

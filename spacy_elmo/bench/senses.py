@@ -1,7 +1,7 @@
 """``bench senses``: does a biLM output separate the senses of ambiguous words?
 
 The data (``spacy_elmo/data/senses.jsonl``, one sentence per line: ``word``, ``sense``,
-``text``) holds ambiguous English words, each with two senses and several sentences per sense;
+``text`` and, optionally, ``pos``: the target's Universal Dependencies tag) holds ambiguous English words, each with two senses and several sentences per sense;
 ``senses_heldout.jsonl`` holds 24 other words, written after the pipe's default mix and the bundled
 model were chosen on the first set, to check that those choices carry over (``--heldout``);
 the target is the token of ``text`` equal to ``word`` (spaCy's English tokenizer), exactly once.
@@ -21,7 +21,10 @@ token's vector is taken from each candidate output:
   all vectors share (the mean over every token of the benchmark's sentences, no labels used, or
   over other text given with ``--center-text``).
 
-Two figures per output:
+Two figures per output, and the margin again over two groups of words when the data gives ``pos``:
+words whose occurrences all share one part of speech (bank, bass, crane: only meaning tells the
+senses apart) and words whose senses differ in part of speech too (a play / to play, which syntax
+alone separates):
 
 - ``margin``: mean within-sense cosine minus mean across-sense cosine; within = pairs of different
   sentences with the same sense of a word, across = pairs with different senses of a word;
@@ -52,6 +55,9 @@ HELDOUT_FILE = DATA_FILE.with_name("senses_heldout.jsonl")
 #: Cosines within this distance of the best one count as tied (float32 noise of equal vectors).
 TIE_TOLERANCE = 1e-5
 
+#: The output the ``elmo`` pipe writes to ``doc._.elmo`` with its default config.
+PIPE_DEFAULT = "contextual mix"
+
 SENSE_COLUMNS = [
     ("output", "output", ""),
     ("margin", "margin", ".3f"),
@@ -59,6 +65,16 @@ SENSE_COLUMNS = [
     ("across", "across cos", ".3f"),
     ("accuracy", "nearest-sense acc", ".3f"),
 ]
+#: The margin over each group of words, when the data tags the targets' parts of speech.
+POS_COLUMNS = [
+    ("margin_same_pos", "margin, same POS", ".3f"),
+    ("margin_pos_differs", "margin, POS differs", ".3f"),
+]
+
+#: Universal Dependencies part-of-speech tags, what ``pos`` may hold.
+UPOS_TAGS = frozenset(
+    "ADJ ADP ADV AUX CCONJ DET INTJ NOUN NUM PART PRON PROPN PUNCT SCONJ SYM VERB X".split()
+)
 
 
 @dataclass(frozen=True)
@@ -70,12 +86,14 @@ class SenseSentence:
     text: str
     tokens: Tuple[str, ...]
     target: int
+    pos: Optional[str] = None
 
 
 def read_senses(path: Path = DATA_FILE, tokenizer: Any = None) -> List[SenseSentence]:
     """The sentences of ``path`` (JSON lines with ``word``, ``sense``, ``text``), tokenized with
     ``tokenizer`` (default: ``spacy.blank("en")``'s). Raises ValueError naming the line when a
-    field is missing or the word is not one token of the text exactly once, and when a word has
+    field is missing, the word is not one token of the text exactly once or ``pos`` is not a UD tag
+    (or given on some lines only), and when a word has
     fewer than 2 senses or a sense fewer than 2 sentences (no pairs to compare)."""
     if tokenizer is None:
         import spacy
@@ -96,8 +114,21 @@ def read_senses(path: Path = DATA_FILE, tokenizer: Any = None) -> List[SenseSent
                 f"{path}, line {number}: {record['word']!r} is {len(hits)} tokens of "
                 f"{list(tokens)}, expected exactly 1"
             )
+        pos = record.get("pos")
+        if pos is not None and pos not in UPOS_TAGS:
+            raise ValueError(
+                f"{path}, line {number}: pos {pos!r} is not a Universal Dependencies tag "
+                f"({' '.join(sorted(UPOS_TAGS))})"
+            )
         sentences.append(
-            SenseSentence(record["word"], record["sense"], record["text"], tokens, hits[0])
+            SenseSentence(
+                record["word"], record["sense"], record["text"], tokens, hits[0], pos
+            )
+        )
+    tagged = sum(s.pos is not None for s in sentences)
+    if 0 < tagged < len(sentences):
+        raise ValueError(
+            f"{path}: {tagged} of {len(sentences)} lines give pos: give it on every line or none"
         )
     _check_design(path, sentences)
     return sentences
@@ -225,19 +256,49 @@ def word_scores(vectors: np.ndarray, senses: Sequence[str]) -> Dict[str, float]:
 
 
 def sense_scores(
-    vectors: np.ndarray, words: Sequence[str], senses: Sequence[str]
+    vectors: np.ndarray,
+    words: Sequence[str],
+    senses: Sequence[str],
+    pos: Optional[Sequence[str]] = None,
 ) -> Dict[str, Any]:
-    """:func:`word_scores` per word, and their means over words (each word counts once)."""
+    """:func:`word_scores` per word, and their means over words (each word counts once); with
+    ``pos`` (each occurrence's tag), also the mean margin over the words whose occurrences share
+    one tag (``margin_same_pos``) and over the others (``margin_pos_differs``), None for a group
+    with no words."""
     words_ = np.asarray(words)
     per_word = {}
     for word in dict.fromkeys(words):
         rows = np.flatnonzero(words_ == word)
         per_word[word] = word_scores(vectors[rows], [senses[i] for i in rows])
-    means = {
+    means: Dict[str, Any] = {
         key: float(np.mean([scores[key] for scores in per_word.values()]))
         for key in ("margin", "within", "across", "accuracy")
     }
+    if pos is not None:
+        tags: Dict[str, set] = defaultdict(set)
+        for word, tag in zip(words, pos):
+            tags[word].add(tag)
+        for key, same in (("margin_same_pos", True), ("margin_pos_differs", False)):
+            margins = [per_word[w]["margin"] for w in per_word if (len(tags[w]) == 1) == same]
+            means[key] = float(np.mean(margins)) if margins else None
     return {**means, "per_word": per_word}
+
+
+def per_word_rows(row: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """One benchmark row's per-word scores as rows, least separated word first: which words a
+    model fails on (the row's margin and accuracy are these rows' means)."""
+    per_word = row["per_word"]
+    return [
+        {"output": word, **{key: scores[key] for key in ("margin", "within", "across", "accuracy")}}
+        for word, scores in sorted(per_word.items(), key=lambda item: item[1]["margin"])
+    ]
+
+
+def _count_words(sentences: Sequence[SenseSentence], same_pos: bool) -> int:
+    tags: Dict[str, set] = defaultdict(set)
+    for s in sentences:
+        tags[s.word].add(s.pos)
+    return sum((len(t) == 1) == same_pos for t in tags.values())
 
 
 def run_senses_bench(
@@ -256,16 +317,19 @@ def run_senses_bench(
         reference = sentence_layers(bilm, center_sentences, batch_size)
     words = [s.word for s in sentences]
     senses = [s.sense for s in sentences]
+    pos = [s.pos for s in sentences] if sentences[0].pos is not None else None
     rows = []
     for name, outputs in candidate_outputs(layers, reference).items():
         targets = np.stack([x[s.target] for x, s in zip(outputs, sentences)])
-        rows.append({"output": name, **sense_scores(targets, words, senses)})
+        rows.append({"output": name, **sense_scores(targets, words, senses, pos)})
     return {
         "data": {
             "file": str(data),
             "words": len(set(words)),
             "senses": len({(s.word, s.sense) for s in sentences}),
             "sentences": len(sentences),
+            "words_same_pos": _count_words(sentences, same_pos=True) if pos else None,
+            "words_pos_differs": _count_words(sentences, same_pos=False) if pos else None,
             "centering_tokens": sum(
                 len(x) for x in (center_sentences or [s.tokens for s in sentences])
             ),
