@@ -255,6 +255,9 @@ def test_cli_writes_json(tmp_path):
     assert "contextual mix" in run.stdout and "equal mix" in run.stdout
     result = srsly.read_json(out)
     assert result["data"]["words"] >= 24
+    data = result["data"]
+    assert data["words_same_pos"] + data["words_pos_differs"] == data["words"]
+    assert "margin, same POS" in run.stdout
     names = [row["output"] for row in result["rows"]]
     assert "layer 0 (token)" in names and "contextual mix" in names
     assert all(set(row) >= {"margin", "accuracy", "per_word"} for row in result["rows"])

@@ -1,7 +1,8 @@
 """``bench senses``: does a biLM output separate the senses of ambiguous words?
 
 The data (``spacy_elmo/data/senses.jsonl``, one sentence per line: ``word``, ``sense``,
-``text`` and, optionally, ``pos``: the target's Universal Dependencies tag) holds ambiguous English words, each with two senses and several sentences per sense;
+``text`` and, optionally, ``pos``: the target's Universal Dependencies tag) holds ambiguous
+English words, each with two senses and several sentences per sense;
 ``senses_heldout.jsonl`` holds 24 other words, written after the pipe's default mix and the bundled
 model were chosen on the first set, to check that those choices carry over (``--heldout``);
 the target is the token of ``text`` equal to ``word`` (spaCy's English tokenizer), exactly once.
@@ -92,9 +93,9 @@ class SenseSentence:
 def read_senses(path: Path = DATA_FILE, tokenizer: Any = None) -> List[SenseSentence]:
     """The sentences of ``path`` (JSON lines with ``word``, ``sense``, ``text``), tokenized with
     ``tokenizer`` (default: ``spacy.blank("en")``'s). Raises ValueError naming the line when a
-    field is missing, the word is not one token of the text exactly once or ``pos`` is not a UD tag
-    (or given on some lines only), and when a word has
-    fewer than 2 senses or a sense fewer than 2 sentences (no pairs to compare)."""
+    field is missing, the word is not one token of the text exactly once or ``pos`` is not a UD
+    tag (or given on some lines only), and when a word has fewer than 2 senses or a sense fewer
+    than 2 sentences (no pairs to compare)."""
     if tokenizer is None:
         import spacy
 
@@ -275,11 +276,9 @@ def sense_scores(
         for key in ("margin", "within", "across", "accuracy")
     }
     if pos is not None:
-        tags: Dict[str, set] = defaultdict(set)
-        for word, tag in zip(words, pos):
-            tags[word].add(tag)
+        one_tag = has_one_tag(words, pos)
         for key, same in (("margin_same_pos", True), ("margin_pos_differs", False)):
-            margins = [per_word[w]["margin"] for w in per_word if (len(tags[w]) == 1) == same]
+            margins = [per_word[w]["margin"] for w in per_word if one_tag[w] == same]
             means[key] = float(np.mean(margins)) if margins else None
     return {**means, "per_word": per_word}
 
@@ -294,11 +293,13 @@ def per_word_rows(row: Dict[str, Any]) -> List[Dict[str, Any]]:
     ]
 
 
-def _count_words(sentences: Sequence[SenseSentence], same_pos: bool) -> int:
+def has_one_tag(words: Sequence[str], pos: Sequence[str]) -> Dict[str, bool]:
+    """word -> whether all its occurrences have the same part of speech (``pos``, one tag per
+    occurrence): the words whose senses only meaning can tell apart."""
     tags: Dict[str, set] = defaultdict(set)
-    for s in sentences:
-        tags[s.word].add(s.pos)
-    return sum((len(t) == 1) == same_pos for t in tags.values())
+    for word, tag in zip(words, pos):
+        tags[word].add(tag)
+    return {word: len(word_tags) == 1 for word, word_tags in tags.items()}
 
 
 def run_senses_bench(
@@ -318,6 +319,7 @@ def run_senses_bench(
     words = [s.word for s in sentences]
     senses = [s.sense for s in sentences]
     pos = [s.pos for s in sentences] if sentences[0].pos is not None else None
+    one_tag = list(has_one_tag(words, pos).values()) if pos else []
     rows = []
     for name, outputs in candidate_outputs(layers, reference).items():
         targets = np.stack([x[s.target] for x, s in zip(outputs, sentences)])
@@ -328,8 +330,8 @@ def run_senses_bench(
             "words": len(set(words)),
             "senses": len({(s.word, s.sense) for s in sentences}),
             "sentences": len(sentences),
-            "words_same_pos": _count_words(sentences, same_pos=True) if pos else None,
-            "words_pos_differs": _count_words(sentences, same_pos=False) if pos else None,
+            "words_same_pos": sum(one_tag) if pos else None,
+            "words_pos_differs": len(one_tag) - sum(one_tag) if pos else None,
             "centering_tokens": sum(
                 len(x) for x in (center_sentences or [s.tokens for s in sentences])
             ),
