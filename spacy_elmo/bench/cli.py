@@ -435,7 +435,7 @@ def senses_command(
         f"Word senses, {result['model']}: {d['words']} words, {d['senses']} senses, "
         f"{d['sentences']} sentences",
         result["rows"],
-        SENSE_COLUMNS + (POS_COLUMNS if "margin_same_pos" in result["rows"][0] else []),
+        SENSE_COLUMNS + (POS_COLUMNS if d["words_same_pos"] is not None else []),
     )
     typer.echo(
         "margin and accuracy averaged over words; accuracy: nearest other occurrence has the "
@@ -445,7 +445,7 @@ def senses_command(
             f"; margin by part of speech: {d['words_same_pos']} words whose occurrences share "
             f"one tag (only meaning separates the senses), {d['words_pos_differs']} whose senses "
             "differ in part of speech too"
-            if d.get("words_same_pos") is not None
+            if d["words_same_pos"] is not None
             else ""
         )
     )

@@ -66,6 +66,9 @@ SENSE_COLUMNS = [
     ("across", "across cos", ".3f"),
     ("accuracy", "nearest-sense acc", ".3f"),
 ]
+#: The figures of one word, and of their means over words.
+SCORE_KEYS = ("margin", "within", "across", "accuracy")
+
 #: The margin over each group of words, when the data tags the targets' parts of speech.
 POS_COLUMNS = [
     ("margin_same_pos", "margin, same POS", ".3f"),
@@ -273,7 +276,7 @@ def sense_scores(
         per_word[word] = word_scores(vectors[rows], [senses[i] for i in rows])
     means: Dict[str, Any] = {
         key: float(np.mean([scores[key] for scores in per_word.values()]))
-        for key in ("margin", "within", "across", "accuracy")
+        for key in SCORE_KEYS
     }
     if pos is not None:
         one_tag = has_one_tag(words, pos)
@@ -288,7 +291,7 @@ def per_word_rows(row: Dict[str, Any]) -> List[Dict[str, Any]]:
     model fails on (the row's margin and accuracy are these rows' means)."""
     per_word = row["per_word"]
     return [
-        {"output": word, **{key: scores[key] for key in ("margin", "within", "across", "accuracy")}}
+        {"output": word, **{key: scores[key] for key in SCORE_KEYS}}
         for word, scores in sorted(per_word.items(), key=lambda item: item[1]["margin"])
     ]
 
