@@ -13,6 +13,7 @@ Training-time keys (``batch_size``, ``dropout``, ...) may sit beside them; they 
 from __future__ import annotations
 
 import json
+import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,8 +130,6 @@ class BiLMOptions:
 
 
 def _section(data: Mapping[str, Any], key: str, source: str) -> Mapping[str, Any]:
-    if not isinstance(data, Mapping):
-        raise OptionsError(f"{source}: expected a JSON object, got {type(data).__name__}")
     value = data.get(key)
     if not isinstance(value, Mapping):
         raise OptionsError(f"{source}: missing section '{key}' (an object)")
@@ -146,14 +145,17 @@ def _positive_int(section: Mapping[str, Any], key: str, where: str, minimum: int
 
 def _clip(section: Mapping[str, Any], key: str, where: str) -> Optional[float]:
     value = section.get(key)
-    if value is None or value == 0:
+    ok = not isinstance(value, bool) and isinstance(value, (int, float))
+    if value is None or (ok and value == 0):
         return None  # no clipping, as in AllenNLP ("if clip_value:")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+    if not ok or not math.isfinite(value) or value < 0:
         raise OptionsError(f"{where}.{key} must be a positive number, 0 or null, got {value!r}")
     return float(value)
 
 
 def _parse(data: Mapping[str, Any], source: str) -> BiLMOptions:
+    if not isinstance(data, Mapping):
+        raise OptionsError(f"{source}: expected a JSON object, got {type(data).__name__}")
     if data.get("bidirectional", True) is not True:
         # bilm-tf can train a forward-only LM; ELMo's layers need both directions.
         raise OptionsError(
@@ -215,6 +217,13 @@ def _parse(data: Mapping[str, Any], source: str) -> BiLMOptions:
             "residual connections, as bilm-tf does; AllenNLP refuses such files.",
             stacklevel=3,
         )
+    dim = _positive_int(lstm, "dim", where)
+    projection_dim = _positive_int(lstm, "projection_dim", where)
+    if projection_dim >= dim:
+        # torch.nn.LSTM's projection (what the biLM runs on) must narrow the state.
+        raise OptionsError(
+            f"{where}.projection_dim ({projection_dim}) must be smaller than lstm.dim ({dim})"
+        )
     return BiLMOptions(
         char_cnn=CharCNNOptions(
             embedding_dim=embedding_dim,
@@ -224,8 +233,8 @@ def _parse(data: Mapping[str, Any], source: str) -> BiLMOptions:
             word_dim=0 if lexicon is None or lexicon.words is None else cnn["word_dim"],
         ),
         lstm=LSTMOptions(
-            dim=_positive_int(lstm, "dim", where),
-            projection_dim=_positive_int(lstm, "projection_dim", where),
+            dim=dim,
+            projection_dim=projection_dim,
             n_layers=_positive_int(lstm, "n_layers", where),
             cell_clip=_clip(lstm, "cell_clip", where),
             proj_clip=_clip(lstm, "proj_clip", where),

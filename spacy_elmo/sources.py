@@ -31,6 +31,7 @@ from .weights import (
     OPTIONS_NAME,
     SAFETENSORS_NAME,
     PathLike,
+    WeightFileError,
     build_bilm,
     read_bilm_tf_weights,
     read_safetensors,
@@ -174,8 +175,11 @@ def _is_bilm_tf_weight_file(path: Path) -> bool:
     """An HDF5 file with bilm-tf's datasets (not, say, cached token embeddings beside it)."""
     if not h5py.is_hdf5(str(path)):
         return False
-    with h5py.File(path, "r") as handle:
-        return "char_embed" in handle and "RNN_0" in handle
+    try:
+        with h5py.File(path, "r") as handle:
+            return "char_embed" in handle and "RNN_0" in handle
+    except (OSError, KeyError, RuntimeError) as err:
+        raise WeightFileError(f"{path}: not a readable HDF5 file (truncated or corrupt?): {err}") from err
 
 
 def load_bilm_from(

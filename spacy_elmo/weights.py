@@ -153,17 +153,23 @@ class _DatasetReader:
         self.used: set = set()
 
     def __call__(self, name: str, shape: Tuple[int, ...], why: str) -> np.ndarray:
-        if name not in self.handle or not isinstance(self.handle[name], h5py.Dataset):
-            raise WeightFileError(f"{self.path}: missing dataset '{name}' ({why})")
-        dataset = self.handle[name]
-        if tuple(dataset.shape) != tuple(shape):
-            raise WeightFileError(
-                f"{self.path}: dataset '{name}' has shape {tuple(dataset.shape)}, but the options "
-                f"({why}) need {tuple(shape)}"
-            )
         try:
+            # h5py raises KeyError (a broken external link), RuntimeError (a damaged symbol
+            # table) or OSError (truncated data) from lookups and reads alike.
+            dataset = self.handle[name] if name in self.handle else None
+            if not isinstance(dataset, h5py.Dataset):
+                raise WeightFileError(f"{self.path}: missing dataset '{name}' ({why})")
+            if tuple(dataset.shape) != tuple(shape):
+                raise WeightFileError(
+                    f"{self.path}: dataset '{name}' has shape {tuple(dataset.shape)}, but the "
+                    f"options ({why}) need {tuple(shape)}"
+                )
+            if dataset.dtype.kind != "f":
+                raise WeightFileError(
+                    f"{self.path}: dataset '{name}' holds {dataset.dtype} values, not floats ({why})"
+                )
             array = dataset[()]
-        except OSError as err:
+        except (OSError, KeyError, RuntimeError) as err:
             raise WeightFileError(
                 f"{self.path}: dataset '{name}' cannot be read (truncated or corrupt file?): {err}"
             ) from err

@@ -38,6 +38,10 @@ def test_training_keys_are_ignored_and_zero_clip_means_none():
         (lambda o: o["char_cnn"].update(max_characters_per_token=30), "max_characters_per_token"),
         (lambda o: o["char_cnn"].update(n_characters=300), "n_characters"),
         (lambda o: o["lstm"].update(cell_clip=-1), "lstm.cell_clip"),
+        (lambda o: o["lstm"].update(cell_clip=float("nan")), "lstm.cell_clip.*nan"),
+        (lambda o: o["lstm"].update(proj_clip=float("inf")), "lstm.proj_clip.*inf"),
+        (lambda o: o["lstm"].update(cell_clip=False), "lstm.cell_clip.*False"),
+        (lambda o: o["lstm"].update(projection_dim=12), r"projection_dim \(12\) must be smaller than lstm.dim \(12\)"),
         (lambda o: o["lstm"].update(use_skip_connections="yes"), "use_skip_connections"),
         (lambda o: o.pop("lstm"), "missing section 'lstm'"),
         (lambda o: o.update(bidirectional=False), "bidirectional must be true"),
@@ -65,4 +69,11 @@ def test_unreadable_options_files(tmp_path):
     path = tmp_path / "options.json"
     path.write_text("{not json")
     with pytest.raises(OptionsError, match="not a valid JSON"):
+        BiLMOptions.from_file(path)
+
+
+def test_options_that_are_not_an_object(tmp_path):
+    path = tmp_path / "options.json"
+    path.write_text("[1, 2]")
+    with pytest.raises(OptionsError, match="options.json: expected a JSON object, got list"):
         BiLMOptions.from_file(path)

@@ -120,6 +120,32 @@ def test_non_finite_weights_are_refused(tmp_path, fixture_files):
         load_bilm(fixture_files[0], bad)
 
 
+def test_a_dataset_that_is_not_float_is_named(tmp_path, fixture_files):
+    bad = tmp_path / "bytes.hdf5"
+    _copy_without(fixture_files[1], bad, replace={"CNN/b_cnn_0": np.array([b"a"] * 4)})
+    with pytest.raises(WeightFileError, match=r"'CNN/b_cnn_0' holds \|S1 values, not floats"):
+        load_bilm(fixture_files[0], bad)
+
+
+def test_a_dangling_external_link_is_named(tmp_path, fixture_files):
+    bad = tmp_path / "linked.hdf5"
+    _copy_without(fixture_files[1], bad, skip={"char_embed"})
+    with h5py.File(bad, "a") as handle:
+        handle["char_embed"] = h5py.ExternalLink(str(tmp_path / "gone.hdf5"), "char_embed")
+    with pytest.raises(WeightFileError, match="linked.hdf5: dataset 'char_embed' cannot be read"):
+        load_bilm(fixture_files[0], bad)
+
+
+def test_a_corrupt_hdf5_beside_the_weights_is_named(tmp_path, fixture_files):
+    shutil.copy(fixture_files[0], tmp_path / "options.json")
+    shutil.copy(fixture_files[1], tmp_path / "lm_weights.hdf5")
+    np.testing.assert_array_equal(_layers(load_bilm(tmp_path)), _layers(load_bilm(*fixture_files)))
+    data = fixture_files[1].read_bytes()
+    (tmp_path / "cache.hdf5").write_bytes(data[: len(data) // 3])
+    with pytest.raises(WeightFileError, match="cache.hdf5: not a readable HDF5 file"):
+        load_bilm(tmp_path)
+
+
 def test_garbage_and_missing_files(tmp_path, fixture_files):
     garbage = tmp_path / "weights.bin"
     garbage.write_bytes(b"\x00" * 100)
