@@ -121,6 +121,36 @@ def test_listener_without_elmo_pipe_fails_clearly():
         nlp.initialize(lambda: examples(nlp))
 
 
+def test_after_initialize_unannotated_docs_are_an_error_not_zeros():
+    nlp = tagger_pipeline()
+    exs = examples(nlp)
+    nlp.initialize(lambda: exs)
+    tagger = nlp.get_pipe("tagger")
+    # The init-time sample docs got zeros; any other doc without layers must fail, even the
+    # first call after initialize and without an annotated batch in between.
+    for _ in range(2):
+        with pytest.raises(ValueError, match="a doc has no ELMo layers"):
+            list(nlp.pipe(["I like ham", "Eat eggs"], disable=["elmo"]))
+    with pytest.raises(ValueError, match="a doc has no ELMo layers"):
+        tagger(nlp.make_doc("I like ham"))
+    annotated = nlp.get_pipe("elmo")(nlp.make_doc("I like ham"))
+    assert [t.tag_ for t in tagger(annotated)] == [t.tag_ for t in nlp("I like ham")]
+
+
+def test_trained_listener_without_its_elmo_pipe_fails_at_initialize(tmp_path):
+    nlp = tagger_pipeline()
+    train(nlp, steps=2)
+    nlp.to_disk(tmp_path)
+    # The listener knows its layer dims from training, but nothing feeds it now.
+    alone = spacy.load(tmp_path, exclude=["elmo"])
+    with pytest.raises(ValueError, match="found no 'elmo' pipe upstream"):
+        alone.initialize(lambda: examples(alone))
+    after = tagger_pipeline(elmo=False)
+    after.add_pipe("elmo", config=ELMO)  # after the tagger: it feeds nothing
+    with pytest.raises(ValueError, match="found no 'elmo' pipe upstream"):
+        after.initialize(lambda: examples(after))
+
+
 def test_store_layers_off_is_refused_by_listeners():
     nlp = tagger_pipeline(store_layers=False)
     exs = examples(nlp)

@@ -52,7 +52,8 @@ class ElmoListener(Model):
         #: biLM if needed (a frozen pipe is not initialized by ``spacy train``).
         self.upstream_dims: Optional[Callable[[], Tuple[int, int]]] = None
         self._batch_id: Optional[int] = None
-        self._after_init = False
+        #: The docs ``initialize`` was given: spaCy predicts on them before any elmo pipe has.
+        self._init_sample: List[Doc] = []
         self._outputs: Optional[List[Floats3d]] = None
         self._backprop: Optional[Callable] = None
 
@@ -85,19 +86,21 @@ class ElmoListener(Model):
 
 
 def _listener_init(model: ElmoListener, X=None, Y=None) -> ElmoListener:
-    if not model.head.has_dim("nL") and model.upstream_dims is not None:
-        model.set_layer_dims(*model.upstream_dims())
-    if not model.head.has_dim("nL"):
+    # upstream_dims is set when spaCy links an elmo pipe before this component (also for a
+    # trained listener, whose dims are known: loaded with exclude=["elmo"] it has none).
+    if model.upstream_dims is None:
         raise ValueError(
             "ElmoListener found no 'elmo' pipe upstream: add one before the component that "
             f"uses it (nlp.add_pipe('elmo') ...), named '{model.upstream_name}' or any name "
             "when upstream = '*'"
         )
+    if not model.head.has_dim("nL"):
+        model.set_layer_dims(*model.upstream_dims())
     model.head.initialize(X=(X, None) if X is not None else None)
     # spaCy's chain initialises the next layer by predicting on the raw sample docs, which no
-    # elmo pipe has seen yet (once per enclosing chain, e.g. Tok2Vec.v2 inside Tagger.v2): these
-    # calls get zeros instead of an error, until the first real batch.
-    model._after_init = True
+    # elmo pipe has seen yet (once per enclosing chain, e.g. Tok2Vec.v2 inside Tagger.v2): calls
+    # on exactly these docs get zeros instead of an error, until any other call.
+    model._init_sample = list(X) if X is not None else []
     return model
 
 
@@ -111,12 +114,12 @@ def _listener_forward(model: ElmoListener, docs: List[Doc], is_train: bool):
             )
         layers, backprop_layers = model._outputs, model._backprop
         model._batch_id = model._outputs = model._backprop = None
-    elif model._after_init and not is_train and not _all_annotated(docs):
+    elif not is_train and _is_init_sample(model, docs) and not _all_annotated(docs):
         width = model.get_dim("nO")
         return [model.ops.alloc2f(len(doc), width) for doc in docs], lambda d: []
     else:
         layers, backprop_layers = _layers_from_docs(model, docs), None
-    model._after_init = False
+    model._init_sample = []
     vectors, backprop_head = model.head((docs, layers), is_train)
 
     def backprop(d_vectors: List[Floats2d]) -> List:
@@ -126,6 +129,11 @@ def _listener_forward(model: ElmoListener, docs: List[Doc], is_train: bool):
         return []
 
     return vectors, backprop
+
+
+def _is_init_sample(model: ElmoListener, docs: List[Doc]) -> bool:
+    sample = {id(doc) for doc in model._init_sample}
+    return bool(sample) and all(id(doc) in sample for doc in docs)
 
 
 def _all_annotated(docs: List[Doc]) -> bool:
