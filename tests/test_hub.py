@@ -201,6 +201,25 @@ def test_dropped_connection_resumes_with_range(server, home):
     assert not part.exists()
 
 
+def test_a_failed_forced_download_keeps_the_cached_model(server, home):
+    directory = _download(server)
+    with pytest.raises(DownloadError, match="HTTP 404"):
+        _download(server, weights_path="/tiny/missing.hdf5", force=True)
+    assert model_dir("tiny") == directory and [m.complete for m in list_cached()] == [True]
+    assert (directory / "weights.hdf5").read_bytes() == WEIGHTS_BYTES
+    # A forced download that drops keeps its .part beside the usable copy, and resumes it.
+    cut = len(WEIGHTS_BYTES) // 3
+    server.drop_after["/tiny/weights.hdf5"] = cut
+    with pytest.raises(ResumableDownloadError):
+        _download(server, force=True)
+    assert model_dir("tiny") == directory
+    assert (directory / "weights.hdf5.part").stat().st_size == cut
+    _download(server, force=True)
+    assert server.requests[-1] == ("/tiny/weights.hdf5", f"bytes={cut}-")
+    assert (directory / "weights.hdf5").read_bytes() == WEIGHTS_BYTES
+    assert sorted(p.name for p in directory.iterdir()) == ["manifest.json", "options.json", "weights.hdf5"]
+
+
 def test_server_that_ignores_range_gives_a_clean_restart(server, home):
     server.drop_after["/tiny/weights.hdf5"] = 1000
     with pytest.raises(ResumableDownloadError):

@@ -4,9 +4,9 @@ Each file goes to ``<name>.part`` first. A dropped connection leaves the ``.part
 next run asks the server for the rest with an HTTP ``Range`` header (a server that ignores it is
 answered with a clean restart from byte 0). A finished file is checked against the sha256 given
 (if any), the options file must parse, the weight file must hold every dataset the options imply
-with its shape (``weights.read_bilm_tf_weights``); only then are the files renamed into place and
+with its shape (``weights.read_bilm_tf_weights``); only then are both files renamed into place and
 the manifest marked complete. Any refusal removes what it refused, so nothing half-made is ever
-taken for a model. One download of a model runs at a time (a lock file beside its folder): a second
+taken for a model, and a forced re-download that fails leaves the cached copy as it was. One download of a model runs at a time (a lock file beside its folder): a second
 process waits, then finds the model complete instead of writing into the same ``.part`` files.
 """
 
@@ -87,15 +87,22 @@ def download_model(
     directory = model_path(check_name(name))
     with _one_download_at_a_time(directory, progress):
         manifest = read_manifest(directory) if directory.is_dir() else None
-        if manifest and _problem(directory, manifest) is None and not force:
+        cached = manifest if manifest and _problem(directory, manifest) is None else None
+        if cached and not force:
             return directory
         created = not directory.exists()
         directory.mkdir(parents=True, exist_ok=True)
         urls = {OPTIONS_NAME: options_url, HDF5_NAME: weights_url}
-        if manifest and manifest.get("urls") != urls:
+        # The URLs the .part files came from: a forced download records them beside a cached
+        # copy, which stays complete and usable until the new files have passed every check.
+        started = (cached or {}).get("pending_urls") if cached else (manifest or {}).get("urls")
+        if manifest and started != urls:
             _remove_parts(directory)  # a .part of other URLs must not be resumed
+        if cached:
+            write_manifest(directory, {**cached, "pending_urls": urls})
+        else:
+            write_manifest(directory, {"name": name, "complete": False, "urls": urls, "files": {}})
         manifest = {"name": name, "complete": False, "urls": urls, "files": {}}
-        write_manifest(directory, manifest)
         try:
             options_record, options = _fetch_options(
                 directory, options_url, options_sha256, timeout, progress
@@ -111,6 +118,9 @@ def download_model(
         except BaseException:
             _discard(directory, created)
             raise
+        write_manifest(directory, manifest)  # incomplete only while the checked files move in
+        for file_name in (OPTIONS_NAME, HDF5_NAME):
+            os.replace(directory / (file_name + PART_SUFFIX), directory / file_name)
         manifest["files"] = {OPTIONS_NAME: asdict(options_record), HDF5_NAME: asdict(weights_record)}
         manifest["complete"] = True
         write_manifest(directory, manifest)
@@ -144,7 +154,6 @@ def _fetch_options(
     except (OptionsError, ValueError) as err:
         part.unlink()
         raise DownloadError(f"{url}: not an ELMo options file: {err}") from err
-    os.replace(part, directory / OPTIONS_NAME)
     return record, options
 
 
@@ -163,7 +172,6 @@ def _fetch_weights(
     except WeightFileError as err:
         part.unlink()
         raise DownloadError(f"{url}: the downloaded weight file was refused: {err}") from err
-    os.replace(part, directory / HDF5_NAME)
     return record
 
 
