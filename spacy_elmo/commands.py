@@ -14,12 +14,13 @@ import numpy as np
 import torch
 import typer
 
+from .cli_errors import fail
 from .sources import load_bilm, load_bilm_from, resolve_model, resolve_weight_source
 from .weights import HDF5_NAME, OPTIONS_NAME, SAFETENSORS_NAME, export_bilm_tf, save_bilm
 
 if TYPE_CHECKING:
     from spacy.language import Language
-    from spacy.tokens import Doc
+    from spacy.tokens import Doc, Span
 
 DEMO_SENTENCES = Path(__file__).parent / "data" / "demo_sentences.txt"
 DEMO_QUERIES = (
@@ -55,7 +56,7 @@ def convert(
     options.json + model.safetensors. The converted model is checked to give the same vectors.
     """
     if to not in ("auto", "native", "bilm-tf"):
-        _fail(f"--to must be native, bilm-tf or auto, got {to!r}")
+        fail(f"--to must be native, bilm-tf or auto, got {to!r}")
     try:
         if source.is_dir() or (not source.exists() and not source.suffix):
             weights = resolve_model(source, what="SOURCE")
@@ -65,11 +66,11 @@ def convert(
             )
         bilm = load_bilm_from(weights)
     except (ValueError, FileNotFoundError) as err:
-        _fail(str(err))
+        fail(str(err))
     weight_path, source_format = weights.weight_file, weights.format
     target = to if to != "auto" else ("native" if source_format != "native" else "bilm-tf")
     if target == "bilm-tf" and bilm.options.lexicon is not None:
-        _fail(f"{source}: an ELMoForManyLangs model converts to a native checkpoint only (--to native)")
+        fail(f"{source}: an ELMoForManyLangs model converts to a native checkpoint only (--to native)")
     if target == "native":
         save_bilm(bilm, output_dir)
         written = output_dir / SAFETENSORS_NAME
@@ -81,7 +82,7 @@ def convert(
     typer.echo(f"{weight_path} ({source_format}) -> {written} ({target})")
     typer.echo(f"largest difference of the biLM layers on a test sentence: {difference:.3g}")
     if difference > 1e-5:
-        _fail("the converted model does not reproduce the original's vectors")
+        fail("the converted model does not reproduce the original's vectors")
 
 
 def embed(
@@ -120,9 +121,11 @@ def embed(
     whitespace tokens are zero.
     """
     if layers not in EMBED_LAYERS:
-        _fail(f"--layers must be one of {', '.join(EMBED_LAYERS)}, got {layers!r}")
+        fail(f"--layers must be one of {', '.join(EMBED_LAYERS)}, got {layers!r}")
     if not input_path.is_file():
-        _fail(f"input file not found: {input_path}")
+        fail(f"input file not found: {input_path}")
+    if not output_path.parent.is_dir():
+        fail(f"cannot write {output_path}: the folder {output_path.parent} does not exist")
     _use_gpu(gpu_id)
     nlp = _elmo_pipeline(
         model_path, options_file, weight_file, lang or "xx", store_layers=True, model_name=model_name, threads=threads
@@ -136,10 +139,10 @@ def embed(
     sentence_to_index: Dict[str, str] = {}
     n_sentences = 0
     with h5py.File(output_path, "w") as out:
-        processed = tqdm(nlp.pipe(docs, batch_size=batch_size), total=n_docs, unit="doc")
-        for number, sentence in enumerate(_sentences(processed)):
+        processed = tqdm(nlp.pipe(docs, batch_size=batch_size, as_tuples=True), total=n_docs, unit="doc")
+        for number, (sentence, text) in enumerate(_sentences(processed)):
             n_sentences += 1
-            key = _sentence_key(sentence.text, number, out, output_path) if use_sentence_keys else str(number)
+            key = _sentence_key(text, number, out, output_path) if use_sentence_keys else str(number)
             all_layers = sentence.doc._.elmo_layers[:, sentence.start : sentence.end]
             if layers == "top":
                 data = all_layers[-1]
@@ -148,7 +151,7 @@ def embed(
             else:
                 data = all_layers
             out.create_dataset(key, data=np.ascontiguousarray(data, dtype=np.float32))
-            sentence_to_index[sentence.text] = key
+            sentence_to_index[text] = key
         if not forget_sentences and not use_sentence_keys:
             index = out.create_dataset("sentence_to_index", (1,), dtype=h5py.string_dtype())
             index[0] = json.dumps(sentence_to_index)
@@ -169,7 +172,7 @@ def _sentence_key(text: str, number: int, out: h5py.File, output_path: Path) -> 
         return text
     out.close()
     output_path.unlink()
-    _fail(
+    fail(
         f"--use-sentence-keys: sentence {number} ({text!r}) {problem}, so it cannot name a dataset; "
         f"run without --use-sentence-keys (datasets named by number, with sentence_to_index)"
     )
@@ -212,7 +215,7 @@ def demo(
     for doc in query_docs:
         target = next((t for t in doc if t.lower_ == word.lower()), None)
         if target is None:
-            _fail(f"the query {doc.text!r} does not contain the word {word!r}")
+            fail(f"the query {doc.text!r} does not contain the word {word!r}")
         targets.append(target)
         typer.echo(f"Query: {_mark(doc, target.i)}")
         for label, vectors, query_vector in (
@@ -253,19 +256,20 @@ def _elmo_pipeline(
     try:
         nlp.add_pipe("elmo", config=config).initialize()  # reads the weights now
     except (ValueError, FileNotFoundError) as err:  # a bad setting or file, no model to load
-        _fail(str(err))
+        fail(str(err))
     return nlp
 
 
 def _read_sentence_lines(
     nlp: "Language", path: Path, tokenize: bool
-) -> Tuple[Iterator["Doc"], int]:
-    """One doc per line, all of it one sentence."""
-    from spacy.tokens import Doc
+) -> Tuple[Iterator[Tuple["Doc", Optional[str]]], int]:
+    """One doc per line, all of it one sentence, with the stripped line: the sentence's key, as
+    in AllenNLP (``doc.text`` of whitespace-split words would join them with single spaces)."""
+    from spacy.tokens import Doc, Span
 
     lines = path.read_text(encoding="utf-8").splitlines()
 
-    def docs() -> Iterator[Doc]:
+    def docs() -> Iterator[Tuple[Doc, Optional[str]]]:
         for line in lines:
             if tokenize:
                 doc = nlp.make_doc(line.strip())
@@ -273,26 +277,29 @@ def _read_sentence_lines(
                 doc = Doc(nlp.vocab, words=line.split())
             for token in doc:
                 token.is_sent_start = token.i == 0
-            yield doc
+            yield doc, line.strip()
 
     return docs(), len(lines)
 
 
-def _read_docbin(nlp: "Language", path: Path) -> Tuple[Iterator["Doc"], int]:
+def _read_docbin(nlp: "Language", path: Path) -> Tuple[Iterator[Tuple["Doc", Optional[str]]], int]:
     from spacy.tokens import DocBin
 
     docbin = DocBin().from_disk(path)
-    return docbin.get_docs(nlp.vocab), len(docbin)
+    return ((doc, None) for doc in docbin.get_docs(nlp.vocab)), len(docbin)
 
 
-def _sentences(docs: Iterable["Doc"]):
+def _sentences(docs: Iterable[Tuple["Doc", Optional[str]]]) -> Iterator[Tuple["Span", str]]:
     """Each doc's sentences when it has sentence boundaries, else the whole doc as one span
-    (an empty doc too, so that text lines and datasets stay aligned)."""
-    for doc in docs:
-        if len(doc) and doc.has_annotation("SENT_START"):
-            yield from doc.sents
+    (an empty doc too, so that text lines and datasets stay aligned), with its key text: the
+    doc's own where one came with it (a text line), else the span's."""
+    for doc, text in docs:
+        if text is not None:
+            yield doc[:], text
+        elif len(doc) and doc.has_annotation("SENT_START"):
+            yield from ((sentence, sentence.text) for sentence in doc.sents)
         else:
-            yield doc[:]
+            yield doc[:], doc.text
 
 
 def _use_gpu(gpu_id: int) -> None:
@@ -303,9 +310,9 @@ def _use_gpu(gpu_id: int) -> None:
     try:
         spacy.require_gpu(gpu_id)
     except ValueError as err:
-        _fail(f"--gpu-id {gpu_id}: cannot run on the GPU ({err}); use --gpu-id -1 for the CPU")
+        fail(f"--gpu-id {gpu_id}: cannot run on the GPU ({err}); use --gpu-id -1 for the CPU")
     if not torch.cuda.is_available():
-        _fail(f"--gpu-id {gpu_id}: PyTorch {torch.__version__} sees no CUDA device; use --gpu-id -1")
+        fail(f"--gpu-id {gpu_id}: PyTorch {torch.__version__} sees no CUDA device; use --gpu-id -1")
 
 
 def _layers(bilm, words: List[str]) -> np.ndarray:
@@ -328,6 +335,3 @@ def _mark(doc: "Doc", i: int) -> str:
     ).strip()
 
 
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(1)

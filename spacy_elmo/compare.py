@@ -25,6 +25,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import typer
 
+from .cli_errors import fail
+
 TASKS = ("tagger", "ner")
 TASK_NAMES = {"tagger": "tagger", "ner": "NER"}
 
@@ -260,7 +262,12 @@ def compare_command(
         name, sep, directories = item.rpartition("=")
         if not sep or not name or not all(directories.split(",")):
             raise typer.BadParameter(f"expected LABEL=METRICS_DIR or LABEL=DIR,DIR,..., got {item!r}")
-        runs = [read_system(name, Path(d)) for d in directories.split(",")]
+        if any(system.name == name for system in results):
+            fail(f"the label {name!r} is given twice; each system needs its own")
+        try:
+            runs = [read_system(name, Path(d)) for d in directories.split(",")]
+        except (ValueError, FileNotFoundError) as err:  # a missing or incomplete metrics folder
+            fail(str(err))
         results.append(SystemRuns(name, runs))
     if all(len(system.runs) == 1 for system in results):
         table = comparison_table([system.runs[0] for system in results], title)

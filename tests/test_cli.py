@@ -65,7 +65,16 @@ def test_embed_text_file_in_allennlp_layout(tmp_path, fixture_files, fixture_bil
                 np.testing.assert_allclose(f[str(key)][()], _layers(fixture_bilm, words), atol=1e-6)
         index = json.loads(f["sentence_to_index"][0])
     assert index["The bank of the river ."] == "0"
-    assert index["She went to the bank ."] == "2"
+    assert index["She went to   the bank ."] == "2"  # the stripped line, as AllenNLP keys it
+    assert len(index) == 3
+
+
+def test_embed_refuses_an_output_folder_that_does_not_exist(tmp_path, fixture_files):
+    (tmp_path / "input.txt").write_text("a b\n")
+    out = tmp_path / "missing" / "out.hdf5"
+    result = runner.invoke(app, ["embed", str(tmp_path / "input.txt"), str(out), *_fixture_args(fixture_files)])
+    assert result.exit_code == 1
+    assert f"cannot write {out}: the folder {out.parent} does not exist" in result.output
 
 
 @pytest.mark.parametrize("layers,shape", [("top", (6, 32)), ("average", (6, 32))])

@@ -160,6 +160,13 @@ def test_compare_command(tmp_path):
     assert "| ELMo (d=64) | 95.12 |" in table and "| spaCy tok2vec | 93.62 |" in table
     bad = CliRunner().invoke(app, ["compare", str(tmp_path / "elmo"), "-o", str(tmp_path / "x.md")])
     assert bad.exit_code != 0 and "LABEL=METRICS_DIR" in bad.output
+    for systems, message in (
+        ([f"A={tmp_path / 'elmo'}", f"A={tmp_path / 'baseline'}"], "the label 'A' is given twice"),
+        ([f"A={tmp_path / 'gone'}"], f"compare: the metrics directory of 'A', {tmp_path / 'gone'}, does not exist"),
+    ):
+        bad = CliRunner().invoke(app, ["compare", *systems, "-o", str(tmp_path / "x.md")])
+        assert (bad.exit_code, bad.exception.__class__) == (1, SystemExit)
+        assert f"error: {message}" in bad.output and not (tmp_path / "x.md").exists()
     # One directory per seed: the seeds table.
     seeds = CliRunner().invoke(
         app,

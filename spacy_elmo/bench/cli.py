@@ -12,6 +12,7 @@ from typing import Any, Dict, Iterator, List, Optional
 import torch
 import typer
 
+from ..cli_errors import fail
 from . import report
 from .shapes import SHAPE_NAMES
 
@@ -73,12 +74,9 @@ def _threads(threads: Optional[int]) -> None:
 
 def _check_shape(shape: str) -> None:
     if shape not in SHAPE_NAMES:
-        _fail(f"--shape must be one of {', '.join(SHAPE_NAMES)}, got {shape!r}")
+        fail(f"--shape must be one of {', '.join(SHAPE_NAMES)}, got {shape!r}")
 
 
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(1)
 
 
 def _finish(result: Dict[str, Any], output: Optional[Path]) -> None:
@@ -156,7 +154,7 @@ def inference_command(
                 device, threads, isolate,
             )
     except ValueError as err:
-        _fail(str(err))
+        fail(str(err))
     b = result["batches"]
     report.echo_table(
         f"biLM inference, random {shape} weights: {n_batches} batches of {batch_size} sentences "
@@ -193,7 +191,7 @@ def _parse_settings(items: List[str]) -> Dict[str, Any]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep:
-            _fail(f"--set takes KEY=VALUE (an elmo pipe setting), got {item!r}")
+            fail(f"--set takes KEY=VALUE (an elmo pipe setting), got {item!r}")
         try:
             settings[key] = srsly.json_loads(value)
         except ValueError:
@@ -241,7 +239,7 @@ def pipe_command(
                 source, text, max_tokens, batch_size, sentencizer, _parse_settings(settings), threads
             )
     except ValueError as err:
-        _fail(str(err))
+        fail(str(err))
     s = result["settings"]
     report.echo_table(
         f"nlp.pipe on {s['device']} (blank en{' + sentencizer' if sentencizer else ''} + elmo, "
@@ -292,7 +290,7 @@ def memory_command(
             typer.echo(f"model: {source.description}")
             result = run_memory_bench(source, sizes, cache_sizes, allocators, text, threads, isolate)
     except ValueError as err:
-        _fail(str(err))
+        fail(str(err))
     rows = result["rows"]
     report.echo_table(
         f"elmo pipe, peak RSS increase per doc without sentence boundaries (windows of <= "
@@ -336,7 +334,7 @@ def pretrain_command(
 
     unknown = [c for c in cases if c not in CASES]
     if unknown:
-        _fail(f"--case must be one of {', '.join(CASES)}, got {unknown}")
+        fail(f"--case must be one of {', '.join(CASES)}, got {unknown}")
     _threads(threads)
     try:
         result = run_pretrain_bench(
@@ -344,7 +342,7 @@ def pretrain_command(
             device, threads, isolate,
         )
     except ValueError as err:
-        _fail(str(err))
+        fail(str(err))
     s = result["settings"]
     report.echo_table(
         f"pretraining steps on {s['device']}, {precision}: batches of {batch_size} x {seq_len}, "
@@ -410,13 +408,13 @@ def senses_command(
 
     _threads(threads)
     if (options_file is None) != (weight_file is None):
-        _fail("--options-file and --weight-file go together")
+        fail("--options-file and --weight-file go together")
     if heldout and data is not None:
-        _fail("--heldout and --data each choose the sentences: give one")
+        fail("--heldout and --data each choose the sentences: give one")
     data = HELDOUT_FILE if heldout else data or DATA_FILE
     source = model_path or options_file or DEFAULT_MODEL
     if not Path(source).exists():
-        _fail(f"model {source} does not exist: give --model-path (or --options-file/--weight-file)")
+        fail(f"model {source} does not exist: give --model-path (or --options-file/--weight-file)")
     try:
         reference = None
         if center_text is not None:
@@ -426,7 +424,7 @@ def senses_command(
             load_bilm(source, weight_file), data, batch_size, reference
         )
     except (ValueError, FileNotFoundError) as err:
-        _fail(str(err))
+        fail(str(err))
     result["model"] = str(weight_file or source)
     result["data"]["centering_text"] = str(center_text or "the benchmark sentences")
     result["system"] = system_info()

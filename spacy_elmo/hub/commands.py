@@ -6,6 +6,7 @@ from typing import Optional
 
 import typer
 
+from ..cli_errors import fail
 from .cache import cache_root, list_cached
 from .catalog import releases
 from .download import DownloadError, download_model
@@ -43,12 +44,12 @@ def download_cli(
     An interrupted download resumes when the same command runs again.
     """
     if (options_url is None) != (weight_url is None):
-        _fail("give both --options-url and --weight-url")
+        fail("give both --options-url and --weight-url")
     if options_url is not None and not (as_name or name):
-        _fail("a model given by URLs needs --name (the name it is cached and loaded under)")
+        fail("a model given by URLs needs --name (the name it is cached and loaded under)")
     if options_url is None and name is None:
         released = ", ".join(releases())
-        _fail(f"name a released model ({released}) or give --options-url, --weight-url and --name")
+        fail(f"name a released model ({released}) or give --options-url, --weight-url and --name")
     try:
         directory = download_model(
             as_name or name,
@@ -59,7 +60,7 @@ def download_cli(
             force=force,
         )
     except (DownloadError, ValueError) as err:
-        _fail(str(err))
+        fail(str(err))
     typer.echo(f"{as_name or name}: {directory}")
 
 
@@ -76,6 +77,3 @@ def list_cli() -> None:
         typer.echo(f"{model.name}\t{size}\t{model.shape}\t{model.path}\t{state}")
 
 
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(1)

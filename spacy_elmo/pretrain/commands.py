@@ -7,6 +7,7 @@ from typing import List, Optional
 
 import typer
 
+from ..cli_errors import fail
 from .config import DEFAULT_CONFIG
 
 EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
@@ -62,8 +63,7 @@ def init_config_command(
         try:  # the check the run would make at its start, now
             source = resolve_model(model, what="--model")
         except (ValueError, FileNotFoundError) as err:
-            typer.echo(f"Error: {err}", err=True)
-            raise typer.Exit(1) from None
+            fail(str(err))
         text = config_text_for_model(BiLMOptions.from_file(source.options_file), str(model))
     output_file.write_text(text, encoding="utf-8")
     typer.echo(f"Wrote {output_file}")
@@ -90,7 +90,10 @@ def evaluate_lm_command(
     """Held-out perplexity (forward, backward, average; full softmax) of a pretrained biLM."""
     from .evaluate import evaluate_run
 
-    result = evaluate_run(run_dir, text, max_tokens, gpu_id)
+    try:
+        result = evaluate_run(run_dir, text, max_tokens, gpu_id)
+    except (ValueError, FileNotFoundError) as err:  # a missing or empty held-out file, a bad run
+        fail(str(err))
     typer.echo(
         f"perplexity on {result.tokens:,} targets: forward {result.ppl_forward:.2f}, "
         f"backward {result.ppl_backward:.2f}, average {result.ppl_average:.2f}"
