@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Iterator, List, Optional, Sequence
 
-#: Tokens that end a sentence.
-SENTENCE_END = frozenset({".", "!", "?"})
+#: Tokens that end a sentence: Latin, CJK (full-width), Arabic and Urdu, Devanagari, Ethiopic.
+SENTENCE_END = frozenset({".", "!", "?", "。", "！", "？", "．", "؟", "۔", "।", "॥", "።", "‼", "⁇", "⁈", "⁉"})
 
 
 def split_sentences(tokens: Sequence[str], max_length: Optional[int] = None) -> List[List[str]]:

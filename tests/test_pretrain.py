@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+from collections import Counter
 import subprocess
 import sys
 import time
@@ -18,7 +19,15 @@ from safetensors.torch import load_file
 
 from conftest import ELMO_FIXTURE, FIXTURES
 from spacy_elmo import batch_to_ids, export_bilm_tf, load_bilm
-from spacy_elmo.pretrain import CorpusError, Trainer, Vocab, VocabError, load_config, pretrain
+from spacy_elmo.pretrain import (
+    CorpusError,
+    Trainer,
+    TrainingInterrupted,
+    Vocab,
+    VocabError,
+    load_config,
+    pretrain,
+)
 from spacy_elmo.pretrain.config import ConfigError, model_overrides, parse_settings
 from spacy_elmo.pretrain.corpus import BatchStream, CorpusSettings, SequenceReader
 from spacy_elmo.pretrain.curve import plot_learning_curve
@@ -154,7 +163,7 @@ def test_resume_after_ctrl_c_is_bit_for_bit(tmp_path):
     straight = _run_cli([str(config_file), str(tmp_path / "straight"), *args])
     assert straight.wait(timeout=300) == 0
 
-    interrupted = _run_cli([str(config_file), str(tmp_path / "resumed"), *args])
+    interrupted = _run_cli([str(config_file), str(tmp_path / "resumed"), *args], stderr=subprocess.PIPE, text=True)
     metrics = tmp_path / "resumed" / "metrics.jsonl"
     deadline = time.time() + 240
     while time.time() < deadline and not (
@@ -162,7 +171,9 @@ def test_resume_after_ctrl_c_is_bit_for_bit(tmp_path):
     ):
         time.sleep(0.05)
     interrupted.send_signal(signal.SIGINT)
-    assert interrupted.wait(timeout=120) == 0
+    _, stderr = interrupted.communicate(timeout=120)
+    assert interrupted.returncode == 130  # stopped, not finished: scripts can tell
+    assert "continue with --resume" in stderr
     stopped_at = torch.load(tmp_path / "resumed" / "checkpoint" / "state.pt", weights_only=False)[
         "step"
     ]
@@ -614,3 +625,68 @@ def test_threads_option_of_the_pretrain_command(tmp_path):
     )  # fmt: skip
     assert run.wait(timeout=300) == 0, run.stdout.read().decode()
     assert [r["threads"] for r in _metrics(tmp_path / "run") if "loss" in r] == [2]
+
+
+def test_resume_refuses_a_changed_recipe_and_takes_a_longer_run(tmp_path):
+    pretrain(tiny_config(**{"training.max_steps": 2}), tmp_path / "run", show_progress=False)
+    changed = tiny_config(**{"training.max_steps": 4, "optimizer.learning_rate": 0.5})
+    with pytest.raises(ConfigError, match=r"optimizer.learning_rate: 0.002 -> 0.5.*--paths.init_bilm"):
+        pretrain(changed, tmp_path / "run", resume=True, show_progress=False)
+    pretrain(tiny_config(**{"training.max_steps": 4}), tmp_path / "run", resume=True, show_progress=False)
+    assert [r["step"] for r in _metrics(tmp_path / "run") if "loss" in r] == [1, 2, 3, 4]
+    assert "max_steps = 4" in (tmp_path / "run" / "config.cfg").read_text()  # the run's true length
+
+
+def test_a_fresh_run_replaces_an_earlier_runs_metrics(tmp_path):
+    pretrain(tiny_config(**{"training.max_steps": 3}), tmp_path / "run", show_progress=False)
+    (tmp_path / "run" / "checkpoint" / "state.pt").unlink()  # a run whose checkpoint is gone
+    pretrain(tiny_config(**{"training.max_steps": 2}), tmp_path / "run", show_progress=False)
+    assert [r["step"] for r in _metrics(tmp_path / "run") if "loss" in r] == [1, 2]
+
+
+def test_an_empty_dev_corpus_is_refused_before_training(tmp_path):
+    (tmp_path / "dev.txt").write_text("\n  \n\n")
+    with pytest.raises(CorpusError, match="corpus.dev .*dev.txt holds no tokens"):
+        Trainer(tiny_settings(**{"paths.dev": str(tmp_path / "dev.txt")}), tmp_path / "out", show_progress=False)
+    with pytest.raises(CorpusError, match="corpus.train: no corpus files match"):
+        Trainer(tiny_settings(**{"paths.train": str(tmp_path / "gone.txt")}), tmp_path / "out", show_progress=False)
+
+
+def test_shards_count_lines_across_files_and_a_bom_is_not_a_character(tmp_path):
+    for i in range(5):  # five one-line documents: rank 1 of 2 must get two of them
+        (tmp_path / f"doc{i}.txt").write_text(f"line {i} .\n", encoding="utf-8")
+    files = sorted(tmp_path.glob("doc*.txt"))
+    settings = CorpusSettings(max_sequence_length=30)
+    shards = [list(SequenceReader(files, settings, rank, 2)) for rank in (0, 1)]
+    assert shards == [[["line", "0", "."], ["line", "2", "."], ["line", "4", "."]], [["line", "1", "."], ["line", "3", "."]]]
+    (tmp_path / "bom.txt").write_text("hello world .\nhello again .\n", encoding="utf-8-sig")
+    assert list(SequenceReader([tmp_path / "bom.txt"], settings))[0] == ["hello", "world", "."]
+    vocab = Vocab.from_counts(Counter(["hello", "world"]), 10)
+    vocab_file = tmp_path / "vocab.txt"
+    vocab.save(vocab_file)
+    vocab_file.write_text(vocab_file.read_text(encoding="utf-8"), encoding="utf-8-sig")
+    assert Vocab.load(vocab_file).words == vocab.words
+
+
+def test_ctrl_c_on_one_rank_stops_both_at_the_same_step(tmp_path):
+    """A stop signal that reaches one torchrun worker only: the ranks agree on it in the next
+    step's all-reduce and stop together (a rank that stopped alone hung both)."""
+    config_file = tmp_path / "config.cfg"
+    tiny_config(**{"training.max_steps": 100000, "training.log_every": 1}).to_disk(config_file)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+        "--master_port", "29531", "-m", "spacy_elmo", "pretrain", str(config_file), str(tmp_path / "ddp"),
+    ]  # fmt: skip
+    run = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    metrics = tmp_path / "ddp" / "metrics.jsonl"
+    deadline = time.time() + 240
+    while time.time() < deadline and not (metrics.exists() and len(metrics.read_text().splitlines()) >= 3):
+        time.sleep(0.05)
+    workers = [int(p) for p in Path(f"/proc/{run.pid}/task/{run.pid}/children").read_text().split()]
+    assert len(workers) == 2
+    os.kill(workers[1], signal.SIGINT)  # the second rank only
+    run.communicate(timeout=120)  # hung forever before
+    assert run.returncode != 0  # interrupted, not finished
+    state = torch.load(tmp_path / "ddp" / "checkpoint" / "state.pt", weights_only=False)
+    assert 3 <= state["step"] < 100000 and len(state["ranks"]) == 2  # both ranks saved together

@@ -23,4 +23,10 @@ def test_long_sentences_become_windows():
 def test_text_without_punctuation_is_one_sentence():
     assert split_sentences(["no", "end"]) == [["no", "end"]]
     assert split_sentences([]) == []
-    assert SENTENCE_END == {".", "!", "?"}
+    assert {".", "!", "?"} <= SENTENCE_END and "," not in SENTENCE_END
+
+
+def test_cjk_arabic_and_devanagari_sentences_are_cut_too():
+    assert split_sentences("我 喜欢 猫 。 他 呢 ？".split()) == [["我", "喜欢", "猫", "。"], ["他", "呢", "？"]]
+    assert split_sentences("هل أنت بخير ؟ نعم".split()) == [["هل", "أنت", "بخير", "؟"], ["نعم"]]
+    assert split_sentences("यह अच्छा है । हाँ".split()) == [["यह", "अच्छा", "है", "।"], ["हाँ"]]

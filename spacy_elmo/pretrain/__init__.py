@@ -2,7 +2,7 @@
 
 from .config import DEFAULT_CONFIG, ConfigError, load_config, parse_settings
 from .corpus import CorpusError
-from .trainer import Trainer, pretrain
+from .trainer import Trainer, TrainingInterrupted, pretrain
 from .vocab import Vocab, VocabError
 
 __all__ = [
@@ -10,6 +10,7 @@ __all__ = [
     "ConfigError",
     "CorpusError",
     "Trainer",
+    "TrainingInterrupted",
     "Vocab",
     "VocabError",
     "load_config",

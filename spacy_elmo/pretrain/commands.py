@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import List, Optional
 
@@ -32,16 +33,23 @@ def pretrain_command(
     from spacy.cli._util import parse_config_overrides
 
     from .config import load_config
-    from .trainer import pretrain
+    from .trainer import TrainingInterrupted, pretrain
 
     overrides = parse_config_overrides(ctx.args)
     if threads is not None:
         overrides["system.threads"] = threads
-    config = load_config(config_path, overrides)
-    out = pretrain(config, output_dir, gpu_id=gpu_id, resume=resume)
-    typer.echo(
-        f"Model written to {out} (load it with nlp.add_pipe('elmo', config={{'model_path': '{out}'}}))"
-    )
+    try:
+        config = load_config(config_path, overrides)
+        out = pretrain(config, output_dir, gpu_id=gpu_id, resume=resume)
+    except TrainingInterrupted as stop:
+        typer.echo(str(stop), err=True)
+        raise typer.Exit(130) from None  # the shell's code for a Ctrl-C'd command
+    except (ValueError, FileNotFoundError, FileExistsError) as err:  # names the key or file
+        fail(str(err))
+    if int(os.environ.get("RANK", "0")) == 0:
+        typer.echo(
+            f"Model written to {out} (load it with nlp.add_pipe('elmo', config={{'model_path': '{out}'}}))"
+        )
 
 
 def init_config_command(

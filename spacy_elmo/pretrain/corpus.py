@@ -1,7 +1,7 @@
 """Training text, streamed: files -> token sequences -> shuffled, length-bucketed batches.
 
 Nothing is loaded whole. Each rank of a distributed run reads every ``world_size``-th line (or
-doc) of the corpus, so ranks see disjoint shards. Batches are deterministic functions of
+doc) of the corpus, counted across its files, so ranks see disjoint shards. Batches are deterministic functions of
 ``(seed, epoch, rank)``, so a run's position is just ``(epoch, batches done)`` and ``--resume``
 replays the text up to that point without running the model.
 """
@@ -86,21 +86,30 @@ class SequenceReader:
         self.world_size = world_size
         self.stats = CorpusStats()
         self._tokenizer: Optional[Callable[[str], list]] = None
+        self._items = 0  # lines and docs read so far, over all files: what the shards split
 
     def __iter__(self) -> Iterator[Tokens]:
+        self._items = 0
         for path in self.files:
             if path.suffix in SPACY_SUFFIXES:
                 yield from self._from_docbin(path)
             else:
                 yield from self._from_text(path)
 
+    def _mine(self) -> bool:
+        """Whether the next line or doc of the corpus belongs to this rank's shard (counted over
+        all files, so that many short files still give every rank its share)."""
+        self._items += 1
+        return (self._items - 1) % self.world_size == self.rank
+
     def _from_text(self, path: Path) -> Iterator[Tokens]:
         with path.open("rb") as handle:
             for line_no, raw in enumerate(handle, start=1):
-                if (line_no - 1) % self.world_size != self.rank:
+                if not self._mine():
                     continue
                 try:
-                    text = raw.decode("utf-8")
+                    # utf-8-sig on the first line: a byte-order mark is not part of a word
+                    text = raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
                 except UnicodeDecodeError as err:
                     if self.settings.on_decode_error == "raise":
                         raise CorpusError(f"{path}:{line_no}: not valid UTF-8 ({err})") from err
@@ -124,8 +133,8 @@ class SequenceReader:
         except Exception as err:  # DocBin raises several error types for corrupt files
             raise CorpusError(f"{path}: not a readable .spacy (DocBin) file: {err}") from err
         vocab = blank(self.settings.lang).vocab
-        for i, doc in enumerate(docbin.get_docs(vocab)):
-            if i % self.world_size != self.rank:
+        for doc in docbin.get_docs(vocab):
+            if not self._mine():
                 continue
             self.stats.lines += 1
             parts = list(doc.sents) if doc.has_annotation("SENT_START") else [doc]

@@ -52,6 +52,22 @@ from .optimizers import make_optimizer, make_scheduler
 from .run_files import CHECKPOINT_DIR, CONFIG_NAME, METRICS_NAME, SOFTMAX_NAME, STATE_FILE, VOCAB_NAME
 from .vocab import Vocab, VocabError
 
+#: Config keys a ``--resume`` may change (see ``Trainer._check_resumed_config``).
+RESUMABLE_CHANGES = (
+    "corpus.dev",
+    "corpus.dev_max_tokens",
+    "paths.dev",
+    "system.threads",
+    "training.checkpoint_every",
+    "training.eval_every",
+    "training.log_every",
+    "training.max_steps",
+)
+
+
+class TrainingInterrupted(Exception):
+    """Ctrl-C stopped the run after a step; its checkpoint is saved and ``--resume`` continues it."""
+
 
 
 @dataclass
@@ -101,7 +117,8 @@ class Trainer:
         self.show_progress = show_progress and self.ctx.is_main
         self.step = 0
         self.tokens_seen = 0
-        self._stop_requested = False
+        self._stop_requested = False  # this process got Ctrl-C
+        self._stop_agreed = False  # some rank got it by this step: every rank stops after it
 
         softmax_only = settings.initialize.softmax_only_steps
         if softmax_only and self.ctx.distributed:
@@ -112,8 +129,11 @@ class Trainer:
             )
         checkpoint = self._prepare_output_dir(resume)
         s = self.settings
-        self.train_files = resolve_files(s.corpus.train)
-        self.dev_files = resolve_files(s.corpus.dev) if s.corpus.dev else []
+        self.train_files = _corpus_files("corpus.train", s.corpus.train)
+        self.dev_files = _corpus_files("corpus.dev", s.corpus.dev) if s.corpus.dev else []
+        if self.dev_files and next(iter(SequenceReader(self.dev_files, s.corpus)), None) is None:
+            # found now, not at the first evaluation after eval_every steps
+            raise CorpusError(f"corpus.dev {s.corpus.dev} holds no tokens (empty or blank lines only)")
         self.vocab = self._prepare_vocab(resume)
         self.use_sampled = sampled_softmax_wanted(s.objective, len(self.vocab))
         self.sparse_updates = sparse_updates_wanted(s, self.use_sampled)
@@ -161,12 +181,37 @@ class Trainer:
             )
         if resume and not checkpoint.exists():
             raise FileNotFoundError(f"--resume: no checkpoint at {checkpoint}")
+        if resume:
+            self._check_resumed_config()
         if self.ctx.is_main:
             self.output_dir.mkdir(parents=True, exist_ok=True)
-            if not resume and self.settings.config is not None:
+            if not resume:  # a fresh run in a folder with an earlier run's curve but no checkpoint
+                (self.output_dir / METRICS_NAME).unlink(missing_ok=True)
+            if self.settings.config is not None:
                 self._written_config().to_disk(self.output_dir / CONFIG_NAME)
         self.ctx.barrier()
         return checkpoint
+
+    def _check_resumed_config(self) -> None:
+        """A resumed run continues the saved one: only how long it runs, how often it logs,
+        evaluates and saves, what it evaluates on and its thread count may change."""
+        saved_file = self.output_dir / CONFIG_NAME
+        if self.settings.config is None or not saved_file.is_file():
+            return
+        saved = _flat(Config().from_disk(saved_file, interpolate=False))
+        ours = _flat(self._written_config())
+        changed = [
+            f"{key}: {saved[key]!r} -> {ours[key]!r}"
+            for key in sorted(saved.keys() & ours.keys())
+            if saved[key] != ours[key] and key not in RESUMABLE_CHANGES
+        ]
+        if changed:
+            raise ConfigError(
+                f"--resume: the config differs from the run's {saved_file} in "
+                + "; ".join(changed)
+                + f". A resumed run may change only {', '.join(RESUMABLE_CHANGES)}; to train on "
+                f"with another recipe, start a new run from this one: --paths.init_bilm {self.output_dir}"
+            )
 
     def _build_model(self, resume: bool) -> BiLMLanguageModel:
         """The biLM (bilm-tf initialisation, or ``[initialize] bilm``) and the softmax."""
@@ -220,7 +265,7 @@ class Trainer:
         )
         window = _Window()
         try:
-            while self.step < t.max_steps and not self._stop_requested:
+            while self.step < t.max_steps and not self._should_stop():
                 sequences = next(batches)
                 nll, count = self.train_step(make_batch(sequences, self.vocab))
                 self.step += 1
@@ -260,8 +305,11 @@ class Trainer:
             bar.close()
             signal.signal(signal.SIGINT, previous_handler)
         self.save_checkpoint()
-        if self._stop_requested and self.ctx.is_main:
-            tqdm.write(f"Interrupted: checkpoint saved at step {self.step} in {self.output_dir}")
+        if self._should_stop():
+            raise TrainingInterrupted(
+                f"interrupted at step {self.step} of {t.max_steps}: checkpoint saved in "
+                f"{self.output_dir}; continue with --resume"
+            )
         return self.output_dir
 
     def train_step(self, batch: LMBatch) -> Tuple[float, int]:
@@ -276,13 +324,15 @@ class Trainer:
         )
         # Normalise by the targets of all ranks so that DDP's gradient average equals the
         # gradient of one process holding every rank's sequences.
+        # The same all-reduce tells every rank whether any was asked to stop.
         totals = torch.tensor(
-            [float(nll.detach().sum()), 2.0 * batch.n_targets],
+            [float(nll.detach().sum()), 2.0 * batch.n_targets, float(self._stop_requested)],
             dtype=torch.float64,
             device=self.device,
         )
         self.ctx.all_reduce_sum(totals)
         global_nll, global_count = float(totals[0]), int(totals[1])
+        self._stop_agreed = bool(totals[2] > 0)
         loss = nll.sum() * self.ctx.world_size / global_count
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()
@@ -296,6 +346,11 @@ class Trainer:
         self.scheduler.step()
         self.tokens_seen += global_count // 2
         return global_nll, global_count
+
+    def _should_stop(self) -> bool:
+        """Ranks stop at the same step (one that stopped alone would wait forever in the others'
+        next collective), so under torchrun only the flag agreed in ``train_step`` counts."""
+        return self._stop_agreed if self.ctx.distributed else self._stop_requested
 
     def _request_stop(self, signum, frame) -> None:
         if self._stop_requested:
@@ -362,14 +417,14 @@ class Trainer:
                 f"the one checkpoint {path} was trained with ({state['vocab_size']} words)"
             )
         if state["world_size"] != self.ctx.world_size:
-            raise RuntimeError(
+            raise ConfigError(
                 f"{path} was written by {state['world_size']} processes; resume with the same "
                 f"number (now {self.ctx.world_size}) so every rank continues its own shard"
             )
         try:
             self.model.load_state_dict(state["model"])
         except RuntimeError as err:
-            raise RuntimeError(
+            raise ConfigError(
                 f"{path}: the checkpoint does not match the [model] config: {err}"
             ) from err
         self.optimizer.load_state_dict(state["optimizer"])
@@ -596,6 +651,13 @@ def _set_rng_state(state: Dict) -> None:
     torch.set_rng_state(state["torch"].cpu())
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
+
+
+def _corpus_files(key: str, spec: str) -> List[Path]:
+    try:
+        return resolve_files(spec)
+    except CorpusError as err:
+        raise CorpusError(f"{key}: {err}") from None
 
 
 def _flat(data: Dict, prefix: str = "") -> Dict[str, object]:

@@ -64,7 +64,7 @@ class Vocab:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"vocabulary file not found: {path}")
-        words = path.read_text(encoding="utf-8").split("\n")
+        words = path.read_text(encoding="utf-8-sig").split("\n")
         if words and words[-1] == "":
             words.pop()
         try:
