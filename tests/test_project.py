@@ -237,6 +237,36 @@ def test_demo_data_is_small_and_attributed():
     assert all(licence in notes for licence in ("CC BY-SA 4.0", "CC BY 4.0", "CC BY-SA 3.0"))
 
 
+def test_conll_2003_newswire_converts_one_doc_per_sentence(tmp_path):
+    """CoNLL-2003's 4-column IOB1 with `-DOCSTART-` lines, as the NER script takes it: every
+    sentence one doc, no one-token documents from the markers, IOB1 entities as written."""
+    rows = [
+        "-DOCSTART- -X- -X- O", "",
+        "EU NNP B-NP I-ORG", "rejects VBZ B-VP O", "German JJ B-NP I-MISC", "call NN I-NP O",
+        ". . O O", "",
+        "Peter NNP B-NP I-PER", "Blackburn NNP I-NP I-PER", "", "-DOCSTART- -X- O O", "",
+        "BRUSSELS NNP B-NP I-LOC", "1996-08-22 CD I-NP O", "",
+        "Lee NNP B-NP I-PER", "Smith NNP I-NP B-PER", "met VBD B-VP O", "",
+    ]  # fmt: skip
+    (tmp_path / "train.txt").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    script = PROJECT / "scripts" / "conll_ner_to_spacy.py"
+    run = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "out"), str(tmp_path / "train.txt")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "4 docs, 12 tokens, 6 entities, 2 -DOCSTART- lines dropped" in run.stdout
+    from spacy.tokens import DocBin
+
+    docs = list(DocBin().from_disk(tmp_path / "out" / "train.spacy").get_docs(spacy.blank("en").vocab))
+    assert [[(e.text, e.label_) for e in doc.ents] for doc in docs] == [
+        [("EU", "ORG"), ("German", "MISC")],
+        [("Peter Blackburn", "PER")],
+        [("BRUSSELS", "LOC")],
+        [("Lee", "PER"), ("Smith", "PER")],  # IOB1: B- splits two adjacent entities
+    ]
+
+
 def test_prepare_data_without_a_mirror_names_what_is_missing(tmp_path):
     project = copy_project(tmp_path / "project")
     result = subprocess.run(
