@@ -41,6 +41,7 @@ def test_the_default_config_parses_to_its_own_values():
         ({"objective.sparse_updates": 1}, r'^\[objective\] sparse_updates: must be "auto", true or false, got 1$'),
         ({"corpus.on_decode_error": "ignore"}, r"^\[corpus\] on_decode_error: must be 'skip' or 'raise', got 'ignore'$"),
         ({"corpus.max_sequence_length": 0}, r"^\[corpus\] max_sequence_length: must be > 0, got 0$"),
+        ({"corpus.lang": "zz"}, r"^\[corpus\] lang: spaCy has no language 'zz' \(e.g. 'en',"),
         ({"paths.train": None}, r"^\[corpus\] train: must name the training text"),
         ({"model.lstm_dim": "512"}, r"^\[model\] lstm_dim: must be a valid integer, got '512'$"),
         ({"model.n_highway": True}, r"^\[model\] n_highway: must be a valid integer, got True$"),

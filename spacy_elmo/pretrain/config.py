@@ -203,6 +203,18 @@ class CorpusSection(CorpusSettings):
             raise ValueError("must name the training text (or set paths.train)")
         return value
 
+    @field_validator("lang")
+    @classmethod
+    def _lang_is_spacys(cls, value: str) -> str:
+        """Checked now, not when the first raw line meets spaCy's tokenizer (or a .spacy file)."""
+        from spacy.util import get_lang_class
+
+        try:
+            get_lang_class(value)
+        except ImportError:
+            raise ValueError(f"spaCy has no language {value!r} (e.g. 'en', 'de', 'zh', 'xx')") from None
+        return value
+
 
 class VocabSettings(Section):
     path: Optional[str]
