@@ -171,16 +171,25 @@ def _parse(data: Mapping[str, Any], source: str) -> BiLMOptions:
         raise OptionsError(f"{where}.embedding must be an object like {{'dim': 16}}")
     embedding_dim = _positive_int(embedding, "dim", f"{where}.embedding")
 
+    lexicon = None
+    if data.get("lexicon") is not None:
+        lexicon = _parse_lexicon(data["lexicon"], cnn, source)
+    elif "word_dim" in cnn:
+        raise OptionsError(f"{where}.word_dim needs a 'lexicon' section (the word ids)")
+
     filters = cnn.get("filters")
     if not isinstance(filters, (list, tuple)) or not filters:
         raise OptionsError(f"{where}.filters must be a non-empty list of [width, n_filters]")
+    # A filter cannot be wider than a token's character ids.
+    max_width = lexicon.max_characters_per_token if lexicon else MAX_CHARS_PER_TOKEN
     parsed_filters = []
     for i, pair in enumerate(filters):
         ok = isinstance(pair, (list, tuple)) and len(pair) == 2
         ok = ok and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in pair)
-        if not ok or pair[0] > MAX_CHARS_PER_TOKEN:
+        if not ok or pair[0] > max_width:
             raise OptionsError(
-                f"{where}.filters[{i}] must be [width <= 50, n_filters], got {pair!r}"
+                f"{where}.filters[{i}] must be [width <= {max_width}, n_filters] (width at most "
+                f"max_characters_per_token), got {pair!r}"
             )
         parsed_filters.append((pair[0], pair[1]))
 
@@ -188,11 +197,6 @@ def _parse(data: Mapping[str, Any], source: str) -> BiLMOptions:
     activation = cnn.get("activation", "relu")
     if activation not in ACTIVATIONS:
         raise OptionsError(f"{where}.activation must be one of {ACTIVATIONS}, got {activation!r}")
-    lexicon = None
-    if data.get("lexicon") is not None:
-        lexicon = _parse_lexicon(data["lexicon"], cnn, source)
-    elif "word_dim" in cnn:
-        raise OptionsError(f"{where}.word_dim needs a 'lexicon' section (the word ids)")
     n_characters = cnn.get("n_characters", N_CHARACTERS)
     if lexicon is not None:
         pass  # checked against the lexicon by _parse_lexicon

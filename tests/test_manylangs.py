@@ -201,8 +201,9 @@ def test_released_config_name_needs_no_config_file(model_copy):
     """The released models name a config that ships in the elmoformanylangs package."""
     (model_copy / "config.json").write_text(json.dumps({"config_path": "../configs/cnn_50_100_512_4096_sample.json"}))
     (model_copy / "tiny.json").unlink()
-    with pytest.raises(WeightFileError, match=r"token_embedder\.pkl: no parameter 'convolutions\.3\.weight'"):
-        load_manylangs_bilm(model_copy)  # the released shapes do not fit the tiny weights
+    # the released shapes (50-dim characters) do not fit the tiny weights
+    with pytest.raises(WeightFileError, match=r"token_embedder\.pkl: parameter 'char_emb_layer\.embedding\.weight' has shape \(74, 4\).*needs \(74, 50\)"):
+        load_manylangs_bilm(model_copy)
 
 
 @pytest.mark.parametrize(
@@ -233,6 +234,45 @@ def test_mismatched_weights_and_unsupported_variants(model_copy):
     (model_copy / "tiny.json").write_text(json.dumps(config))
     with pytest.raises(ManyLangsFormatError, match="encoder.name is 'lstm'; only 'elmo'"):
         load_manylangs_bilm(model_copy)
+
+
+def _edit_architecture(model_copy, **token_embedder):
+    config = json.loads((model_copy / "tiny.json").read_text())
+    config["token_embedder"].update(token_embedder)
+    (model_copy / "tiny.json").write_text(json.dumps(config))
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        # the highways are 16 wide with these filters, 16 + 4 with the config's
+        ({"filters": [[1, 4], [2, 4], [3, 12]]}, r"token_embedder\.pkl: parameter 'convolutions\.2\.weight' has shape \(8, 4, 3\).*needs \(12, 4, 3\)"),
+        ({"char_dim": "4"}, r"token_embedder\.char_dim must be an integer, got '4'"),
+        ({"word_dim": None}, r"token_embedder\.word_dim must be an integer, got None"),
+        ({"max_characters_per_token": 2}, r"max_characters_per_token must be an integer >= 3, got 2"),
+        ({"max_characters_per_token": 5, "filters": [[1, 4], [2, 4], [6, 8]]}, r"filters\[2\] must be \[width <= 5"),
+    ],
+)
+def test_architecture_and_weights_that_disagree_are_named(model_copy, edit, message):
+    _edit_architecture(model_copy, **edit)
+    with pytest.raises((WeightFileError, ManyLangsFormatError), match=message):
+        load_manylangs_bilm(model_copy)
+
+
+def test_a_flattened_embedding_is_named_with_its_file_and_shape(model_copy):
+    state = torch.load(model_copy / "token_embedder.pkl")
+    state["char_emb_layer.embedding.weight"] = state["char_emb_layer.embedding.weight"].flatten()
+    torch.save(state, model_copy / "token_embedder.pkl")
+    with pytest.raises(WeightFileError, match=r"token_embedder\.pkl: parameter 'char_emb_layer\.embedding\.weight' has shape \(\d+,\)"):
+        load_manylangs_bilm(model_copy)
+
+
+def test_a_native_checkpoint_with_a_config_json_beside_it_is_not_theirs(tmp_path, bilm):
+    save_bilm(bilm, tmp_path / "native")
+    (tmp_path / "native" / "config.json").write_text('{"my": "training notes"}')
+    assert not is_manylangs_dir(tmp_path / "native")
+    for want, have in zip(_layers(bilm, SENTENCES), _layers(load_bilm(tmp_path / "native"), SENTENCES)):
+        np.testing.assert_array_equal(have, want)
 
 
 # Conversion

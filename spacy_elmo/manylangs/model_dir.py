@@ -39,7 +39,7 @@ import torch
 
 from ..nn.bilm import BiLM
 from ..options import BiLMOptions, OptionsError
-from ..weights import WeightFileError, build_bilm
+from ..weights import OPTIONS_NAME, WeightFileError, build_bilm
 from .lexicon import REQUIRED_CHARS, REQUIRED_WORDS, ManyLangsVocab, read_lexicon
 
 PathLike = Union[str, Path]
@@ -73,12 +73,14 @@ class ManyLangsFormatError(ValueError):
 
 
 def is_manylangs_dir(path: PathLike) -> bool:
-    """True for a directory holding any file of an ELMoForManyLangs model (native checkpoints and
-    released ELMo directories have none of them), so a partial one gets errors naming what is
-    missing rather than being taken for another format."""
+    """True for a directory holding any file of an ELMoForManyLangs model and no ``options.json``
+    (which native checkpoints and released ELMo directories have, and theirs never), so a partial
+    one gets errors naming what is missing rather than being taken for another format."""
     path = Path(path)
     names = (CONFIG_NAME, CHAR_LEXICON, TOKEN_EMBEDDER, ENCODER)
-    return path.is_dir() and any((path / name).is_file() for name in names)
+    if not path.is_dir() or (path / OPTIONS_NAME).is_file():
+        return False
+    return any((path / name).is_file() for name in names)
 
 
 def load_manylangs_bilm(
@@ -123,16 +125,24 @@ def read_architecture(path: Path) -> Dict[str, Any]:
 def read_vocab(path: Path, config: Mapping[str, Any]) -> ManyLangsVocab:
     """The char lexicon (and the word lexicon if word_dim > 0)."""
     embedder = _section(config, "token_embedder", path)
-    if embedder.get("char_dim", 0) <= 0:
+    if _count(embedder, "char_dim", path) <= 0:
         raise ManyLangsFormatError(
             f"{path}: token_embedder.char_dim is {embedder.get('char_dim')!r}; only models with a "
             "character CNN (char_dim > 0) are supported"
         )
     chars = read_lexicon(_required(path / CHAR_LEXICON), REQUIRED_CHARS)
     words = None
-    if embedder.get("word_dim", 0) > 0:
+    if _count(embedder, "word_dim", path) > 0:
         words = read_lexicon(_required(path / WORD_LEXICON), REQUIRED_WORDS)
     return ManyLangsVocab(chars, words, int(embedder.get("max_characters_per_token", 50)))
+
+
+def _count(embedder: Mapping[str, Any], key: str, path: Path) -> int:
+    """An integer size of ``token_embedder`` (absent: 0)."""
+    value = embedder.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ManyLangsFormatError(f"{path}: token_embedder.{key} must be an integer, got {value!r}")
+    return value
 
 
 def _options(config: Mapping[str, Any], vocab: ManyLangsVocab, source: str) -> BiLMOptions:
@@ -172,37 +182,54 @@ def _convert_state(
     options: BiLMOptions,
     path: Path,
 ) -> Dict[str, torch.Tensor]:
-    """Their two state dicts -> this package's ``BiLM`` state dict (mapping in the module doc)."""
-    take = _Taker(embedder, path / TOKEN_EMBEDDER)
+    """Their two state dicts -> this package's ``BiLM`` state dict (mapping in the module doc).
+    Each of their tensors is checked against the shape the architecture config implies (ours,
+    less the padding row of the embeddings), so a mismatch names their file and parameter."""
+    with torch.device("meta"):
+        shapes = {k: tuple(v.shape) for k, v in BiLM(options).state_dict().items()}
+    config_file = path / CONFIG_NAME
+    take = _Taker(embedder, path / TOKEN_EMBEDDER, config_file)
     state: Dict[str, torch.Tensor] = {}
     enc = "token_encoder."
-    state[enc + "char_embedding.weight"] = _with_padding_row(take("char_emb_layer.embedding.weight"))
+
+    def copy(ours: str, theirs: str) -> None:
+        state[enc + ours] = take(theirs, shapes[enc + ours])
+
+    def embedding(ours: str, theirs: str) -> None:
+        rows, width = shapes[enc + ours]
+        state[enc + ours] = _with_padding_row(take(theirs, (rows - 1, width)))
+
+    embedding("char_embedding.weight", "char_emb_layer.embedding.weight")
     if options.char_cnn.word_dim:
-        state[enc + "word_embedding.weight"] = _with_padding_row(take("word_emb_layer.embedding.weight"))
+        embedding("word_embedding.weight", "word_emb_layer.embedding.weight")
     for i in range(len(options.char_cnn.filters)):
         for kind in ("weight", "bias"):
-            state[f"{enc}convolutions.{i}.{kind}"] = take(f"convolutions.{i}.{kind}")
+            copy(f"convolutions.{i}.{kind}", f"convolutions.{i}.{kind}")
     dim = options.char_cnn.n_filters
+    sign = torch.ones(2 * dim, 1)
+    sign[dim:] = -1.0
     for k in range(options.char_cnn.n_highway):
-        weight, bias = take(f"highways._layers.{k}.weight"), take(f"highways._layers.{k}.bias")
-        sign = torch.ones(2 * dim, 1)
-        sign[dim:] = -1.0
-        state[f"{enc}highways.{k}.linear.weight"] = weight * sign
-        state[f"{enc}highways.{k}.linear.bias"] = bias * sign[:, 0]
+        copy(f"highways.{k}.linear.weight", f"highways._layers.{k}.weight")
+        copy(f"highways.{k}.linear.bias", f"highways._layers.{k}.bias")
+        state[f"{enc}highways.{k}.linear.weight"] *= sign
+        state[f"{enc}highways.{k}.linear.bias"] *= sign[:, 0]
     for kind in ("weight", "bias"):
-        state[f"{enc}projection.{kind}"] = take(f"projection.{kind}")
+        copy(f"projection.{kind}", f"projection.{kind}")
     take.check_all_used()
 
-    take = _Taker(encoder, path / ENCODER)
+    take = _Taker(encoder, path / ENCODER, config_file)
     for direction in ("forward", "backward"):
         for layer in range(options.lstm.n_layers):
             theirs = f"{direction}_layer_{layer}."
             ours = f"{direction}_lstm.layers.{layer}."
-            state[ours + "weight_ih_l0"] = take(theirs + "input_linearity.weight")
-            state[ours + "weight_hh_l0"] = take(theirs + "state_linearity.weight")
-            state[ours + "bias_hh_l0"] = take(theirs + "state_linearity.bias")
+            for our_name, their_name in (
+                ("weight_ih_l0", "input_linearity.weight"),
+                ("weight_hh_l0", "state_linearity.weight"),
+                ("bias_hh_l0", "state_linearity.bias"),
+                ("weight_hr_l0", "state_projection.weight"),
+            ):
+                state[ours + our_name] = take(theirs + their_name, shapes[ours + our_name])
             state[ours + "bias_ih_l0"] = torch.zeros_like(state[ours + "bias_hh_l0"])
-            state[ours + "weight_hr_l0"] = take(theirs + "state_projection.weight")
     take.check_all_used()
     return state
 
@@ -210,17 +237,23 @@ def _convert_state(
 class _Taker:
     """Reads tensors out of one state dict, naming the file in every error."""
 
-    def __init__(self, state: Dict[str, torch.Tensor], source: Path) -> None:
-        self.state, self.source, self.used = state, source, set()
+    def __init__(self, state: Dict[str, torch.Tensor], source: Path, config_file: Path) -> None:
+        self.state, self.source, self.config_file, self.used = state, source, config_file, set()
 
-    def __call__(self, name: str) -> torch.Tensor:
+    def __call__(self, name: str, shape: Tuple[int, ...]) -> torch.Tensor:
         if name not in self.state:
             raise WeightFileError(
                 f"{self.source}: no parameter '{name}' (has {sorted(self.state)[:6]}...); "
                 "does the architecture config match the weights?"
             )
+        tensor = self.state[name]
+        if tuple(tensor.shape) != tuple(shape):
+            raise WeightFileError(
+                f"{self.source}: parameter '{name}' has shape {tuple(tensor.shape)}, but the "
+                f"architecture config ({self.config_file} and the file it names) needs {tuple(shape)}"
+            )
         self.used.add(name)
-        return self.state[name].float()
+        return tensor.float()
 
     def check_all_used(self) -> None:
         unused = sorted(set(self.state) - self.used)
