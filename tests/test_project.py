@@ -278,6 +278,19 @@ def test_prepare_data_without_a_mirror_names_what_is_missing(tmp_path):
     assert "spacy project assets" in result.stderr
 
 
+def test_prepare_data_checks_an_asset_already_in_place(tmp_path):
+    project = copy_project(tmp_path / "project")
+    asset = project / "assets" / "wikitext-2" / "valid.txt"
+    asset.parent.mkdir(parents=True)
+    asset.write_text("not the WikiText-2 validation split\n")
+    result = subprocess.run(
+        [sys.executable, "scripts/prepare_data.py", str(tmp_path / "no-mirror")],
+        cwd=project, capture_output=True, text=True, env=subprocess_env(), timeout=120,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "assets/wikitext-2/valid.txt is in place, but its md5 differs" in result.stderr
+
+
 # ---------------------------------------------------------------------------- demo workflow
 
 

@@ -3,9 +3,10 @@
 python scripts/prepare_data.py MIRROR_DIR
 
 For every asset in project.yml that is not marked `extra` and not in place yet, copies
-MIRROR_DIR/<dest without the leading "assets/"> to its dest and checks its md5 when project.yml
-gives one. Fails, naming the missing files, when an asset is neither in place nor in the mirror:
-then fetch them with `python -m spacy project assets`.
+MIRROR_DIR/<dest without the leading "assets/"> to its dest. Checks the md5 project.yml gives of
+every asset, copied or already in place (a changed file must not train silently). Fails, naming
+the missing files, when an asset is neither in place nor in the mirror: then fetch them with
+`python -m spacy project assets`.
 """
 
 import hashlib
@@ -24,7 +25,13 @@ def main(mirror: Path = typer.Argument(..., help="A directory laid out like asse
         if asset.get("extra"):
             continue
         dest = Path(asset["dest"])
+        checksum = asset.get("checksum")
         if dest.exists():
+            if checksum and _md5(dest) != checksum:
+                sys.exit(
+                    f"{dest} is in place, but its md5 differs from the checksum in project.yml "
+                    f"({checksum}); remove it to copy the mirror's or download it again"
+                )
             print(f"in place: {dest}")
             continue
         source = mirror / Path(*dest.parts[1:])
@@ -33,8 +40,7 @@ def main(mirror: Path = typer.Argument(..., help="A directory laid out like asse
             continue
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, dest)
-        checksum = asset.get("checksum")
-        if checksum and hashlib.md5(dest.read_bytes()).hexdigest() != checksum:
+        if checksum and _md5(dest) != checksum:
             dest.unlink()
             sys.exit(f"{source}: md5 differs from the checksum in project.yml ({checksum})")
         print(f"copied: {source} -> {dest}")
@@ -43,6 +49,10 @@ def main(mirror: Path = typer.Argument(..., help="A directory laid out like asse
             "These assets are neither in place nor in the mirror; download them with "
             "`python -m spacy project assets`:\n  " + "\n  ".join(missing)
         )
+
+
+def _md5(path: Path) -> str:
+    return hashlib.md5(path.read_bytes()).hexdigest()
 
 
 if __name__ == "__main__":
