@@ -205,7 +205,7 @@ def pipe_command(
     options_file: Optional[Path] = OPTIONS_FILE,
     weight_file: Optional[Path] = WEIGHT_FILE,
     random_shape: Optional[str] = RANDOM_SHAPE,
-    max_tokens: int = typer.Option(20000, "--max-tokens", help="Tokens of text to process"),
+    max_tokens: int = typer.Option(20000, "--max-tokens", help="Tokens of text to process (whole sentences: the last may go past it)"),
     batch_size: int = typer.Option(64, "--batch-size", help="nlp.pipe batch size (docs)"),
     sentencizer: bool = typer.Option(
         True, "--sentencizer/--no-sentencizer", help="Split docs into sentences first"

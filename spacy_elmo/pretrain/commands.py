@@ -92,7 +92,7 @@ def plot_curve_command(
 def evaluate_lm_command(
     run_dir: Path = typer.Argument(..., help="Output directory of a pretraining run", exists=True, file_okay=False),
     text: List[str] = typer.Argument(..., help="Held-out text: files, directories or globs"),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Score at most this many tokens"),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Stop after the sentence that reaches this many tokens (whole sentences are scored)"),
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use; -1 for the CPU"),
 ) -> None:
     """Held-out perplexity (forward, backward, average; full softmax) of a pretrained biLM."""
