@@ -152,6 +152,14 @@ def make_elmo(
 ) -> "Elmo":
     """The ``elmo`` pipe; see the module docstring and the README for the settings (their
     defaults live in ``DEFAULT_CONFIG_STR`` alone)."""
+    others = [other for other, pipe in nlp.pipeline if isinstance(pipe, Elmo)]
+    if others:
+        raise ValueError(
+            f"elmo pipe '{name}': the pipeline already has an elmo pipe ('{others[0]}'). Its "
+            "outputs (doc._.elmo, doc._.elmo_layers, doc.tensor) hold one biLM's vectors per doc, "
+            "so a second pipe would overwrite them under the first one's listeners; keep one elmo "
+            "pipe (nlp.replace_listeners gives a component its own copy of the biLM)"
+        )
     return Elmo(
         nlp.vocab,
         model,

@@ -304,6 +304,15 @@ def test_config_errors_name_the_key(fixture_files):
         nlp.initialize()
 
 
+def test_a_second_elmo_pipe_is_refused():
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo")
+    with pytest.raises(ValueError, match="elmo pipe 'elmo2': the pipeline already has an elmo pipe \\('elmo'\\)"):
+        nlp.add_pipe("elmo", name="elmo2")
+    nlp.replace_pipe("elmo", "elmo", config={"gamma": 2.0})  # replacing the one pipe is fine
+    assert nlp.pipe_names == ["elmo"] and nlp.get_pipe("elmo").gamma == 2.0
+
+
 # Serialization
 
 
