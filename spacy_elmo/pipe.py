@@ -114,7 +114,8 @@ cache_size_mb = 512
 # (autocast): faster on recent GPUs, not exact (see the README for the measured deviation).
 precision = "fp32"
 # Cache the token vectors of this many most frequent words (the first lines of token_cache_vocab,
-# one word per line; null: the vocab.txt beside the weights): they skip the character CNN (equal up to float rounding).
+# one word per line; null: the vocab.txt beside the weights): they skip the character CNN, and
+# equal the uncached vectors up to float rounding.
 token_cache_words = 0
 token_cache_vocab = null
 
