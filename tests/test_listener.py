@@ -192,6 +192,29 @@ def test_round_trip_and_replace_listeners(tmp_path, layer_norm):
         )
 
 
+def test_replace_a_listener_nested_as_the_embed_of_tok2vec(tmp_path):
+    """The project's layout (the listener as spacy.Tok2Vec.v2's embed): replaced at its own path,
+    the pipeline saves and loads without the elmo pipe and tags the same."""
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config=ELMO)
+    tok2vec = {
+        "@architectures": "spacy.Tok2Vec.v2",
+        "embed": LISTENER,
+        "encode": {"@architectures": "spacy.MaxoutWindowEncoder.v2", "width": 24, "depth": 1, "window_size": 1, "maxout_pieces": 2},
+    }
+    nlp.add_pipe("tagger", config={"model": {"@architectures": "spacy.Tagger.v2", "tok2vec": tok2vec}})
+    train(nlp, steps=5)
+    texts = ["They like blue eggs", "Eat ham"]
+    scores = [nlp.get_pipe("tagger").predict([nlp(t)])[0] for t in texts]
+    nlp.replace_listeners("elmo", "tagger", ["model.tok2vec.embed"])
+    nlp.remove_pipe("elmo")
+    nlp.to_disk(tmp_path / "replaced")
+    reloaded = spacy.load(tmp_path / "replaced")
+    assert reloaded.config["components"]["tagger"]["model"]["tok2vec"]["embed"]["@architectures"] == "spacy_elmo.ElmoEmbedder.v1"
+    for text, expected in zip(texts, scores):
+        np.testing.assert_allclose(reloaded.get_pipe("tagger").predict([reloaded(text)])[0], expected, atol=1e-6)
+
+
 @pytest.mark.parametrize("layer_norm", [False, True], ids=["plain-mix", "layer-norm-mix"])
 def test_mix_head_gradients_match_finite_differences(layer_norm):
     """d(loss)/d(s, gamma, layers) of the task-specific mix against central differences.

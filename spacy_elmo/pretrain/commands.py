@@ -23,7 +23,7 @@ def pretrain_command(
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use; -1 for the CPU"),
     resume: bool = typer.Option(False, "--resume", help="Continue from output_dir/checkpoint"),
     threads: Optional[int] = typer.Option(
-        None, "--threads", help="CPU threads for torch (sets [system] threads; 0: all cores)"
+        None, "--threads", help="CPU threads for torch (sets the config's system.threads; 0: all cores)"
     ),
 ) -> None:
     """Pretrain an ELMo biLM. Config values can be overridden: --training.max_steps 500.
@@ -58,7 +58,7 @@ def init_config_command(
         None,
         "--model",
         help="Continue pretraining this biLM (a released or pretrained model directory, or the name of a downloaded model): its "
-        "shape goes into [model] and the run starts from its weights",
+        "shape goes into the config's model section and the run starts from its weights",
     ),
 ) -> None:
     """Write the documented default pretraining config."""
