@@ -6,8 +6,9 @@ answered with a clean restart from byte 0). A finished file is checked against t
 (if any), the options file must parse, the weight file must hold every dataset the options imply
 with its shape (``weights.read_bilm_tf_weights``); only then are both files renamed into place and
 the manifest marked complete. Any refusal removes what it refused, so nothing half-made is ever
-taken for a model, and a forced re-download that fails leaves the cached copy as it was. One download of a model runs at a time (a lock file beside its folder): a second
-process waits, then finds the model complete instead of writing into the same ``.part`` files.
+taken for a model, and a forced re-download that fails leaves the cached copy as it was. One
+download of a model runs at a time (a lock file beside its folder): a second process waits, then
+finds the model complete instead of writing into the same ``.part`` files.
 """
 
 from __future__ import annotations

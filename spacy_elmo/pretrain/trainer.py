@@ -69,7 +69,6 @@ class TrainingInterrupted(Exception):
     """Ctrl-C stopped the run after a step; its checkpoint is saved and ``--resume`` continues it."""
 
 
-
 @dataclass
 class EvalResult:
     ppl_forward: float
@@ -305,7 +304,7 @@ class Trainer:
             bar.close()
             signal.signal(signal.SIGINT, previous_handler)
         self.save_checkpoint()
-        if self._should_stop():
+        if self._should_stop() and self.step < t.max_steps:  # a stop on the last step is no stop
             raise TrainingInterrupted(
                 f"interrupted at step {self.step} of {t.max_steps}: checkpoint saved in "
                 f"{self.output_dir}; continue with --resume"
