@@ -3,7 +3,7 @@
 Speed and memory depend on the shape, not on the weights, so benchmarks run on random weights of
 the released shapes (the released files are not needed, nor downloadable here):
 
-- ``original``: the released "original" model (93.6M parameters, a 375 MB weight file);
+- ``original``: the released "original" model (93.6M parameters, a 374 MB weight file);
 - ``small``: the released "small" model (13.6M parameters);
 - ``bundled``: the shape of the bundled English model (the pretraining config's ``[model]``);
 - ``fixture``: the tiny model of the AllenNLP test fixture (for tests and quick checks).
