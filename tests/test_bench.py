@@ -128,6 +128,19 @@ def test_inference_bench_result(tmp_path):
     assert rows[REFERENCE]["speedup"] == 1.0
 
 
+def test_the_token_cache_path_caches_the_texts_frequent_words_not_the_timed_ones(tmp_path, monkeypatch):
+    """A pipe caches a vocabulary's head; caching exactly the timed words would make every lookup
+    a hit and flatter the path. Words outside the cache still go through the character CNN."""
+    monkeypatch.setattr("spacy_elmo.bench.inference_bench.CACHE_WORDS", 20)
+    result = run_inference_bench(
+        tmp_path, shape="fixture", batch_size=3, seq_len=8, n_batches=2, warmup=0, repeats=1,
+        device="cpu", threads=1, isolate=False, progress=False,
+    )
+    cached = [row for row in result["rows"] if "cache_words" in row]
+    assert cached and all(row["cache_words"] == 20 and row["exact"] for row in cached)
+    assert 0 < result["batches"]["cache_hit_rate"] < 1
+
+
 def test_sentence_batches_have_varied_lengths():
     batches = sentence_batches(text_lines(), batch_size=8, max_length=25, n_batches=3)
     lengths = [len(s) for batch in batches for s in batch]
