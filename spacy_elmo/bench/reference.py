@@ -5,8 +5,9 @@ Written from the formulas (``REFERENCE.md``; Peters et al. 2018; the bilm-tf cel
 package's code paths, in the way AllenNLP's ELMo runs them:
 
 - the character CNN over all 50 character positions of every position of the padded batch,
-  boundary tokens and padding included (masked afterwards); separate transform and carry
-  products in each highway layer;
+  boundary tokens and padding included (masked afterwards); the transform and carry halves of
+  each highway layer as two products (AllenNLP fuses them into one ``Linear(d, 2d)``: the same
+  arithmetic);
 - each LSTM layer as a Python loop over time steps of the padded batch, rows sorted by length:
   at each step, the input product and the state product of the rows still running
   (``batch_lengths``; the backward direction starts each row at its own last token), gates,
