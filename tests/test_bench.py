@@ -141,6 +141,27 @@ def test_the_token_cache_path_caches_the_texts_frequent_words_not_the_timed_ones
     assert 0 < result["batches"]["cache_hit_rate"] < 1
 
 
+def test_inference_rounds_alternate_the_order_of_the_paths(tmp_path, monkeypatch):
+    import spacy_elmo.bench.inference_bench as inference
+
+    calls = []
+
+    def recording(function, path, *args, **kwargs):
+        calls.append(path)
+        return inference.run_isolated.__wrapped__(function, path, *args, **kwargs)
+
+    recording.__wrapped__ = inference.run_isolated
+    monkeypatch.setattr(inference, "run_isolated", recording)
+    result = run_inference_bench(
+        tmp_path, shape="fixture", batch_size=2, seq_len=5, n_batches=1, warmup=0, repeats=2,
+        device="cpu", threads=1, isolate=False, progress=False,
+    )
+    paths = [row["path"] for row in result["rows"]]
+    assert calls == paths + paths[::-1]  # no path always first or last
+    for row in result["rows"]:
+        assert len(row["pass_all_s"]) == 2 and row["pass_s"] == min(row["pass_all_s"])
+
+
 def test_sentence_batches_have_varied_lengths():
     batches = sentence_batches(text_lines(), batch_size=8, max_length=25, n_batches=3)
     lengths = [len(s) for batch in batches for s in batch]

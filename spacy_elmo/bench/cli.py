@@ -129,7 +129,12 @@ def inference_command(
     seq_len: int = typer.Option(25, "--seq-len", help="Longest sentence (longer ones are cut)"),
     n_batches: int = typer.Option(4, "--n-batches", help="Batches per timed pass"),
     warmup: int = typer.Option(1, "--warmup", help="Batches run before timing"),
-    repeats: int = typer.Option(2, "--repeats", help="Timed passes over all batches; the best counts"),
+    repeats: int = typer.Option(
+        2,
+        "--repeats",
+        help="Rounds: each path times one pass over all batches per round, in its own process, "
+        "the order reversed every other round; the best pass counts",
+    ),
     device: str = typer.Option("all", "--device", help="cpu, cuda or all (CUDA when available)"),
     text: Optional[Path] = TEXT,
     workdir: Optional[Path] = WORKDIR,
@@ -159,7 +164,7 @@ def inference_command(
     report.echo_table(
         f"biLM inference, random {shape} weights: {n_batches} batches of {batch_size} sentences "
         f"(<= {seq_len} tokens; {b['real_tokens']:,} real tokens, {b['padding_fraction']:.0%} "
-        f"padding), best of {repeats} passes after {warmup} warm-up batch(es)",
+        f"padding), best of {repeats} rounds (order alternating) after {warmup} warm-up batch(es)",
         result["rows"],
         INFERENCE_COLUMNS,
     )
