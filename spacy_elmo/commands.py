@@ -176,7 +176,6 @@ def _sentence_key(text: str, number: int, out: h5py.File, output_path: Path) -> 
         f"--use-sentence-keys: sentence {number} ({text!r}) {problem}, so it cannot name a dataset; "
         f"run without --use-sentence-keys (datasets named by number, with sentence_to_index)"
     )
-    raise AssertionError("unreachable")
 
 
 def demo(
@@ -265,7 +264,7 @@ def _read_sentence_lines(
 ) -> Tuple[Iterator[Tuple["Doc", Optional[str]]], int]:
     """One doc per line, all of it one sentence, with the stripped line: the sentence's key, as
     in AllenNLP (``doc.text`` of whitespace-split words would join them with single spaces)."""
-    from spacy.tokens import Doc, Span
+    from spacy.tokens import Doc
 
     lines = path.read_text(encoding="utf-8").splitlines()
 
@@ -333,5 +332,3 @@ def _mark(doc: "Doc", i: int) -> str:
     return "".join(
         f"[{token.text}]{token.whitespace_}" if token.i == i else token.text_with_ws for token in doc
     ).strip()
-
-

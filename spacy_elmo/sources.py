@@ -28,6 +28,7 @@ from .nn.bilm import BiLM
 from .options import BiLMOptions
 from .weights import (
     HDF5_NAME,
+    HDF5_READ_ERRORS,
     OPTIONS_NAME,
     SAFETENSORS_NAME,
     PathLike,
@@ -178,7 +179,7 @@ def _is_bilm_tf_weight_file(path: Path) -> bool:
     try:
         with h5py.File(path, "r") as handle:
             return "char_embed" in handle and "RNN_0" in handle
-    except (OSError, KeyError, RuntimeError) as err:
+    except HDF5_READ_ERRORS as err:
         raise WeightFileError(f"{path}: not a readable HDF5 file (truncated or corrupt?): {err}") from err
 
 

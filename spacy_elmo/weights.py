@@ -53,6 +53,11 @@ class WeightFileError(ValueError):
     """A weight file that is unreadable or does not match its options."""
 
 
+#: What h5py raises on a damaged file, from lookups and reads alike: OSError (truncated data),
+#: RuntimeError (a damaged symbol table), KeyError (a broken external link).
+HDF5_READ_ERRORS = (OSError, RuntimeError, KeyError)
+
+
 def build_bilm(
     options: BiLMOptions,
     state: Dict[str, torch.Tensor],
@@ -154,8 +159,6 @@ class _DatasetReader:
 
     def __call__(self, name: str, shape: Tuple[int, ...], why: str) -> np.ndarray:
         try:
-            # h5py raises KeyError (a broken external link), RuntimeError (a damaged symbol
-            # table) or OSError (truncated data) from lookups and reads alike.
             dataset = self.handle[name] if name in self.handle else None
             if not isinstance(dataset, h5py.Dataset):
                 raise WeightFileError(f"{self.path}: missing dataset '{name}' ({why})")
@@ -169,7 +172,7 @@ class _DatasetReader:
                     f"{self.path}: dataset '{name}' holds {dataset.dtype} values, not floats ({why})"
                 )
             array = dataset[()]
-        except (OSError, KeyError, RuntimeError) as err:
+        except HDF5_READ_ERRORS as err:
             raise WeightFileError(
                 f"{self.path}: dataset '{name}' cannot be read (truncated or corrupt file?): {err}"
             ) from err

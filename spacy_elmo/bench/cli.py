@@ -77,8 +77,6 @@ def _check_shape(shape: str) -> None:
         fail(f"--shape must be one of {', '.join(SHAPE_NAMES)}, got {shape!r}")
 
 
-
-
 def _finish(result: Dict[str, Any], output: Optional[Path]) -> None:
     typer.echo("")
     report.echo_system(result["system"])

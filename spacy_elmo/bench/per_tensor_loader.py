@@ -6,8 +6,9 @@ once per convolution, once per highway layer and once for all LSTM weights; this
 it for every tensor, which costs about 10 ms more on the original shape. The LSTM kernel ``W_0``
 is read once for both the input and the recurrent weights, as AllenNLP does. Its time includes
 building the random-weight modules (about 0.5 s of a warm 1.2 s on the original shape), which
-``load_bilm`` skips by building on the ``meta`` device: the ratio is of "build + read". This module does the same, in the package's parameter
-layout, written from the format description (``REFERENCE.md``), not from either code base. It is
+``load_bilm`` skips by building on the ``meta`` device: the ratio is of "build + read". This
+module does the same, in the package's parameter layout, written from the format description
+(``REFERENCE.md``), not from either code base. It is
 also a second, independent reading of the format: the tests check that it gives exactly the
 tensors of ``spacy_elmo.load_bilm``.
 """

@@ -75,5 +75,3 @@ def list_cli() -> None:
         state = "complete" if model.complete else f"INCOMPLETE ({model.problem})"
         size = f"{model.size_bytes / 1e6:.1f} MB"
         typer.echo(f"{model.name}\t{size}\t{model.shape}\t{model.path}\t{state}")
-
-

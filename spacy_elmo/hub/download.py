@@ -96,7 +96,7 @@ def download_model(
         urls = {OPTIONS_NAME: options_url, HDF5_NAME: weights_url}
         # The URLs the .part files came from: a forced download records them beside a cached
         # copy, which stays complete and usable until the new files have passed every check.
-        started = (cached or {}).get("pending_urls") if cached else (manifest or {}).get("urls")
+        started = cached.get("pending_urls") if cached else (manifest or {}).get("urls")
         if manifest and started != urls:
             _remove_parts(directory)  # a .part of other URLs must not be resumed
         if cached:

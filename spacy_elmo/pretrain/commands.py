@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import List, Optional
 
@@ -33,6 +32,7 @@ def pretrain_command(
     from spacy.cli._util import parse_config_overrides
 
     from .config import load_config
+    from .distributed import env_rank
     from .trainer import TrainingInterrupted, pretrain
 
     overrides = parse_config_overrides(ctx.args)
@@ -46,7 +46,7 @@ def pretrain_command(
         raise typer.Exit(130) from None  # the shell's code for a Ctrl-C'd command
     except (ValueError, FileNotFoundError, FileExistsError) as err:  # names the key or file
         fail(str(err))
-    if int(os.environ.get("RANK", "0")) == 0:
+    if env_rank() == 0:
         typer.echo(
             f"Model written to {out} (load it with nlp.add_pipe('elmo', config={{'model_path': '{out}'}}))"
         )

@@ -1,9 +1,9 @@
 """Training text, streamed: files -> token sequences -> shuffled, length-bucketed batches.
 
 Nothing is loaded whole. Each rank of a distributed run reads every ``world_size``-th line (or
-doc) of the corpus, counted across its files, so ranks see disjoint shards. Batches are deterministic functions of
-``(seed, epoch, rank)``, so a run's position is just ``(epoch, batches done)`` and ``--resume``
-replays the text up to that point without running the model.
+doc) of the corpus, counted across its files, so ranks see disjoint shards. Batches are
+deterministic functions of ``(seed, epoch, rank)``, so a run's position is just ``(epoch,
+batches done)`` and ``--resume`` replays the text up to that point without running the model.
 """
 
 from __future__ import annotations

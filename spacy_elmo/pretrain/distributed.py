@@ -14,6 +14,11 @@ import torch
 import torch.distributed as dist
 
 
+def env_rank() -> int:
+    """This process's rank under torchrun (0 in a single process), before any process group."""
+    return int(os.environ.get("RANK", "0"))
+
+
 @dataclass
 class DistributedContext:
     rank: int
@@ -33,7 +38,7 @@ class DistributedContext:
         """Read torchrun's variables; ``gpu_id`` >= 0 selects a GPU for a single process
         (under torchrun each rank uses the GPU of its LOCAL_RANK when ``gpu_id`` >= 0)."""
         world_size = int(os.environ.get("WORLD_SIZE", "1"))
-        rank = int(os.environ.get("RANK", "0"))
+        rank = env_rank()
         use_gpu = gpu_id >= 0
         if use_gpu and not torch.cuda.is_available():
             raise RuntimeError(
