@@ -6,22 +6,18 @@ entry points; importing this package does not import spaCy.
 """
 
 from .chars import batch_to_ids
-from .manylangs import is_manylangs_dir, load_manylangs_bilm
+from .formats import WeightFileError, WeightSource, build_bilm
+from .formats.bilm_tf import export_bilm_tf, read_bilm_tf_weights, write_bilm_tf_weights
+from .formats.manylangs import is_manylangs_dir, load_manylangs_bilm
+from .formats.native import save_bilm
 from .nn import BiLM, ScalarMix
 from .options import BiLMOptions, OptionsError
-from .sources import WeightSource, load_bilm, load_bilm_from, resolve_weight_source
-from .weights import (
-    WeightFileError,
-    build_bilm,
-    export_bilm_tf,
-    read_bilm_tf_weights,
-    save_bilm,
-    write_bilm_tf_weights,
-)
+from .sources import DEFAULT_MODEL, load_bilm, load_bilm_from, resolve_weight_source
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_MODEL",
     "BiLM",
     "BiLMOptions",
     "OptionsError",

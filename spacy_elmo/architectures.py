@@ -1,17 +1,21 @@
 """Registered Thinc architectures, one short function each; the layers live in ``layers/``.
 
-``spacy_elmo.ElmoModel.v1``: ``Model[List[List[str]], List[Floats3d]]``, the PyTorch ``BiLM`` in
-a ``PyTorchWrapper``. It maps a batch of tokenized sequences to one array per sequence of shape
-``(n_layers + 1, n_tokens, 2 * projection_dim)`` (float32, on the model's device: NumPy on the CPU,
-CuPy after ``spacy.require_gpu()``). The architecture has no hyperparameters of its own: the biLM's
-shape comes with its weights (``options.json``), which ``set_bilm`` puts in place (the ``elmo``
-pipe does it from its weight files at ``initialize`` or on first use). ``model.to_bytes()`` carries
-the options and the weights (safetensors) together, so a model restored with ``from_bytes`` needs
-neither the original files nor ``initialize``.
+``spacy_elmo.ElmoModel.v2``: ``Model[List[List[str]], List[Floats3d]]``, the PyTorch ``BiLM`` in
+a ``PyTorchWrapper`` with everything it needs to run: which weights, precision, sequence and batch
+sizes, threads and token cache. It maps a batch of tokenized sequences to one array per sequence
+of shape ``(n_layers + 1, n_tokens, 2 * projection_dim)`` (float32, on the model's device: NumPy
+on the CPU, CuPy after ``spacy.require_gpu()``). The biLM's shape comes with its weights;
+``model.to_bytes()`` carries the options and the weights together, so a model restored with
+``from_bytes`` needs neither the original files nor ``initialize``.
 
 ``spacy_elmo.ElmoListener.v1``: a downstream component's ``tok2vec``, fed by the ``elmo`` pipe,
-with its own learned layer mix (:mod:`spacy_elmo.layers.listener`). ``spacy_elmo.ElmoEmbedder.v1``: the
-same mix on its own copy of the biLM, what ``nlp.replace_listeners`` leaves in a listener's place.
+with its own learned layer mix (:mod:`spacy_elmo.layers.listener`). ``spacy_elmo.ElmoEmbedder.v2``:
+the same mix on its own copy of the biLM, what ``nlp.replace_listeners`` leaves in a listener's
+place.
+
+``ElmoModel.v1`` and ``ElmoEmbedder.v1`` are the first versions, kept so that configs and
+pipelines written with them still load: ``ElmoModel.v1`` takes no settings (the ``elmo`` pipe
+passed them then), ``ElmoEmbedder.v1`` took three of them itself.
 """
 
 from __future__ import annotations
@@ -23,27 +27,61 @@ from spacy.util import registry
 from thinc.api import Model
 from thinc.types import Floats2d, Floats3d
 
-from .layers.bilm_model import elmo_model, get_bilm, set_bilm, torch_device
+from .layers.bilm_model import BiLMSettings, bilm_settings, elmo_model, set_settings
 from .layers.embedder import elmo_embedder
 from .layers.listener import ElmoListener
 from .layers.mix_head import mix_head
 
-__all__ = [
-    "elmo_embedder_v1",
-    "elmo_listener_v1",
-    "elmo_model_v1",
-    "get_bilm",
-    "set_bilm",
-    "torch_device",
-]
+#: Marks an ``ElmoModel.v1``: its settings are the ``elmo`` pipe's (deprecated) keys.
+SETTINGS_ON_PIPE = "elmo_settings_on_pipe"
+
+
+@registry.architectures("spacy_elmo.ElmoModel.v2")
+def elmo_model_v2(
+    weights: Optional[str] = None,
+    options_file: Optional[str] = None,
+    weight_file: Optional[str] = None,
+    precision: str = "fp32",
+    max_sequence_length: int = 256,
+    max_batch_tokens: int = 4096,
+    threads: Optional[int] = 1,
+    token_cache_words: int = 0,
+    token_cache_vocab: Optional[str] = None,
+) -> Model[List[List[str]], List[Floats3d]]:
+    """The biLM and what it needs to run.
+
+    weights: a model directory, or the name of a released or downloaded model (``small``); with
+        ``options_file`` + ``weight_file`` instead, those two files; all null: the bundled model.
+        Read on ``initialize`` or first use, whichever comes first (``spacy_elmo.sources``).
+    precision: "fp32" (exact), "tf32", "bf16", "fp16" or "int8" (``spacy_elmo.nn.precision``).
+    max_sequence_length: longest biLM sequence; longer sentences, and docs without sentence
+        boundaries, are cut into windows.
+    max_batch_tokens: padded tokens (sequences x longest sequence) per biLM call.
+    threads: PyTorch threads while the biLM runs (restored after); null: PyTorch's own setting.
+    token_cache_words: cache the token vectors of this many most frequent words (the first lines
+        of ``token_cache_vocab``, default the ``vocab.txt`` beside the weights).
+    """
+    try:
+        settings = BiLMSettings(
+            weights, options_file, weight_file, precision, max_sequence_length, max_batch_tokens,
+            threads, token_cache_words, token_cache_vocab,
+        )
+    except ValueError as err:
+        raise ValueError(f"spacy_elmo.ElmoModel.v2: {err}") from None
+    model = elmo_model(settings)
+    model.attrs["replace_listener"] = replace_listener
+    model.attrs["replace_listener_cfg"] = replace_listener_cfg
+    return model
 
 
 @registry.architectures("spacy_elmo.ElmoModel.v1")
 def elmo_model_v1() -> Model[List[List[str]], List[Floats3d]]:
-    """The biLM, without weights until ``set_bilm`` (or ``from_bytes``) gives it some."""
-    model = elmo_model()
+    """The first version: the biLM with the settings the ``elmo`` pipe gives it (its keys
+    ``model_path``, ``precision``, ... of that version). Use ``ElmoModel.v2``."""
+    model = elmo_model(BiLMSettings())
+    model.attrs[SETTINGS_ON_PIPE] = True
     model.attrs["replace_listener"] = replace_listener
-    model.attrs["replace_listener_cfg"] = replace_listener_cfg
+    model.attrs["replace_listener_cfg"] = replace_listener_cfg_v1
     return model
 
 
@@ -63,6 +101,19 @@ def elmo_listener_v1(
     return ElmoListener(upstream, mix_head(width, dropout, token_embed, layer_norm))
 
 
+@registry.architectures("spacy_elmo.ElmoEmbedder.v2")
+def elmo_embedder_v2(
+    elmo: Model[List[List[str]], List[Floats3d]],
+    width: int,
+    dropout: float = 0.0,
+    token_embed: Optional[Model[List[Doc], List[Floats2d]]] = None,
+    layer_norm: bool = False,
+) -> Model[List[Doc], List[Floats2d]]:
+    """A listener with its own copy of the biLM (``elmo``, an ``ElmoModel.v2``, frozen): what
+    ``nlp.replace_listeners`` leaves in place of an ``ElmoListener.v1``."""
+    return elmo_embedder(elmo, mix_head(width, dropout, token_embed, layer_norm))
+
+
 @registry.architectures("spacy_elmo.ElmoEmbedder.v1")
 def elmo_embedder_v1(
     elmo: Model[List[List[str]], List[Floats3d]],
@@ -74,32 +125,36 @@ def elmo_embedder_v1(
     threads: Optional[int] = 1,
     layer_norm: bool = False,
 ) -> Model[List[Doc], List[Floats2d]]:
-    """A listener with its own copy of the biLM (``elmo``, frozen): what
-    ``nlp.replace_listeners`` leaves in place of an ``ElmoListener.v1``. ``threads``: PyTorch
-    threads while its biLM runs (null: PyTorch's own setting)."""
-    return elmo_embedder(
-        elmo,
-        mix_head(width, dropout, token_embed, layer_norm),
-        max_sequence_length,
-        max_batch_tokens,
-        threads,
+    """The first version, whose biLM (an ``ElmoModel.v1``) took three of its settings from here.
+    Use ``ElmoEmbedder.v2``."""
+    settings = bilm_settings(elmo).replace(
+        max_sequence_length=max_sequence_length, max_batch_tokens=max_batch_tokens, threads=threads
     )
+    set_settings(elmo, settings)
+    return elmo_embedder(elmo, mix_head(width, dropout, token_embed, layer_norm))
 
 
 def replace_listener(copied_elmo: Model, listener: ElmoListener, pipe) -> Model:
-    """``nlp.replace_listeners`` hook: the listener's own mix on a copy of the pipe's biLM."""
-    return elmo_embedder(
-        copied_elmo, listener.head, pipe.max_sequence_length, pipe.max_batch_tokens, pipe.threads
-    )
+    """``nlp.replace_listeners`` hook: the listener's own mix on a copy of the pipe's biLM (its
+    settings travel with it)."""
+    return elmo_embedder(copied_elmo, listener.head)
 
 
 def replace_listener_cfg(elmo_cfg: Dict[str, Any], tok2vec_cfg: Dict[str, Any]) -> Dict[str, Any]:
-    """``nlp.replace_listeners`` hook for the config: an ``ElmoEmbedder.v1`` block with the
-    listener's settings (found in the component's tok2vec block, or nested in it)."""
+    """``nlp.replace_listeners`` hook for the config: an ``ElmoEmbedder.v2`` block holding the
+    pipe's model block and the listener's settings."""
+    return _embedder_cfg("spacy_elmo.ElmoEmbedder.v2", elmo_cfg, tok2vec_cfg)
+
+
+def replace_listener_cfg_v1(elmo_cfg: Dict[str, Any], tok2vec_cfg: Dict[str, Any]) -> Dict[str, Any]:
+    return _embedder_cfg("spacy_elmo.ElmoEmbedder.v1", elmo_cfg, tok2vec_cfg)
+
+
+def _embedder_cfg(architecture: str, elmo_cfg: Dict[str, Any], tok2vec_cfg: Dict[str, Any]) -> Dict[str, Any]:
     listener_cfg = _find_listener_cfg(tok2vec_cfg)
     if listener_cfg is None:
         raise ValueError("replace_listeners: no spacy_elmo.ElmoListener.v1 block in the tok2vec config")
-    new_cfg = {"@architectures": "spacy_elmo.ElmoEmbedder.v1", "elmo": dict(elmo_cfg)}
+    new_cfg = {"@architectures": architecture, "elmo": dict(elmo_cfg)}
     for key in ("width", "dropout", "token_embed", "layer_norm"):
         if key in listener_cfg:
             new_cfg[key] = listener_cfg[key]
@@ -115,3 +170,12 @@ def _find_listener_cfg(cfg: Any) -> Optional[Dict[str, Any]]:
             if found is not None:
                 return found
     return None
+
+
+__all__ = [
+    "elmo_embedder_v1",
+    "elmo_embedder_v2",
+    "elmo_listener_v1",
+    "elmo_model_v1",
+    "elmo_model_v2",
+]

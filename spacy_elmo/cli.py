@@ -8,10 +8,12 @@ from __future__ import annotations
 import typer
 
 from . import commands
-from .cli_help import reflow_commands
+from .cli_help import prepare_help
 from .bench.cli import app as bench_app
 from .compare import compare_command
+from .embedding import embed
 from .hub.commands import download_cli, list_cli
+from .inspection import inspect_command
 from .pretrain.commands import (
     EXTRA_ARGS,
     evaluate_lm_command,
@@ -28,7 +30,7 @@ app = typer.Typer(
 )
 
 app.command("demo")(commands.demo)
-app.command("embed")(commands.embed)
+app.command("embed")(embed)
 app.command("convert")(commands.convert)
 app.command("pretrain", context_settings=EXTRA_ARGS)(pretrain_command)
 app.command("init-config")(init_config_command)
@@ -36,9 +38,10 @@ app.command("plot-curve")(plot_curve_command)
 app.add_typer(bench_app, name="bench")
 app.command("evaluate-lm")(evaluate_lm_command)
 app.command("compare")(compare_command)
+app.command("inspect")(inspect_command)
 app.command("download")(download_cli)
 app.command("list")(list_cli)
-reflow_commands(app)
+prepare_help(app)
 
 
 def main() -> None:

@@ -5,14 +5,22 @@ rich wraps each line again at the terminal's width, so an 80-column terminal sho
 in two ("... a" / "JSON object ..."). Here each paragraph becomes one line before typer sees it,
 and rich wraps it once. List items ("- ..."), indented lines and paragraphs marked with click's
 "\\b" (keep as is) keep their own lines.
+
+Switches (boolean flags such as ``--force``, ``--resume``, ``--help``) take no value, but typer's
+rich help (0.29) prints every option's type in its type column, flags included: ``--force
+<bool>``, as if the switch needed one (click's plain help, which spaCy's CLI uses, skips flags).
+The command and group classes below give each flag an empty metavar, which that column prints
+instead of the type.
 """
 
 from __future__ import annotations
 
 import inspect
-from typing import List
+from typing import Any, List
 
 import typer
+from typer.core import TyperCommand, TyperGroup
+from typer.models import DefaultPlaceholder
 
 
 def reflow(text: str) -> str:
@@ -34,13 +42,46 @@ def reflow(text: str) -> str:
     return "\n\n".join(paragraphs)
 
 
-def reflow_commands(app: typer.Typer) -> typer.Typer:
-    """Reflow the help of every command of ``app`` and of its sub-apps (before it runs)."""
+class _FlagsTakeNoValue:
+    """Mixin of a command or group whose help shows no value placeholder after a flag."""
+
+    def get_params(self, ctx: Any) -> list:
+        params = super().get_params(ctx)  # type: ignore[misc]
+        for param in params:
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""  # printed instead of the type: "--force", not "--force <bool>"
+        return params
+
+
+class HelpCommand(_FlagsTakeNoValue, TyperCommand):
+    """A command whose switches show no value placeholder in --help."""
+
+
+class HelpGroup(_FlagsTakeNoValue, TyperGroup):
+    """A group (the app, a sub-app) whose switches show no value placeholder in --help."""
+
+
+def _flags_take_no_value(cls: Any, default: type) -> type:
+    """``cls`` (typer's command or group class, or a command's own) with the mixin."""
+    if cls is None or isinstance(cls, DefaultPlaceholder) or cls in (TyperCommand, TyperGroup):
+        return default
+    if issubclass(cls, _FlagsTakeNoValue):
+        return cls
+    return type(cls.__name__, (_FlagsTakeNoValue, cls), {"__module__": cls.__module__})
+
+
+def prepare_help(app: typer.Typer) -> typer.Typer:
+    """Reflow the help of every command of ``app`` and of its sub-apps, and make their flags show
+    no value placeholder (call it once the commands are registered, before the app runs)."""
+    app.info.cls = _flags_take_no_value(app.info.cls, HelpGroup)
     for command in app.registered_commands:
         text = command.help or inspect.getdoc(command.callback)
         if text:
             command.help = reflow(text)
+        command.cls = _flags_take_no_value(command.cls, HelpCommand)
     for group in app.registered_groups:
         if group.typer_instance is not None:
-            reflow_commands(group.typer_instance)
+            if not isinstance(group.cls, DefaultPlaceholder):  # a class given to add_typer
+                group.cls = _flags_take_no_value(group.cls, HelpGroup)
+            prepare_help(group.typer_instance)
     return app

@@ -1,12 +1,12 @@
 """Registered weight loaders: weights that enter the ``elmo`` pipe at ``initialize``.
 
-As spacy-curated-transformers loads encoders, the weight files are named in the
-``[initialize]`` block instead of the component, so the pipe's config carries no machine paths
-and a saved pipeline takes its weights from its own serialized model::
+As spacy-curated-transformers loads encoders, the weights are named in the ``[initialize]`` block
+instead of the component, so the pipeline's config carries no machine paths and a saved pipeline
+takes its weights from its own serialized model::
 
     [initialize.components.elmo.weights]
-    @misc = "spacy_elmo.WeightLoader.v1"
-    model_path = "/models/elmo_small"
+    @misc = "spacy_elmo.WeightLoader.v2"
+    weights = "/models/elmo_small"
 
 The settings are those of ``sources.resolve_weight_source``, checked when the config is
 resolved; the files are looked up when ``initialize`` calls the loader.
@@ -21,6 +21,22 @@ from spacy.util import registry
 from .sources import WeightSource, check_weight_settings, resolve_weight_source
 
 
+@registry.misc("spacy_elmo.WeightLoader.v2")
+def weight_loader_v2(
+    weights: Optional[str] = None,
+    options_file: Optional[str] = None,
+    weight_file: Optional[str] = None,
+) -> Callable[[], WeightSource]:
+    """A model directory or a released/downloaded model's name (``weights``), or a model's
+    ``options_file`` and ``weight_file``."""
+    check_weight_settings(weights, options_file, weight_file, what="weights")
+
+    def load() -> WeightSource:
+        return resolve_weight_source(weights, options_file, weight_file, what="weights")
+
+    return load
+
+
 @registry.misc("spacy_elmo.WeightLoader.v1")
 def weight_loader_v1(
     model_path: Optional[str] = None,
@@ -28,11 +44,8 @@ def weight_loader_v1(
     weight_file: Optional[str] = None,
     model_name: Optional[str] = None,
 ) -> Callable[[], WeightSource]:
-    """A model directory (``model_path``), a released model's ``options_file`` and
-    ``weight_file``, or a downloaded model by name (``model_name``, from the cache)."""
-    check_weight_settings(model_path, options_file, weight_file, model_name=model_name)
-
-    def load() -> WeightSource:
-        return resolve_weight_source(model_path, options_file, weight_file, model_name=model_name)
-
-    return load
+    """The first version: ``model_path`` (a directory) or ``model_name`` (the cache) in place of
+    ``weights``. Use ``spacy_elmo.WeightLoader.v2``."""
+    if model_path is not None and model_name is not None:
+        raise ValueError("set model_path or model_name, not both")
+    return weight_loader_v2(model_path if model_name is None else model_name, options_file, weight_file)

@@ -7,7 +7,10 @@ The released files look like::
      "lstm": {"cell_clip": 3, "dim": 4096, "n_layers": 2, "proj_clip": 3,
               "projection_dim": 512, "use_skip_connections": true}}
 
-Training-time keys (``batch_size``, ``dropout``, ...) may sit beside them; they are ignored here.
+Training-time keys (``batch_size``, ``dropout``, ...) may sit beside them; they are ignored here,
+as is anything a weight format keeps beside the shape (a native checkpoint's ``lexicon``): which
+ids a model reads is its token indexer's business (``spacy_elmo.indexers``), checked against
+these options when a model is built.
 """
 
 from __future__ import annotations
@@ -17,12 +20,9 @@ import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Tuple, Union
+from typing import Any, Mapping, Optional, Tuple, Union
 
 from .chars import MAX_CHARS_PER_TOKEN, N_CHARACTERS
-
-if TYPE_CHECKING:
-    from .manylangs.lexicon import ManyLangsVocab
 
 ACTIVATIONS = ("relu", "tanh")
 
@@ -39,6 +39,10 @@ class CharCNNOptions:
     activation: str = "relu"
     #: width of a word embedding concatenated before the projection (ELMoForManyLangs); 0: none.
     word_dim: int = 0
+    #: character-embedding rows, the padding row included (262 for the released byte ids).
+    n_characters: int = N_CHARACTERS
+    #: ids per token; no filter is wider.
+    max_characters_per_token: int = MAX_CHARS_PER_TOKEN
 
     @property
     def n_filters(self) -> int:
@@ -59,16 +63,6 @@ class LSTMOptions:
 class BiLMOptions:
     char_cnn: CharCNNOptions
     lstm: LSTMOptions
-    #: an ELMoForManyLangs model's lexicons (its token ids); None: the released UTF-8 byte ids.
-    lexicon: Optional["ManyLangsVocab"] = None
-
-    @property
-    def token_indexer(self):
-        """What turns this model's tokens into ids (``spacy_elmo.indexers``)."""
-        from .indexers import ByteIndexer
-        from .manylangs.lexicon import LexiconIndexer
-
-        return ByteIndexer() if self.lexicon is None else LexiconIndexer(self.lexicon)
 
     @property
     def output_dim(self) -> int:
@@ -87,27 +81,19 @@ class BiLMOptions:
 
     @classmethod
     def from_file(cls, path: Union[str, Path]) -> "BiLMOptions":
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"ELMo options file not found: {path}")
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise OptionsError(f"{path}: not a valid JSON options file ({err})") from err
-        return cls.from_dict(data, source=str(path))
+        return cls.from_dict(read_options_json(path), source=str(path))
 
     def to_dict(self) -> dict:
-        """The released options.json layout (what bilm-tf and AllenNLP read); an ELMoForManyLangs
-        model adds ``char_cnn.word_dim`` and a ``lexicon`` section."""
+        """The released options.json layout (what bilm-tf and AllenNLP read); a model with a word
+        embedding adds ``char_cnn.word_dim``."""
         cnn, lstm = self.char_cnn, self.lstm
-        lexicon = self.lexicon
         data = {
             "char_cnn": {
                 "activation": cnn.activation,
                 "embedding": {"dim": cnn.embedding_dim},
                 "filters": [list(f) for f in cnn.filters],
-                "max_characters_per_token": lexicon.max_characters_per_token if lexicon else MAX_CHARS_PER_TOKEN,
-                "n_characters": lexicon.chars.size + 1 if lexicon else N_CHARACTERS,
+                "max_characters_per_token": cnn.max_characters_per_token,
+                "n_characters": cnn.n_characters,
                 "n_highway": cnn.n_highway,
             },
             "lstm": {
@@ -121,12 +107,21 @@ class BiLMOptions:
         }
         if cnn.word_dim:
             data["char_cnn"]["word_dim"] = cnn.word_dim
-        if lexicon is not None:
-            data["lexicon"] = lexicon.to_dict()
         return data
 
     def to_file(self, path: Union[str, Path]) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+
+
+def read_options_json(path: Union[str, Path]) -> Any:
+    """The parsed JSON of an options file, with errors that name it."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"ELMo options file not found: {path}")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise OptionsError(f"{path}: not a valid JSON options file ({err})") from err
 
 
 def _section(data: Mapping[str, Any], key: str, source: str) -> Mapping[str, Any]:
@@ -171,17 +166,13 @@ def _parse(data: Mapping[str, Any], source: str) -> BiLMOptions:
         raise OptionsError(f"{where}.embedding must be an object like {{'dim': 16}}")
     embedding_dim = _positive_int(embedding, "dim", f"{where}.embedding")
 
-    lexicon = None
-    if data.get("lexicon") is not None:
-        lexicon = _parse_lexicon(data["lexicon"], cnn, source)
-    elif "word_dim" in cnn:
-        raise OptionsError(f"{where}.word_dim needs a 'lexicon' section (the word ids)")
-
+    max_width = _positive_int(
+        {"max_characters_per_token": MAX_CHARS_PER_TOKEN, **cnn}, "max_characters_per_token", where
+    )
     filters = cnn.get("filters")
     if not isinstance(filters, (list, tuple)) or not filters:
         raise OptionsError(f"{where}.filters must be a non-empty list of [width, n_filters]")
     # A filter cannot be wider than a token's character ids.
-    max_width = lexicon.max_characters_per_token if lexicon else MAX_CHARS_PER_TOKEN
     parsed_filters = []
     for i, pair in enumerate(filters):
         ok = isinstance(pair, (list, tuple)) and len(pair) == 2
@@ -197,19 +188,8 @@ def _parse(data: Mapping[str, Any], source: str) -> BiLMOptions:
     activation = cnn.get("activation", "relu")
     if activation not in ACTIVATIONS:
         raise OptionsError(f"{where}.activation must be one of {ACTIVATIONS}, got {activation!r}")
-    n_characters = cnn.get("n_characters", N_CHARACTERS)
-    if lexicon is not None:
-        pass  # checked against the lexicon by _parse_lexicon
-    elif n_characters not in (N_CHARACTERS - 1, N_CHARACTERS):
-        raise OptionsError(
-            f"{where}.n_characters must be 261 (training) or 262 (inference), got {n_characters!r}"
-        )
-    max_chars = cnn.get("max_characters_per_token", MAX_CHARS_PER_TOKEN)
-    if lexicon is None and max_chars != MAX_CHARS_PER_TOKEN:
-        raise OptionsError(
-            f"{where}.max_characters_per_token must be {MAX_CHARS_PER_TOKEN} "
-            f"(the released character mapping), got {max_chars!r}"
-        )
+    n_characters = _positive_int({"n_characters": N_CHARACTERS, **cnn}, "n_characters", where, minimum=2)
+    word_dim = _positive_int({"word_dim": 0, **cnn}, "word_dim", where, minimum=0)
 
     where = f"{source}: lstm"
     skip = lstm.get("use_skip_connections", True)
@@ -234,7 +214,9 @@ def _parse(data: Mapping[str, Any], source: str) -> BiLMOptions:
             filters=tuple(parsed_filters),
             n_highway=n_highway,
             activation=activation,
-            word_dim=0 if lexicon is None or lexicon.words is None else cnn["word_dim"],
+            word_dim=word_dim,
+            n_characters=n_characters,
+            max_characters_per_token=max_width,
         ),
         lstm=LSTMOptions(
             dim=dim,
@@ -244,28 +226,4 @@ def _parse(data: Mapping[str, Any], source: str) -> BiLMOptions:
             proj_clip=_clip(lstm, "proj_clip", where),
             use_skip_connections=skip,
         ),
-        lexicon=lexicon,
     )
-
-
-def _parse_lexicon(data: Any, cnn: Mapping[str, Any], source: str) -> "ManyLangsVocab":
-    """An ELMoForManyLangs lexicon section, consistent with char_cnn's sizes."""
-    from .manylangs.lexicon import LexiconError, ManyLangsVocab
-
-    try:
-        vocab = ManyLangsVocab.from_dict(data, source)
-    except LexiconError as err:
-        raise OptionsError(str(err)) from err
-    where = f"{source}: char_cnn"
-    expected = {
-        "n_characters": vocab.chars.size + 1,
-        "max_characters_per_token": vocab.max_characters_per_token,
-    }
-    for key, value in expected.items():
-        if cnn.get(key) != value:
-            raise OptionsError(f"{where}.{key} must be {value} (from the lexicon), got {cnn.get(key)!r}")
-    if vocab.words is not None:
-        _positive_int(cnn, "word_dim", where)
-    elif cnn.get("word_dim", 0):
-        raise OptionsError(f"{where}.word_dim is {cnn['word_dim']!r} but the lexicon has no words")
-    return vocab

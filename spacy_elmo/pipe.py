@@ -1,10 +1,12 @@
 """The ``elmo`` pipe: contextual ELMo vectors on every Doc, Span and Token.
 
-``nlp.add_pipe("elmo", config={"options_file": O, "weight_file": W})`` runs a released (bilm-tf)
-model; ``config={"model_path": D}`` a native checkpoint or a directory with ``options.json`` and
-``weights.hdf5``; ``config={"model_name": "small"}`` a released model downloaded into the cache
-(``python -m spacy_elmo download small``; never downloaded implicitly); no config the bundled
-English model (``DEFAULT_MODEL``).
+``nlp.add_pipe("elmo")`` runs the bundled English model; the biLM and what it needs to run live in
+the pipe's model block (``spacy_elmo.ElmoModel.v2``), e.g.
+``nlp.add_pipe("elmo", config={"model": {"weights": "small", "precision": "int8"}})`` runs the
+released small model (downloaded into the cache once with ``python -m spacy_elmo download small``;
+never downloaded implicitly) on the CPU's int8 path. ``weights`` may also be a model directory,
+or ``options_file`` + ``weight_file`` name a released model's two files. The pipe itself keeps
+what it writes to the Doc.
 
 What it writes (``width`` = ``2 * projection_dim``, float32 NumPy arrays, also after
 ``spacy.require_gpu()``):
@@ -24,18 +26,18 @@ What it writes (``width`` = ``2 * projection_dim``, float32 NumPy arrays, also a
   ``n_process > 1``) get them back, and after a DocBin their ``doc.tensor``, from
   :func:`add_vector_hooks`.
 
-How docs become biLM sequences: each sentence is one sequence when the doc has sentence boundaries
-(a parser, senter or sentencizer ran before); otherwise, and for sentences longer than
-``max_sequence_length``, the tokens are cut into the fewest windows of at most
-``max_sequence_length`` tokens, of near-equal length. Whitespace tokens (spaCy's " ", "\\n", ...)
-are left out of the biLM input and get zero vectors: the released models never saw such tokens
-(their training text was tokenized without them), so feeding them in would only disturb the
-context of their neighbours. Sequences of a batch of docs are sorted by length and run in batches
-of at most ``max_batch_tokens`` padded tokens (see :mod:`spacy_elmo.doc_layers`).
+How docs become biLM sequences (:mod:`spacy_elmo.layers.doc_layers`): each sentence is one
+sequence when the doc has sentence boundaries (a parser, senter or sentencizer ran before);
+otherwise, and for sentences longer than the model's ``max_sequence_length``, the tokens are cut
+into the fewest windows of near-equal length. Whitespace tokens (spaCy's " ", "\\n", ...) are left
+out of the biLM input and get zero vectors: the released models never saw such tokens (their
+training text was tokenized without them), so feeding them in would only disturb the context of
+their neighbours. Sequences of a batch of docs are sorted by length and run in batches of at most
+``max_batch_tokens`` padded tokens.
 
 Downstream components read the layers through ``spacy_elmo.ElmoListener.v1`` (see
-:mod:`spacy_elmo.listener`). With ``frozen = true`` (default) the biLM never changes, and a
-:class:`~spacy_elmo.doc_layers.LayerCache` of ``cache_size_mb`` keeps the layers of sentences
+:mod:`spacy_elmo.layers.listener`). With ``frozen = true`` (default) the biLM never changes, and a
+:class:`~spacy_elmo.layers.doc_layers.LayerCache` of ``cache_size_mb`` keeps the layers of sentences
 already seen, so training epochs after the first skip the biLM; with ``frozen = false``,
 ``update`` fine-tunes the biLM with the gradients of its listeners.
 """
@@ -43,11 +45,11 @@ already seen, so training epochs after the first skip the biLM; with ``frozen = 
 from __future__ import annotations
 
 import math
-from pathlib import Path
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+import sys
+import warnings
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
-import torch
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.pipeline.tok2vec import Tok2VecListener
@@ -57,52 +59,42 @@ from spacy.util import minibatch
 from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer
 
-from . import loaders  # noqa: F401  (registers spacy_elmo.WeightLoader.v1)
+from . import loaders  # noqa: F401  (registers spacy_elmo.WeightLoader.v1 and .v2)
+from .architectures import SETTINGS_ON_PIPE
 from .batching import batch_by_length
-from .doc_layers import LayerCache, doc_layers, split_sequences
-from .layers.bilm_model import get_bilm, set_bilm, torch_device
+from .doc_output import ElmoOutput, decode_elmo_output
+from .formats import WeightSource
+from .layers.bilm_model import (
+    BiLMSettings,
+    bilm_settings,
+    ensure_bilm,
+    get_bilm,
+    load_weights,
+    set_settings,
+    torch_device,
+    weight_source,
+)
+from .layers.doc_layers import LayerCache, doc_layers, split_sequences
 from .layers.listener import ElmoListener
 from .layers.mix import scalar_mix
-from .doc_output import ElmoOutput, decode_elmo_output
 from .nn.bilm import BiLM
-from .nn.precision import get_precision
-from .nn.threads import check_threads, threads_in_this_process, torch_threads
-from .sources import WeightSource, check_weight_settings, load_bilm_from, resolve_weight_source
-from .weights import VOCAB_NAME
 
-__all__ = ["DEFAULT_MODEL", "Elmo", "add_vector_hooks", "batch_by_length", "make_elmo", "split_sequences"]
-
-#: The small English model bundled with the package: what ``add_pipe("elmo")`` loads.
-DEFAULT_MODEL = Path(__file__).parent / "models" / "en_wikitext_small"
+__all__ = ["Elmo", "add_vector_hooks", "batch_by_length", "make_elmo", "split_sequences"]
 
 DEFAULT_CONFIG_STR = """
 [elmo]
-# Where the weights come from: model_path (a native checkpoint, or a directory with options.json
-# and weights.hdf5), or options_file + weight_file (a released model), or model_name (a model
-# in the download cache: python -m spacy_elmo download NAME); all null: DEFAULT_MODEL.
-model_name = null
-model_path = null
-options_file = null
-weight_file = null
 # Scalar mix for doc._.elmo, token.vector and similarity: one non-negative weight per biLM
 # layer (token layer first), divided by their sum. null = the LSTM layers equally, without the
 # context-free token layer (its word-sense margin is 1.5 times that of [1, 1, 1]: see "Does it
 # separate senses?" in the README). Listeners learn their own mix. The mix is scaled by gamma.
 mix_weights = null
 gamma = 1.0
-# Longest biLM sequence; longer sentences, and docs without sentence boundaries, are cut.
-max_sequence_length = 256
-# Padded tokens (sequences x longest sequence) per biLM call.
-max_batch_tokens = 4096
 # Keep every layer in doc._.elmo_layers (n_layers + 1 times the memory of doc._.elmo).
 store_layers = true
 # Also set vector hooks (in memory only: spaCy does not serialise them): ELMo .vector with
 # static vectors in the vocab, and .similarity() of same-text tokens. doc.tensor always holds
 # the vectors.
 set_vector_hooks = true
-# PyTorch threads while the biLM runs (the caller's setting is restored after). More than one
-# is faster only on cores no other process is using; null: PyTorch's own setting.
-threads = 1
 # true: the biLM is never updated (listeners learn their own mix on top of it). false: update()
 # fine-tunes the biLM with the gradients of the listening components.
 frozen = true
@@ -110,19 +102,37 @@ frozen = true
 # (least recently used out), so that training epochs after the first skip the biLM. Used from
 # the first update() on (training and its evaluations), never in plain inference. 0: off.
 cache_size_mb = 512
-# Speed. precision: "fp32" (exact), "tf32" (TensorFloat-32 products on CUDA), or "bf16"/"fp16"
-# (autocast): faster on recent GPUs, not exact (see the README for the measured deviation).
+
+[elmo.model]
+@architectures = "spacy_elmo.ElmoModel.v2"
+# Which weights: a released or downloaded model's name ("small"; python -m spacy_elmo download
+# NAME), a model directory, or options_file + weight_file; all null: the bundled English model.
+weights = null
+options_file = null
+weight_file = null
+# "fp32" (exact), "int8" (CPU: int8 weights, fastest), "bf16"/"fp16" (autocast), "tf32" (CUDA).
+# Not exact: see the README's Speed section for the measured deviation of each.
 precision = "fp32"
+# Longest biLM sequence; longer sentences, and docs without sentence boundaries, are cut.
+max_sequence_length = 256
+# Padded tokens (sequences x longest sequence) per biLM call.
+max_batch_tokens = 4096
+# PyTorch threads while the biLM runs (the caller's setting is restored after). More than one
+# is faster only on cores no other process is using; null: PyTorch's own setting.
+threads = 1
 # Cache the token vectors of this many most frequent words (the first lines of token_cache_vocab,
 # one word per line; null: the vocab.txt beside the weights): they skip the character CNN, and
 # equal the uncached vectors up to float rounding.
 token_cache_words = 0
 token_cache_vocab = null
-
-[elmo.model]
-@architectures = "spacy_elmo.ElmoModel.v1"
 """
 DEFAULT_CONFIG = Config().from_str(DEFAULT_CONFIG_STR)
+
+#: The pipe keys of ``ElmoModel.v1`` configs, which now belong to the model block.
+V1_PIPE_KEYS = (
+    "model_name", "model_path", "options_file", "weight_file", "precision", "max_sequence_length",
+    "max_batch_tokens", "threads", "token_cache_words", "token_cache_vocab",
+)
 
 
 @Language.factory(
@@ -134,22 +144,23 @@ def make_elmo(
     nlp: Language,
     name: str,
     model: Model[List[List[str]], List[np.ndarray]],
-    model_path: Optional[str],
-    options_file: Optional[str],
-    weight_file: Optional[str],
     mix_weights: Optional[List[float]],
     gamma: float,
-    max_sequence_length: int,
-    max_batch_tokens: int,
     store_layers: bool,
     set_vector_hooks: bool,
     frozen: bool,
     cache_size_mb: int,
-    precision: str,
-    token_cache_words: int,
-    token_cache_vocab: Optional[str],
-    model_name: Optional[str],
-    threads: Optional[int],
+    # Deprecated: the settings of ElmoModel.v1 configs (README, "Migrating from ElmoModel.v1").
+    model_name: Optional[str] = None,
+    model_path: Optional[str] = None,
+    options_file: Optional[str] = None,
+    weight_file: Optional[str] = None,
+    precision: Optional[str] = None,
+    max_sequence_length: Optional[int] = None,
+    max_batch_tokens: Optional[int] = None,
+    threads: Optional[int] = None,
+    token_cache_words: Optional[int] = None,
+    token_cache_vocab: Optional[str] = None,
 ) -> "Elmo":
     """The ``elmo`` pipe; see the module docstring and the README for the settings (their
     defaults live in ``DEFAULT_CONFIG_STR`` alone)."""
@@ -161,35 +172,73 @@ def make_elmo(
             "so a second pipe would overwrite them under the first one's listeners; keep one elmo "
             "pipe (nlp.replace_listeners gives a component its own copy of the biLM)"
         )
-    return Elmo(
+    given = {key: value for key, value in locals().items() if key in V1_PIPE_KEYS and value is not None}
+    _apply_v1_settings(model, name, given)
+    pipe = Elmo(
         nlp.vocab,
         model,
         name,
-        model_path=model_path,
-        options_file=options_file,
-        weight_file=weight_file,
         mix_weights=mix_weights,
         gamma=gamma,
-        max_sequence_length=max_sequence_length,
-        max_batch_tokens=max_batch_tokens,
         store_layers=store_layers,
         set_vector_hooks=set_vector_hooks,
         frozen=frozen,
         cache_size_mb=cache_size_mb,
-        precision=precision,
-        token_cache_words=token_cache_words,
-        token_cache_vocab=token_cache_vocab,
-        model_name=model_name,
-        threads=threads,
     )
+    if not _building_from_config():
+        pipe.check_weights()
+    return pipe
+
+
+def _apply_v1_settings(model: Model, name: str, given: Dict[str, Any]) -> None:
+    """An ``ElmoModel.v1`` takes its settings from the pipe's keys, as that version did; with an
+    ``ElmoModel.v2`` those keys are refused, naming where they went."""
+    if not model.attrs.get(SETTINGS_ON_PIPE):
+        if given:
+            raise ValueError(
+                f"elmo pipe '{name}': {', '.join(sorted(given))} "
+                f"{'belongs' if len(given) == 1 else 'belong'} to the biLM's model block now: set them in [components.{name}.model] (spacy_elmo.ElmoModel.v2; model_name "
+                "and model_path became weights), or use @architectures = "
+                '"spacy_elmo.ElmoModel.v1" (README: "Migrating from ElmoModel.v1")'
+            )
+        return
+    warnings.warn(
+        f"elmo pipe '{name}': spacy_elmo.ElmoModel.v1 and the pipe-level biLM settings are "
+        "deprecated; move them into an ElmoModel.v2 model block (README: \"Migrating from "
+        "ElmoModel.v1\")",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    names = [key for key in ("model_name", "model_path") if key in given]
+    if len(names) > 1:
+        raise ValueError(f"elmo pipe '{name}': set model_name or model_path, not both")
+    weights = given.pop(names[0]) if names else None
+    try:
+        settings = BiLMSettings(weights=None if weights is None else str(weights), **given)
+    except ValueError as err:
+        raise ValueError(f"elmo pipe '{name}': {err}") from None
+    set_settings(model, settings)
+
+
+def _building_from_config() -> bool:
+    """Whether spaCy is building this pipe from a config (``spacy.load``, ``spacy train``): the
+    weights may then come from disk next, and files the config names need not exist on this
+    machine. A pipe added by hand checks its weight settings at once."""
+    code = Language.from_config.__func__.__code__
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back
+    return False
 
 
 class Elmo(TrainablePipe):
     """Runs a frozen ELMo biLM over docs and stores its vectors on them.
 
-    The weights are read from the configured files on ``initialize`` or on first use, whichever
-    comes first; a pipe restored with ``from_disk``/``from_bytes`` (``spacy.load``) takes them
-    from its own serialized model and never reads those files.
+    The weights are read from the files the model block names on ``initialize`` or on first use,
+    whichever comes first; a pipe restored with ``from_disk``/``from_bytes`` (``spacy.load``)
+    takes them from its own serialized model and never reads those files.
     """
 
     def __init__(
@@ -198,39 +247,19 @@ class Elmo(TrainablePipe):
         model: Model,
         name: str = "elmo",
         *,
-        model_path: Union[str, Path, None] = None,
-        options_file: Union[str, Path, None] = None,
-        weight_file: Union[str, Path, None] = None,
         mix_weights: Optional[Sequence[float]] = None,
         gamma: float = 1.0,
-        max_sequence_length: int = 256,
-        max_batch_tokens: int = 4096,
         store_layers: bool = True,
         set_vector_hooks: bool = True,
         frozen: bool = True,
         cache_size_mb: int = 512,
-        precision: str = "fp32",
-        token_cache_words: int = 0,
-        token_cache_vocab: Union[str, Path, None] = None,
-        model_name: Optional[str] = None,
-        threads: Optional[int] = 1,
     ) -> None:
         self.vocab = vocab
         self.model = model
         self.name = name
         self.cfg: Dict = {}
-        try:
-            check_weight_settings(model_path, options_file, weight_file, model_name=model_name)
-        except ValueError as err:
-            raise ValueError(f"elmo pipe '{name}': {err}") from None
-        self.weight_settings = (model_path, options_file, weight_file)
-        # A cached model is looked up when the weights are read, so that a restored pipeline
-        # (which carries its own weights) never needs the cache.
-        self.model_name = model_name
         self.mix_weights = _check_mix_weights(name, mix_weights)
         self.gamma = _check_number(name, "gamma", gamma)
-        self.max_sequence_length = _check_int(name, "max_sequence_length", max_sequence_length)
-        self.max_batch_tokens = _check_int(name, "max_batch_tokens", max_batch_tokens)
         self.store_layers = store_layers
         self.set_vector_hooks = set_vector_hooks
         self.frozen = frozen
@@ -239,22 +268,33 @@ class Elmo(TrainablePipe):
         # The cache is for training epochs: it is used from the first ``update`` on, so plain
         # inference (nlp(text), nlp.pipe) never holds copies of the layers.
         self._training_started = False
-        self.precision = get_precision(precision, f"elmo pipe '{name}': precision").name
-        self.token_cache_words = _check_int(name, "token_cache_words", token_cache_words, minimum=0)
-        self.token_cache_vocab = None if token_cache_vocab is None else Path(token_cache_vocab)
-        self.threads = check_threads(threads, f"elmo pipe '{name}': threads")
         self.listener_map: Dict[str, List[ElmoListener]] = {}
 
     @property
+    def settings(self) -> BiLMSettings:
+        """The biLM's runtime settings (the model block)."""
+        return bilm_settings(self.model)
+
+    def check_weights(self) -> WeightSource:
+        """The files the model block names, resolved now (weights are read later): a missing
+        path or an unknown model name is an error naming the pipe."""
+        try:
+            return weight_source(self.model)
+        except (FileNotFoundError, ValueError) as err:
+            raise type(err)(f"elmo pipe '{self.name}': {err}") from None
+
+    @property
     def bilm(self) -> BiLM:
-        """The biLM, loaded from the configured weight files if it is not there yet."""
-        bilm = get_bilm(self.model)
-        if bilm is None:
-            bilm = self._load_bilm(self._configured_source())
-        bilm.precision = self.precision
-        cached_words = self.cfg.get("token_cache", [])
-        if cached_words and bilm.token_cache is None:
-            bilm.cache_token_embeddings(cached_words)
+        """The biLM, loaded from the configured weights if it is not there yet."""
+        loaded = get_bilm(self.model) is not None
+        if not loaded:
+            self.check_weights()
+        try:
+            bilm = ensure_bilm(self.model)
+        except (FileNotFoundError, ValueError) as err:  # a file the resolver could not check
+            raise ValueError(f"elmo pipe '{self.name}': {err}") from err
+        if not loaded:
+            self._link_listener_dims(bilm)
         return bilm
 
     def initialize(
@@ -267,16 +307,24 @@ class Elmo(TrainablePipe):
         """Load the weights and check the mix weights against the number of layers.
 
         ``weights``: a weight loader (``[initialize.components.elmo.weights]`` with
-        ``@misc = "spacy_elmo.WeightLoader.v1"``): the weights come from it, and the pipe's
-        own config then needs no paths. Without it, the configured files are read (unless the
-        pipe already has weights: there is nothing to reset).
+        ``@misc = "spacy_elmo.WeightLoader.v2"``): the weights come from it, and the model block
+        then needs no paths. Without it, the configured weights are read (unless the pipe
+        already has weights: there is nothing to reset).
 
         ``nlp``: the pipeline, checked for components after this pipe that read ``doc.tensor``."""
         if nlp is not None:
             self._check_no_tensor_reader_after(nlp)
         if weights is not None:
-            self._load_bilm(weights())
+            try:
+                bilm = load_weights(self.model, weights())
+            except (FileNotFoundError, ValueError) as err:
+                raise type(err)(f"elmo pipe '{self.name}': {err}") from None
+            self._link_listener_dims(bilm)
         self.layer_weights()
+
+    def _link_listener_dims(self, bilm: BiLM) -> None:
+        for listener in self.listeners:
+            listener.set_layer_dims(bilm.n_output_layers, bilm.output_dim)
 
     def layer_weights(self) -> np.ndarray:
         """The normalised mix weights w_j, shape (n_layers + 1,), float32. Default: the LSTM
@@ -382,19 +430,10 @@ class Elmo(TrainablePipe):
 
     def _run_bilm(self, docs: List[Doc], is_train: bool):
         """Per-doc ``(n_layers + 1, len(doc), width)`` layers and their backprop
-        (``doc_layers.doc_layers`` with this pipe's settings)."""
-        bilm = self.bilm
-        with torch_threads(threads_in_this_process(self.threads)):
-            return doc_layers(
-                self.model,
-                docs,
-                n_layers=bilm.n_output_layers,
-                width=bilm.output_dim,
-                max_sequence_length=self.max_sequence_length,
-                max_batch_tokens=self.max_batch_tokens,
-                cache=self.cache if self._training_started else None,
-                is_train=is_train,
-            )
+        (``layers.doc_layers.doc_layers``, with the model's settings)."""
+        self.bilm  # loads the weights, with errors that name the pipe
+        cache = self.cache if self._training_started else None
+        return doc_layers(self.model, docs, cache=cache, is_train=is_train)
 
     def _outputs(self, layers: List) -> List[ElmoOutput]:
         """Per-doc layers (model device) -> ElmoOutput with the fixed mix, on the CPU."""
@@ -455,8 +494,7 @@ class Elmo(TrainablePipe):
 
         def backprop(one_d_layers: List) -> List:
             accumulate_gradient(one_d_layers)
-            with torch_threads(threads_in_this_process(self.threads)):
-                backprop_layers(d_layers)
+            backprop_layers(d_layers)
             if sgd is not None:
                 self.finish_update(sgd)
             return []
@@ -484,42 +522,6 @@ class Elmo(TrainablePipe):
     def from_disk(self, path, *, exclude=tuple()) -> "Elmo":
         torch_device()
         return super().from_disk(path, exclude=exclude)
-
-    def _load_bilm(self, source: WeightSource) -> BiLM:
-        """Put the biLM of ``source`` into the model (and read its token-cache words)."""
-        try:
-            bilm = load_bilm_from(source)
-        except (FileNotFoundError, ValueError) as err:  # a file the resolver could not check
-            raise ValueError(f"elmo pipe '{self.name}': {err}") from err
-        if self.token_cache_words:
-            vocab_file = self.token_cache_vocab or source.directory / VOCAB_NAME
-            self.cfg["token_cache"] = _read_cache_words(self.name, vocab_file, self.token_cache_words)
-        set_bilm(self.model, bilm)
-        for listener in self.listeners:
-            listener.set_layer_dims(bilm.n_output_layers, bilm.output_dim)
-        return bilm
-
-    def _configured_source(self) -> WeightSource:
-        """The weight files named in the pipe's config, or the bundled model."""
-        model_path, options_file, weight_file = self.weight_settings
-        if self.model_name is not None:
-            try:
-                return resolve_weight_source(model_name=self.model_name)
-            except FileNotFoundError as err:  # not downloaded: the message gives the command
-                raise type(err)(f"elmo pipe '{self.name}': {err}") from None
-        if model_path is None and options_file is None:
-            if not DEFAULT_MODEL.exists():
-                raise ValueError(
-                    f"elmo pipe '{self.name}': no weights configured, and the bundled default "
-                    f"model {DEFAULT_MODEL} is not in this installation; set model_path (a "
-                    "native checkpoint, or a directory with options.json and weights.hdf5), or "
-                    "options_file and weight_file (a released ELMo model)"
-                )
-            model_path = DEFAULT_MODEL
-        try:
-            return resolve_weight_source(model_path, options_file, weight_file)
-        except (FileNotFoundError, ValueError) as err:
-            raise ValueError(f"elmo pipe '{self.name}': {err}") from err
 
 
 # Extensions and vector hooks: module-level functions, so that docs with hooks still pickle.
@@ -623,18 +625,6 @@ def _token_has_vector(token: Token) -> bool:
 
 def _has_vector(obj: Union[Doc, Span]) -> bool:
     return any(_token_has_vector(token) for token in obj)
-
-
-def _read_cache_words(name: str, vocab_file: Path, n_words: int) -> List[str]:
-    """The first ``n_words`` lines of a vocabulary file (one word per line, most frequent first)."""
-    if not vocab_file.is_file():
-        raise ValueError(
-            f"elmo pipe '{name}': token_cache_words = {n_words} needs a vocabulary file (one word "
-            f"per line, most frequent first), but {vocab_file} does not exist; set token_cache_vocab"
-        )
-    with vocab_file.open(encoding="utf-8") as lines:
-        words = [line.rstrip("\r\n") for line, _ in zip(lines, range(n_words))]
-    return [word for word in words if word]
 
 
 def _check_mix_weights(name: str, mix_weights: Optional[Sequence[float]]) -> Optional[List[float]]:

@@ -8,7 +8,8 @@ from thinc.api import Config, CupyOps, NumpyOps, set_current_ops
 
 from conftest import make_options, write_random_bilm_tf
 from spacy_elmo import batch_to_ids, load_bilm
-from spacy_elmo.architectures import elmo_model_v1, get_bilm, set_bilm
+from spacy_elmo.architectures import elmo_model_v1, elmo_model_v2
+from spacy_elmo.layers.bilm_model import bilm_settings, get_bilm, set_bilm
 
 SENTENCES = [["The", "bank", "of", "the", "river", "."], ["Money", "!"], ["x"]]
 
@@ -21,18 +22,35 @@ def _reference_layers(bilm, sentences):
 
 @pytest.fixture
 def elmo_model(fixture_files):
-    model = elmo_model_v1()
+    model = elmo_model_v2()
     set_bilm(model, load_bilm(*fixture_files))
     return model
 
 
 def test_architecture_resolves_from_a_config_block():
-    config = Config().from_str('[model]\n@architectures = "spacy_elmo.ElmoModel.v1"\n')
+    config = Config().from_str('[model]\n@architectures = "spacy_elmo.ElmoModel.v2"\nprecision = "bf16"\nthreads = 2\n')
     model = spacy.registry.resolve(config)["model"]
     assert model.name == "elmo"
     assert get_bilm(model) is None
+    assert bilm_settings(model).precision == "bf16" and bilm_settings(model).threads == 2
+    assert spacy.registry.architectures.get("spacy_elmo.ElmoModel.v2") is elmo_model_v2
     assert spacy.registry.architectures.get("spacy_elmo.ElmoModel.v1") is elmo_model_v1
-    assert spacy.registry.find("architectures", "spacy_elmo.ElmoModel.v1")["module"] == "spacy_elmo.architectures"
+    assert spacy.registry.find("architectures", "spacy_elmo.ElmoModel.v2")["module"] == "spacy_elmo.architectures"
+
+
+def test_settings_are_checked_when_the_block_resolves():
+    config = Config().from_str('[model]\n@architectures = "spacy_elmo.ElmoModel.v2"\nprecision = "int4"\n')
+    with pytest.raises(ValueError, match="ElmoModel.v2: precision must be one of"):
+        spacy.registry.resolve(config)
+
+
+def test_settings_come_from_the_config_not_from_the_bytes(fixture_files):
+    """A saved model's bytes hold its weights; its settings are the config's, so an override at
+    load time (spacy.load(..., config=...)) takes effect."""
+    model = elmo_model_v2(precision="bf16")
+    set_bilm(model, load_bilm(*fixture_files))
+    restored = elmo_model_v2(precision="fp32").from_bytes(model.to_bytes())
+    assert bilm_settings(restored).precision == "fp32"
 
 
 def test_factory_is_found_through_its_entry_point():
@@ -40,7 +58,7 @@ def test_factory_is_found_through_its_entry_point():
     assert spacy.registry.find("factories", "elmo")["module"] == "spacy_elmo.pipe"
     meta = spacy.Language.get_factory_meta("elmo")
     assert {"doc._.elmo", "doc._.elmo_layers", "token._.elmo", "span._.elmo"} <= set(meta.assigns)
-    assert meta.default_config["model"]["@architectures"] == "spacy_elmo.ElmoModel.v1"
+    assert meta.default_config["model"]["@architectures"] == "spacy_elmo.ElmoModel.v2"
 
 
 def test_outputs_are_the_bilm_layers_of_each_sequence(elmo_model, fixture_bilm):
@@ -55,9 +73,9 @@ def test_outputs_are_the_bilm_layers_of_each_sequence(elmo_model, fixture_bilm):
 def test_bytes_carry_options_and_weights(tmp_path):
     """A model of another shape restores into a bare architecture: the options travel along."""
     options, weights = write_random_bilm_tf(tmp_path, make_options(n_layers=3, projection_dim=5))
-    model = elmo_model_v1()
+    model = elmo_model_v2()
     set_bilm(model, load_bilm(options, weights))
-    restored = elmo_model_v1().from_bytes(model.to_bytes())
+    restored = elmo_model_v2().from_bytes(model.to_bytes())
     assert get_bilm(restored).options == get_bilm(model).options
     assert restored.get_dim("nO") == 10
     for a, b in zip(model.predict(SENTENCES), restored.predict(SENTENCES)):
@@ -66,10 +84,10 @@ def test_bytes_carry_options_and_weights(tmp_path):
 
 
 def test_a_model_without_weights_says_so():
-    model = elmo_model_v1()
+    model = elmo_model_v2()
     with pytest.raises(ValueError, match="no weights yet"):
         model.predict([["a"]])
-    assert elmo_model_v1().from_bytes(model.to_bytes()).shims[0]._model is None
+    assert elmo_model_v2().from_bytes(model.to_bytes()).shims[0]._model is None
 
 
 def test_gradients_reach_the_bilm(elmo_model):
@@ -86,12 +104,64 @@ def test_gpu_ops_without_a_cuda_torch_fail_clearly(fixture_bilm):
     see: a clear error, not an assertion deep inside torch."""
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    model = elmo_model_v1()
+    model = elmo_model_v2()
     set_current_ops(CupyOps())
     try:
         with pytest.raises(ValueError, match="GPU.*no CUDA device"):
-            elmo_model_v1()
+            elmo_model_v2()
         with pytest.raises(ValueError, match="GPU.*no CUDA device"):
             set_bilm(model, fixture_bilm)
     finally:
         set_current_ops(NumpyOps())
+
+
+V1_PIPELINE_CONFIG = """
+[nlp]
+lang = "en"
+pipeline = ["elmo"]
+
+[components]
+
+[components.elmo]
+factory = "elmo"
+model_path = "{model}"
+model_name = null
+options_file = null
+weight_file = null
+mix_weights = [0, 1, 1]
+gamma = 1.0
+max_sequence_length = 256
+max_batch_tokens = 64
+store_layers = true
+set_vector_hooks = true
+threads = 1
+frozen = true
+cache_size_mb = 512
+precision = "bf16"
+token_cache_words = 0
+token_cache_vocab = null
+
+[components.elmo.model]
+@architectures = "spacy_elmo.ElmoModel.v1"
+"""
+
+
+def test_a_v1_pipeline_config_still_loads_with_its_pipe_level_settings(fixture_files):
+    """Configs written before the settings moved into ElmoModel.v2 (pipe-level keys, an
+    ElmoModel.v1 block) still build, with a deprecation warning, and give the v2 pipe's vectors."""
+    directory = fixture_files[0].parent
+    with pytest.warns(DeprecationWarning, match="ElmoModel.v1"):
+        old = spacy.util.load_model_from_config(
+            Config().from_str(V1_PIPELINE_CONFIG.format(model=directory)), auto_fill=True
+        )
+    settings = old.get_pipe("elmo").settings
+    assert (settings.weights, settings.precision, settings.max_batch_tokens) == (str(directory), "bf16", 64)
+    new = spacy.blank("en")
+    new.add_pipe("elmo", config={"model": {"weights": str(directory), "precision": "bf16", "max_batch_tokens": 64}, "mix_weights": [0, 1, 1]})
+    text = "The old config still works ."
+    np.testing.assert_array_equal(old(text)._.elmo, new(text)._.elmo)
+
+
+def test_v1_keys_beside_a_v2_model_say_where_they_went():
+    with pytest.raises(ValueError, match=r"precision, threads belong to the biLM's model block now: set them in \[components.elmo.model\]"):
+        spacy.blank("en").add_pipe("elmo", config={"precision": "bf16", "threads": 2})

@@ -7,10 +7,12 @@ and well formed. They never assert a timing or a speed-up: those are measured, n
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import os
 import warnings
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -18,21 +20,26 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from conftest import ELMO_FIXTURE, make_options, write_random_bilm_tf
-from spacy_elmo import batch_to_ids, load_bilm
-from spacy_elmo.bench.inference_bench import EXACT, REFERENCE, run_inference_bench
+from conftest import ELMO_FIXTURE, SHARED_DATA, make_options, write_random_bilm_tf
+from spacy_elmo import DEFAULT_MODEL, batch_to_ids, load_bilm
+from spacy_elmo.bench.inference_bench import BF16, EXACT, REFERENCE, TF32, available_paths, run_inference_bench
 from spacy_elmo.bench.isolate import run_isolated
 from spacy_elmo.bench.load_bench import run_load_bench
 from spacy_elmo.bench.memory_bench import run_memory_bench
 from spacy_elmo.bench.per_tensor_loader import load_bilm_per_tensor
 from spacy_elmo.bench.pipe_bench import run_pipe_bench
-from spacy_elmo.bench.pipeline import ModelSource, resolve_model
+from spacy_elmo.bench.pipeline import elmo_pipeline, model_source, random_model_source
 from spacy_elmo.bench.pretrain_bench import CASES, PretrainCase, run_pretrain_bench
 from spacy_elmo.bench.reference import ReferenceBiLM
-from spacy_elmo.bench.text import sentence_batches, text_lines
+from spacy_elmo.bench.shapes import BUNDLED_RECIPE_NAME, shape_options
+from spacy_elmo.bench.text import DEFAULT_TEXT, DEFAULT_TEXT_NOTICE, default_text_path, sentence_batches, text_lines
 from spacy_elmo.cli import app
+from spacy_elmo.nn.precision import PRECISIONS, runs_on
 from spacy_elmo.options import BiLMOptions
 from spacy_elmo.pretrain.config import model_overrides
+
+ROOT = Path(__file__).resolve().parents[1]
+PROJECT_RECIPE = ROOT / "project" / "configs" / "pretrain_wikitext2.cfg"
 
 runner = CliRunner()
 
@@ -42,13 +49,8 @@ SENTENCES = [
     ["Sie", "saß", "am", "Ufer", "der", "Spree", "🙂", "x" * 70, ""],
     ["One", "more", "line"],
 ]
-FIXTURE_SOURCE = ModelSource(
-    {
-        "options_file": str(ELMO_FIXTURE / "options.json"),
-        "weight_file": str(ELMO_FIXTURE / "lm_weights.hdf5"),
-    },
-    "the AllenNLP test fixture",
-)
+FIXTURE_FILES = (ELMO_FIXTURE / "options.json", ELMO_FIXTURE / "lm_weights.hdf5")
+FIXTURE_SOURCE = model_source(options_file=FIXTURE_FILES[0], weight_file=FIXTURE_FILES[1])
 
 
 def _package_layers(bilm, sentences):
@@ -162,6 +164,50 @@ def test_inference_rounds_alternate_the_order_of_the_paths(tmp_path, monkeypatch
         assert len(row["pass_all_s"]) == 2 and row["pass_s"] == min(row["pass_all_s"])
 
 
+def test_the_default_text_is_package_data():
+    """Every bench reads the same text without --text, in a checkout or installed: a slice of
+    WikiText-2 valid in the package, with its attribution and licence beside it."""
+    package = Path(__import__("spacy_elmo").__file__).parent
+    assert default_text_path() == DEFAULT_TEXT and DEFAULT_TEXT.parent == package / "data"
+    data = DEFAULT_TEXT.read_bytes()
+    assert 60_000 <= len(data) <= 80_000 and data.endswith(b"\n")  # whole lines
+    assert len(text_lines()) > 100
+    notice = DEFAULT_TEXT_NOTICE.read_text(encoding="utf-8")
+    assert "CC BY-SA 3.0" in notice and "Merity" in notice
+    import spacy_elmo.bench.text as text_module
+
+    assert "CC BY-SA 3.0" in text_module.__doc__
+    valid = SHARED_DATA / "wikitext-2" / "valid.txt"
+    if valid.is_file():
+        assert valid.read_bytes().startswith(data)
+
+
+def test_no_bench_module_reads_the_source_tree():
+    """The benches ship in the wheel: none may look for the checkout's project/, tests/ or the
+    data beside it (an installed package would quietly measure something else)."""
+    bench = Path(__import__("spacy_elmo.bench").bench.__file__).parent
+    for path in bench.glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+        strings = {
+            node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        }
+        assert "REPO_ROOT" not in names, path
+        assert not strings & {"project", "tests", "fixtures", "shared", "configs"}, path
+
+
+def test_runs_on_says_where_each_precision_runs():
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert runs_on("fp32", cpu) and runs_on("fp32", cuda)
+    assert not runs_on("tf32", cpu) and runs_on("tf32", cuda)
+    assert runs_on("bf16", cpu) and runs_on("fp16", cpu)  # torch.autocast on the CPU takes both
+    assert runs_on("fp16", cuda)
+    assert set(PRECISIONS) >= {"fp32", "tf32", "bf16", "fp16"}
+    with pytest.raises(ValueError, match="precision"):
+        runs_on("fp8", cpu)
+    assert available_paths(cpu)[-1] == BF16 and TF32 not in available_paths(cpu)
+
+
 def test_sentence_batches_have_varied_lengths():
     batches = sentence_batches(text_lines(), batch_size=8, max_length=25, n_batches=3)
     lengths = [len(s) for batch in batches for s in batch]
@@ -181,12 +227,47 @@ def test_pipe_bench_result():
     assert row["tokens"] >= 400 and row["tokens_per_s"] > 0 and row["bilm_calls"] >= 1
     assert 0 < row["bilm_forward_s"] <= row["total_s"]
     assert 0 <= row["outside_bilm_share"] < 1
-    assert result["settings"]["model"]["description"] == "the AllenNLP test fixture"
+    model = result["settings"]["model"]
+    assert model["weight_file"] == str(FIXTURE_FILES[1]) and model["format"] == "bilm-tf"
+    assert str(FIXTURE_FILES[1]) in model["description"]
+    assert result["settings"]["weights_resolved"] == FIXTURE_SOURCE.source.describe()
+    assert result["settings"]["pipe"]["max_sequence_length"] == 256  # the model block's default
+    assert result["settings"]["text"] == str(DEFAULT_TEXT)
 
 
-def test_pipe_falls_back_to_a_named_random_shape(tmp_path):
-    source = resolve_model(tmp_path, random_shape="fixture")
+def test_the_bench_model_defaults_to_the_bundled_model():
+    """No weights named: the one resolver's answer, the bundled model, and nothing else."""
+    source = model_source()
+    assert source.source.directory.resolve() == DEFAULT_MODEL.resolve()
+    assert source.description.startswith("the bundled model: ")
+    assert source.config == {"weights": None, "options_file": None, "weight_file": None}
+
+
+def test_the_resolvers_errors_reach_the_bench():
+    with pytest.raises(ValueError, match="options_file and weight_file go together"):
+        model_source(options_file=FIXTURE_FILES[0])
+    with pytest.raises(FileNotFoundError, match="--weights"):
+        model_source("no-such-model")
+
+
+def test_pipe_runs_a_named_random_shape(tmp_path):
+    source = random_model_source(tmp_path, "fixture")
     assert "random" in source.description and (tmp_path / "fixture-seed0" / "model.safetensors").is_file()
+    assert source.source.directory == tmp_path / "fixture-seed0"
+
+
+def test_bench_settings_go_to_the_model_block_or_the_pipe():
+    """precision, max_batch_tokens ... belong to the biLM's model block, cache_size_mb to the
+    pipe: --set puts each where the pipe reads it; weight keys are the weight options' job."""
+    nlp = elmo_pipeline(
+        FIXTURE_SOURCE, settings={"precision": "bf16", "max_batch_tokens": 512, "cache_size_mb": 0}
+    )
+    elmo = nlp.get_pipe("elmo")
+    assert (elmo.settings.precision, elmo.settings.max_batch_tokens) == ("bf16", 512)
+    assert elmo.settings.threads is None and elmo.cache is None
+    assert elmo.check_weights() == FIXTURE_SOURCE.source
+    with pytest.raises(ValueError, match="--weights"):
+        elmo_pipeline(FIXTURE_SOURCE, settings={"weights": "small"})
 
 
 def test_memory_bench_result():
@@ -195,7 +276,9 @@ def test_memory_bench_result():
         progress=False,
     )
     assert [row["tokens"] for row in result["rows"]] == [300, 600]
+    assert result["settings"]["model"]["weight_file"] == str(FIXTURE_FILES[1])
     for row in result["rows"]:
+        assert (row["max_sequence_length"], row["max_batch_tokens"]) == (256, 4096)  # model block
         assert row["windows"] == math.ceil(row["tokens"] / 256)
         # doc._.elmo (n, 32) + doc._.elmo_layers (3, n, 32), float32
         assert row["outputs_mb"] == pytest.approx(row["tokens"] * 32 * 4 * 4 / 2**20)
@@ -234,7 +317,30 @@ def test_pretrain_bench_bundled_full_case_runs_the_full_softmax():
     sampled, full = result["rows"]
     assert (sampled["case"], sampled["softmax"]) == ("bundled", "sampled")
     assert (full["case"], full["softmax"]) == ("bundled-full", "full")
-    assert sampled["vocab_size"] == full["vocab_size"]
+    assert sampled["vocab_size"] == full["vocab_size"] == 40000
+    assert sampled["n_negative_samples"] == 4096
+    recipe = DEFAULT_MODEL / BUNDLED_RECIPE_NAME
+    assert result["settings"]["cases"]["bundled"]["config"] == str(recipe)
+
+
+@pytest.mark.skipif(not PROJECT_RECIPE.is_file(), reason="no spaCy project in this checkout")
+def test_the_packaged_recipe_is_the_projects():
+    """The bundled model's recipe ships with it (bench pretrain --case bundled reads it from the
+    package): it must stay the project's pretraining config, comments aside."""
+    from confection import Config
+
+    packaged = Config().from_disk(DEFAULT_MODEL / BUNDLED_RECIPE_NAME, interpolate=False)
+    project = Config().from_disk(PROJECT_RECIPE, interpolate=False)
+    assert packaged == project
+
+
+def test_the_bundled_shape_is_the_bundled_models_options_and_its_recipes_model():
+    from confection import Config
+
+    options = BiLMOptions.from_file(DEFAULT_MODEL / "options.json")
+    assert shape_options("bundled") == options
+    recipe = Config().from_disk(DEFAULT_MODEL / BUNDLED_RECIPE_NAME, interpolate=False)
+    assert {f"model.{k}": v for k, v in recipe["model"].items()} == model_overrides(options)
 
 
 def test_cli_writes_every_figure_to_json(tmp_path):
@@ -258,3 +364,26 @@ def test_cli_writes_every_figure_to_json(tmp_path):
     assert result.exit_code == 0, result.output
     data = json.loads(output.read_text())
     assert data["identical_tensors"] and len(data["rows"]) == 3
+
+
+def test_cli_pipe_and_senses_take_the_weight_options(tmp_path):
+    """--options-file/--weight-file (and --weights) name the model; the run says which."""
+    output = tmp_path / "pipe.json"
+    files = ["--options-file", str(FIXTURE_FILES[0]), "--weight-file", str(FIXTURE_FILES[1])]
+    args = ["bench", "pipe", *files, "--max-tokens", "50", "--batch-size", "8", "--output", str(output)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert f"model: {FIXTURE_SOURCE.source.describe()}" in result.output
+    assert json.loads(output.read_text())["settings"]["model"]["weight_file"] == str(FIXTURE_FILES[1])
+
+    for args, message in (
+        (["bench", "pipe", "--random-shape", "fixture", "--weights", "small"], "--random-shape"),
+        (["bench", "pipe", "--random-shape", "tiny"], "--random-shape must be one of"),
+        (["bench", "memory", "--options-file", str(FIXTURE_FILES[0])], "go together"),
+        (["bench", "senses", "--weight-file", str(FIXTURE_FILES[1])], "go together"),
+        (["bench", "senses", "--weights", str(tmp_path / "missing")], "does not exist"),
+        (["bench", "pipe", *files, "--set", "precision=tf32"], "does not run on cpu"),
+        (["bench", "pipe", "--set", "weight_file=x"], "--weights"),
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code != 0 and message in result.output, (args, result.output)

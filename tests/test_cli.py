@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from spacy_elmo import batch_to_ids, load_bilm
 from spacy_elmo.cli import app
-from spacy_elmo.pipe import DEFAULT_MODEL
+from spacy_elmo import DEFAULT_MODEL
 
 runner = CliRunner()
 
@@ -43,7 +43,7 @@ def test_convert_released_to_native_and_back(tmp_path, fixture_files, fixture_bi
 def test_convert_names_a_missing_file(tmp_path, fixture_files):
     result = runner.invoke(app, ["convert", str(tmp_path / "missing.hdf5"), str(tmp_path / "out")])
     assert result.exit_code == 1
-    assert f"options file not found: {tmp_path / 'options.json'}" in result.output
+    assert f"SOURCE {tmp_path / 'missing.hdf5'} does not exist" in result.output
     args = ["convert", str(tmp_path / "missing.hdf5"), str(tmp_path / "out"), "--options-file", str(fixture_files[0])]
     result = runner.invoke(app, args)
     assert result.exit_code == 1
@@ -144,10 +144,10 @@ def test_demo_runs_on_the_bundled_model():
 
 
 def test_demo_without_the_bundled_model_says_what_to_do(monkeypatch, tmp_path):
-    monkeypatch.setattr("spacy_elmo.pipe.DEFAULT_MODEL", tmp_path / "en_wikitext_small")
+    monkeypatch.setattr("spacy_elmo.sources.DEFAULT_MODEL", tmp_path / "en_wikitext_small")
     result = runner.invoke(app, ["demo"])
     assert result.exit_code == 1
-    assert "en_wikitext_small" in result.output and "model_path" in result.output
+    assert "en_wikitext_small is not in this installation" in result.output and "download small" in result.output
 
 
 def test_pretraining_commands_are_in_spacys_cli(tmp_path):
@@ -167,3 +167,52 @@ def test_pretraining_commands_are_in_spacys_cli(tmp_path):
     assert written.returncode == 0, written.stderr
     assert (tmp_path / "pretrain.cfg").read_text() == DEFAULT_CONFIG.lstrip("\n")
     assert run("elmo-pretrain", "--help").returncode == 0
+
+
+def _threads_options():
+    """(command path, option) of every --threads option of the CLI, sub-apps included."""
+    import typer
+
+    def walk(command, path=()):
+        for param in command.params:
+            if "--threads" in getattr(param, "opts", ()):
+                yield path, param
+        for name, sub in sorted(getattr(command, "commands", {}).items()):
+            yield from walk(sub, (*path, name))
+
+    return list(walk(typer.main.get_command(app)))
+
+
+THREADS_OPTIONS = _threads_options()
+
+
+@pytest.mark.parametrize(
+    "path, option", THREADS_OPTIONS, ids=[" ".join(path) for path, _ in THREADS_OPTIONS]
+)
+def test_every_threads_option_takes_an_integer_of_at_least_1(path, option):
+    """One rule for --threads (pretrain, embed, demo, bench ...): 0 (or less) is refused, naming
+    the option; 1 is taken."""
+    import typer
+
+    ctx = typer.Context(typer.main.get_command(app), info_name=path[-1])
+    for refused in ("0", "-1"):
+        with pytest.raises(typer.BadParameter) as err:
+            option.process_value(ctx, refused)
+        message = err.value.format_message()
+        assert "'--threads'" in message
+        assert "greater than or equal to 1" in message or "x>=1" in message
+    assert option.process_value(ctx, "1") == 1
+
+
+def test_pretrain_refuses_threads_0_naming_the_option(tmp_path):
+    from spacy_elmo.pretrain.config import DEFAULT_CONFIG
+
+    config = tmp_path / "pretrain.cfg"
+    config.write_text(DEFAULT_CONFIG, encoding="utf-8")
+    result = runner.invoke(app, ["pretrain", str(config), str(tmp_path / "out"), "--threads", "0"])
+    assert result.exit_code == 2, result.output
+    message = " ".join(result.output.replace("│", " ").split())  # rich's error box, unwrapped
+    assert "Invalid value for '--threads'" in message
+    assert "greater than or equal to 1" in message or "x>=1" in message
+    assert not (tmp_path / "out").exists()
+    assert ("pretrain",) in [path for path, _ in THREADS_OPTIONS]

@@ -1,13 +1,16 @@
 """Command help on an 80-column terminal: rich wraps each paragraph once, so no line of a
 description stops mid-sentence with room left for the next word (docstrings are hard-wrapped at
-100 columns; before cli_help.reflow, rich re-wrapped each of those lines on its own)."""
+100 columns; before cli_help.reflow, rich re-wrapped each of those lines on its own), and no
+switch shows a value placeholder ("--force <bool>")."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from spacy_elmo.cli import app
@@ -83,3 +86,41 @@ def test_reflow_joins_paragraph_lines_and_keeps_lists():
     is
     """
     assert reflow(text) == "First line.\n\nA paragraph cut in two.\n\n- an item\n  continued\n- another item\n\n\b\nkept   as\nis"
+
+
+def _click_commands(command, path=()):
+    """(path, click command) of the app, every group and every command below it."""
+    yield path, command
+    for name, sub in sorted(getattr(command, "commands", {}).items()):
+        yield from _click_commands(sub, (*path, name))
+
+
+CLICK_COMMANDS = list(_click_commands(typer.main.get_command(app)))
+# The first line of an option's row in the options panel: a "*" if required, its names, then
+# the type column ("│ --threads  <int>  ...", "│ *  --output  -o  <path>  ...", "│ --force  ...").
+OPTION_ROW = re.compile(r"^│ [* ]{0,3}((?:-{1,2}[\w-]+ +)+)(<[^>]*>)?")
+
+
+@pytest.mark.parametrize(
+    "path, command", CLICK_COMMANDS, ids=[" ".join(path) or "app" for path, _ in CLICK_COMMANDS]
+)
+def test_switches_show_no_value_placeholder(path, command):
+    """Every flag of every command and group (--force, --resume, --isolate/--no-isolate, --help)
+    takes no value, so its row of --help names no type; options that take one keep theirs."""
+    result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "100", "TERM": "dumb"})
+    assert result.exit_code == 0, result.output
+    assert "<bool>" not in result.output
+    ctx = command.make_context("spacy_elmo", [], resilient_parsing=True)
+    params = [p for p in command.get_params(ctx) if p.param_type_name == "option" and not p.hidden]
+    flags = {name for p in params if p.is_flag for name in (*p.opts, *p.secondary_opts)}
+    valued = {name for p in params if not p.is_flag for name in p.opts}
+    assert "--help" in flags
+    rows = {}
+    for line in result.output.splitlines():
+        match = OPTION_ROW.match(line)
+        if match:
+            rows.update({name: match.group(2) for name in match.group(1).split()})
+    shown = set(rows)
+    assert flags <= shown and valued <= shown, result.output
+    assert {name: rows[name] for name in flags if rows[name]} == {}, result.output
+    assert all(rows[name] for name in valued), result.output  # e.g. "--threads <int>" stays

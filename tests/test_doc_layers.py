@@ -1,4 +1,4 @@
-"""From docs to biLM sequences (``spacy_elmo.doc_layers``): sentences, windows, whitespace, the
+"""From docs to biLM sequences (``spacy_elmo.layers.doc_layers``): sentences, windows, whitespace, the
 layer cache."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import spacy
 from spacy.tokens import Doc
 
-from spacy_elmo.doc_layers import LayerCache, split_sequences
+from spacy_elmo.layers.doc_layers import LayerCache, split_sequences
 
 
 def test_one_sequence_per_sentence_when_the_doc_has_sentences():

@@ -173,6 +173,7 @@ def test_concurrent_downloads_of_one_model_fetch_it_once(server, home):
     assert [path for path, _ in server.requests].count("/tiny/weights.hdf5") == 1
     assert (home / "tiny" / "weights.hdf5").read_bytes() == WEIGHTS_BYTES
     assert [entry.name for entry in list_cached()] == ["tiny"]  # the lock file is not a model
+    assert sorted(path.name for path in home.iterdir()) == ["tiny"]  # nor left behind
 
 
 def test_404_is_a_clear_error_and_leaves_nothing(server, home):
@@ -243,6 +244,50 @@ def test_wrong_checksum_is_refused(server, home):
         _download(server, weights_sha256="0" * 64)
     assert not (home / "tiny").exists()
     assert _download(server, weights_sha256=actual.upper()) == model_dir("tiny")
+
+
+REFUSALS = {"404": {"weights_path": "/tiny/missing.hdf5"}, "sha256": {"weights_sha256": "0" * 64}}
+
+
+@pytest.mark.parametrize("refusal", sorted(REFUSALS))
+def test_a_refused_download_leaves_no_lock_file_and_no_folder(server, home, refusal):
+    with pytest.raises(DownloadError):
+        _download(server, **REFUSALS[refusal])
+    assert list(home.glob("*.lock")) == [] and list(home.iterdir()) == []
+    # Refused after an interrupted try: the folder that try left (to resume it) goes as well.
+    server.drop_after["/tiny/weights.hdf5"] = len(WEIGHTS_BYTES) // 3
+    with pytest.raises(ResumableDownloadError):
+        _download(server)
+    assert [path.name for path in home.iterdir()] == ["tiny"]  # its .part files, no lock file
+    with pytest.raises(DownloadError):
+        _download(server, **REFUSALS[refusal])
+    assert list(home.iterdir()) == []
+
+
+def test_a_download_leaves_no_lock_file(server, home):
+    _download(server)
+    _download(server)  # complete already: returns the cached copy
+    assert [path.name for path in home.iterdir()] == ["tiny"]
+
+
+def test_a_lock_file_that_is_not_the_one_held_stays(home):
+    """The lock file is removed by its holder just before the release, and only while the path
+    still names the file it locked: a lock file someone else holds at that path stays."""
+    from filelock import FileLock
+
+    from spacy_elmo.hub.download import _one_download_at_a_time
+
+    directory = model_path("tiny")
+    lock_file = Path(f"{directory}.lock")
+    with _one_download_at_a_time(directory, progress=False):
+        assert lock_file.exists()
+        lock_file.unlink()  # as by hand; then another process locks a new file at the path
+        other = FileLock(str(lock_file), is_singleton=False)
+        other.acquire(timeout=0)
+    try:
+        assert lock_file.exists() and other.is_locked
+    finally:
+        other.release()
 
 
 def test_a_mirror_named_after_a_release_must_have_its_shape(server, home):
@@ -336,14 +381,14 @@ def test_pipe_model_name_loads_from_the_cache_and_never_needs_it_after_saving(se
 
     _download(server)
     by_name = spacy.blank("en")
-    by_name.add_pipe("elmo", config={"model_name": "tiny"})
+    by_name.add_pipe("elmo", config={"model": {"weights": "tiny"}})
     by_name.initialize()
     by_files = spacy.blank("en")
     files = {
         "options_file": str(ELMO_FIXTURE / "options.json"),
         "weight_file": str(ELMO_FIXTURE / "lm_weights.hdf5"),
     }
-    by_files.add_pipe("elmo", config=files)
+    by_files.add_pipe("elmo", config={"model": files})
     by_files.initialize()
     text = "The bank of the river ."
     expected = by_files(text)._.elmo_layers
@@ -358,12 +403,11 @@ def test_pipe_model_name_loads_from_the_cache_and_never_needs_it_after_saving(se
 def test_pipe_model_name_missing_says_how_to_download(home):
     import spacy
 
-    nlp = spacy.blank("en")
-    nlp.add_pipe("elmo", config={"model_name": "small"})
     with pytest.raises(ModelNotCachedError, match="python -m spacy_elmo download small"):
-        nlp.initialize()
-    with pytest.raises(ValueError, match="set model_name, or model_path, or options_file"):
-        spacy.blank("en").add_pipe("elmo", config={"model_name": "small", "model_path": "x"})
+        spacy.blank("en").add_pipe("elmo", config={"model": {"weights": "small"}})
+    v1 = {"model": {"@architectures": "spacy_elmo.ElmoModel.v1"}, "model_name": "small", "model_path": "x"}
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="set model_name or model_path, not both"):
+        spacy.blank("en").add_pipe("elmo", config=v1)
 
 
 def test_embed_with_model_name(server, home, tmp_path):
@@ -372,7 +416,7 @@ def test_embed_with_model_name(server, home, tmp_path):
     from spacy_elmo.cli import app
 
     (tmp_path / "input.txt").write_text("The bank of the river .\n")
-    args = ["embed", str(tmp_path / "input.txt"), str(tmp_path / "a.hdf5"), "--model-name", "tiny"]
+    args = ["embed", str(tmp_path / "input.txt"), str(tmp_path / "a.hdf5"), "--weights", "tiny"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 1 and "python -m spacy_elmo download --options-url" in result.output
     _download(server)
@@ -385,10 +429,10 @@ def test_embed_with_model_name(server, home, tmp_path):
 
 def test_convert_and_init_config_take_a_downloaded_model_by_name(server, home, tmp_path):
     from spacy_elmo.cli import app
-    from spacy_elmo.sources import resolve_model
+    from spacy_elmo.sources import resolve_weight_source
 
     cached = _download(server)
-    source = resolve_model("tiny")
+    source = resolve_weight_source("tiny")
     assert source.directory == cached and source.format == "bilm-tf"
     runner = CliRunner()
     result = runner.invoke(app, ["convert", "tiny", str(tmp_path / "native")])

@@ -1,6 +1,7 @@
-"""The package's structure, as a newcomer relies on it: ``nn/`` is plain PyTorch, no modules
-import each other in a cycle, and every registered function resolves in a fresh process from
-the installed entry points alone."""
+"""The package's structure, as a newcomer relies on it: ``nn/`` is plain PyTorch, modules import
+only from their own layer or below (never upward, never in a cycle), the core names no weight
+format, one function decides which weights a reference means, and every registered function
+resolves in a fresh process from the installed entry points alone."""
 
 import ast
 import re
@@ -48,6 +49,98 @@ def test_nn_imports_neither_spacy_nor_thinc():
     for path in (PACKAGE / "nn").rglob("*.py"):
         roots = {name.split(".")[0] for name in _imports(path)}
         assert not roots & {"spacy", "thinc"}, f"{path} imports {roots & {'spacy', 'thinc'}}"
+
+
+#: The layers, lowest first: a module may import from its own layer and the ones below.
+LAYERS = [
+    ("foundation", ["chars", "options", "batching", "sentences", "doc_output", "cli_errors", "cli_help"]),
+    ("token ids", ["indexers"]),
+    ("PyTorch model", ["nn"]),
+    ("processes (torchrun)", ["distributed"]),
+    ("weight formats", ["formats"]),
+    ("released models by name", ["hub"]),
+    ("the weights resolver", ["sources"]),
+    ("Thinc layers", ["layers", "loaders", "architectures"]),
+    ("spaCy pipe", ["pipe"]),
+    ("commands", ["commands", "hub.commands", "cli_weights", "compare", "inspection", "embedding", "pretrain", "bench", "cli", "spacy_commands", "__main__"]),
+]
+
+
+def _layer(module: str) -> int:
+    """The index in LAYERS of the longest prefix that names ``module`` (the package: top)."""
+    if module == "spacy_elmo":
+        return len(LAYERS)
+    name = module[len("spacy_elmo."):]
+    best, best_length = None, -1
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (name == prefix or name.startswith(prefix + ".")) and len(prefix) > best_length:
+                best, best_length = index, len(prefix)
+    assert best is not None, f"{module} is in no layer of LAYERS: add it"
+    return best
+
+
+def test_no_module_imports_upward():
+    upward = [
+        f"{module} ({LAYERS[_layer(module)][0]}) imports {target} ({LAYERS[_layer(target)][0]})"
+        for module, targets in _graph().items()
+        for target in targets
+        if not module.startswith(target + ".") and _layer(target) > _layer(module)
+    ]
+    assert not upward, "\n".join(upward)
+
+
+#: What naming a weight format looks like in code (docstrings and comments aside).
+FORMAT_WORDS = ("hdf5", "safetensors", "elmoformanylangs", "lexicon", ".pkl", "char.dic", "word.dic", "h5py")
+
+
+def _code_strings_and_names(path: Path) -> Set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+    }
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            found.add(node.value)
+        elif isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+    return found | _imports(path)
+
+
+def test_the_core_knows_no_weight_format():
+    """options.py (the shape) and nn/ (the model) neither import nor name a format: formats are
+    readers in formats/, and a new one touches nothing here."""
+    for path in [PACKAGE / "options.py", *(PACKAGE / "nn").rglob("*.py")]:
+        roots = {name for name in _imports(path) if name.startswith(("spacy_elmo.formats", "spacy_elmo.hub"))}
+        assert not roots, f"{path} imports {roots}"
+        named = {word for text in _code_strings_and_names(path) for word in FORMAT_WORDS if word in text.lower()}
+        assert not named, f"{path} names a weight format: {named}"
+
+
+def test_one_function_decides_which_weights_a_reference_means():
+    """sources.resolve_weight_source is the only user of the resolution steps (a model
+    directory's files, two named files, a downloaded model by name, the bundled default)."""
+    steps = {
+        "spacy_elmo.formats.locate_model_dir",
+        "spacy_elmo.formats.weight_file_source",
+        "spacy_elmo.hub.cache.model_dir",
+        "spacy_elmo.hub.model_dir",
+        "spacy_elmo.sources.DEFAULT_MODEL",
+        "spacy_elmo.DEFAULT_MODEL",
+    }
+    users = {
+        _module_name(path): _imports(path) & steps
+        for path in PACKAGE.rglob("*.py")
+        if _imports(path) & steps
+    }
+    allowed = {"spacy_elmo.sources", "spacy_elmo.hub", "spacy_elmo"}  # the resolver; re-exports
+    assert set(users) <= allowed, {m: u for m, u in users.items() if m not in allowed}
 
 
 def test_no_import_cycles_in_the_package():

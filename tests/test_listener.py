@@ -10,12 +10,15 @@ from spacy.training import Example
 from thinc.api import Adam, fix_random_seed
 
 from conftest import ELMO_FIXTURE
-from spacy_elmo.doc_layers import LayerCache
+from spacy_elmo.layers.bilm_model import bilm_settings
+from spacy_elmo.layers.doc_layers import LayerCache
 from spacy_elmo.layers.mix_head import mix_head
 
 ELMO = {
-    "options_file": str(ELMO_FIXTURE / "options.json"),
-    "weight_file": str(ELMO_FIXTURE / "lm_weights.hdf5"),
+    "model": {
+        "options_file": str(ELMO_FIXTURE / "options.json"),
+        "weight_file": str(ELMO_FIXTURE / "lm_weights.hdf5"),
+    }
 }
 LISTENER = {"@architectures": "spacy_elmo.ElmoListener.v1", "width": 24, "dropout": 0.1}
 TOKEN_EMBED = {
@@ -183,13 +186,27 @@ def test_round_trip_and_replace_listeners(tmp_path, layer_norm):
     reloaded = spacy.load(tmp_path / "replaced")
     assert reloaded.pipe_names == ["tagger"]
     embedder_cfg = reloaded.config["components"]["tagger"]["model"]["tok2vec"]
-    assert embedder_cfg["@architectures"] == "spacy_elmo.ElmoEmbedder.v1"
+    assert embedder_cfg["@architectures"] == "spacy_elmo.ElmoEmbedder.v2"
     assert embedder_cfg["layer_norm"] is layer_norm
+    assert embedder_cfg["elmo"]["@architectures"] == "spacy_elmo.ElmoModel.v2"
     assert [[t.tag_ for t in reloaded(text)] for text in texts] == tags
     for text, expected_scores in zip(texts, expected):
         np.testing.assert_allclose(
             reloaded.get_pipe("tagger").predict([reloaded(text)])[0], expected_scores, atol=1e-6
         )
+
+
+def test_replaced_listeners_keep_the_biLM_settings_after_saving(tmp_path):
+    """The embedder's copy of the biLM runs with the pipe's model settings, also once saved and
+    loaded: they travel in its config (ElmoEmbedder.v1 fell back to defaults there)."""
+    nlp = tagger_pipeline(model={**ELMO["model"], "max_batch_tokens": 96, "precision": "bf16", "threads": 2})
+    nlp.replace_listeners("elmo", "tagger", ["model.tok2vec"])
+    nlp.remove_pipe("elmo")
+    nlp.to_disk(tmp_path / "replaced")
+    reloaded = spacy.load(tmp_path / "replaced")
+    elmo = reloaded.get_pipe("tagger").model.get_ref("tok2vec").layers[0]
+    settings = bilm_settings(elmo)
+    assert (settings.max_batch_tokens, settings.precision, settings.threads) == (96, "bf16", 2)
 
 
 def test_replace_a_listener_nested_as_the_embed_of_tok2vec(tmp_path):
@@ -210,7 +227,7 @@ def test_replace_a_listener_nested_as_the_embed_of_tok2vec(tmp_path):
     nlp.remove_pipe("elmo")
     nlp.to_disk(tmp_path / "replaced")
     reloaded = spacy.load(tmp_path / "replaced")
-    assert reloaded.config["components"]["tagger"]["model"]["tok2vec"]["embed"]["@architectures"] == "spacy_elmo.ElmoEmbedder.v1"
+    assert reloaded.config["components"]["tagger"]["model"]["tok2vec"]["embed"]["@architectures"] == "spacy_elmo.ElmoEmbedder.v2"
     for text, expected in zip(texts, scores):
         np.testing.assert_allclose(reloaded.get_pipe("tagger").predict([reloaded(text)])[0], expected, atol=1e-6)
 

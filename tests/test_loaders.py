@@ -1,5 +1,5 @@
 """Weights that enter at ``initialize`` through the registered loader
-(``spacy_elmo.WeightLoader.v1``): the pipe's own config then holds no paths."""
+(``spacy_elmo.WeightLoader.v2``; v1 still resolves): the pipe's own config then holds no paths."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ factory = "elmo"
 [initialize.components.elmo]
 
 [initialize.components.elmo.weights]
-@misc = "spacy_elmo.WeightLoader.v1"
-model_path = "{ELMO_FIXTURE}"
+@misc = "spacy_elmo.WeightLoader.v2"
+weights = "{ELMO_FIXTURE}"
 """
 
 
@@ -43,8 +43,8 @@ def test_weights_come_from_the_initialize_block(tmp_path, fixture_bilm):
         expected, _ = fixture_bilm(torch.from_numpy(batch_to_ids([words])))
     np.testing.assert_allclose(doc._.elmo_layers, expected[:, 0].numpy(), atol=1e-6)
 
-    component = nlp.config["components"]["elmo"]
-    assert component["model_path"] is component["options_file"] is component["weight_file"] is None
+    model = nlp.config["components"]["elmo"]["model"]
+    assert model["weights"] is model["options_file"] is model["weight_file"] is None
     nlp.to_disk(tmp_path / "pipeline")
     assert str(ELMO_FIXTURE) not in (tmp_path / "pipeline" / "elmo" / "cfg").read_text()
     restored = spacy.load(tmp_path / "pipeline")
@@ -52,7 +52,15 @@ def test_weights_come_from_the_initialize_block(tmp_path, fixture_bilm):
 
 
 def test_loader_settings_are_checked_when_the_config_is_resolved():
-    bad = CONFIG.replace(f'model_path = "{ELMO_FIXTURE}"', 'weight_file = "w.hdf5"')
+    bad = CONFIG.replace(f'weights = "{ELMO_FIXTURE}"', 'weight_file = "w.hdf5"')
     nlp = spacy.util.load_model_from_config(Config().from_str(bad), auto_fill=True)
     with pytest.raises(ValueError, match="options_file is missing"):
         nlp.initialize()
+
+
+def test_the_first_loader_version_still_resolves(fixture_bilm):
+    v1 = CONFIG.replace('"spacy_elmo.WeightLoader.v2"\nweights', '"spacy_elmo.WeightLoader.v1"\nmodel_path')
+    assert "WeightLoader.v1" in v1
+    nlp = spacy.util.load_model_from_config(Config().from_str(v1), auto_fill=True)
+    nlp.initialize()
+    assert nlp.get_pipe("elmo").bilm.options == fixture_bilm.options

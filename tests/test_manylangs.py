@@ -23,13 +23,9 @@ from typer.testing import CliRunner
 from conftest import FIXTURES
 from spacy_elmo import export_bilm_tf, load_bilm, save_bilm
 from spacy_elmo.cli import app
-from spacy_elmo.manylangs import (
-    LexiconError,
-    ManyLangsFormatError,
-    is_manylangs_dir,
-    load_manylangs_bilm,
-)
-from spacy_elmo.weights import WeightFileError
+from spacy_elmo.formats import WeightFileError
+from spacy_elmo.formats.manylangs import ManyLangsFormatError, is_manylangs_dir, load_manylangs_bilm
+from spacy_elmo.indexers import LexiconError
 
 MODEL = FIXTURES / "manylangs_tiny"
 WIDTH = 12  # 2 * projection_dim of the fixture
@@ -123,7 +119,7 @@ def test_pipe_with_a_blank_pipeline_of_the_language(lang, bilm):
         words = SENTENCES[0]
         doc = nlp.make_doc("die Straße ist schön.")
         assert [t.text for t in doc] == words
-    nlp.add_pipe("elmo", config={"model_path": str(MODEL)})
+    nlp.add_pipe("elmo", config={"model": {"weights": str(MODEL)}})
     doc = nlp(doc)
     assert doc._.elmo_layers.shape == (3, len(words), WIDTH)
     np.testing.assert_allclose(doc._.elmo_layers, _layers(bilm, [words])[0], atol=1e-6)
@@ -132,15 +128,14 @@ def test_pipe_with_a_blank_pipeline_of_the_language(lang, bilm):
 
 def test_pipeline_saved_and_loaded_without_the_model_directory(tmp_path, model_copy):
     nlp = spacy.blank("de")
-    nlp.add_pipe("elmo", config={"model_path": str(model_copy)})
+    nlp.add_pipe("elmo", config={"model": {"weights": str(model_copy)}})
     text = "die Straße ist schön."
     expected = nlp(text)._.elmo_layers
     nlp.to_disk(tmp_path / "pipeline")
     shutil.rmtree(model_copy)
     loaded = spacy.load(tmp_path / "pipeline")
     np.testing.assert_array_equal(loaded(text)._.elmo_layers, expected)
-    restored = spacy.blank("de")
-    restored.add_pipe("elmo", config={"model_path": str(model_copy)})
+    restored = spacy.util.load_model_from_config(nlp.config)  # spaCy's way to restore from bytes
     restored.from_bytes(nlp.to_bytes())
     np.testing.assert_array_equal(restored(text)._.elmo_layers, expected)
 
@@ -148,7 +143,7 @@ def test_pipeline_saved_and_loaded_without_the_model_directory(tmp_path, model_c
 def test_listener_tagger_learns_on_a_frozen_manylangs_elmo():
     fix_random_seed(0)
     nlp = spacy.blank("de")
-    nlp.add_pipe("elmo", config={"model_path": str(MODEL), "frozen": True})
+    nlp.add_pipe("elmo", config={"model": {"weights": str(MODEL)}, "frozen": True})
     listener = {"@architectures": "spacy_elmo.ElmoListener.v1", "width": 16, "dropout": 0.0}
     nlp.add_pipe("tagger", config={"model": {"@architectures": "spacy.Tagger.v2", "tok2vec": listener}})
     data = [("die Straße ist schön", ["D", "N", "V", "A"]), ("Привет мир", ["I", "N"])]
@@ -166,7 +161,7 @@ def test_listener_tagger_learns_on_a_frozen_manylangs_elmo():
 def test_token_cache_gives_the_same_layers(model_copy, bilm):
     (model_copy / "vocab.txt").write_text("die\nStraße\nмир\n", encoding="utf-8")
     nlp = spacy.blank("de")
-    nlp.add_pipe("elmo", config={"model_path": str(model_copy), "token_cache_words": 3})
+    nlp.add_pipe("elmo", config={"model": {"weights": str(model_copy), "token_cache_words": 3}})
     doc = nlp("die Straße ist schön.")
     assert len(nlp.get_pipe("elmo").bilm.token_cache) == 3
     np.testing.assert_allclose(doc._.elmo_layers, _layers(bilm, [SENTENCES[0]])[0], atol=1e-6)
@@ -174,7 +169,7 @@ def test_token_cache_gives_the_same_layers(model_copy, bilm):
 
 def test_embed_command(tmp_path):
     (tmp_path / "in.txt").write_text("die Straße ist schön .\nПривет , мир !\n", encoding="utf-8")
-    result = CliRunner().invoke(app, ["embed", str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"), "--model-path", str(MODEL)])
+    result = CliRunner().invoke(app, ["embed", str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"), "--weights", str(MODEL)])
     assert result.exit_code == 0, result.output
     import h5py
 
@@ -192,7 +187,7 @@ def test_each_missing_file_is_named(model_copy, name):
     with pytest.raises(FileNotFoundError, match=name.replace(".", r"\.")):
         load_bilm(model_copy)
     nlp = spacy.blank("de")
-    nlp.add_pipe("elmo", config={"model_path": str(model_copy)})
+    nlp.add_pipe("elmo", config={"model": {"weights": str(model_copy)}})
     with pytest.raises(ValueError, match=name.replace(".", r"\.")):
         nlp.initialize()
 

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from conftest import make_options
-from spacy_elmo import BiLMOptions, OptionsError
+from conftest import make_options, write_random_bilm_tf
+from spacy_elmo import BiLMOptions, OptionsError, load_bilm
 
 
 def test_released_fixture_options(fixture_files):
@@ -35,8 +35,9 @@ def test_training_keys_are_ignored_and_zero_clip_means_none():
         (lambda o: o["lstm"].pop("dim"), "lstm.dim"),
         (lambda o: o["lstm"].update(n_layers=0), "lstm.n_layers"),
         (lambda o: o["char_cnn"].update(filters=[[1, 4], [2]]), r"char_cnn.filters\[1\]"),
-        (lambda o: o["char_cnn"].update(max_characters_per_token=30), "max_characters_per_token"),
-        (lambda o: o["char_cnn"].update(n_characters=300), "n_characters"),
+        (lambda o: o["char_cnn"].update(max_characters_per_token=2), r"char_cnn.filters\[2\] must be \[width <= 2"),
+        (lambda o: o["char_cnn"].update(n_characters=0), "char_cnn.n_characters must be an integer >= 2"),
+        (lambda o: o["char_cnn"].update(word_dim=-1), "char_cnn.word_dim must be an integer >= 0"),
         (lambda o: o["lstm"].update(cell_clip=-1), "lstm.cell_clip"),
         (lambda o: o["lstm"].update(cell_clip=float("nan")), "lstm.cell_clip.*nan"),
         (lambda o: o["lstm"].update(proj_clip=float("inf")), "lstm.proj_clip.*inf"),
@@ -77,3 +78,23 @@ def test_options_that_are_not_an_object(tmp_path):
     path.write_text("[1, 2]")
     with pytest.raises(OptionsError, match="options.json: expected a JSON object, got list"):
         BiLMOptions.from_file(path)
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (dict(max_characters_per_token=30), "char_cnn.max_characters_per_token must be 50 .the released character mapping"),
+        (dict(n_characters=300), r"char_cnn.n_characters must be 261 \(training\) or 262 \(inference\), got 300"),
+        (dict(word_dim=8), "char_cnn.word_dim is 8, but the released character mapping has no word ids"),
+    ],
+)
+def test_released_files_need_the_released_character_mapping(tmp_path, edit, message):
+    """The options describe any shape; a bilm-tf file reads UTF-8 byte ids, and its reader refuses
+    options that do not fit them, naming the file and the key."""
+    options, weights = write_random_bilm_tf(tmp_path, make_options())
+    data = json.loads(options.read_text())
+    data["char_cnn"].update(edit)
+    options.write_text(json.dumps(data))
+    with pytest.raises(OptionsError, match=message) as info:
+        load_bilm(options, weights)
+    assert str(options) in str(info.value)

@@ -18,7 +18,8 @@ from thinc.api import ConfigValidationError
 
 from conftest import make_options, write_random_bilm_tf
 from spacy_elmo import ScalarMix, batch_to_ids, load_bilm, save_bilm
-from spacy_elmo.pipe import DEFAULT_MODEL, add_vector_hooks, batch_by_length, split_sequences
+from spacy_elmo import DEFAULT_MODEL
+from spacy_elmo.pipe import add_vector_hooks, batch_by_length, split_sequences
 
 WIDTH = 32
 
@@ -33,7 +34,7 @@ def _layers(bilm, words):
 def nlp(fixture_files):
     nlp = spacy.blank("en")
     options, weights = fixture_files
-    nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(weights)})
+    nlp.add_pipe("elmo", config={"model": {"options_file": str(options), "weight_file": str(weights)}})
     return nlp
 
 
@@ -64,7 +65,7 @@ def test_fixed_mix_weights_and_gamma(fixture_files, fixture_bilm):
     options, weights = map(str, fixture_files)
     nlp.add_pipe(
         "elmo",
-        config={"options_file": options, "weight_file": weights, "mix_weights": [0, 0, 3], "gamma": 2.0, "store_layers": False},
+        config={"model": {"options_file": options, "weight_file": weights}, "mix_weights": [0, 0, 3], "gamma": 2.0, "store_layers": False},
     )
     doc = nlp("Only the top layer , doubled .")
     np.testing.assert_allclose(doc._.elmo, 2 * _layers(fixture_bilm, [t.text for t in doc])[-1], atol=1e-6)
@@ -96,7 +97,7 @@ def test_hooks_win_over_static_vectors(fixture_files):
     nlp = spacy.blank("en")
     nlp.vocab.set_vector("bank", np.ones(5, dtype=np.float32))
     options, weights = map(str, fixture_files)
-    nlp.add_pipe("elmo", config={"options_file": options, "weight_file": weights})
+    nlp.add_pipe("elmo", config={"model": {"options_file": options, "weight_file": weights}})
     doc = nlp("the bank")
     assert doc[1].vector.shape == (WIDTH,)
     assert np.array_equal(doc[1].vector, doc._.elmo[1])
@@ -130,7 +131,7 @@ def test_each_sentence_is_one_sequence(nlp, fixture_bilm):
 def test_docs_without_sentences_are_cut_into_windows(fixture_files, fixture_bilm):
     nlp = spacy.blank("en")
     options, weights = map(str, fixture_files)
-    nlp.add_pipe("elmo", config={"options_file": options, "weight_file": weights, "max_sequence_length": 4})
+    nlp.add_pipe("elmo", config={"model": {"options_file": options, "weight_file": weights, "max_sequence_length": 4}})
     words = [f"w{i}" for i in range(10)]
     doc = nlp(Doc(nlp.vocab, words=words))
     for start, end in [(0, 4), (4, 7), (7, 10)]:  # ceil(10 / 4) = 3 windows of near-equal length
@@ -194,7 +195,7 @@ def test_mixed_scripts_emoji_and_long_tokens(nlp, fixture_bilm):
 def test_a_100000_token_doc_without_sentences(fixture_files, fixture_bilm):
     nlp = spacy.blank("en")
     options, weights = map(str, fixture_files)
-    nlp.add_pipe("elmo", config={"options_file": options, "weight_file": weights, "store_layers": False})
+    nlp.add_pipe("elmo", config={"model": {"options_file": options, "weight_file": weights}, "store_layers": False})
     words = [f"t{i % 97}" for i in range(100_000)]
     doc = nlp(Doc(nlp.vocab, words=words))
     assert doc._.elmo.shape == (100_000, WIDTH)
@@ -224,29 +225,44 @@ def test_native_checkpoint_and_model_directory(tmp_path, nlp, fixture_files):
     shutil.copy(fixture_files[1], hdf5_dir / "weights.hdf5")
     for directory in (tmp_path / "native", hdf5_dir):
         other = spacy.blank("en")
-        other.add_pipe("elmo", config={"model_path": str(directory)})
+        other.add_pipe("elmo", config={"model": {"weights": str(directory)}})
         np.testing.assert_allclose(other("Same weights , other file .")._.elmo, expected, atol=1e-6)
 
 
-def _pipe_with(**config):
+def _pipe_with(**model):
     nlp = spacy.blank("en")
-    nlp.add_pipe("elmo", config={k: str(v) for k, v in config.items()})
+    nlp.add_pipe("elmo", config={"model": {k: str(v) for k, v in model.items()}})
     return nlp
 
 
-def test_missing_files_name_the_file(tmp_path, fixture_files):
+def test_missing_files_and_unknown_names_are_refused_when_the_pipe_is_made(tmp_path, fixture_files):
+    """add_pipe resolves the weights (reading them stays lazy): a typo fails at once, naming it."""
     options, weights = fixture_files
-    nlp = _pipe_with(options_file=tmp_path / "nope.json", weight_file=weights)
-    with pytest.raises(ValueError, match="nope.json"):
-        nlp("x")
-    nlp = _pipe_with(options_file=options, weight_file=tmp_path / "nope.hdf5")
-    with pytest.raises(ValueError, match="nope.hdf5"):
-        nlp.initialize()
-    with pytest.raises(ValueError, match="model_path .*nowhere"):
-        _pipe_with(model_path=tmp_path / "nowhere")("x")
+    with pytest.raises(FileNotFoundError, match="elmo pipe 'elmo': .*nope.json"):
+        _pipe_with(options_file=tmp_path / "nope.json", weight_file=weights)
+    with pytest.raises(FileNotFoundError, match="nope.hdf5"):
+        _pipe_with(options_file=options, weight_file=tmp_path / "nope.hdf5")
+    with pytest.raises(FileNotFoundError, match="weights .*nowhere does not exist"):
+        _pipe_with(weights=tmp_path / "nowhere")
+    with pytest.raises(FileNotFoundError, match="'no-such-model' is neither a model directory nor a downloaded model"):
+        _pipe_with(weights="no-such-model")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ValueError, match="empty: no model.safetensors or weights.hdf5"):
-        _pipe_with(model_path=tmp_path / "empty")("x")
+    with pytest.raises(FileNotFoundError, match="empty: no model.safetensors or weights.hdf5"):
+        _pipe_with(weights=tmp_path / "empty")
+
+
+def test_a_pipeline_loaded_from_disk_never_needs_the_files_its_config_names(tmp_path, fixture_files):
+    """spacy.load builds the pipe from its config, then reads the weights from the pipeline: the
+    files the config names may be gone on this machine."""
+    options, weights = fixture_files
+    (tmp_path / "model").mkdir()
+    for path in fixture_files:
+        shutil.copy(path, tmp_path / "model" / path.name)
+    nlp = _pipe_with(weights=tmp_path / "model")
+    expected = nlp("Moved pipelines load .")._.elmo
+    nlp.to_disk(tmp_path / "pipeline")
+    shutil.rmtree(tmp_path / "model")
+    np.testing.assert_array_equal(spacy.load(tmp_path / "pipeline")("Moved pipelines load .")._.elmo, expected)
 
 
 def test_corrupt_and_mismatched_weight_files_name_the_file(tmp_path, fixture_files):
@@ -272,34 +288,32 @@ def test_default_model_is_bundled_and_contextual():
     assert river[4].text == money[1].text == "bank" and river[4].similarity(money[1]) < 0.99
     # The bundled vocabulary feeds the token cache.
     cached = spacy.blank("en")
-    cached.add_pipe("elmo", config={"token_cache_words": 1000})
+    cached.add_pipe("elmo", config={"model": {"token_cache_words": 1000}})
     np.testing.assert_allclose(cached(river.text)._.elmo, river._.elmo, atol=1e-6)
 
 
 def test_missing_default_model_says_what_to_do(monkeypatch, tmp_path):
-    monkeypatch.setattr("spacy_elmo.pipe.DEFAULT_MODEL", tmp_path / "en_wikitext_small")
-    nlp = spacy.blank("en")
-    nlp.add_pipe("elmo")
-    with pytest.raises(ValueError, match="en_wikitext_small.*model_path"):
-        nlp("x")
+    monkeypatch.setattr("spacy_elmo.sources.DEFAULT_MODEL", tmp_path / "en_wikitext_small")
+    with pytest.raises(FileNotFoundError, match="en_wikitext_small is not in this installation.*download small"):
+        spacy.blank("en").add_pipe("elmo")
 
 
 def test_config_errors_name_the_key(fixture_files):
     options, weights = map(str, fixture_files)
     nlp = spacy.blank("en")
     with pytest.raises(ConfigValidationError, match="max_sequence_length"):
-        nlp.add_pipe("elmo", config={"max_sequence_length": "long"})
+        nlp.add_pipe("elmo", config={"model": {"max_sequence_length": "long"}})
     with pytest.raises(ConfigValidationError, match="max_batch_size"):
         nlp.add_pipe("elmo", config={"max_batch_size": 10})
     with pytest.raises(ValueError, match="max_batch_tokens must be a positive integer"):
-        nlp.add_pipe("elmo", config={"max_batch_tokens": 0})
+        nlp.add_pipe("elmo", config={"model": {"max_batch_tokens": 0}})
     with pytest.raises(ValueError, match="mix_weights must be non-negative"):
         nlp.add_pipe("elmo", config={"mix_weights": [1, -1, 1]})
     with pytest.raises(ValueError, match="weight_file is missing"):
-        nlp.add_pipe("elmo", config={"options_file": options})
-    with pytest.raises(ValueError, match="model_path, or options_file and weight_file, not both"):
-        nlp.add_pipe("elmo", config={"model_path": "x", "options_file": options, "weight_file": weights})
-    nlp.add_pipe("elmo", config={"options_file": options, "weight_file": weights, "mix_weights": [1, 1]})
+        nlp.add_pipe("elmo", config={"model": {"options_file": options}})
+    with pytest.raises(ValueError, match="set weights, or options_file and weight_file, not both"):
+        nlp.add_pipe("elmo", config={"model": {"weights": "x", "options_file": options, "weight_file": weights}})
+    nlp.add_pipe("elmo", config={"model": {"options_file": options, "weight_file": weights}, "mix_weights": [1, 1]})
     with pytest.raises(ValueError, match="mix_weights has 2 weights, the model has 3 layers"):
         nlp.initialize()
 
@@ -322,7 +336,7 @@ def test_pipeline_to_disk_and_spacy_load(tmp_path, fixture_files):
         shutil.copy(source, tmp_path / name)
     nlp = spacy.blank("en")
     nlp.add_pipe("sentencizer")
-    nlp.add_pipe("elmo", config={"options_file": str(tmp_path / "options.json"), "weight_file": str(tmp_path / "weights.hdf5"), "gamma": 0.5})
+    nlp.add_pipe("elmo", config={"model": {"options_file": str(tmp_path / "options.json"), "weight_file": str(tmp_path / "weights.hdf5")}, "gamma": 0.5})
     nlp.to_disk(tmp_path / "pipeline")  # before any use: weights are read now
     (tmp_path / "options.json").unlink()
     (tmp_path / "weights.hdf5").unlink()
@@ -337,12 +351,12 @@ def test_pipeline_to_disk_and_spacy_load(tmp_path, fixture_files):
 def test_pipe_and_pipeline_bytes(nlp, fixture_files):
     text = "Bytes in , bytes out ."
     expected = nlp(text)._.elmo
-    other = spacy.blank("en")
-    other.add_pipe("elmo", config={"options_file": "missing.json", "weight_file": "missing.hdf5"})
+    config = nlp.config.copy()
+    config["components"]["elmo"]["model"].update(options_file="missing.json", weight_file="missing.hdf5")
+    other = spacy.util.load_model_from_config(config)  # spaCy's way to restore from bytes
     other.get_pipe("elmo").from_bytes(nlp.get_pipe("elmo").to_bytes())
     np.testing.assert_array_equal(other(text)._.elmo, expected)
-    restored = spacy.blank("en")
-    restored.add_pipe("elmo", config={"options_file": "missing.json", "weight_file": "missing.hdf5"})
+    restored = spacy.util.load_model_from_config(config)
     restored.from_bytes(nlp.to_bytes())
     np.testing.assert_array_equal(restored(text)._.elmo, expected)
 
@@ -410,7 +424,7 @@ def test_token_cache_words_give_identical_vectors_and_survive_serialization(tmp_
     vocab = ["<S>", "</S>", "<UNK>"] + [w for s in sentences for w in s]
     (model_dir / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
     nlp = spacy.blank("en")
-    elmo = nlp.add_pipe("elmo", config={"model_path": str(model_dir), "token_cache_words": 20})
+    elmo = nlp.add_pipe("elmo", config={"model": {"weights": str(model_dir), "token_cache_words": 20}})
     docs = [nlp(" ".join(words)) for words in sentences]
     assert len(elmo.bilm.token_cache) == len(set(vocab[:20]))
     for doc in docs:
@@ -428,7 +442,7 @@ def test_token_cache_without_a_vocabulary_names_the_file(tmp_path, fixture_files
     nlp = spacy.blank("en")
     nlp.add_pipe(
         "elmo",
-        config={"options_file": str(options), "weight_file": str(weights), "token_cache_words": 10},
+        config={"model": {"options_file": str(options), "weight_file": str(weights), "token_cache_words": 10}},
     )
     with pytest.raises(ValueError, match="token_cache_words.*vocab.txt does not exist"):
         nlp.initialize()
@@ -437,11 +451,11 @@ def test_token_cache_without_a_vocabulary_names_the_file(tmp_path, fixture_files
 def test_bf16_precision_is_close_to_fp32(nlp, fixture_files, sentences):
     options, weights = fixture_files
     fast = spacy.blank("en")
-    fast.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(weights), "precision": "bf16"})
+    fast.add_pipe("elmo", config={"model": {"options_file": str(options), "weight_file": str(weights), "precision": "bf16"}})
     for words in sentences:
         exact, approx = nlp(" ".join(words))._.elmo, fast(" ".join(words))._.elmo
         assert approx.dtype == np.float32
         cosine = (exact * approx).sum(-1) / np.linalg.norm(exact, axis=-1) / np.linalg.norm(approx, axis=-1)
         assert cosine.min() > 0.995 and np.abs(exact - approx).max() > 0
     with pytest.raises(ValueError, match="precision must be one of"):
-        spacy.blank("en").add_pipe("elmo", config={"precision": "int8"})
+        spacy.blank("en").add_pipe("elmo", config={"model": {"precision": "fp8"}})

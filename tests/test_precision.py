@@ -47,9 +47,10 @@ def test_modes_say_what_they_need():
     assert fp16.autocast_dtype == torch.float16 and fp16.needs_grad_scaler
     assert get_precision("tf32").allow_tf32 and get_precision("tf32").autocast_dtype is None
     assert not get_precision("fp32").allow_tf32
-    assert sorted(PRECISIONS) == ["bf16", "fp16", "fp32", "tf32"]
+    assert get_precision("int8").int8 and get_precision("int8").autocast_dtype is None
+    assert sorted(PRECISIONS) == ["bf16", "fp16", "fp32", "int8", "tf32"]
     with pytest.raises(ValueError, match="training.precision must be one of"):
-        get_precision("int8", "training.precision")
+        get_precision("int4", "training.precision")
 
 
 @pytest.mark.parametrize("name", ["fp32", "tf32", "bf16"])

@@ -118,7 +118,7 @@ def test_output_directory_loads_in_the_pipe_and_exports_to_bilm_tf(tmp_path):
     )
     bilm = load_bilm(tmp_path / "run")
     nlp = spacy.blank("en")
-    nlp.add_pipe("elmo", config={"model_path": str(tmp_path / "run")})
+    nlp.add_pipe("elmo", config={"model": {"weights": str(tmp_path / "run")}})
     doc = nlp("The game began .")
     with torch.no_grad():
         layers = bilm(torch.from_numpy(batch_to_ids([["The", "game", "began", "."]])))[0]

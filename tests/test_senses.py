@@ -29,7 +29,7 @@ from spacy_elmo.bench.senses import (
     sense_scores,
     word_scores,
 )
-from spacy_elmo.pipe import DEFAULT_MODEL
+from spacy_elmo import DEFAULT_MODEL
 
 REPO = Path(__file__).resolve().parent.parent
 

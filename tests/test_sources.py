@@ -10,7 +10,7 @@ import torch
 from typer.testing import CliRunner
 
 from conftest import ELMO_FIXTURE, make_options, write_random_bilm_tf
-from spacy_elmo import WeightSource, load_bilm, load_bilm_from, resolve_weight_source, save_bilm
+from spacy_elmo import DEFAULT_MODEL, WeightSource, load_bilm, load_bilm_from, resolve_weight_source, save_bilm
 from spacy_elmo.cli import app
 
 
@@ -56,8 +56,8 @@ def test_errors_name_the_setting_and_the_file(tmp_path, fixture_files):
         resolve_weight_source(tmp_path, options, weights)
     with pytest.raises(ValueError, match="options_file is missing"):
         resolve_weight_source(weight_file=weights)
-    with pytest.raises(ValueError, match="no weights given"):
-        resolve_weight_source()
+    with pytest.raises(FileNotFoundError, match="'nowhere' is neither a model directory nor a downloaded model"):
+        resolve_weight_source("nowhere")
     with pytest.raises(FileNotFoundError, match="options file not found: .*nope.json"):
         resolve_weight_source(options_file=tmp_path / "nope.json", weight_file=weights)
 
@@ -71,3 +71,17 @@ def test_init_config_checks_the_model_up_front(tmp_path):
     result = CliRunner().invoke(app, ["init-config", str(tmp_path / "out.cfg"), "--model", str(ELMO_FIXTURE)])
     assert result.exit_code == 0, result.output
     assert f'init_bilm = "{ELMO_FIXTURE}"' in (tmp_path / "out.cfg").read_text()
+
+
+def test_nothing_named_means_the_bundled_model():
+    source = resolve_weight_source()
+    assert source.directory == DEFAULT_MODEL and source.format == "native"
+    assert load_bilm_from(source).output_dim == 256
+
+
+def test_an_existing_directory_wins_over_a_model_name(tmp_path, monkeypatch, fixture_files):
+    """A bare name is looked up in the download cache only when no such directory exists here."""
+    save_bilm(load_bilm(*fixture_files), tmp_path / "small")
+    monkeypatch.chdir(tmp_path)
+    source = resolve_weight_source("small")
+    assert source.directory.resolve() == (tmp_path / "small").resolve() and source.format == "native"

@@ -39,7 +39,7 @@ def test_torch_threads_restores_the_setting(two_threads):
 def test_pipe_runs_on_its_threads_and_restores_the_callers(fixture_files, two_threads, threads, expected):
     options, weights = fixture_files
     nlp = spacy.blank("en")
-    nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(weights), "threads": threads})
+    nlp.add_pipe("elmo", config={"model": {"options_file": str(options), "weight_file": str(weights), "threads": threads}})
     seen = _threads_seen_by_the_bilm(nlp)
     list(nlp.pipe(["One doc .", "Another doc ."]))
     assert seen and set(seen) == {expected}
@@ -49,7 +49,7 @@ def test_pipe_runs_on_its_threads_and_restores_the_callers(fixture_files, two_th
 def test_default_is_one_thread(fixture_files, two_threads):
     options, weights = fixture_files
     nlp = spacy.blank("en")
-    nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(weights)})
+    nlp.add_pipe("elmo", config={"model": {"options_file": str(options), "weight_file": str(weights)}})
     seen = _threads_seen_by_the_bilm(nlp)
     nlp("Default settings .")
     assert seen == [1] and torch.get_num_threads() == 2
@@ -59,8 +59,8 @@ def test_default_is_one_thread(fixture_files, two_threads):
 def test_bad_threads_name_the_key(fixture_files, bad):
     options, weights = fixture_files
     nlp = spacy.blank("en")
-    with pytest.raises(ValueError, match="elmo pipe 'elmo': threads must be a positive integer"):
-        nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(weights), "threads": bad})
+    with pytest.raises(ValueError, match="ElmoModel.v2: threads must be a positive integer"):
+        nlp.add_pipe("elmo", config={"model": {"options_file": str(options), "weight_file": str(weights), "threads": bad}})
 
 
 def test_forked_workers_run_on_one_thread_whatever_the_setting(tmp_path, fixture_files):
@@ -76,7 +76,7 @@ def test_forked_workers_run_on_one_thread_whatever_the_setting(tmp_path, fixture
     script = f"""
 import warnings, numpy as np, spacy
 nlp = spacy.blank("en")
-nlp.add_pipe("elmo", config={{"options_file": {options!r}, "weight_file": {weights!r}, "threads": 2}})
+nlp.add_pipe("elmo", config={{"model": {{"options_file": {options!r}, "weight_file": {weights!r}, "threads": 2}}}})
 texts = [f"Sentence {{i}} in a worker ." for i in range(8)]
 expected = [d._.elmo for d in nlp.pipe(texts)]
 with warnings.catch_warnings():
@@ -99,7 +99,7 @@ def test_replaced_listener_runs_its_biLM_copy_on_the_pipes_threads(fixture_files
 
     options, weights = fixture_files
     nlp = spacy.blank("en")
-    nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(weights), "threads": 1})
+    nlp.add_pipe("elmo", config={"model": {"options_file": str(options), "weight_file": str(weights), "threads": 1}})
     nlp.add_pipe("tagger", config={"model": {"@architectures": "spacy.Tagger.v2", "tok2vec": {
         "@architectures": "spacy_elmo.ElmoListener.v1", "width": 8, "upstream": "elmo"}}})
     nlp.get_pipe("tagger").add_label("X")

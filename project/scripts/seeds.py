@@ -1,12 +1,17 @@
 """Train and evaluate one system's tagger and NER at several seeds (the `*-seeds` commands).
 
-python scripts/seeds.py bundled 0,1,2 --max-steps 2000 --eval-frequency 200 [--bilm DIR]
+python scripts/seeds.py bundled 0,1,2 --max-steps 2000 --eval-frequency 200 [--bilm DIR] [--precision int8]
 python scripts/seeds.py baseline 0,1,2 --max-steps 2000 --eval-frequency 200
+python scripts/seeds.py evaluate 0,1,2 --system bundled --precision int8
 python scripts/seeds.py compare 0,1,2 --label "ELMo (bundled biLM)"
 
 For each seed: `spacy train` (timed by scripts/timed.py) into training/seeds/SYSTEM/sSEED/TASK, then
 `spacy evaluate` of model-best on the test set into metrics/seeds/SYSTEM/sSEED/TASK.json, the
-layout `python -m spacy_elmo compare "LABEL=DIR,DIR,DIR"` reads. A seed whose metrics already
+layout `python -m spacy_elmo compare "LABEL=DIR,DIR,DIR"` reads. With ``--precision P`` the elmo
+pipe runs in precision P while training (frozen biLM: the layers the listeners learn from), and the
+system is named SYSTEM-P. ``evaluate --system S --precision P`` scores S's trained models with their
+elmo pipe switched to precision P (the saved float weights, another setting) into
+metrics/seeds/S-as-P/: a model trained on the exact biLM, run with a fast one. A seed whose metrics already
 exist is skipped, so an interrupted run picks up where it stopped. One seed differs from another
 only in `[system] seed` (weight initialisation, dropout, batch order). `compare` writes
 metrics/comparison_seeds.md and .png: per-seed scores, means, standard deviations, paired gaps.
@@ -32,13 +37,15 @@ def run(command: list) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("system", choices=sorted(CONFIGS) + ["compare"])
+    parser.add_argument("system", choices=sorted(CONFIGS) + ["compare", "evaluate"])
     parser.add_argument("seeds", help="comma-separated seeds, e.g. 0,1,2")
     parser.add_argument("--max-steps", type=int)
     parser.add_argument("--eval-frequency", type=int)
     parser.add_argument("--label", default="ELMo (bundled biLM)", help="compare: the ELMo system's label")
     parser.add_argument("--bilm", default="null", help="the ELMo systems' biLM (null: bundled)")
     parser.add_argument("--gpu-id", default="-1")
+    parser.add_argument("--precision", help="the elmo pipe's precision (training, or evaluate)")
+    parser.add_argument("--system", dest="trained", default="bundled", help="evaluate: whose models")
     args = parser.parse_args()
     try:
         seeds = [int(seed) for seed in args.seeds.split(",")]
@@ -47,15 +54,25 @@ def main() -> None:
     if args.system == "compare":
         compare(args.label, seeds)
         return
+    if args.system == "evaluate":
+        if args.precision is None:
+            sys.exit("seeds.py: evaluate needs --precision")
+        for seed in seeds:
+            for task, (_, _, test) in TASKS.items():
+                model = Path("training/seeds") / args.trained / f"s{seed}" / task / "model-best"
+                output = Path("metrics/seeds") / f"{args.trained}-as-{args.precision}" / f"s{seed}" / f"{task}.json"
+                evaluate_with_precision(model, test, args.precision, output)
+        return
+    name = args.system if args.precision is None else f"{args.system}-{args.precision}"
     if args.max_steps is None or args.eval_frequency is None:
         sys.exit("seeds.py: training needs --max-steps and --eval-frequency")
     for seed in seeds:
         for task, (train, dev, test) in TASKS.items():
-            metrics = Path("metrics/seeds") / args.system / f"s{seed}"
+            metrics = Path("metrics/seeds") / name / f"s{seed}"
             if (metrics / f"{task}.json").exists():
                 print(f"{metrics / f'{task}.json'} exists: skipped", flush=True)
                 continue
-            output = Path("training/seeds") / args.system / f"s{seed}" / task
+            output = Path("training/seeds") / name / f"s{seed}" / task
             config = f"configs/{task}_{CONFIGS[args.system]}.cfg"
             command = [
                 sys.executable, "scripts/timed.py", str(metrics / f"{task}_train.json"),
@@ -67,11 +84,29 @@ def main() -> None:
             ]  # fmt: skip
             if CONFIGS[args.system] == "elmo":
                 command += ["--paths.bilm", args.bilm]
+                if args.precision is not None:
+                    command += ["--components.elmo.model.precision", args.precision]
             run(command)
             run([
                 sys.executable, "-m", "spacy", "evaluate", str(output / "model-best"), test,
                 "--output", str(metrics / f"{task}.json"), "--gpu-id", args.gpu_id,
             ])  # fmt: skip
+
+
+def evaluate_with_precision(model: Path, test: str, precision: str, output: Path) -> None:
+    """`spacy evaluate`'s scores of ``model`` on ``test`` with the elmo pipe in ``precision``."""
+    import spacy
+    import srsly
+    from spacy.training import Corpus
+
+    if output.exists():
+        print(f"{output} exists: skipped", flush=True)
+        return
+    print(f"$ evaluate {model} on {test} with precision {precision}", flush=True)
+    nlp = spacy.load(model, config={"components": {"elmo": {"model": {"precision": precision}}}})
+    scores = nlp.evaluate(Corpus(test)(nlp))
+    output.parent.mkdir(parents=True, exist_ok=True)
+    srsly.write_json(output, scores)
 
 
 def compare(label: str, seeds: list) -> None:

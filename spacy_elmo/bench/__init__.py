@@ -13,4 +13,9 @@ subcommand prints a table and can write every figure, with the machine it ran on
 - ``pretrain``: training throughput of the released shape and of the bundled model's shape.
 - ``senses``: not speed but quality: how well each biLM layer and candidate mix separates the
   senses of ambiguous words (margin of cosines, nearest-sense accuracy).
+
+Their defaults are what the package ships, never files of a source checkout: the bundled model
+(the weights named by nothing: ``spacy_elmo.sources.resolve_weight_source``), its shape and
+recipe, and a slice of WikiText-2 as text (:mod:`.text`). ``tests/test_wheel.py`` runs every
+command from an installed wheel.
 """

@@ -13,8 +13,10 @@ import torch
 import typer
 
 from ..cli_errors import fail
+from ..cli_weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS, weight_source
 from . import report
 from .shapes import SHAPE_NAMES
+from .text import DEFAULT_TEXT
 
 app = typer.Typer(
     name="bench",
@@ -31,28 +33,22 @@ WORKDIR = typer.Option(
     "--workdir",
     help="Cache for random-weight models (default: a temporary directory, removed after)",
 )
-THREADS = typer.Option(None, "--threads", help="torch threads (default: torch's default)")
+THREADS = typer.Option(None, "--threads", min=1, help="torch threads (default: torch's default)")
 TEXT = typer.Option(
-    None,
+    DEFAULT_TEXT,
     "--text",
-    help="Tokenized text, a paragraph per line "
-    "(default: ../shared/data/wikitext-2/valid.txt, else the demo sentences)",
+    show_default=False,
+    help="Tokenized text, a paragraph per line (default: the first 79 KB of WikiText-2's "
+    f"validation set, shipped with the package: {DEFAULT_TEXT.name}; CC BY-SA 3.0)",
 )
 ISOLATE = typer.Option(
     True, "--isolate/--no-isolate", help="Measure each path in a fresh process (reliable memory)"
 )
 SEED = typer.Option(0, "--seed", help="Seed of the random weights")
-MODEL_PATH = typer.Option(
-    None, "--model-path", help="A native checkpoint, or a directory with options.json + weights.hdf5"
-)
-OPTIONS_FILE = typer.Option(
-    None, "--options-file", help="A released model's options.json (with --weight-file)"
-)
-WEIGHT_FILE = typer.Option(
-    None, "--weight-file", help="A released model's weights.hdf5 (with --options-file)"
-)
 RANDOM_SHAPE = typer.Option(
-    None, "--random-shape", help=f"Random weights of a shape instead: {', '.join(SHAPE_NAMES)}"
+    None,
+    "--random-shape",
+    help=f"Random weights of a shape instead of --weights: {', '.join(SHAPE_NAMES)}",
 )
 SHAPE = typer.Option("original", "--shape", help=f"Model shape: {', '.join(SHAPE_NAMES)}")
 
@@ -72,9 +68,33 @@ def _threads(threads: Optional[int]) -> None:
         torch.set_num_threads(threads)
 
 
-def _check_shape(shape: str) -> None:
+def _check_shape(shape: str, option: str = "--shape") -> None:
     if shape not in SHAPE_NAMES:
-        fail(f"--shape must be one of {', '.join(SHAPE_NAMES)}, got {shape!r}")
+        fail(f"{option} must be one of {', '.join(SHAPE_NAMES)}, got {shape!r}")
+
+
+def _bench_model(
+    directory: Path,
+    weights: Optional[str],
+    options_file: Optional[Path],
+    weight_file: Optional[Path],
+    random_shape: Optional[str],
+):
+    """The weights a pipe bench runs: ``--random-shape``, or what the weight options name (the
+    bundled model for none), resolved by the package's resolver; printed, so a run says what it
+    measured."""
+    from .pipeline import ModelSource, random_model_source, weight_config
+
+    if random_shape is not None:
+        if weights is not None or options_file is not None or weight_file is not None:
+            fail("--random-shape replaces the weights: give it or --weights/--options-file/--weight-file")
+        _check_shape(random_shape, "--random-shape")
+        model = random_model_source(directory, random_shape)
+    else:
+        source = weight_source(weights, options_file, weight_file)  # exits with the resolver's error
+        model = ModelSource(weight_config(weights, options_file, weight_file), source)
+    typer.echo(f"model: {model.description}")
+    return model
 
 
 def _finish(result: Dict[str, Any], output: Optional[Path]) -> None:
@@ -205,7 +225,7 @@ def _parse_settings(items: List[str]) -> Dict[str, Any]:
 
 @app.command("pipe")
 def pipe_command(
-    model_path: Optional[Path] = MODEL_PATH,
+    weights: Optional[str] = WEIGHTS,
     options_file: Optional[Path] = OPTIONS_FILE,
     weight_file: Optional[Path] = WEIGHT_FILE,
     random_shape: Optional[str] = RANDOM_SHAPE,
@@ -215,7 +235,11 @@ def pipe_command(
         True, "--sentencizer/--no-sentencizer", help="Split docs into sentences first"
     ),
     settings: List[str] = typer.Option(
-        [], "--set", help="An elmo pipe setting, KEY=VALUE, e.g. --set precision=bf16 (repeatable)"
+        [],
+        "--set",
+        help="An elmo pipe setting, KEY=VALUE: of its model block (precision, max_batch_tokens, "
+        "token_cache_words ...) or the pipe (cache_size_mb ...), e.g. --set precision=bf16 "
+        "(repeatable)",
     ),
     gpu_id: int = typer.Option(-1, "--gpu-id", help="GPU for spaCy and the biLM; -1 for the CPU"),
     text: Optional[Path] = TEXT,
@@ -225,10 +249,9 @@ def pipe_command(
 ) -> None:
     """nlp.pipe end to end: tokens/s and the share of time outside the biLM.
 
-    Default model: the bundled one, else the test fixture, else random weights (it says which).
+    Default model: the bundled one (--weights or --random-shape for others); it says which.
     """
     from .pipe_bench import PIPE_COLUMNS, run_pipe_bench
-    from .pipeline import resolve_model
 
     _threads(threads)
     if gpu_id >= 0:
@@ -237,8 +260,7 @@ def pipe_command(
         spacy.require_gpu(gpu_id)
     try:
         with _workdir(workdir) as directory:
-            source = resolve_model(directory, model_path, options_file, weight_file, random_shape)
-            typer.echo(f"model: {source.description}")
+            source = _bench_model(directory, weights, options_file, weight_file, random_shape)
             result = run_pipe_bench(
                 source, text, max_tokens, batch_size, sentencizer, _parse_settings(settings), threads
             )
@@ -260,7 +282,7 @@ def pipe_command(
 
 @app.command("memory")
 def memory_command(
-    model_path: Optional[Path] = MODEL_PATH,
+    weights: Optional[str] = WEIGHTS,
     options_file: Optional[Path] = OPTIONS_FILE,
     weight_file: Optional[Path] = WEIGHT_FILE,
     random_shape: Optional[str] = RANDOM_SHAPE,
@@ -282,16 +304,14 @@ def memory_command(
     """Peak memory of long docs without sentence boundaries, by doc length.
 
     The memory beyond the output arrays should depend on the window and batch size, not on the
-    doc; each doc runs in a fresh process.
+    doc; each doc runs in a fresh process. Default model: the bundled one (it says which).
     """
     from .memory_bench import MEMORY_COLUMNS, run_memory_bench
-    from .pipeline import resolve_model
 
     _threads(threads)
     try:
         with _workdir(workdir) as directory:
-            source = resolve_model(directory, model_path, options_file, weight_file, random_shape)
-            typer.echo(f"model: {source.description}")
+            source = _bench_model(directory, weights, options_file, weight_file, random_shape)
             result = run_memory_bench(source, sizes, cache_sizes, allocators, text, threads, isolate)
     except ValueError as err:
         fail(str(err))
@@ -345,7 +365,7 @@ def pretrain_command(
             [CASES[c]() for c in cases], text, batch_size, seq_len, warmup, steps, precision,
             device, threads, isolate,
         )
-    except ValueError as err:
+    except (ValueError, FileNotFoundError) as err:
         fail(str(err))
     s = result["settings"]
     report.echo_table(
@@ -362,7 +382,7 @@ def pretrain_command(
 
 @app.command("senses")
 def senses_command(
-    model_path: Optional[Path] = MODEL_PATH,
+    weights: Optional[str] = WEIGHTS,
     options_file: Optional[Path] = OPTIONS_FILE,
     weight_file: Optional[Path] = WEIGHT_FILE,
     data: Optional[Path] = typer.Option(
@@ -396,8 +416,7 @@ def senses_command(
     (per word, then averaged); accuracy = leave-one-out nearest occurrence of the same sense.
     Default model: the bundled one.
     """
-    from ..pipe import DEFAULT_MODEL
-    from ..sources import load_bilm
+    from ..sources import load_bilm_from
     from .senses import (
         DATA_FILE,
         HELDOUT_FILE,
@@ -411,25 +430,25 @@ def senses_command(
     from .text import sentences, text_lines
 
     _threads(threads)
-    if (options_file is None) != (weight_file is None):
-        fail("--options-file and --weight-file go together")
     if heldout and data is not None:
         fail("--heldout and --data each choose the sentences: give one")
     data = HELDOUT_FILE if heldout else data or DATA_FILE
-    source = model_path or options_file or DEFAULT_MODEL
-    if not Path(source).exists():
-        fail(f"model {source} does not exist: give --model-path (or --options-file/--weight-file)")
+    source = weight_source(weights, options_file, weight_file)  # exits with the resolver's error
+    typer.echo(f"model: {source.describe()}")
     try:
         reference = None
         if center_text is not None:
             text_sentences = sentences(text_lines(center_text), 100)
             reference = list(itertools.islice(text_sentences, center_sentences))
-        result = run_senses_bench(
-            load_bilm(source, weight_file), data, batch_size, reference
-        )
+        result = run_senses_bench(load_bilm_from(source), data, batch_size, reference)
     except (ValueError, FileNotFoundError) as err:
         fail(str(err))
-    result["model"] = str(weight_file or source)
+    result["model"] = source.describe()
+    result["weights"] = {
+        "options_file": str(source.options_file),
+        "weight_file": str(source.weight_file),
+        "format": source.format,
+    }
     result["data"]["centering_text"] = str(center_text or "the benchmark sentences")
     result["system"] = system_info()
     d = result["data"]

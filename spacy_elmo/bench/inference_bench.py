@@ -9,7 +9,7 @@ Paths, all on the same random weights and the same batches of real sentences:
   ``token_cache_words`` caches a vocabulary's head, not the batches at hand: words outside it
   still go through the character CNN (the hit rate is reported; the build time apart);
 - ``bf16 autocast``: ``bilm(char_ids)`` with ``bilm.precision = "bf16"`` (the package runs its
-  products under ``torch.autocast``), when the device supports bf16;
+  products under ``torch.autocast``), where bf16 runs (``spacy_elmo.nn.precision.runs_on``);
 - ``tf32`` (CUDA only): ``bilm.precision = "tf32"``, float32 with TensorFloat-32 products.
 
 On CUDA the reference and the float32 paths run with TF32 off (cuDNN convolutions default to it).
@@ -36,13 +36,13 @@ from tqdm import tqdm
 
 from ..chars import batch_to_ids
 from ..nn.bilm import BiLM
-from ..nn.precision import precision_context
+from ..nn.precision import precision_context, runs_on
 from ..sources import load_bilm
 from .isolate import run_isolated
 from .measure import MB, PeakMemory, Stopwatch
 from .reference import ReferenceBiLM, max_abs_differences, top_layer_cosine
 from .report import ratio
-from .shapes import cached_model
+from .shapes import cached_model, shape_source
 from .system import resolve_devices, system_info
 from .text import default_text_path, sentence_batches, text_lines, words_by_frequency
 
@@ -57,24 +57,11 @@ TF32 = "tf32"
 
 
 def available_paths(device: torch.device) -> List[str]:
-    """The reference, the exact paths, and the reduced-precision paths the device supports."""
+    """The reference, the exact paths, and the reduced-precision paths that run on the device
+    (``spacy_elmo.nn.precision.runs_on``)."""
     paths = [REFERENCE, EXACT, TOKEN_CACHE]
-    if bf16_supported(device):
-        paths.append(BF16)
-    if device.type == "cuda":
-        paths.append(TF32)
+    paths += [path for path, mode in ((BF16, "bf16"), (TF32, "tf32")) if runs_on(mode, device)]
     return paths
-
-
-def bf16_supported(device: torch.device) -> bool:
-    if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
-    try:
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            torch.ones(2, 2) @ torch.ones(2, 2)
-        return True
-    except RuntimeError:
-        return False
 
 
 @contextlib.contextmanager
@@ -230,6 +217,7 @@ def run_inference_bench(
         "system": system_info(),
         "settings": {
             "shape": shape,
+            "shape_source": shape_source(shape),
             "seed": seed,
             "text": str(text or default_text_path()),
             "batch_size": batch_size,

@@ -22,7 +22,7 @@ from tqdm import tqdm
 from ..nn.bilm import BiLM
 from ..sources import load_bilm
 from .per_tensor_loader import load_bilm_per_tensor
-from .shapes import cached_model, model_files
+from .shapes import cached_model, model_files, shape_source
 from .system import system_info
 
 BASELINE = "per-tensor h5py (AllenNLP style)"
@@ -102,7 +102,13 @@ def run_load_bench(
     return {
         "benchmark": "load",
         "system": system_info(),
-        "settings": {"shape": shape, "seed": seed, "repeats": repeats, "model_dir": str(directory)},
+        "settings": {
+            "shape": shape,
+            "shape_source": shape_source(shape),
+            "seed": seed,
+            "repeats": repeats,
+            "model_dir": str(directory),
+        },
         "n_parameters": n_params,
         "page_cache_eviction": evicted,
         "identical_tensors": identical,

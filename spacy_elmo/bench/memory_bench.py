@@ -1,9 +1,10 @@
 """``bench memory``: does the elmo pipe's memory grow with the doc or with its windows?
 
 A doc without sentence boundaries is cut into windows of ``max_sequence_length`` tokens, run in
-batches of at most ``max_batch_tokens`` padded tokens. The pipe must keep its outputs (the layers
-and the mix of every token), so memory grows with the doc by exactly their size; everything else
-(the biLM's activations, character ids, batch tensors) should be bounded by the batch size.
+batches of at most ``max_batch_tokens`` padded tokens (both settings of the pipe's model block).
+The pipe must keep its outputs (the layers and the mix of every token), so memory grows with the
+doc by exactly their size; everything else (the biLM's activations, character ids, batch tensors)
+should be bounded by the batch size.
 
 Each doc length runs in a fresh process (:mod:`.isolate`): build the pipeline, make the doc,
 prime the pipe on a short doc, then measure the peak RSS increase of ``elmo(doc)`` (see
@@ -54,6 +55,7 @@ def measure_doc(
     nlp = elmo_pipeline(source, settings=settings)
     elmo = nlp.get_pipe("elmo")
     words = token_stream(text_lines(Path(text) if text else None), n_tokens + 300)
+    settings_used = elmo.settings  # the model block's
     elmo(Doc(nlp.vocab, words=words[n_tokens:]))  # priming, on other words
     if getattr(elmo, "cache", None) is not None:
         elmo.cache.clear()
@@ -65,12 +67,12 @@ def measure_doc(
     cache = getattr(elmo, "cache", None)
     return {
         "tokens": n_tokens,
-        "windows": math.ceil(n_tokens / elmo.max_sequence_length),
+        "windows": math.ceil(n_tokens / settings_used.max_sequence_length),
         "peak_mb": peak.mb,
         "outputs_mb": outputs / MB,
         "beyond_outputs_mb": (peak.bytes - outputs) / MB,
-        "max_sequence_length": elmo.max_sequence_length,
-        "max_batch_tokens": elmo.max_batch_tokens,
+        "max_sequence_length": settings_used.max_sequence_length,
+        "max_batch_tokens": settings_used.max_batch_tokens,
         "layer_cache_mb": 0.0 if cache is None else cache.nbytes / MB,
         "peak_method": peak.method,
     }

@@ -17,6 +17,7 @@ lazy initialisation nor the pipe's layer cache flatters the timed run.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -24,8 +25,9 @@ from typing import Any, Dict, List, Optional
 import torch
 from tqdm import tqdm
 
+from ..nn.precision import runs_on
 from .measure import synchronize
-from .pipeline import ModelSource, elmo_pipeline
+from .pipeline import WEIGHT_KEYS, ModelSource, elmo_pipeline
 from .system import system_info
 from .text import DEMO_TEXT, default_text_path, text_lines
 
@@ -87,6 +89,11 @@ def run_pipe_bench(
     elmo = nlp.get_pipe("elmo")
     bilm = elmo.bilm
     device = next(bilm.parameters()).device
+    if not runs_on(elmo.settings.precision, device):
+        raise ValueError(
+            f"precision {elmo.settings.precision!r} does not run on {device} (it would measure "
+            "another mode under its name)"
+        )
     texts = pipe_texts(text, max_tokens)
     for _ in nlp.pipe(text_lines(DEMO_TEXT), batch_size=batch_size):  # warm-up on other text
         pass
@@ -127,10 +134,8 @@ def run_pipe_bench(
         "layer_cache_hits": None if cache is None else cache.hits,
         "layer_cache_misses": None if cache is None else cache.misses,
     }
-    pipe_settings = {
-        key: getattr(elmo, key)
-        for key in ("max_sequence_length", "max_batch_tokens", "precision", "token_cache_words")
-        if hasattr(elmo, key)
+    model_block = {
+        key: value for key, value in dataclasses.asdict(elmo.settings).items() if key not in WEIGHT_KEYS
     }
     return {
         "benchmark": "pipe",
@@ -142,7 +147,8 @@ def run_pipe_bench(
             "batch_size": batch_size,
             "sentencizer": sentencizer,
             "device": str(device),
-            "pipe": {**pipe_settings, **(settings or {})},
+            "pipe": {**model_block, **(settings or {})},
+            "weights_resolved": elmo.check_weights().describe(),
             "n_parameters": sum(p.numel() for p in bilm.parameters()),
         },
         "rows": [row],

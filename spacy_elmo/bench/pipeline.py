@@ -1,69 +1,99 @@
 """Which weights the pipe benchmarks run, and the ``nlp`` object around them.
 
-The pipe and memory benchmarks measure the bundled model by default. It may not be installed
-(it is trained separately), so they fall back, and say so in their output: weights given on the
-command line; a named random-weight shape; the bundled model; the AllenNLP test fixture (in a
-source checkout); a random model of the bundled model's shape.
+The pipe and memory benchmarks run the weights named by ``--weights`` or ``--options-file`` +
+``--weight-file`` (``spacy_elmo.cli_weights``), decided by the package's one resolver
+(``spacy_elmo.sources.resolve_weight_source``): nothing named means the bundled model, which every
+installation has. ``--random-shape`` runs random weights of a named shape instead. There is no
+other fallback, and the benches print the files they measure.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
-from .shapes import REPO_ROOT, cached_model
+from ..formats import WeightSource
+from ..layers.bilm_model import BiLMSettings
+from ..sources import resolve_weight_source
+from .shapes import cached_model
 
-FIXTURE_MODEL = REPO_ROOT / "tests" / "fixtures" / "allennlp_elmo"
+#: The model block's keys that name the weights (``--weights`` ... set them, not ``--set``).
+WEIGHT_KEYS = ("weights", "options_file", "weight_file")
 
 
 @dataclass
 class ModelSource:
-    """The pipe config keys that name the weights, and a line saying where they came from."""
+    """The weight keys of the ``elmo`` pipe's model block, and the files they resolve to."""
 
     config: Dict[str, Optional[str]]
-    description: str
+    source: WeightSource
+    random_shape: Optional[str] = None
+
+    @property
+    def description(self) -> str:
+        if self.random_shape is not None:
+            return f"random weights of the {self.random_shape} shape: {self.source.describe()}"
+        if all(value is None for value in self.config.values()):
+            return f"the bundled model: {self.source.describe()}"
+        return self.source.describe()
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"description": self.description, **self.config}
+        return {
+            "description": self.description,
+            "options_file": str(self.source.options_file),
+            "weight_file": str(self.source.weight_file),
+            "format": self.source.format,
+            "random_shape": self.random_shape,
+            "config": dict(self.config),
+        }
 
 
-def resolve_model(
-    workdir: Path,
-    model_path: Optional[Path] = None,
+def weight_config(
+    weights: Optional[str], options_file: Optional[Path], weight_file: Optional[Path]
+) -> Dict[str, Optional[str]]:
+    """The model block's weight keys for the weight options (all None: the bundled model)."""
+    return {
+        "weights": None if weights is None else str(weights),
+        "options_file": None if options_file is None else str(options_file),
+        "weight_file": None if weight_file is None else str(weight_file),
+    }
+
+
+def model_source(
+    weights: Optional[str] = None,
     options_file: Optional[Path] = None,
     weight_file: Optional[Path] = None,
-    random_shape: Optional[str] = None,
-    seed: int = 0,
 ) -> ModelSource:
-    from ..pipe import DEFAULT_MODEL
-    from ..sources import resolve_weight_source
+    """The weights the settings name (the bundled model for none), resolved now: ValueError or
+    FileNotFoundError as the resolver gives them."""
+    source = resolve_weight_source(weights, options_file, weight_file, what="--weights")
+    return ModelSource(weight_config(weights, options_file, weight_file), source)
 
-    if model_path is not None or options_file is not None or weight_file is not None:
-        # the pipe's own resolver: the same errors the pipe would give, now
-        source = resolve_weight_source(model_path, options_file, weight_file, what="--model-path")
-        if model_path is not None:
-            return ModelSource({"model_path": str(model_path)}, source.describe())
-        return ModelSource(
-            {"options_file": str(options_file), "weight_file": str(weight_file)}, source.describe()
-        )
-    if random_shape is not None:
-        directory = cached_model(workdir, random_shape, seed)
-        return ModelSource({"model_path": str(directory)}, f"random weights, {random_shape} shape")
-    if DEFAULT_MODEL.exists():
-        return ModelSource({"model_path": str(DEFAULT_MODEL)}, f"bundled model {DEFAULT_MODEL.name}")
-    if (FIXTURE_MODEL / "options.json").is_file():
-        return ModelSource(
-            {"model_path": str(FIXTURE_MODEL)},
-            f"FALLBACK: the bundled model {DEFAULT_MODEL} is not installed; using the tiny "
-            "AllenNLP test fixture (tests/fixtures/allennlp_elmo)",
-        )
-    directory = cached_model(workdir, "bundled", seed)
+
+def random_model_source(workdir: Path, shape: str, seed: int = 0) -> ModelSource:
+    """Random weights of ``shape`` (``shapes.SHAPE_NAMES``), written to ``workdir`` once."""
+    directory = cached_model(workdir, shape, seed)
     return ModelSource(
-        {"model_path": str(directory)},
-        f"FALLBACK: the bundled model {DEFAULT_MODEL} is not installed; using random weights of "
-        "its shape",
+        {"weights": str(directory), "options_file": None, "weight_file": None},
+        resolve_weight_source(directory, what="--random-shape"),
+        random_shape=shape,
     )
+
+
+def split_settings(settings: Optional[Dict[str, Any]]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """``--set`` settings as (model block keys, pipe keys): the biLM's settings (precision,
+    max_batch_tokens, ...) live in the model block, the others (cache_size_mb, ...) on the pipe.
+    The weight keys are refused: the weight options name the weights."""
+    model_keys = {f.name for f in dataclasses.fields(BiLMSettings)}
+    model: Dict[str, Any] = {}
+    pipe: Dict[str, Any] = {}
+    for key, value in (settings or {}).items():
+        if key in WEIGHT_KEYS:
+            raise ValueError(f"{key}: name the weights with --weights (or --options-file and --weight-file)")
+        (model if key in model_keys else pipe)[key] = value
+    return model, pipe
 
 
 def elmo_pipeline(
@@ -72,12 +102,15 @@ def elmo_pipeline(
     lang: str = "en",
     settings: Optional[Dict[str, Any]] = None,
 ):
-    """A blank pipeline (+ sentencizer) + the elmo pipe, weights loaded. The pipe's ``threads``
-    is null: the benches set PyTorch's thread count themselves (``--threads``)."""
+    """A blank pipeline (+ sentencizer) + the elmo pipe, weights loaded. The model block's
+    ``threads`` is null unless ``settings`` set it: the benches set PyTorch's thread count
+    themselves (``--threads``)."""
     import spacy
 
+    model_settings, pipe_settings = split_settings(settings)
     nlp = spacy.blank(lang)
     if sentencizer:
         nlp.add_pipe("sentencizer")
-    nlp.add_pipe("elmo", config={**source.config, "threads": None, **(settings or {})}).initialize()
+    config = {"model": {**source.config, "threads": None, **model_settings}, **pipe_settings}
+    nlp.add_pipe("elmo", config=config).initialize()
     return nlp

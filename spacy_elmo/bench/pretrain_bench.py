@@ -7,7 +7,9 @@ forward, loss, backward, gradient clipping and optimizer step):
   (the text's words by frequency, then synthetic words up to that size: only the size matters
   for speed), sampled softmax with 8,192 negatives, Adagrad (lr 0.2), clip 10, dropout 0.1;
 - ``bundled``: the bundled model's pretraining config, as it is (its ``[model]``,
-  ``[objective]``, ``[optimizer]``), with a vocabulary of its ``[vocab] size``.
+  ``[objective]``, ``[optimizer]``), with a vocabulary of its ``[vocab] size``: the recipe shipped
+  in the bundled model's directory (``shapes.BUNDLED_RECIPE_NAME``), the same in a checkout and
+  an installed package.
 
 Batches are bilm-tf's: ``batch_size`` windows of ``seq_len`` positions (``seq_len - 2`` tokens of
 running text between ``<S>`` and ``</S>``). Throughput counts what the trainer logs as
@@ -27,10 +29,10 @@ from typing import Any, Dict, List, Optional, Sequence
 import torch
 from tqdm import tqdm
 
-from ..nn.precision import TRAINING_PRECISIONS
+from ..nn.precision import TRAINING_PRECISIONS, runs_on
 from .isolate import run_isolated
 from .measure import MB, PeakMemory, Stopwatch
-from .shapes import FIXED_SHAPES, bundled_config_path
+from .shapes import FIXED_SHAPES, bundled_recipe_path
 from .system import system_info
 from .text import default_text_path, text_lines, token_stream, words_by_frequency
 
@@ -80,17 +82,17 @@ def original_dense_case() -> PretrainCase:
 
 
 def bundled_case() -> PretrainCase:
+    """The bundled model's recipe (FileNotFoundError if an installation lacks it: never another
+    config in its place)."""
     from confection import Config
 
-    from ..pretrain.config import default_config
-
-    path = bundled_config_path()
-    config = Config().from_disk(path, interpolate=False) if path else default_config()
+    path = bundled_recipe_path()
+    config = Config().from_disk(path, interpolate=False)
     return PretrainCase(
         name="bundled",
         vocab_size=int(config["vocab"]["size"]),
         config_path=path,
-        description=f"bundled model config ({path.name if path else 'package default config'})",
+        description=f"the bundled model's recipe ({path})",
     )
 
 
@@ -229,6 +231,8 @@ def run_pretrain_bench(
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"--device cuda: PyTorch {torch.__version__} sees no CUDA device")
+    if not runs_on(precision, torch.device(device)):
+        raise ValueError(f"--precision {precision} does not run on {device}")
     threads = threads or torch.get_num_threads()
     rows: List[Dict[str, Any]] = []
     for case in tqdm(cases, desc="pretrain", unit="case", disable=not progress):

@@ -5,27 +5,34 @@ the released shapes (the released files are not needed, nor downloadable here):
 
 - ``original``: the released "original" model (93.6M parameters, a 374 MB weight file);
 - ``small``: the released "small" model (13.6M parameters);
-- ``bundled``: the shape of the bundled English model (the pretraining config's ``[model]``);
+- ``bundled``: the shape of the bundled English model (its own ``options.json``, from the package);
 - ``fixture``: the tiny model of the AllenNLP test fixture (for tests and quick checks).
+
+The bundled model's recipe, what ``bench pretrain --case bundled`` trains, ships beside it too
+(``BUNDLED_RECIPE_NAME``): nothing here reads a source checkout, so an installed package measures
+what a checkout does.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
 import torch
 
 from ..chars import N_CHARACTERS
 from ..nn.bilm import BiLM
 from ..options import BiLMOptions
-from ..weights import HDF5_NAME, OPTIONS_NAME, SAFETENSORS_NAME, save_bilm, write_bilm_tf_weights
+from ..formats.base import OPTIONS_NAME, WeightSource
+from ..formats.bilm_tf import HDF5_NAME, write_bilm_tf_weights
+from ..formats.native import SAFETENSORS_NAME, save_bilm
+from ..sources import resolve_weight_source
 
 RELEASED_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
-REPO_ROOT = Path(__file__).resolve().parents[2]
-#: The config the bundled model is trained with (present in a source checkout, not when installed).
-BUNDLED_CONFIG = REPO_ROOT / "project" / "configs" / "pretrain_wikitext2.cfg"
+#: The pretraining config the bundled model was trained with, in its directory (package data; a
+#: copy of the project's configs/pretrain_wikitext2.cfg, which tests keep the same).
+BUNDLED_RECIPE_NAME = "config.cfg"
 
 
 def _released(dim: int, projection_dim: int, n_highway: int) -> Dict[str, Any]:
@@ -74,40 +81,29 @@ FIXED_SHAPES: Dict[str, Dict[str, Any]] = {
 SHAPE_NAMES = ("original", "small", "bundled", "fixture")
 
 
-def bundled_config_path() -> Optional[Path]:
-    """The bundled model's pretraining config, or None outside a source checkout."""
-    return BUNDLED_CONFIG if BUNDLED_CONFIG.is_file() else None
+def bundled_model() -> WeightSource:
+    """The bundled model's files: what the one resolver gives for no weights."""
+    return resolve_weight_source(what="the bundled shape")
+
+
+def bundled_recipe_path() -> Path:
+    """The bundled model's pretraining config, shipped in its directory."""
+    path = bundled_model().directory / BUNDLED_RECIPE_NAME
+    if not path.is_file():
+        raise FileNotFoundError(f"the bundled model's recipe {path} is not in this installation")
+    return path
 
 
 def bundled_options() -> BiLMOptions:
-    """The ``[model]`` of the bundled model's config (the package default config, which has the
-    same ``[model]``, outside a source checkout)."""
-    from confection import Config
+    """The bundled model's shape: its own ``options.json``."""
+    return BiLMOptions.from_file(bundled_model().options_file)
 
-    from ..pretrain.config import default_config
 
-    path = bundled_config_path()
-    config = Config().from_disk(path, interpolate=False) if path else default_config()
-    model = config["model"]
-    return BiLMOptions.from_dict(
-        {
-            "char_cnn": {
-                "activation": model["activation"],
-                "embedding": {"dim": model["char_embedding_dim"]},
-                "filters": model["filters"],
-                "n_highway": model["n_highway"],
-            },
-            "lstm": {
-                "dim": model["lstm_dim"],
-                "projection_dim": model["projection_dim"],
-                "n_layers": model["n_layers"],
-                "cell_clip": model["cell_clip"],
-                "proj_clip": model["proj_clip"],
-                "use_skip_connections": model["use_skip_connections"],
-            },
-        },
-        source=str(path or "the default pretraining config"),
-    )
+def shape_source(name: str) -> str:
+    """Where shape ``name`` comes from: the bundled model's options file, or a fixed shape."""
+    if name == "bundled":
+        return str(bundled_model().options_file)
+    return f"{name} shape (fixed in {__name__})"
 
 
 def shape_options(name: str) -> BiLMOptions:

@@ -21,7 +21,8 @@ from typing import Any, Dict, List, Optional
 
 import srsly
 
-from ..weights import HDF5_NAME, OPTIONS_NAME
+from ..formats.base import OPTIONS_NAME
+from ..formats.bilm_tf import HDF5_NAME
 from .catalog import get_release, releases
 
 HOME_VARIABLE = "SPACY_ELMO_HOME"

@@ -6,9 +6,10 @@ answered with a clean restart from byte 0). A finished file is checked against t
 (if any), the options file must parse, the weight file must hold every dataset the options imply
 with its shape (``weights.read_bilm_tf_weights``); only then are both files renamed into place and
 the manifest marked complete. Any refusal removes what it refused, so nothing half-made is ever
-taken for a model, and a forced re-download that fails leaves the cached copy as it was. One
-download of a model runs at a time (a lock file beside its folder): a second process waits, then
-finds the model complete instead of writing into the same ``.part`` files.
+taken for a model, and a forced re-download that fails leaves the cached copy as it was (a refused
+first download leaves no folder). One download of a model runs at a time (a lock file beside its
+folder): a second process waits, then finds the model complete instead of writing into the same
+``.part`` files. The lock file is removed when the download ends, whatever its outcome.
 """
 
 from __future__ import annotations
@@ -20,19 +21,21 @@ import re
 import shutil
 import socket
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterator, Optional
 from urllib.error import HTTPError, URLError
 from urllib.request import Request, urlopen
 
-from filelock import FileLock, Timeout
+import filelock
+from filelock import FileLock, Timeout, UnixFileLock
 from tqdm import tqdm
 
 from ..options import BiLMOptions, OptionsError
-from ..weights import HDF5_NAME, OPTIONS_NAME, WeightFileError, read_bilm_tf_weights
-from .cache import _problem, check_name, model_path, read_manifest, write_manifest
+from ..formats.base import OPTIONS_NAME, WeightFileError
+from ..formats.bilm_tf import HDF5_NAME, read_bilm_tf_weights
+from .cache import MANIFEST_NAME, _problem, check_name, model_path, read_manifest, write_manifest
 from .catalog import get_release, options_shape, releases
 
 #: Seconds to wait for a connection or for the next bytes of a response.
@@ -40,6 +43,15 @@ DEFAULT_TIMEOUT = 60.0
 CHUNK_BYTES = 1 << 20
 PART_SUFFIX = ".part"
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
+# A holder may unlink the lock file just before it releases the lock when the next holder checks
+# what it locked: from filelock 3.20.4 on, a UnixFileLock that gets the flock of a file unlinked
+# meanwhile (it had opened it before the unlink) sees st_nlink == 0 and starts over on the path's
+# new file. Filelock 3.20.4 to 3.29.4 unlinked the file itself on release (a second unlink here
+# could remove the next holder's new file) and older versions do not check: with those, the lock
+# file is left to filelock.
+_LOCK_FILE_REMOVABLE = os.name == "posix" and tuple(
+    int(part) for part in re.findall(r"\d+", filelock.__version__)[:3]
+) >= (3, 29, 5)
 
 
 class DownloadError(RuntimeError):
@@ -117,7 +129,7 @@ def download_model(
         except (ResumableDownloadError, KeyboardInterrupt):
             raise  # keep the .part files: the next run resumes them
         except BaseException:
-            _discard(directory, created)
+            _discard(directory, created, keep_manifest=cached is not None)
             raise
         write_manifest(directory, manifest)  # incomplete only while the checked files move in
         for file_name in (OPTIONS_NAME, HDF5_NAME):
@@ -130,7 +142,8 @@ def download_model(
 
 @contextmanager
 def _one_download_at_a_time(directory: Path, progress: bool) -> Iterator[None]:
-    """Hold ``<model folder>.lock`` (a process or thread that finds it held waits, saying why)."""
+    """Hold ``<model folder>.lock`` (a process or thread that finds it held waits, saying why),
+    and remove it before releasing it, so no download leaves a lock file in the cache."""
     directory.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(f"{directory}.lock")
     try:
@@ -139,10 +152,39 @@ def _one_download_at_a_time(directory: Path, progress: bool) -> Iterator[None]:
         if progress:
             print(f"Waiting for another download of {directory.name} ({lock.lock_file})", file=sys.stderr)
         lock.acquire()
+    held = _held_lock_file(lock)
     try:
         yield
     finally:
-        lock.release()
+        try:
+            _remove_held_lock_file(lock, held)
+        finally:
+            lock.release()
+
+
+def _held_lock_file(lock: FileLock) -> Optional[os.stat_result]:
+    """The identity of the file whose flock ``lock`` now holds, where removing it is safe.
+
+    None where filelock removes its own file (Windows; SoftFileLock, which filelock falls back to
+    on a filesystem without flock) and where removing it is not safe (``_LOCK_FILE_REMOVABLE``).
+    Only a holder removes the file, so right after the acquisition the path names the locked one.
+    """
+    if not _LOCK_FILE_REMOVABLE or not isinstance(lock, UnixFileLock):
+        return None
+    try:
+        return os.stat(lock.lock_file)
+    except OSError:
+        return None
+
+
+def _remove_held_lock_file(lock: FileLock, held: Optional[os.stat_result]) -> None:
+    """Unlink the lock file while its lock is still held, and only if the path still names the
+    file this process locked: a file someone put there since is another holder's lock."""
+    if held is None:
+        return
+    with suppress(OSError):
+        if os.path.samestat(os.lstat(lock.lock_file), held):
+            os.unlink(lock.lock_file)
 
 
 def _fetch_options(
@@ -176,12 +218,19 @@ def _fetch_weights(
     return record
 
 
-def _discard(directory: Path, created: bool) -> None:
-    """After a refusal: remove the folder this run created, else only the unfinished files."""
+def _discard(directory: Path, created: bool, keep_manifest: bool) -> None:
+    """After a refusal: remove the folder this run created, else the unfinished files, and the
+    manifest and the folder too where no complete copy is cached (a folder an interrupted
+    download left): the folder is removed only if nothing else is in it."""
     if created:
         shutil.rmtree(directory, ignore_errors=True)
-    else:
-        _remove_parts(directory)
+        return
+    _remove_parts(directory)
+    if not keep_manifest:
+        with suppress(OSError):
+            (directory / MANIFEST_NAME).unlink()
+        with suppress(OSError):
+            directory.rmdir()  # only if empty: files that are not this download's stay
 
 
 def _remove_parts(directory: Path) -> None:

@@ -1,54 +1,157 @@
-"""The biLM as a Thinc model: the PyTorch ``BiLM`` in a ``PyTorchWrapper`` and its converters.
+"""The biLM as a Thinc model: the PyTorch ``BiLM`` in a ``PyTorchWrapper``, with what it needs to run.
 
 ``Model[List[List[str]], List[Floats3d]]``: a batch of tokenized sequences -> one array per
 sequence of shape ``(n_layers + 1, n_tokens, 2 * projection_dim)`` (float32, on the model's
-device: NumPy on the CPU, CuPy after ``spacy.require_gpu()``). The biLM's shape comes with its
-weights, which ``set_bilm`` puts in place; ``model.to_bytes()`` carries the options and the
-weights (safetensors) together, so ``from_bytes`` needs neither the files nor ``initialize``.
+device: NumPy on the CPU, CuPy after ``spacy.require_gpu()``).
+
+The model carries its runtime settings (``BiLMSettings``: which weights, precision, batch and
+sequence sizes, threads, token cache; the ``spacy_elmo.ElmoModel.v2`` block of a config) in
+``model.attrs``, where Thinc's serialisation skips them: they come from the config each time a
+pipeline is built, so an override at ``spacy.load`` takes effect. The weights themselves travel
+in ``model.to_bytes()`` (the native format's options + safetensors), so a model restored with
+``from_bytes`` needs neither the original files nor ``initialize``; until then, ``ensure_bilm``
+reads the configured files on first use.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, List, Optional, Tuple
 
-import srsly
 import torch
-from safetensors.torch import load as load_safetensors
-from safetensors.torch import save as save_safetensors
 from thinc.api import ArgsKwargs, CupyOps, Model, PyTorchWrapper_v3, get_current_ops, torch2xp, xp2torch
 from thinc.api import get_torch_default_device
 from thinc.types import Floats3d
 
+from ..formats import VOCAB_NAME, WeightSource
+from ..formats.native import bilm_from_bytes, bilm_to_bytes
 from ..nn.bilm import BiLM
-from ..options import BiLMOptions
-from ..weights import build_bilm
+from ..nn.precision import get_precision
+from ..nn.threads import check_threads
+from ..sources import check_weight_settings, load_bilm_from, resolve_weight_source
 
-SERIALIZED_SOURCE = "serialized ELMo model"
+SETTINGS = "elmo_settings"
+SOURCE = "elmo_source"
+#: The token-cache words read when the weights were loaded: serialised with the model (a list of
+#: str), so a restored pipeline rebuilds its cache without the vocabulary file.
+CACHE_WORDS = "elmo_token_cache_words"
 
 
-def elmo_model() -> Model[List[List[str]], List[Floats3d]]:
-    """The biLM, without weights until ``set_bilm`` (or ``from_bytes``) gives it some."""
+@dataclass(frozen=True)
+class BiLMSettings:
+    """What the biLM needs to run, as ``spacy_elmo.ElmoModel.v2`` takes it (see its docstring)."""
+
+    weights: Optional[str] = None
+    options_file: Optional[str] = None
+    weight_file: Optional[str] = None
+    precision: str = "fp32"
+    max_sequence_length: int = 256
+    max_batch_tokens: int = 4096
+    threads: Optional[int] = 1
+    token_cache_words: int = 0
+    token_cache_vocab: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        check_weight_settings(self.weights, self.options_file, self.weight_file)
+        get_precision(self.precision, "precision")
+        for key, minimum in (("max_sequence_length", 1), ("max_batch_tokens", 1), ("token_cache_words", 0)):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                kind = "a positive integer" if minimum else "a non-negative integer"
+                raise ValueError(f"{key} must be {kind}, got {value!r}")
+        check_threads(self.threads, "threads")
+
+    def replace(self, **changes) -> "BiLMSettings":
+        return dataclasses.replace(self, **changes)
+
+
+def elmo_model(settings: BiLMSettings) -> Model[List[List[str]], List[Floats3d]]:
+    """The biLM wrapper, without weights until ``ensure_bilm`` reads the configured ones,
+    ``load_weights`` / ``set_bilm`` give it some, or ``from_bytes`` restores them."""
     model = PyTorchWrapper_v3(
         None,
         convert_inputs=_tokens_to_char_ids,
         convert_outputs=_layers_to_arrays,
         device=torch_device(),
         serialize_model=bilm_to_bytes,
-        deserialize_model=bilm_from_bytes,
+        deserialize_model=_bilm_from_bytes,
     )
     model.name = "elmo"
+    model.attrs[SETTINGS] = settings
     return model
 
 
+def bilm_settings(model: Model) -> BiLMSettings:
+    return model.attrs[SETTINGS]
+
+
+def set_settings(model: Model, settings: BiLMSettings) -> None:
+    """Replace the runtime settings (the weights they name are resolved again when needed)."""
+    model.attrs[SETTINGS] = settings
+    model.attrs.pop(SOURCE, None)
+    bilm = get_bilm(model)
+    if bilm is not None:
+        bilm.precision = settings.precision
+
+
+def weight_source(model: Model) -> WeightSource:
+    """The files the settings name (``spacy_elmo.sources``: a name, a directory, two files, or
+    the bundled model), resolved once; a missing file or unknown name raises here."""
+    if SOURCE not in model.attrs:
+        s = bilm_settings(model)
+        model.attrs[SOURCE] = resolve_weight_source(s.weights, s.options_file, s.weight_file)
+    return model.attrs[SOURCE]
+
+
 def get_bilm(model: Model) -> Optional[BiLM]:
-    """The BiLM inside an ``ElmoModel``, or None before its weights are set."""
+    """The BiLM inside an ``ElmoModel``, or None before its weights are loaded."""
     return model.shims[0]._model
+
+
+def ensure_bilm(model: Model) -> BiLM:
+    """The BiLM, its configured weights read first if it has none, with the settings' precision
+    and token cache in force."""
+    bilm = get_bilm(model)
+    if bilm is None:
+        bilm = load_weights(model, weight_source(model))
+    settings = bilm_settings(model)
+    bilm.precision = settings.precision
+    words = model.attrs.get(CACHE_WORDS, [])[: settings.token_cache_words]
+    if words and bilm.token_cache is None:
+        bilm.cache_token_embeddings(words)
+    return bilm
+
+
+def load_weights(model: Model, source: WeightSource) -> BiLM:
+    """Read the biLM of ``source`` into the model, with the token-cache words of its vocabulary
+    file when the settings ask for a cache."""
+    settings = bilm_settings(model)
+    if settings.token_cache_words:
+        vocab_file = Path(settings.token_cache_vocab) if settings.token_cache_vocab else source.directory / VOCAB_NAME
+        model.attrs[CACHE_WORDS] = read_cache_words(vocab_file, settings.token_cache_words)
+    bilm = load_bilm_from(source)
+    set_bilm(model, bilm)
+    return bilm
 
 
 def set_bilm(model: Model, bilm: BiLM) -> None:
     """Put ``bilm`` (eval mode) into an ``ElmoModel``, on the device of the current Thinc ops."""
     model.shims[0]._model = bilm.to(torch_device()).eval()
     model.set_dim("nO", bilm.output_dim, force=True)
+
+
+def read_cache_words(vocab_file: Path, n_words: int) -> List[str]:
+    """The first ``n_words`` lines of a vocabulary file (one word per line, most frequent first)."""
+    if not vocab_file.is_file():
+        raise ValueError(
+            f"token_cache_words = {n_words} needs a vocabulary file (one word per line, most "
+            f"frequent first), but {vocab_file} does not exist; set token_cache_vocab"
+        )
+    with vocab_file.open(encoding="utf-8") as lines:
+        words = [line.rstrip("\r\n") for line, _ in zip(lines, range(n_words))]
+    return [word for word in words if word]
 
 
 def torch_device() -> torch.device:
@@ -63,24 +166,9 @@ def torch_device() -> torch.device:
     return get_torch_default_device()
 
 
-def bilm_to_bytes(bilm: Optional[BiLM]) -> bytes:
-    """The options (released ``options.json`` layout) and the state dict (safetensors), msgpacked."""
-    if bilm is None:
-        return b""
-    state = {k: v.detach().cpu().contiguous() for k, v in bilm.state_dict().items()}
-    return srsly.msgpack_dumps(
-        {"options": bilm.options.to_dict(), "weights": save_safetensors(state)}
-    )
-
-
-def bilm_from_bytes(current: Optional[BiLM], data: bytes, device: torch.device) -> Optional[BiLM]:
-    """Inverse of ``bilm_to_bytes``: a new BiLM built from the stored options, on ``device``."""
-    if not data:
-        return None
-    msg = srsly.msgpack_loads(data)
-    options = BiLMOptions.from_dict(msg["options"], source=SERIALIZED_SOURCE)
-    bilm = build_bilm(options, load_safetensors(msg["weights"]), source=SERIALIZED_SOURCE)
-    return bilm.to(device).eval()
+def _bilm_from_bytes(current: Optional[BiLM], data: bytes, device: torch.device) -> Optional[BiLM]:
+    bilm = bilm_from_bytes(data)
+    return None if bilm is None else bilm.to(device)
 
 
 def _tokens_to_char_ids(
@@ -89,8 +177,9 @@ def _tokens_to_char_ids(
     shim = model.shims[0]
     if shim._model is None:
         raise ValueError(
-            "spacy_elmo.ElmoModel.v1 has no weights yet: call set_bilm(model, load_bilm(...)), "
-            "load it with from_bytes, or use it through the 'elmo' pipe"
+            "spacy_elmo.ElmoModel has no weights yet: call ensure_bilm(model) or "
+            "set_bilm(model, load_bilm(...)), load it with from_bytes, or use it through the "
+            "'elmo' pipe"
         )
     char_ids = torch.from_numpy(shim._model.batch_to_ids(sequences)).to(shim.device)
     return ArgsKwargs(args=(char_ids,), kwargs={}), lambda d_inputs: []

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..indexers import ByteIndexer, TokenIndexer
 from ..options import BiLMOptions
 from .char_cnn import CharacterEncoder
 from .lstm import DirectionalLSTM, DistinctInputs, LSTMState
@@ -65,7 +66,15 @@ class BiLM(nn.Module):
       convolutions otherwise use by default. The modes are defined in ``nn/precision.py``.
     """
 
-    def __init__(self, options: BiLMOptions, stateful: bool = False, precision: str = "fp32") -> None:
+    def __init__(
+        self,
+        options: BiLMOptions,
+        stateful: bool = False,
+        precision: str = "fp32",
+        indexer: Optional[TokenIndexer] = None,
+    ) -> None:
+        """``indexer``: what turns tokens into this model's ids (default: the released UTF-8 byte
+        ids); a weight format's reader says which one its model needs."""
         super().__init__()
         self.options = options
         self.stateful = stateful
@@ -73,7 +82,7 @@ class BiLM(nn.Module):
         self.token_cache: Optional[TokenEmbeddingCache] = None
         self._token_cache_versions: Tuple[int, ...] = ()
         cnn, lstm = options.char_cnn, options.lstm
-        self.indexer = options.token_indexer
+        self.indexer = ByteIndexer() if indexer is None else indexer
         self.token_encoder = CharacterEncoder(
             cnn.embedding_dim,
             cnn.filters,

@@ -18,6 +18,10 @@ runs its own loop, exact in float32:
   padding costs nothing, with states kept feature-major so that each step's products are
   tall-skinny ``W @ h`` (about twice as fast on CPU BLAS as ``h @ W^T`` for a few rows);
 - from a zero state, no recurrent product at the first step.
+
+Under the "int8" precision (``nn/int8.py``) and without gradients, the layer runs a third loop:
+row-major states, each time step's input, recurrent and projection products on int8 weights,
+the input rows quantized once per layer; cell states and outputs float32.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from typing import List, NamedTuple, Optional, Tuple
 import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence
+
+from .int8 import Int8Weight, int8_wanted, quantize_rows
 
 LSTMState = Tuple[torch.Tensor, torch.Tensor]
 
@@ -90,6 +96,10 @@ class ClippedLSTM(nn.LSTM):
             packed = PackedSequence(data, batch_sizes)
             output, (h_n, c_n) = super().forward(packed, (state[0][None], state[1][None]))
             return output.data, (h_n[0], c_n[0])
+        if int8_wanted(self.weight_ih_l0, self.weight_hh_l0, self.weight_hr_l0):
+            if distinct is not None:
+                data = distinct.rows.index_select(0, distinct.index)
+            return self._run_int8_loop(data, batch_sizes.tolist(), state)
         if distinct is None:
             x_gates = self._input_gates(data)
         else:
@@ -130,12 +140,8 @@ class ClippedLSTM(nn.LSTM):
                 h, c = h[:, :n_running], c[:, :n_running]
             if gates is None:
                 gates = torch.addmm(step_gates, w_hh, h)
-            c = _cell_update(gates, c, hidden)
-            if self.cell_clip is not None:
-                c = c.clamp(-self.cell_clip, self.cell_clip)
-            h = w_hr.mm(torch.sigmoid(gates[3 * hidden :]) * torch.tanh(c))
-            if self.proj_clip is not None:
-                h = h.clamp(-self.proj_clip, self.proj_clip)
+            c = self._clip_cell(_cell_update(gates, c, hidden))
+            h = self._clip_output(w_hr.mm(torch.sigmoid(gates[3 * hidden :]) * torch.tanh(c)))
             outputs.append(h)
             gates = None
         finished_h.append(h)
@@ -143,6 +149,47 @@ class ClippedLSTM(nn.LSTM):
         h_n = torch.cat(finished_h[::-1], dim=1).t()
         c_n = torch.cat(finished_c[::-1], dim=1).t()
         return torch.cat(outputs, dim=1).t().contiguous(), (h_n, c_n)
+
+    def _run_int8_loop(
+        self, data: torch.Tensor, batch_sizes: List[int], state: Optional[LSTMState]
+    ) -> Tuple[torch.Tensor, LSTMState]:
+        """The loop on int8 weights (``nn/int8.py``): row-major (rows, features) states; each
+        step's products are row-quantized inputs times per-channel int8 weights, which for the
+        few rows of a step is bound by reading the weights, a quarter of the float32 bytes."""
+        w_ih = Int8Weight.for_weight(self.weight_ih_l0, self, "_int8_ih")
+        w_hh = Int8Weight.for_weight(self.weight_hh_l0, self, "_int8_hh")
+        w_hr = Int8Weight.for_weight(self.weight_hr_l0, self, "_int8_hr")
+        bias = (self.bias_ih_l0 + self.bias_hh_l0).float()
+        x_q, x_scales = quantize_rows(data)
+        h, c = (None, None) if state is None else (state[0].float(), state[1].float())
+        outputs: List[torch.Tensor] = []
+        finished_h: List[torch.Tensor] = []
+        finished_c: List[torch.Tensor] = []
+        start = 0
+        for n_running in batch_sizes:
+            rows = slice(start, start + n_running)
+            start += n_running
+            gates = w_ih.matmul_quantized(x_q[rows], x_scales[rows], bias)
+            if h is not None:
+                if n_running < h.shape[0]:
+                    finished_h.append(h[n_running:])
+                    finished_c.append(c[n_running:])
+                    h, c = h[:n_running], c[:n_running]
+                gates += w_hh(h)
+            i, f, g, o = gates.chunk(4, dim=1)
+            candidate = torch.sigmoid(i) * torch.tanh(g)
+            c = self._clip_cell(candidate if c is None else candidate.addcmul_(torch.sigmoid(f), c))
+            h = self._clip_output(w_hr(torch.sigmoid(o) * torch.tanh(c)))
+            outputs.append(h)
+        finished_h.append(h)
+        finished_c.append(c)
+        return torch.cat(outputs), (torch.cat(finished_h[::-1]), torch.cat(finished_c[::-1]))
+
+    def _clip_cell(self, c: torch.Tensor) -> torch.Tensor:
+        return c if self.cell_clip is None else c.clamp(-self.cell_clip, self.cell_clip)
+
+    def _clip_output(self, h: torch.Tensor) -> torch.Tensor:
+        return h if self.proj_clip is None else h.clamp(-self.proj_clip, self.proj_clip)
 
 
 def _zeros(layer: ClippedLSTM, batch_size: int, like: torch.Tensor) -> LSTMState:

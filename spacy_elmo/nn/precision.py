@@ -1,4 +1,5 @@
-"""Numeric precision modes: the one place that says what "fp32", "tf32", "bf16" and "fp16" mean.
+"""Numeric precision modes: the one place that says what "fp32", "tf32", "bf16", "fp16" and "int8"
+mean.
 
 The biLM's ``forward``, the pretraining model, the trainer (grad scaler), both configs and the
 benches all read ``PRECISIONS`` and enter ``precision_context``: adding a mode is one entry here.
@@ -12,6 +13,8 @@ from typing import Dict, Iterator, Optional
 
 import torch
 
+from .int8 import int8_products
+
 
 @dataclass(frozen=True)
 class Precision:
@@ -22,12 +25,15 @@ class Precision:
     allow_tf32: whether CUDA float32 products, convolutions and the cuDNN LSTM may use
         TensorFloat-32 tensor cores. cuDNN allows it by default, so "fp32" must forbid it.
     needs_grad_scaler: training needs a loss scaler (float16 gradients underflow).
+    int8: the biLM's linear products run on int8 weights (``nn/int8.py``; the CPU only, no
+        gradients: products that need one run in float32).
     """
 
     name: str
     autocast_dtype: Optional[torch.dtype]
     allow_tf32: bool
     needs_grad_scaler: bool
+    int8: bool = False
 
 
 PRECISIONS: Dict[str, Precision] = {
@@ -37,10 +43,11 @@ PRECISIONS: Dict[str, Precision] = {
         Precision("tf32", None, allow_tf32=True, needs_grad_scaler=False),
         Precision("bf16", torch.bfloat16, allow_tf32=False, needs_grad_scaler=False),
         Precision("fp16", torch.float16, allow_tf32=False, needs_grad_scaler=True),
+        Precision("int8", None, allow_tf32=False, needs_grad_scaler=False, int8=True),
     )
 }
 
-#: The modes the pretraining loop accepts ("tf32" is an inference speed setting).
+#: The modes the pretraining loop accepts ("tf32" and "int8" are inference speed settings).
 TRAINING_PRECISIONS = ("fp32", "bf16", "fp16")
 
 
@@ -52,6 +59,27 @@ def get_precision(name: str, what: str = "precision") -> Precision:
         raise ValueError(f"{what} must be one of {sorted(PRECISIONS)}, got {name!r}") from None
 
 
+def runs_on(name: str, device: torch.device) -> bool:
+    """Whether mode ``name`` runs as itself on ``device``: what a bench or test asks before it
+    measures a mode, instead of probing ``torch.autocast`` (which, for a dtype it does not take,
+    warns and runs float32 under the mode's name).
+
+    "tf32" exists only on CUDA (elsewhere it is "fp32"); an autocast mode needs ``torch.autocast``
+    for the device type, and bf16 on CUDA a GPU with bfloat16. On the CPU, ``torch.autocast`` takes
+    bfloat16 and, in recent releases (2.13 among them), float16 too; other device types: False.
+    """
+    precision = get_precision(name)
+    if precision.allow_tf32:
+        return device.type == "cuda"
+    if precision.int8:
+        return device.type == "cpu"
+    if precision.autocast_dtype is None:
+        return True
+    if device.type == "cuda":
+        return precision.autocast_dtype != torch.bfloat16 or torch.cuda.is_bf16_supported()
+    return device.type == "cpu"
+
+
 @contextlib.contextmanager
 def precision_context(name: str, device: torch.device) -> Iterator[Precision]:
     """Run the block in mode ``name`` on ``device``: autocast to its dtype (if any), and the
@@ -61,8 +89,15 @@ def precision_context(name: str, device: torch.device) -> Iterator[Precision]:
     code that forgets to enter this context is caught by a CPU test reading the flags.
     """
     precision = get_precision(name)
+    if precision.int8 and device.type != "cpu":
+        raise ValueError(
+            f"precision {name!r} runs on the CPU; on {device.type} use 'bf16', 'fp16' or 'tf32'"
+        )
     with tf32_allowed(precision.allow_tf32 and device.type == "cuda"):
-        if precision.autocast_dtype is None:
+        if precision.int8:
+            with int8_products():
+                yield precision
+        elif precision.autocast_dtype is None:
             yield precision
         else:
             with torch.autocast(device_type=device.type, dtype=precision.autocast_dtype):

@@ -22,7 +22,7 @@ def pretrain_command(
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use; -1 for the CPU"),
     resume: bool = typer.Option(False, "--resume", help="Continue from output_dir/checkpoint"),
     threads: Optional[int] = typer.Option(
-        None, "--threads", help="CPU threads for torch (sets the config's system.threads; 0: all cores)"
+        None, "--threads", min=1, help="CPU threads for torch (sets the config's system.threads)"
     ),
 ) -> None:
     """Pretrain an ELMo biLM. Config values can be overridden: --training.max_steps 500.
@@ -32,7 +32,7 @@ def pretrain_command(
     from spacy.cli._util import parse_config_overrides
 
     from .config import load_config
-    from .distributed import env_rank
+    from ..distributed import env_rank
     from .trainer import TrainingInterrupted, pretrain
 
     overrides = parse_config_overrides(ctx.args)
@@ -63,13 +63,13 @@ def init_config_command(
 ) -> None:
     """Write the documented default pretraining config."""
     from ..options import BiLMOptions
-    from ..sources import resolve_model
+    from ..sources import resolve_weight_source
     from .config import config_text_for_model
 
     text = DEFAULT_CONFIG.lstrip("\n")
     if model is not None:
         try:  # the check the run would make at its start, now
-            source = resolve_model(model, what="--model")
+            source = resolve_weight_source(str(model), what="--model")
         except (ValueError, FileNotFoundError) as err:
             fail(str(err))
         text = config_text_for_model(BiLMOptions.from_file(source.options_file), str(model))

@@ -36,7 +36,7 @@ init_bilm = null
 
 [system]
 seed = 0
-# CPU threads for torch (torch.set_num_threads); 0: torch's default, one per physical core.
+# CPU threads for torch (torch.set_num_threads), at least 1 (like every --threads of the CLI).
 # 1 is safe on a shared machine (two processes each running a pool of all the cores' threads
 # can be many times slower than either alone) and gives the same numbers on every machine: the
 # weights are bitwise reproducible for the same seed and thread count only. On a dedicated
@@ -147,9 +147,9 @@ def _auto_or_bool(value: Any) -> Union[str, bool]:
 
 class SystemSettings(Section):
     seed: int
-    #: CPU threads of torch's intra-op pool (torch.set_num_threads); 0: torch's default (one
-    #: per physical core). Results are bitwise reproducible only at the same thread count.
-    threads: NonNegativeInt = 1
+    #: CPU threads of torch's intra-op pool (torch.set_num_threads), at least 1. Results are
+    #: bitwise reproducible only at the same thread count.
+    threads: Annotated[int, Field(ge=1)] = 1
 
 
 class ModelSettings(Section):

@@ -1,4 +1,7 @@
-"""Held-out perplexity of a finished pretraining run, read from its output directory.
+"""Held-out perplexity: the trainer's evaluations and that of a finished run (``evaluate-lm``).
+
+``held_out_nll`` scores text with the full softmax; the trainer calls it every ``eval_every``
+steps, and ``evaluate_run`` on a finished run read from its output directory.
 
 The run's ``config.cfg`` says how its text was read (tokenized or not, sentence splitting,
 sequence length), so held-out text is read the same way; ``model.safetensors`` +
@@ -8,21 +11,68 @@ own evaluations do, so the figures are comparable with ``metrics.jsonl``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Iterator, List, Optional, Sequence
 
 import torch
 from confection import Config
 from safetensors.torch import load_file
+from tqdm import tqdm
 
+from ..batching import pack_sequences
 from ..nn.softmax import LMSoftmax
 from ..sources import load_bilm
 from .config import parse_settings
-from .corpus import SequenceReader, resolve_files
-from .model import BiLMLanguageModel
+from .corpus import CorpusError, SequenceReader, resolve_files
+from .model import BiLMLanguageModel, make_batch, perplexity
 from .run_files import CONFIG_NAME, SOFTMAX_NAME, VOCAB_NAME
-from .trainer import EvalResult, held_out_nll
 from .vocab import Vocab
+
+
+@dataclass
+class EvalResult:
+    ppl_forward: float
+    ppl_backward: float
+    tokens: int
+
+    @property
+    def ppl_average(self) -> float:
+        """The paper's figure: the mean of the two directions' perplexities."""
+        return 0.5 * (self.ppl_forward + self.ppl_backward)
+
+    @classmethod
+    def from_sums(cls, sums: torch.Tensor, source: object) -> "EvalResult":
+        """From (forward NLL sum, backward NLL sum, targets), as ``held_out_nll`` returns."""
+        count = int(sums[2])
+        if count == 0:
+            raise CorpusError(f"the held-out corpus {source} gives no text to evaluate on")
+        return cls(perplexity(float(sums[0]), count), perplexity(float(sums[1]), count), count)
+
+
+@torch.no_grad()
+def held_out_nll(
+    model: BiLMLanguageModel,
+    vocab: Vocab,
+    reader: SequenceReader,
+    batch_tokens: int,
+    limit: Optional[int] = None,
+    progress: bool = False,
+) -> torch.Tensor:
+    """Score ``reader``'s sequences with the full softmax (``model`` in eval mode). Returns
+    float64 (3,) on the model's device: forward NLL sum, backward NLL sum, number of targets."""
+    device = next(model.parameters()).device
+    sums = torch.zeros(3, dtype=torch.float64, device=device)
+    bar = tqdm(desc="perplexity", unit="target", disable=not progress)
+    for sequences in _dev_batches(reader, batch_tokens, limit):
+        batch = make_batch(sequences, vocab).to(device)
+        nll = model(batch)
+        sums += torch.tensor(
+            [float(nll[0]), float(nll[1]), batch.n_targets], dtype=torch.float64, device=device
+        )
+        bar.update(batch.n_targets)
+    bar.close()
+    return sums
 
 
 def evaluate_run(
@@ -53,3 +103,20 @@ def evaluate_run(
     reader = SequenceReader(files, settings.corpus)
     sums = held_out_nll(model, vocab, reader, settings.training.batch_tokens, max_tokens, progress)
     return EvalResult.from_sums(sums, ", ".join(map(str, text)))
+
+
+def _dev_batches(
+    reader: SequenceReader, batch_tokens: int, limit: Optional[int]
+) -> Iterator[List[List[str]]]:
+    chunk: List[List[str]] = []
+    seen = 0
+    for sequence in reader:
+        if limit is not None and seen >= limit:
+            break
+        seen += len(sequence) + 1
+        chunk.append(sequence)
+        if len(chunk) >= 1000:
+            yield from pack_sequences(sorted(chunk, key=len), batch_tokens, overhead=2)
+            chunk = []
+    if chunk:
+        yield from pack_sequences(sorted(chunk, key=len), batch_tokens, overhead=2)

@@ -2,7 +2,8 @@
 
 ``optimizer.name`` and ``optimizer.schedule`` in the config name an entry of these registries
 (catalogue, as Thinc's ``@schedules``), and the config validates against what is registered:
-adding an optimizer or a schedule is one decorated function here.
+adding an optimizer or a schedule is one decorated function here. ``clip_grad_norm`` clips the
+update's gradients, sparse softmax rows included.
 """
 
 from __future__ import annotations
@@ -103,3 +104,20 @@ def make_scheduler(
     optimizer: torch.optim.Optimizer, o: OptimizerSettings, max_steps: int
 ) -> torch.optim.lr_scheduler.LambdaLR:
     return torch.optim.lr_scheduler.LambdaLR(optimizer, schedules.get(o.schedule)(o.warmup_steps, max_steps))
+
+
+def clip_grad_norm(parameters: Iterable[torch.nn.Parameter], max_norm: float) -> torch.Tensor:
+    """``torch.nn.utils.clip_grad_norm_`` that also takes sparse gradients (the softmax rows):
+    scales every gradient by min(1, max_norm / global norm); returns the global norm."""
+    grads = [p.grad for p in parameters if p.grad is not None]
+    if not grads:
+        return torch.tensor(0.0)
+    norms = [
+        torch.linalg.vector_norm(g.coalesce().values() if g.is_sparse else g, dtype=torch.float32)
+        for g in grads
+    ]
+    total = torch.linalg.vector_norm(torch.stack(norms))
+    coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    for g in grads:
+        g.mul_(coef.to(g.device, g.dtype))
+    return total

@@ -8,7 +8,8 @@
 
 from __future__ import annotations
 
-from ..weights import OPTIONS_NAME, SAFETENSORS_NAME, VOCAB_NAME
+from ..formats.base import OPTIONS_NAME, VOCAB_NAME
+from ..formats.native import SAFETENSORS_NAME
 
 CONFIG_NAME = "config.cfg"
 METRICS_NAME = "metrics.jsonl"

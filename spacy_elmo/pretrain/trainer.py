@@ -7,30 +7,36 @@ and the ``elmo`` pipe at any time after the first checkpoint.
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import math
 import random
 import signal
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
 from confection import Config
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
-from ..batching import pack_sequences
+from ..distributed import DistributedContext
 from ..nn.bilm import BiLM
 from ..nn.precision import get_precision
 from ..nn.softmax import LMSoftmax
 from ..nn.threads import torch_threads
-from ..sources import WeightSource, load_bilm_from, resolve_model, resolve_weight_source
-from ..weights import save_bilm
+from ..sources import WeightSource, load_bilm_from, resolve_weight_source
+from .checkpoint import (
+    TrainingState,
+    check_resumed_config,
+    checkpoint_path,
+    drop_metrics_after,
+    flatten,
+    load_checkpoint,
+    save_checkpoint,
+)
 from .config import (
     ConfigError,
     PretrainSettings,
@@ -46,47 +52,15 @@ from .corpus import (
     count_words,
     resolve_files,
 )
-from .distributed import DistributedContext
-from .model import BiLMLanguageModel, LMBatch, init_bilm_tf_style, make_batch, perplexity
-from .optimizers import make_optimizer, make_scheduler
-from .run_files import CHECKPOINT_DIR, CONFIG_NAME, METRICS_NAME, SOFTMAX_NAME, STATE_FILE, VOCAB_NAME
-from .vocab import Vocab, VocabError
-
-#: Config keys a ``--resume`` may change (see ``Trainer._check_resumed_config``).
-RESUMABLE_CHANGES = (
-    "corpus.dev",
-    "corpus.dev_max_tokens",
-    "paths.dev",
-    "system.threads",
-    "training.checkpoint_every",
-    "training.eval_every",
-    "training.log_every",
-    "training.max_steps",
-)
+from .evaluate import EvalResult, held_out_nll
+from .model import BiLMLanguageModel, LMBatch, init_bilm_tf_style, make_batch
+from .optimizers import clip_grad_norm, make_optimizer, make_scheduler
+from .run_files import CONFIG_NAME, METRICS_NAME, SOFTMAX_NAME, VOCAB_NAME
+from .vocab import Vocab
 
 
 class TrainingInterrupted(Exception):
     """Ctrl-C stopped the run after a step; its checkpoint is saved and ``--resume`` continues it."""
-
-
-@dataclass
-class EvalResult:
-    ppl_forward: float
-    ppl_backward: float
-    tokens: int
-
-    @property
-    def ppl_average(self) -> float:
-        """The paper's figure: the mean of the two directions' perplexities."""
-        return 0.5 * (self.ppl_forward + self.ppl_backward)
-
-    @classmethod
-    def from_sums(cls, sums: torch.Tensor, source: object) -> "EvalResult":
-        """From (forward NLL sum, backward NLL sum, targets), as ``held_out_nll`` returns."""
-        count = int(sums[2])
-        if count == 0:
-            raise CorpusError(f"the held-out corpus {source} gives no text to evaluate on")
-        return cls(perplexity(float(sums[0]), count), perplexity(float(sums[1]), count), count)
 
 
 class Trainer:
@@ -108,8 +82,7 @@ class Trainer:
                 f"{type(settings).__name__}"
             )
         self.settings = settings
-        if settings.system.threads:
-            torch.set_num_threads(settings.system.threads)
+        torch.set_num_threads(settings.system.threads)
         self.output_dir = Path(output_dir)
         self.ctx = DistributedContext.from_env(gpu_id)
         self.device = self.ctx.device
@@ -126,7 +99,7 @@ class Trainer:
                 f"run has {self.ctx.world_size}): fit the softmax in a short single-process run, "
                 "then continue from its output directory with torchrun"
             )
-        checkpoint = self._prepare_output_dir(resume)
+        self._prepare_output_dir(resume)
         s = self.settings
         self.train_files = _corpus_files("corpus.train", s.corpus.train)
         self.dev_files = _corpus_files("corpus.dev", s.corpus.dev) if s.corpus.dev else []
@@ -155,8 +128,11 @@ class Trainer:
         )
         self.start_position = DataPosition()
         if resume:
-            self._load_checkpoint(checkpoint)
-            self._drop_metrics_after(self.step)
+            self.step, self.tokens_seen, self.start_position = load_checkpoint(
+                self.output_dir, self.ctx, self._training_state(), self.vocab
+            )
+            if self.ctx.is_main:
+                drop_metrics_after(self.output_dir, self.step)
 
     @property
     def config(self) -> Optional[Config]:
@@ -169,10 +145,12 @@ class Trainer:
         config.setdefault("system", {})["threads"] = self.settings.system.threads
         return config
 
-    def _prepare_output_dir(self, resume: bool) -> Path:
-        """Refuse to overwrite (or to resume nothing); write config.cfg. Returns the checkpoint
-        path."""
-        checkpoint = self.output_dir / CHECKPOINT_DIR / STATE_FILE
+    def _training_state(self) -> TrainingState:
+        return TrainingState(self.model, self.optimizer, self.scheduler, self.scaler, self.generator)
+
+    def _prepare_output_dir(self, resume: bool) -> None:
+        """Refuse to overwrite (or to resume nothing); write config.cfg."""
+        checkpoint = checkpoint_path(self.output_dir)
         if checkpoint.exists() and not resume:
             raise FileExistsError(
                 f"{self.output_dir} already holds a checkpoint: pass --resume to continue it, "
@@ -180,8 +158,8 @@ class Trainer:
             )
         if resume and not checkpoint.exists():
             raise FileNotFoundError(f"--resume: no checkpoint at {checkpoint}")
-        if resume:
-            self._check_resumed_config()
+        if resume and self.settings.config is not None:
+            check_resumed_config(self.output_dir, self._written_config())
         if self.ctx.is_main:
             self.output_dir.mkdir(parents=True, exist_ok=True)
             if not resume:  # a fresh run in a folder with an earlier run's curve but no checkpoint
@@ -189,28 +167,6 @@ class Trainer:
             if self.settings.config is not None:
                 self._written_config().to_disk(self.output_dir / CONFIG_NAME)
         self.ctx.barrier()
-        return checkpoint
-
-    def _check_resumed_config(self) -> None:
-        """A resumed run continues the saved one: only how long it runs, how often it logs,
-        evaluates and saves, what it evaluates on and its thread count may change."""
-        saved_file = self.output_dir / CONFIG_NAME
-        if self.settings.config is None or not saved_file.is_file():
-            return
-        saved = _flat(Config().from_disk(saved_file, interpolate=False))
-        ours = _flat(self._written_config())
-        changed = [
-            f"{key}: {saved[key]!r} -> {ours[key]!r}"
-            for key in sorted(saved.keys() & ours.keys())
-            if saved[key] != ours[key] and key not in RESUMABLE_CHANGES
-        ]
-        if changed:
-            raise ConfigError(
-                f"--resume: the config differs from the run's {saved_file} in "
-                + "; ".join(changed)
-                + f". A resumed run may change only {', '.join(RESUMABLE_CHANGES)}; to train on "
-                f"with another recipe, start a new run from this one: --paths.init_bilm {self.output_dir}"
-            )
 
     def _build_model(self, resume: bool) -> BiLMLanguageModel:
         """The biLM (bilm-tf initialisation, or ``[initialize] bilm``) and the softmax."""
@@ -374,67 +330,15 @@ class Trainer:
     # ----------------------------------------------------------------------------- state
     def save_checkpoint(self) -> None:
         """Write the loadable model files and the resumable training state (rank 0)."""
-        per_rank = self.ctx.gather_objects(
-            {
-                "position": asdict(self.stream.position),
-                "rng": _rng_state(),
-                "generator": self.generator.get_state(),
-            }
+        save_checkpoint(
+            self.output_dir,
+            self.ctx,
+            self._training_state(),
+            self.vocab,
+            self.step,
+            self.tokens_seen,
+            self.stream.position,
         )
-        if not self.ctx.is_main:
-            self.ctx.barrier()
-            return
-        save_bilm(self.model.bilm, self.output_dir)
-        save_file(
-            {k: v.detach().cpu().contiguous() for k, v in self.model.softmax.state_dict().items()},
-            str(self.output_dir / SOFTMAX_NAME),
-        )
-        state = {
-            "step": self.step,
-            "tokens_seen": self.tokens_seen,
-            "world_size": self.ctx.world_size,
-            "vocab_sha1": _vocab_hash(self.vocab),
-            "vocab_size": len(self.vocab),
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
-            "scaler": self.scaler.state_dict(),
-            "ranks": per_rank,
-        }
-        directory = self.output_dir / CHECKPOINT_DIR
-        directory.mkdir(exist_ok=True)
-        tmp = directory / (STATE_FILE + ".tmp")
-        torch.save(state, tmp)
-        tmp.replace(directory / STATE_FILE)
-        self.ctx.barrier()
-
-    def _load_checkpoint(self, path: Path) -> None:
-        state = torch.load(path, map_location=self.device, weights_only=False)
-        if state["vocab_sha1"] != _vocab_hash(self.vocab) or state["vocab_size"] != len(self.vocab):
-            raise VocabError(
-                f"{self.output_dir / VOCAB_NAME}: this vocabulary ({len(self.vocab)} words) is not "
-                f"the one checkpoint {path} was trained with ({state['vocab_size']} words)"
-            )
-        if state["world_size"] != self.ctx.world_size:
-            raise ConfigError(
-                f"{path} was written by {state['world_size']} processes; resume with the same "
-                f"number (now {self.ctx.world_size}) so every rank continues its own shard"
-            )
-        try:
-            self.model.load_state_dict(state["model"])
-        except RuntimeError as err:
-            raise ConfigError(
-                f"{path}: the checkpoint does not match the [model] config: {err}"
-            ) from err
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        self.scaler.load_state_dict(state["scaler"])
-        self.step = state["step"]
-        self.tokens_seen = state["tokens_seen"]
-        mine = state["ranks"][self.ctx.rank]
-        self.start_position = DataPosition(**mine["position"])
-        self.generator.set_state(mine["generator"].cpu())
-        _set_rng_state(mine["rng"])
 
     def _initialize_from(self, bilm: BiLM, softmax: LMSoftmax) -> None:
         """Copy the weights of ``initialize.bilm`` (and its softmax, when it comes with this run's
@@ -443,7 +347,7 @@ class Trainer:
         weights = init_weight_source(s)
         source = load_bilm_from(weights)
         if source.options != s.options:
-            ours, theirs = _flat(s.options.to_dict()), _flat(source.options.to_dict())
+            ours, theirs = flatten(s.options.to_dict()), flatten(source.options.to_dict())
             differ = [
                 f"{key}: {ours[key]!r} in [model], {theirs[key]!r} in the model"
                 for key in ours
@@ -492,18 +396,6 @@ class Trainer:
         self.ctx.barrier()
         return vocab if vocab is not None else Vocab.load(target)
 
-    def _drop_metrics_after(self, step: int) -> None:
-        """Remove the metrics.jsonl rows of steps after ``step``: a run killed between
-        checkpoints (no Ctrl-C: SIGKILL, a lost machine) logged steps that resuming from its last
-        checkpoint computes again, and they would otherwise appear twice in the curve."""
-        path = self.output_dir / METRICS_NAME
-        if not self.ctx.is_main or not path.exists():
-            return
-        lines = path.read_text(encoding="utf-8").splitlines()
-        kept = [line for line in lines if line.strip() and json.loads(line).get("step", 0) <= step]
-        if len(kept) < len(lines):
-            path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-
     def _log(self, record: Dict) -> None:
         if not self.ctx.is_main:
             return
@@ -521,7 +413,7 @@ def pretrain(
     """Train a biLM as ``config`` says, writing everything to ``output_dir``; torch's CPU thread
     count is ``[system] threads`` during the run and restored after it."""
     settings = parse_settings(config)
-    with torch_threads(settings.system.threads or None):
+    with torch_threads(settings.system.threads):
         trainer = Trainer(settings, output_dir, gpu_id, resume, show_progress)
         try:
             return trainer.train()
@@ -564,92 +456,14 @@ class _Window:
         return record
 
 
-@torch.no_grad()
-def held_out_nll(
-    model: BiLMLanguageModel,
-    vocab: Vocab,
-    reader: SequenceReader,
-    batch_tokens: int,
-    limit: Optional[int] = None,
-    progress: bool = False,
-) -> torch.Tensor:
-    """Score ``reader``'s sequences with the full softmax (``model`` in eval mode). Returns
-    float64 (3,) on the model's device: forward NLL sum, backward NLL sum, number of targets."""
-    device = next(model.parameters()).device
-    sums = torch.zeros(3, dtype=torch.float64, device=device)
-    bar = tqdm(desc="perplexity", unit="target", disable=not progress)
-    for sequences in _dev_batches(reader, batch_tokens, limit):
-        batch = make_batch(sequences, vocab).to(device)
-        nll = model(batch)
-        sums += torch.tensor(
-            [float(nll[0]), float(nll[1]), batch.n_targets], dtype=torch.float64, device=device
-        )
-        bar.update(batch.n_targets)
-    bar.close()
-    return sums
-
-
-def _dev_batches(
-    reader: SequenceReader, batch_tokens: int, limit: Optional[int]
-) -> Iterator[List[List[str]]]:
-    chunk: List[List[str]] = []
-    seen = 0
-    for sequence in reader:
-        if limit is not None and seen >= limit:
-            break
-        seen += len(sequence) + 1
-        chunk.append(sequence)
-        if len(chunk) >= 1000:
-            yield from pack_sequences(sorted(chunk, key=len), batch_tokens, overhead=2)
-            chunk = []
-    if chunk:
-        yield from pack_sequences(sorted(chunk, key=len), batch_tokens, overhead=2)
-
-
-def clip_grad_norm(parameters: Iterable[torch.nn.Parameter], max_norm: float) -> torch.Tensor:
-    """``torch.nn.utils.clip_grad_norm_`` that also takes sparse gradients (the softmax rows):
-    scales every gradient by min(1, max_norm / global norm); returns the global norm."""
-    grads = [p.grad for p in parameters if p.grad is not None]
-    if not grads:
-        return torch.tensor(0.0)
-    norms = [
-        torch.linalg.vector_norm(g.coalesce().values() if g.is_sparse else g, dtype=torch.float32)
-        for g in grads
-    ]
-    total = torch.linalg.vector_norm(torch.stack(norms))
-    coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
-    for g in grads:
-        g.mul_(coef.to(g.device, g.dtype))
-    return total
-
-
 def init_weight_source(s: PretrainSettings) -> WeightSource:
     """The files of ``[initialize] bilm`` (a model directory, the name of a downloaded model,
     or an options.json with ``weight_file``)."""
     if s.initialize.weight_file is None:
-        return resolve_model(s.initialize.bilm, what="initialize.bilm")
+        return resolve_weight_source(s.initialize.bilm, what="initialize.bilm")
     return resolve_weight_source(
         options_file=s.initialize.bilm, weight_file=s.initialize.weight_file
     )
-
-
-def _rng_state() -> Dict:
-    state = {
-        "python": random.getstate(),
-        "numpy": np.random.get_state(),
-        "torch": torch.get_rng_state(),
-    }
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def _set_rng_state(state: Dict) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"].cpu())
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
 
 
 def _corpus_files(key: str, spec: str) -> List[Path]:
@@ -657,18 +471,3 @@ def _corpus_files(key: str, spec: str) -> List[Path]:
         return resolve_files(spec)
     except CorpusError as err:
         raise CorpusError(f"{key}: {err}") from None
-
-
-def _flat(data: Dict, prefix: str = "") -> Dict[str, object]:
-    """{"lstm": {"dim": 4}} -> {"lstm.dim": 4}."""
-    flat: Dict[str, object] = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            flat.update(_flat(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
-
-def _vocab_hash(vocab: Vocab) -> str:
-    return hashlib.sha1("\n".join(vocab.words).encode("utf-8")).hexdigest()

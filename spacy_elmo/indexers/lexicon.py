@@ -1,8 +1,4 @@
-"""ELMoForManyLangs' lexicons and the ids its token embedder reads.
-
-``char.dic`` and ``word.dic`` hold one ``entry<TAB>id`` per line. A line whose entry is whitespace
-loses it to ``strip()`` when ELMoForManyLangs reads the file and the entry becomes U+3000
-(ideographic space); ``read_lexicon`` does the same, so ids match the ones the model was trained on.
+"""Lexicon indexers: ids from a character lexicon (and a word lexicon), as ELMoForManyLangs reads text.
 
 A token row (what ``LexiconIndexer`` returns; every lexicon id is shifted by +1 so that 0 stays free
 for padded positions, as in the released ELMo mapping):
@@ -16,24 +12,28 @@ characters (code points, not bytes), and the sentence-boundary tokens ``<bos>``/
 ``[first, id of <bos>/<eos>, last, pad...]``. A text token spelled ``<bos>`` or ``<eos>`` is taken
 for the boundary token, as ELMoForManyLangs does. With a word lexicon (``word_dim`` > 0) one more
 column holds the token's word id (``<oov>``'s for unknown words).
+
+Reading ELMoForManyLangs' own ``char.dic`` / ``word.dic`` files is the job of its format reader
+(``spacy_elmo.formats.manylangs``); here the lexicons are data, stored in a native checkpoint's
+``options.json`` under ``lexicon``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Sequence
 
 import numpy as np
 
 from ..chars import pad_batch
+from ..options import BiLMOptions, OptionsError
 
 BOS, EOS, OOV, PAD, BOW, EOW = "<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>"
 #: entries ELMoForManyLangs looks up in each lexicon (it fails without them).
 REQUIRED_CHARS = (BOS, EOS, OOV, PAD, BOW, EOW)
 REQUIRED_WORDS = (OOV, PAD)
-#: what a whitespace entry becomes when ELMoForManyLangs reads a lexicon (see the module doc).
-WHITESPACE_ENTRY = "\u3000"
+#: where a native checkpoint's options.json keeps the lexicons.
+LEXICON_KEY = "lexicon"
 
 
 class LexiconError(ValueError):
@@ -54,28 +54,10 @@ class Lexicon:
     def from_dict(cls, data: Mapping[str, Any], source: str, required: Sequence[str]) -> "Lexicon":
         if not isinstance(data, Mapping) or not isinstance(data.get("ids"), Mapping):
             raise LexiconError(f"{source}: expected an object with 'ids' (entry -> id) and 'size'")
-        return _checked(dict(data["ids"]), data.get("size"), source, required)
+        return checked_lexicon(dict(data["ids"]), data.get("size"), source, required)
 
 
-def read_lexicon(path: Path, required: Sequence[str]) -> Lexicon:
-    """Read a ``char.dic`` / ``word.dic``; the embedding has one row per line."""
-    ids: Dict[str, int] = {}
-    n_lines = 0
-    with open(path, encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            fields = line.strip().split("\t")
-            if fields == [""]:
-                raise LexiconError(f"{path}:{line_no}: empty line; expected 'entry<TAB>id'")
-            if len(fields) == 1:
-                fields.insert(0, WHITESPACE_ENTRY)
-            if len(fields) != 2 or not fields[1].lstrip("-").isdigit():
-                raise LexiconError(f"{path}:{line_no}: expected 'entry<TAB>id', got {line!r}")
-            ids[fields[0]] = int(fields[1])
-            n_lines += 1
-    return _checked(ids, n_lines, str(path), required)
-
-
-def _checked(ids: Dict[str, int], size: Any, source: str, required: Sequence[str]) -> Lexicon:
+def checked_lexicon(ids: Dict[str, int], size: Any, source: str, required: Sequence[str]) -> Lexicon:
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise LexiconError(f"{source}: size must be a positive integer, got {size!r}")
     missing = [entry for entry in required if entry not in ids]
@@ -163,3 +145,23 @@ class LexiconIndexer:
 
     def batch_to_ids(self, sentences: Sequence[Sequence[str]]) -> np.ndarray:
         return pad_batch(sentences, self.tokens_to_ids, self.width)
+
+    def check_options(self, options: BiLMOptions, source: str) -> None:
+        """The options' character sizes and word embedding must be the lexicons'; the error names
+        ``source`` and the key."""
+        cnn, vocab = options.char_cnn, self.vocab
+        where = f"{source}: char_cnn"
+        expected = {"n_characters": self.n_characters, "max_characters_per_token": vocab.max_characters_per_token}
+        for key, value in expected.items():
+            if getattr(cnn, key) != value:
+                raise OptionsError(f"{where}.{key} must be {value} (from the lexicon), got {getattr(cnn, key)!r}")
+        if vocab.words is None and cnn.word_dim:
+            raise OptionsError(f"{where}.word_dim is {cnn.word_dim!r} but the lexicon has no words")
+        if vocab.words is not None and not cnn.word_dim:
+            raise OptionsError(f"{where}.word_dim must be an integer >= 1 (the lexicon has words), got {cnn.word_dim!r}")
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, LexiconIndexer) and other.vocab == self.vocab
+
+    def __hash__(self) -> int:
+        return hash(self.name)

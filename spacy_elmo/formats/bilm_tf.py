@@ -1,4 +1,4 @@
-"""Weight files in and out: the released bilm-tf HDF5 layout and this package's native checkpoint.
+"""The released ELMo weight format: ``options.json`` + bilm-tf's HDF5 layout, read and written.
 
 bilm-tf layout (what ``bin/dump_weights.py`` wrote and AllenNLP reads), TensorFlow's ``x @ W``:
 
@@ -18,8 +18,10 @@ dataset                                         shape             here
 TensorFlow's gate order is (i, j=candidate, f, o) and its LSTMCell adds ``forget_bias=1.0`` at run
 time; torch's order is (i, f, g, o). ``dir`` is 0 for the forward LM and 1 for the backward LM.
 
-Native checkpoint: a directory with ``options.json`` (the released layout) and
-``model.safetensors`` (the ``BiLM`` state dict).
+A model directory in this format holds ``options.json`` and ``weights.hdf5``, or one other bilm-tf
+``*.hdf5`` (``lm_weights.hdf5`` in AllenNLP's test fixture, ``model.hdf5`` in other collections);
+HDF5 files without bilm-tf's datasets beside it (cached token embeddings) are not weight files.
+The released byte ids (``spacy_elmo.indexers.ByteIndexer``) are its token indexer.
 """
 
 from __future__ import annotations
@@ -27,89 +29,28 @@ from __future__ import annotations
 import re
 import warnings
 from pathlib import Path
-from typing import Dict, Iterator, Tuple, Union
+from typing import Dict, Iterator, Optional, Tuple
 
 import h5py
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
 
-from .nn.bilm import BiLM
-from .options import BiLMOptions
+from ..indexers import ByteIndexer
+from ..nn.bilm import BiLM
+from ..options import BiLMOptions
+from .base import OPTIONS_NAME, LoadedWeights, PathLike, WeightFileError, WeightFormat, WeightSource, aligned_copy
 
-PathLike = Union[str, Path]
-OPTIONS_NAME = "options.json"
-SAFETENSORS_NAME = "model.safetensors"
+NAME = "bilm-tf"
 HDF5_NAME = "weights.hdf5"
-#: The vocabulary beside a pretrained model: one word per line, most frequent first.
-VOCAB_NAME = "vocab.txt"
 
 _KNOWN_DATASET = re.compile(
     r"^(char_embed|CNN/[Wb]_cnn_\d+|CNN_high_\d+/.*|CNN_proj/.*|RNN_\d/.*)$"
 )
 
 
-class WeightFileError(ValueError):
-    """A weight file that is unreadable or does not match its options."""
-
-
 #: What h5py raises on a damaged file, from lookups and reads alike: OSError (truncated data),
 #: RuntimeError (a damaged symbol table), KeyError (a broken external link).
 HDF5_READ_ERRORS = (OSError, RuntimeError, KeyError)
-
-
-def build_bilm(
-    options: BiLMOptions,
-    state: Dict[str, torch.Tensor],
-    source: str = "state dict",
-    stateful: bool = False,
-) -> BiLM:
-    """A BiLM holding ``state`` without first filling random weights (fast for large models)."""
-    with torch.device("meta"):
-        bilm = BiLM(options, stateful=stateful)
-    expected = bilm.state_dict()
-    missing = sorted(set(expected) - set(state))
-    unexpected = sorted(set(state) - set(expected))
-    if missing or unexpected:
-        raise WeightFileError(
-            f"{source}: parameters do not match the options: missing {missing[:5]}, "
-            f"unexpected {unexpected[:5]}"
-        )
-    for name, tensor in expected.items():
-        if tuple(state[name].shape) != tuple(tensor.shape):
-            raise WeightFileError(
-                f"{source}: parameter '{name}' has shape {tuple(state[name].shape)}, the options "
-                f"need {tuple(tensor.shape)}"
-            )
-    # Hold the weights in torch's own (64-byte aligned) memory: BLAS kernels round differently on
-    # differently aligned buffers, and a model must give the same numbers however it was loaded.
-    aligned = {k: v if _is_aligned(v) else _aligned_copy(v) for k, v in state.items()}
-    bilm.load_state_dict(aligned, assign=True)
-    return bilm
-
-
-def _is_aligned(tensor: torch.Tensor) -> bool:
-    return (
-        tensor.dtype == torch.float32
-        and tensor.device.type == "cpu"
-        and tensor.is_contiguous()
-        and tensor.data_ptr() % 64 == 0
-    )
-
-
-def _aligned_copy(tensor: torch.Tensor) -> torch.Tensor:
-    """A contiguous float32 copy in torch's allocator (``copy_`` transposes in cache blocks)."""
-    return torch.empty(tensor.shape, dtype=torch.float32).copy_(tensor)
-
-
-def save_bilm(bilm: BiLM, directory: PathLike) -> Path:
-    """Write a native checkpoint: ``options.json`` + ``model.safetensors``."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    bilm.options.to_file(directory / OPTIONS_NAME)
-    state = {k: v.detach().cpu().contiguous() for k, v in bilm.state_dict().items()}
-    save_file(state, str(directory / SAFETENSORS_NAME))
-    return directory
 
 
 def export_bilm_tf(bilm: BiLM, directory: PathLike) -> Path:
@@ -139,7 +80,7 @@ def read_bilm_tf_weights(options: BiLMOptions, weight_file: PathLike) -> Dict[st
 
 def write_bilm_tf_weights(bilm: BiLM, weight_file: PathLike) -> None:
     """Write ``bilm``'s weights to ``weight_file`` in the bilm-tf HDF5 layout."""
-    if bilm.options.lexicon is not None:
+    if not isinstance(bilm.indexer, ByteIndexer):
         raise ValueError(
             "an ELMoForManyLangs biLM (its own character and word lexicons) has no bilm-tf "
             "layout; save it as a native checkpoint with save_bilm"
@@ -252,12 +193,12 @@ def _convert_from_tf(
         names = [f"CNN_high_{k}/{w}" for w in ("W_transform", "W_carry", "b_transform", "b_carry")]
         w_t, w_c = (read(n, (d, d), why) for n in names[:2])
         b_t, b_c = (read(n, (d,), why) for n in names[2:])
-        yield f"token_encoder.highways.{k}.linear.weight", _aligned_copy(t(np.concatenate([w_t, w_c], axis=1)).t())
+        yield f"token_encoder.highways.{k}.linear.weight", aligned_copy(t(np.concatenate([w_t, w_c], axis=1)).t())
         yield f"token_encoder.highways.{k}.linear.bias", t(np.concatenate([b_t, b_c]))
     why = f"{d} filters, lstm.projection_dim={p}"
     yield (
         "token_encoder.projection.weight",
-        _aligned_copy(t(read("CNN_proj/W_proj", (d, p), why)).t()),
+        aligned_copy(t(read("CNN_proj/W_proj", (d, p), why)).t()),
     )
     yield "token_encoder.projection.bias", t(read("CNN_proj/b_proj", (p,), why))
 
@@ -274,7 +215,7 @@ def _convert_from_tf(
             yield f"{key}.bias_ih_l0", t(bias)
             yield f"{key}.bias_hh_l0", torch.zeros(4 * h)
             w_p = read(f"{prefix}/W_P_0", (h, p), why)
-            yield f"{key}.weight_hr_l0", _aligned_copy(t(w_p).t())
+            yield f"{key}.weight_hr_l0", aligned_copy(t(w_p).t())
 
 
 def _convert_to_tf(bilm: BiLM) -> Iterator[Tuple[str, np.ndarray]]:
@@ -308,10 +249,42 @@ def _convert_to_tf(bilm: BiLM) -> Iterator[Tuple[str, np.ndarray]]:
             yield f"{prefix}/W_P_0", state[f"{key}.weight_hr_l0"].T
 
 
-def read_safetensors(path: PathLike) -> Dict[str, torch.Tensor]:
+def _locate(directory: Path) -> Optional[WeightSource]:
+    """``weights.hdf5``, else the one bilm-tf ``*.hdf5`` of the directory; None without either."""
+    if (directory / HDF5_NAME).is_file():
+        return WeightSource(directory / OPTIONS_NAME, directory / HDF5_NAME, NAME)
+    found = [p for p in sorted(directory.glob("*.hdf5")) if _is_bilm_tf_weight_file(p)]
+    if not found:
+        return None
+    if len(found) > 1:
+        names = ", ".join(p.name for p in found)
+        raise ValueError(
+            f"{directory}: several bilm-tf weight files ({names}); name one with options_file "
+            "and weight_file"
+        )
+    return WeightSource(directory / OPTIONS_NAME, found[0], NAME)
+
+
+def _is_bilm_tf_weight_file(path: Path) -> bool:
+    """An HDF5 file with bilm-tf's datasets (not, say, cached token embeddings beside it)."""
+    if not h5py.is_hdf5(str(path)):
+        return False
     try:
-        return load_file(str(path))
-    except Exception as err:  # safetensors raises its own error types
-        raise WeightFileError(
-            f"{path}: neither an HDF5 (bilm-tf) nor a safetensors weight file: {err}"
-        ) from err
+        with h5py.File(path, "r") as handle:
+            return "char_embed" in handle and "RNN_0" in handle
+    except HDF5_READ_ERRORS as err:
+        raise WeightFileError(f"{path}: not a readable HDF5 file (truncated or corrupt?): {err}") from err
+
+
+def _accepts(weight_file: Path) -> bool:
+    return h5py.is_hdf5(str(weight_file))
+
+
+def _read(source: WeightSource) -> LoadedWeights:
+    options = BiLMOptions.from_file(source.options_file)
+    indexer = ByteIndexer()
+    indexer.check_options(options, str(source.options_file))
+    return LoadedWeights(options, read_bilm_tf_weights(options, source.weight_file), indexer)
+
+
+FORMAT = WeightFormat(NAME, _locate, _accepts, _read)

@@ -1,7 +1,9 @@
 """Data-parallel setup from torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK).
 
-One process: nothing is initialised. Several: NCCL on GPUs, Gloo on CPUs; each rank reads its own
-shard of the corpus, gradients are averaged by DistributedDataParallel.
+Used by pretraining and by the distributed ``embed`` command. One process: nothing is
+initialised. Several (torchrun ranks): NCCL on GPUs, Gloo on CPUs, and each rank works on its own
+share of the input (pretraining: a shard of the corpus, gradients averaged by
+DistributedDataParallel; ``embed``: its own chunks of the input).
 """
 
 from __future__ import annotations

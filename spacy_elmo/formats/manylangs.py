@@ -1,4 +1,4 @@
-"""An ELMoForManyLangs model directory -> this package's ``BiLM``.
+"""HIT-SCIR's ELMoForManyLangs model directories (44 languages) as a weight format.
 
 A directory as HIT-SCIR released them::
 
@@ -27,22 +27,38 @@ Weight mapping (ELMoForManyLangs -> here):
 - ``{forward,backward}_layer_l``: ``input_linearity.weight`` -> ``weight_ih``,
   ``state_linearity.weight``/``bias`` -> ``weight_hh``/``bias_hh`` (``bias_ih`` zero),
   ``state_projection.weight`` -> ``weight_hr``; both use gate order (i, f, g, o).
+
+The model reads text through its lexicons (``spacy_elmo.indexers.LexiconIndexer``).
+``char.dic`` and ``word.dic`` hold one ``entry<TAB>id`` per line. A line whose entry is whitespace
+loses it to ``strip()`` when ELMoForManyLangs reads the file and the entry becomes U+3000
+(ideographic space); ``read_lexicon`` does the same, so ids match the ones the model was trained
+on. Saved with ``save_bilm``, such a model becomes a native checkpoint that carries its lexicons.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 
+from ..indexers.lexicon import (
+    REQUIRED_CHARS,
+    REQUIRED_WORDS,
+    Lexicon,
+    LexiconError,
+    LexiconIndexer,
+    ManyLangsVocab,
+    checked_lexicon,
+)
 from ..nn.bilm import BiLM
 from ..options import BiLMOptions, OptionsError
-from ..weights import OPTIONS_NAME, WeightFileError, build_bilm
-from .lexicon import REQUIRED_CHARS, REQUIRED_WORDS, ManyLangsVocab, read_lexicon
+from .base import OPTIONS_NAME, LoadedWeights, PathLike, WeightFileError, WeightFormat, WeightSource, build_bilm
 
-PathLike = Union[str, Path]
+NAME = "elmoformanylangs"
+#: what a whitespace entry becomes when ELMoForManyLangs reads a lexicon (see the module doc).
+WHITESPACE_ENTRY = "\u3000"
 CONFIG_NAME = "config.json"
 CHAR_LEXICON = "char.dic"
 WORD_LEXICON = "word.dic"
@@ -89,16 +105,33 @@ def load_manylangs_bilm(
     """Load an ELMoForManyLangs model directory as a ``BiLM`` (eval mode) whose indexer is the
     model's lexicon (``bilm.batch_to_ids`` gives its ids)."""
     path = Path(path)
-    config = read_architecture(path)
-    vocab = read_vocab(path, config)
-    options = _options(config, vocab, source=str(path / CONFIG_NAME))
-    state = _convert_state(
-        _torch_state(path / TOKEN_EMBEDDER), _torch_state(path / ENCODER), options, path
-    )
-    bilm = build_bilm(options, state, source=str(path), stateful=stateful)
+    loaded = _read_directory(path)
+    bilm = build_bilm(loaded.options, loaded.state, source=str(path), stateful=stateful, indexer=loaded.indexer)
     if device is not None:
         bilm.to(device)
     return bilm.eval()
+
+
+def _read_directory(path: Path) -> LoadedWeights:
+    config = read_architecture(path)
+    vocab = read_vocab(path, config)
+    indexer = LexiconIndexer(vocab)
+    options = _options(config, vocab, source=str(path / CONFIG_NAME))
+    state = _convert_state(
+        _torch_state(path / TOKEN_EMBEDDER), _torch_state(path / ENCODER), options, indexer, path
+    )
+    return LoadedWeights(options, state, indexer)
+
+
+def _locate(directory: Path) -> Optional[WeightSource]:
+    if not is_manylangs_dir(directory):
+        return None
+    # Its reader names each missing or malformed file itself.
+    return WeightSource(directory / CONFIG_NAME, directory / ENCODER, NAME)
+
+
+def _read(source: WeightSource) -> LoadedWeights:
+    return _read_directory(source.directory)
 
 
 def read_architecture(path: Path) -> Dict[str, Any]:
@@ -134,7 +167,12 @@ def read_vocab(path: Path, config: Mapping[str, Any]) -> ManyLangsVocab:
     words = None
     if _count(embedder, "word_dim", path) > 0:
         words = read_lexicon(_required(path / WORD_LEXICON), REQUIRED_WORDS)
-    return ManyLangsVocab(chars, words, int(embedder.get("max_characters_per_token", 50)))
+    width = embedder.get("max_characters_per_token", 50)
+    if isinstance(width, bool) or not isinstance(width, int) or width < 3:
+        raise ManyLangsFormatError(
+            f"{path}: token_embedder.max_characters_per_token must be an integer >= 3, got {width!r}"
+        )
+    return ManyLangsVocab(chars, words, width)
 
 
 def _count(embedder: Mapping[str, Any], key: str, path: Path) -> int:
@@ -165,28 +203,30 @@ def _options(config: Mapping[str, Any], vocab: ManyLangsVocab, source: str) -> B
             "max_characters_per_token": vocab.max_characters_per_token,
         },
         "lstm": {key: encoder.get(key) for key in ("dim", "projection_dim", "n_layers", "cell_clip", "proj_clip")},
-        "lexicon": vocab.to_dict(),
     }
     data["lstm"]["use_skip_connections"] = True
     if vocab.words is not None:
         data["char_cnn"]["word_dim"] = embedder.get("word_dim")
     try:
-        return BiLMOptions.from_dict(data, source=source)
+        options = BiLMOptions.from_dict(data, source=source)
+        LexiconIndexer(vocab).check_options(options, source)
     except OptionsError as err:
         raise ManyLangsFormatError(str(err)) from err
+    return options
 
 
 def _convert_state(
     embedder: Dict[str, torch.Tensor],
     encoder: Dict[str, torch.Tensor],
     options: BiLMOptions,
+    indexer: LexiconIndexer,
     path: Path,
 ) -> Dict[str, torch.Tensor]:
     """Their two state dicts -> this package's ``BiLM`` state dict (mapping in the module doc).
     Each of their tensors is checked against the shape the architecture config implies (ours,
     less the padding row of the embeddings), so a mismatch names their file and parameter."""
     with torch.device("meta"):
-        shapes = {k: tuple(v.shape) for k, v in BiLM(options).state_dict().items()}
+        shapes = {k: tuple(v.shape) for k, v in BiLM(options, indexer=indexer).state_dict().items()}
     config_file = path / CONFIG_NAME
     take = _Taker(embedder, path / TOKEN_EMBEDDER, config_file)
     state: Dict[str, torch.Tensor] = {}
@@ -297,3 +337,24 @@ def _section(config: Any, key: str, source: Any) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise ManyLangsFormatError(f"{source}: architecture config has no '{key}' section")
     return value
+
+
+def read_lexicon(path: Path, required: Sequence[str]) -> Lexicon:
+    """Read a ``char.dic`` / ``word.dic``; the embedding has one row per line."""
+    ids: Dict[str, int] = {}
+    n_lines = 0
+    with open(path, encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            fields = line.strip().split("\t")
+            if fields == [""]:
+                raise LexiconError(f"{path}:{line_no}: empty line; expected 'entry<TAB>id'")
+            if len(fields) == 1:
+                fields.insert(0, WHITESPACE_ENTRY)
+            if len(fields) != 2 or not fields[1].lstrip("-").isdigit():
+                raise LexiconError(f"{path}:{line_no}: expected 'entry<TAB>id', got {line!r}")
+            ids[fields[0]] = int(fields[1])
+            n_lines += 1
+    return checked_lexicon(ids, n_lines, str(path), required)
+
+
+FORMAT = WeightFormat(NAME, _locate, lambda weight_file: False, _read)

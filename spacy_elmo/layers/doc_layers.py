@@ -5,6 +5,7 @@ replaced by its own copy of the biLM). How docs become biLM sequences: each sent
 sequence when the doc has sentence boundaries; otherwise, and for sentences longer than
 ``max_sequence_length``, the tokens are cut into the fewest windows of at most
 ``max_sequence_length`` tokens, of near-equal length. Whitespace tokens are left out (zero rows).
+The sizes and the thread count are the biLM model's settings (``bilm_model.BiLMSettings``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from spacy.tokens import Doc
 from thinc.api import Model
 from thinc.types import Floats3d
 
-from .batching import batch_by_length
+from ..batching import batch_by_length
+from ..nn.threads import threads_in_this_process, torch_threads
+from .bilm_model import bilm_settings, ensure_bilm
 
 
 def split_sequences(
@@ -90,23 +93,23 @@ def doc_layers(
     model: Model,
     docs: Sequence[Doc],
     *,
-    n_layers: int,
-    width: int,
-    max_sequence_length: int,
-    max_batch_tokens: int,
     cache: Optional[LayerCache] = None,
     is_train: bool = False,
 ) -> Tuple[List[Floats3d], Callable[[List[Floats3d]], List]]:
-    """Every biLM layer of every doc: one ``(n_layers, len(doc), width)`` array per doc (on the
-    model's device; whitespace rows zero), and a backprop that sends per-doc gradients into the
-    biLM (``is_train``; the cache is bypassed then, since the weights change)."""
+    """Every biLM layer of every doc: one ``(n_layers + 1, len(doc), width)`` array per doc (on
+    the model's device; whitespace rows zero), and a backprop that sends per-doc gradients into
+    the biLM (``is_train``; the cache is bypassed then, since the weights change). ``model`` is
+    an ``ElmoModel``; its weights are read first if it has none."""
+    bilm = ensure_bilm(model)
+    settings = bilm_settings(model)
+    threads = threads_in_this_process(settings.threads)
     ops = model.ops
     texts = [[token.text for token in doc] for doc in docs]
-    outputs = [ops.alloc3f(n_layers, len(doc), width) for doc in docs]
+    outputs = [ops.alloc3f(bilm.n_output_layers, len(doc), bilm.output_dim) for doc in docs]
     sequences = [
         (d, rows)
         for d, doc in enumerate(docs)
-        for rows in split_sequences(doc, max_sequence_length, texts[d])
+        for rows in split_sequences(doc, settings.max_sequence_length, texts[d])
     ]
     words = [[texts[d][i] for i in rows] for d, rows in sequences]
     todo = []
@@ -117,22 +120,24 @@ def doc_layers(
         else:
             outputs[d][:, rows] = ops.asarray(cached)
     backprops = []
-    for batch in batch_by_length([len(sequences[k][1]) for k in todo], max_batch_tokens):
-        ks = [todo[b] for b in batch]
-        if is_train:
-            arrays, backprop_batch = model.begin_update([words[k] for k in ks])
-            backprops.append((ks, backprop_batch))
-        else:
-            arrays = model.predict([words[k] for k in ks])
-        for k, layers in zip(ks, arrays):
-            d, rows = sequences[k]
-            outputs[d][:, rows] = layers
-            if cache is not None and not is_train:
-                cache.put(tuple(words[k]), ops.to_numpy(layers))
+    with torch_threads(threads):
+        for batch in batch_by_length([len(sequences[k][1]) for k in todo], settings.max_batch_tokens):
+            ks = [todo[b] for b in batch]
+            if is_train:
+                arrays, backprop_batch = model.begin_update([words[k] for k in ks])
+                backprops.append((ks, backprop_batch))
+            else:
+                arrays = model.predict([words[k] for k in ks])
+            for k, layers in zip(ks, arrays):
+                d, rows = sequences[k]
+                outputs[d][:, rows] = layers
+                if cache is not None and not is_train:
+                    cache.put(tuple(words[k]), ops.to_numpy(layers))
 
     def backprop(d_outputs: List[Floats3d]) -> List:
-        for ks, backprop_batch in backprops:
-            backprop_batch([d_outputs[sequences[k][0]][:, sequences[k][1]] for k in ks])
+        with torch_threads(threads):
+            for ks, backprop_batch in backprops:
+                backprop_batch([d_outputs[sequences[k][0]][:, sequences[k][1]] for k in ks])
         return []
 
     return outputs, backprop

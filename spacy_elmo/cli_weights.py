@@ -1,0 +1,49 @@
+"""The weight options every command takes, and the one way they become weights.
+
+``--weights`` is a released or downloaded model's name or a model directory; ``--options-file`` +
+``--weight-file`` name two files; neither: the bundled English model. What they mean is decided by
+``spacy_elmo.sources.resolve_weight_source``, here and everywhere else.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, Optional
+
+import typer
+
+from .cli_errors import fail
+from .sources import WeightSource, resolve_weight_source
+
+WEIGHTS = typer.Option(
+    None,
+    "--weights",
+    help="A released or downloaded model's name (python -m spacy_elmo list) or a model directory "
+    "(default: the bundled English model)",
+)
+OPTIONS_FILE = typer.Option(None, "--options-file", help="A model's options.json (with --weight-file)")
+WEIGHT_FILE = typer.Option(
+    None, "--weight-file", help="A model's weight file, e.g. a released weights.hdf5 (with --options-file)"
+)
+
+
+def weight_settings(
+    weights: Optional[str], options_file: Optional[Path], weight_file: Optional[Path]
+) -> Dict[str, Optional[str]]:
+    """The weight keys of the ``elmo`` pipe's model block, checked now (with ``fail``)."""
+    weight_source(weights, options_file, weight_file)
+    return {
+        "weights": weights,
+        "options_file": None if options_file is None else str(options_file),
+        "weight_file": None if weight_file is None else str(weight_file),
+    }
+
+
+def weight_source(
+    weights: Optional[str], options_file: Optional[Path], weight_file: Optional[Path]
+) -> WeightSource:
+    """The files the options name, or exit with an error line."""
+    try:
+        return resolve_weight_source(weights, options_file, weight_file, what="--weights")
+    except (ValueError, FileNotFoundError) as err:
+        fail(str(err))

@@ -1,0 +1,122 @@
+"""What every weight format shares: the files it found (``WeightSource``), what its reader returns
+(``LoadedWeights``), the reader interface (``WeightFormat``) and the one way a state dict becomes a
+``BiLM`` (``build_bilm``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, Optional, Union
+
+import torch
+
+from ..indexers import ByteIndexer, TokenIndexer
+from ..nn.bilm import BiLM
+from ..options import BiLMOptions
+
+PathLike = Union[str, Path]
+#: The biLM's shape, in the released layout (bilm-tf and native checkpoints alike).
+OPTIONS_NAME = "options.json"
+#: The vocabulary beside a pretrained model: one word per line, most frequent first.
+VOCAB_NAME = "vocab.txt"
+
+
+class WeightFileError(ValueError):
+    """A weight file that is unreadable or does not match its options."""
+
+
+@dataclass(frozen=True)
+class WeightSource:
+    """Resolved, existing files of one biLM.
+
+    format: the ``name`` of the ``WeightFormat`` that reads them (``"native"``, ``"bilm-tf"``,
+        ``"elmoformanylangs"``; ``spacy_elmo.formats.FORMATS``).
+    directory: the model directory, where ``vocab.txt`` and a pretraining run's softmax live.
+    """
+
+    options_file: Path
+    weight_file: Path
+    format: str
+
+    @property
+    def directory(self) -> Path:
+        return self.weight_file.parent
+
+    def describe(self) -> str:
+        return f"{self.weight_file} ({self.format})"
+
+
+@dataclass
+class LoadedWeights:
+    """What a format's reader returns: the biLM's shape, its state dict (this package's parameter
+    names) and the indexer that turns tokens into the ids the model was trained on."""
+
+    options: BiLMOptions
+    state: Dict[str, torch.Tensor]
+    indexer: TokenIndexer
+
+
+@dataclass(frozen=True)
+class WeightFormat:
+    """One weight format, as ``spacy_elmo.formats.FORMATS`` registers it.
+
+    locate(directory): the files of a model directory in this format, None if the directory is not
+        one (a directory that is this format's but broken raises, naming what is wrong);
+    accepts(weight_file): whether a weight file named on its own (with an options file) is this
+        format's;
+    read(source): the files' options, state dict and indexer, checked against each other.
+    """
+
+    name: str
+    locate: Callable[[Path], Optional[WeightSource]]
+    accepts: Callable[[Path], bool]
+    read: Callable[[WeightSource], LoadedWeights]
+
+
+def build_bilm(
+    options: BiLMOptions,
+    state: Dict[str, torch.Tensor],
+    source: str = "state dict",
+    stateful: bool = False,
+    indexer: Optional[TokenIndexer] = None,
+) -> BiLM:
+    """A BiLM holding ``state`` without first filling random weights (fast for large models).
+    ``indexer`` (default: the released byte ids) is checked against the options first."""
+    indexer = ByteIndexer() if indexer is None else indexer
+    indexer.check_options(options, source)
+    with torch.device("meta"):
+        bilm = BiLM(options, stateful=stateful, indexer=indexer)
+    expected = bilm.state_dict()
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    if missing or unexpected:
+        raise WeightFileError(
+            f"{source}: parameters do not match the options: missing {missing[:5]}, "
+            f"unexpected {unexpected[:5]}"
+        )
+    for name, tensor in expected.items():
+        if tuple(state[name].shape) != tuple(tensor.shape):
+            raise WeightFileError(
+                f"{source}: parameter '{name}' has shape {tuple(state[name].shape)}, the options "
+                f"need {tuple(tensor.shape)}"
+            )
+    # Hold the weights in torch's own (64-byte aligned) memory: BLAS kernels round differently on
+    # differently aligned buffers, and a model must give the same numbers however it was loaded.
+    aligned = {k: v if _is_aligned(v) else aligned_copy(v) for k, v in state.items()}
+    bilm.load_state_dict(aligned, assign=True)
+    return bilm
+
+
+def _is_aligned(tensor: torch.Tensor) -> bool:
+    return (
+        tensor.dtype == torch.float32
+        and tensor.device.type == "cpu"
+        and tensor.is_contiguous()
+        and tensor.data_ptr() % 64 == 0
+    )
+
+
+def aligned_copy(tensor: torch.Tensor) -> torch.Tensor:
+    """A contiguous float32 copy in torch's allocator (``copy_`` transposes in cache blocks)."""
+    return torch.empty(tensor.shape, dtype=torch.float32).copy_(tensor)

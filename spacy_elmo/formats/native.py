@@ -1,0 +1,100 @@
+"""This package's own checkpoint: ``options.json`` + ``model.safetensors`` (the ``BiLM`` state dict).
+
+``options.json`` is in the released layout, plus what the model's token indexer needs to be rebuilt
+(``spacy_elmo.indexers.indexer_to_json``: nothing for the released byte ids, a ``lexicon`` section
+for an ELMoForManyLangs model). ``save_bilm`` and ``pretrain`` write it; the same options and
+tensors, msgpacked, are how a spaCy pipeline serialises its biLM (``bilm_to_bytes``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional
+
+import h5py
+import srsly
+import torch
+from safetensors.torch import load as load_safetensors_bytes
+from safetensors.torch import load_file
+from safetensors.torch import save as save_safetensors_bytes
+from safetensors.torch import save_file
+
+from ..indexers import indexer_from_json, indexer_to_json
+from ..nn.bilm import BiLM
+from ..options import BiLMOptions, read_options_json
+from .base import OPTIONS_NAME, LoadedWeights, PathLike, WeightFileError, WeightFormat, WeightSource, build_bilm
+
+NAME = "native"
+SAFETENSORS_NAME = "model.safetensors"
+#: What a serialised pipeline calls the biLM it carries, in errors.
+SERIALIZED_SOURCE = "serialized ELMo model"
+
+
+def options_json(bilm: BiLM) -> Dict[str, Any]:
+    """The biLM's ``options.json``: its shape and what its indexer needs."""
+    return {**bilm.options.to_dict(), **indexer_to_json(bilm.indexer)}
+
+
+def save_bilm(bilm: BiLM, directory: PathLike) -> Path:
+    """Write a native checkpoint: ``options.json`` + ``model.safetensors``."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(options_json(bilm), indent=2) + "\n"
+    (directory / OPTIONS_NAME).write_text(text, encoding="utf-8")
+    save_file(_cpu_state(bilm), str(directory / SAFETENSORS_NAME))
+    return directory
+
+
+def bilm_to_bytes(bilm: Optional[BiLM]) -> bytes:
+    """The options and the state dict (safetensors), msgpacked: a pipeline's serialised biLM."""
+    if bilm is None:
+        return b""
+    return srsly.msgpack_dumps({"options": options_json(bilm), "weights": save_safetensors_bytes(_cpu_state(bilm))})
+
+
+def bilm_from_bytes(data: bytes) -> Optional[BiLM]:
+    """Inverse of ``bilm_to_bytes`` (a new BiLM on the CPU, eval mode)."""
+    if not data:
+        return None
+    msg = srsly.msgpack_loads(data)
+    loaded = _loaded(msg["options"], load_safetensors_bytes(msg["weights"]), SERIALIZED_SOURCE)
+    return build_bilm(loaded.options, loaded.state, SERIALIZED_SOURCE, indexer=loaded.indexer).eval()
+
+
+def read_safetensors(path: PathLike) -> Dict[str, torch.Tensor]:
+    try:
+        return load_file(str(path))
+    except Exception as err:  # safetensors raises its own error types
+        raise WeightFileError(
+            f"{path}: neither an HDF5 (bilm-tf) nor a safetensors weight file: {err}"
+        ) from err
+
+
+def _locate(directory: Path) -> Optional[WeightSource]:
+    weights = directory / SAFETENSORS_NAME
+    if not weights.is_file():
+        return None
+    return WeightSource(directory / OPTIONS_NAME, weights, NAME)
+
+
+def _accepts(weight_file: Path) -> bool:
+    """A weight file given on its own is a safetensors file unless it is HDF5 (bilm-tf's)."""
+    return not h5py.is_hdf5(str(weight_file))
+
+
+def _read(source: WeightSource) -> LoadedWeights:
+    data = read_options_json(source.options_file)
+    return _loaded(data, read_safetensors(source.weight_file), str(source.options_file))
+
+
+def _loaded(data: Mapping[str, Any], state: Dict[str, torch.Tensor], source: str) -> LoadedWeights:
+    options = BiLMOptions.from_dict(data, source=source)
+    return LoadedWeights(options, state, indexer_from_json(data, source))
+
+
+def _cpu_state(bilm: BiLM) -> Dict[str, torch.Tensor]:
+    return {k: v.detach().cpu().contiguous() for k, v in bilm.state_dict().items()}
+
+
+FORMAT = WeightFormat(NAME, _locate, _accepts, _read)

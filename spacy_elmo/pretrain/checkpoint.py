@@ -1,0 +1,210 @@
+"""Checkpoints of a pretraining run: what ``--resume`` needs to continue it bit for bit.
+
+A checkpoint is the loadable model files plus ``checkpoint/state.pt`` (counters, model,
+optimizer, scheduler and grad-scaler state, and each rank's data position and RNG states). Kept
+apart from the trainer, which decides when to save and what to restore, so that the format and
+the checks of a resume (same vocabulary, same number of processes, same recipe) live in one place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Dict, NamedTuple
+
+import numpy as np
+import torch
+from confection import Config
+from safetensors.torch import save_file
+
+from ..distributed import DistributedContext
+from ..formats.native import save_bilm
+from .config import ConfigError
+from .corpus import DataPosition
+from .model import BiLMLanguageModel
+from .run_files import CHECKPOINT_DIR, CONFIG_NAME, METRICS_NAME, SOFTMAX_NAME, STATE_FILE, VOCAB_NAME
+from .vocab import Vocab, VocabError
+
+#: Config keys a ``--resume`` may change (see ``check_resumed_config``).
+RESUMABLE_CHANGES = (
+    "corpus.dev",
+    "corpus.dev_max_tokens",
+    "paths.dev",
+    "system.threads",
+    "training.checkpoint_every",
+    "training.eval_every",
+    "training.log_every",
+    "training.max_steps",
+)
+
+
+@dataclass
+class TrainingState:
+    """The objects of a run whose state a checkpoint saves and a resume restores in place."""
+
+    model: BiLMLanguageModel
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    scaler: torch.amp.GradScaler
+    generator: torch.Generator  # the softmax sampler's
+
+
+class Progress(NamedTuple):
+    """Where a resumed run continues: its counters and this rank's place in the corpus."""
+
+    step: int
+    tokens_seen: int
+    position: DataPosition
+
+
+def checkpoint_path(output_dir: Path) -> Path:
+    """The resumable training state of the run in ``output_dir``."""
+    return output_dir / CHECKPOINT_DIR / STATE_FILE
+
+
+def save_checkpoint(
+    output_dir: Path,
+    ctx: DistributedContext,
+    state: TrainingState,
+    vocab: Vocab,
+    step: int,
+    tokens_seen: int,
+    position: DataPosition,
+) -> None:
+    """Write the loadable model files and the resumable training state. Every rank calls it
+    (each rank's data position and RNG states are gathered); rank 0 writes."""
+    per_rank = ctx.gather_objects(
+        {"position": asdict(position), "rng": _rng_state(), "generator": state.generator.get_state()}
+    )
+    if not ctx.is_main:
+        ctx.barrier()
+        return
+    model = state.model
+    save_bilm(model.bilm, output_dir)
+    save_file(
+        {k: v.detach().cpu().contiguous() for k, v in model.softmax.state_dict().items()},
+        str(output_dir / SOFTMAX_NAME),
+    )
+    saved = {
+        "step": step,
+        "tokens_seen": tokens_seen,
+        "world_size": ctx.world_size,
+        "vocab_sha1": _vocab_hash(vocab),
+        "vocab_size": len(vocab),
+        "model": model.state_dict(),
+        "optimizer": state.optimizer.state_dict(),
+        "scheduler": state.scheduler.state_dict(),
+        "scaler": state.scaler.state_dict(),
+        "ranks": per_rank,
+    }
+    path = checkpoint_path(output_dir)
+    path.parent.mkdir(exist_ok=True)
+    tmp = path.with_name(STATE_FILE + ".tmp")
+    torch.save(saved, tmp)
+    tmp.replace(path)
+    ctx.barrier()
+
+
+def load_checkpoint(
+    output_dir: Path, ctx: DistributedContext, state: TrainingState, vocab: Vocab
+) -> Progress:
+    """Restore ``state`` and this process's RNG states from the run's checkpoint, refusing one
+    trained with another vocabulary, number of processes or model shape."""
+    path = checkpoint_path(output_dir)
+    saved = torch.load(path, map_location=ctx.device, weights_only=False)
+    if saved["vocab_sha1"] != _vocab_hash(vocab) or saved["vocab_size"] != len(vocab):
+        raise VocabError(
+            f"{output_dir / VOCAB_NAME}: this vocabulary ({len(vocab)} words) is not "
+            f"the one checkpoint {path} was trained with ({saved['vocab_size']} words)"
+        )
+    if saved["world_size"] != ctx.world_size:
+        raise ConfigError(
+            f"{path} was written by {saved['world_size']} processes; resume with the same "
+            f"number (now {ctx.world_size}) so every rank continues its own shard"
+        )
+    try:
+        state.model.load_state_dict(saved["model"])
+    except RuntimeError as err:
+        raise ConfigError(
+            f"{path}: the checkpoint does not match the [model] config: {err}"
+        ) from err
+    state.optimizer.load_state_dict(saved["optimizer"])
+    state.scheduler.load_state_dict(saved["scheduler"])
+    state.scaler.load_state_dict(saved["scaler"])
+    mine = saved["ranks"][ctx.rank]
+    state.generator.set_state(mine["generator"].cpu())
+    _set_rng_state(mine["rng"])
+    return Progress(saved["step"], saved["tokens_seen"], DataPosition(**mine["position"]))
+
+
+def check_resumed_config(output_dir: Path, config: Config) -> None:
+    """A resumed run continues the saved one: compared with the run's ``config.cfg`` (when it
+    has one), ``config`` may change only how long it runs, how often it logs, evaluates and
+    saves, what it evaluates on and its thread count."""
+    saved_file = output_dir / CONFIG_NAME
+    if not saved_file.is_file():
+        return
+    saved = flatten(Config().from_disk(saved_file, interpolate=False))
+    ours = flatten(config)
+    changed = [
+        f"{key}: {saved[key]!r} -> {ours[key]!r}"
+        for key in sorted(saved.keys() & ours.keys())
+        if saved[key] != ours[key] and key not in RESUMABLE_CHANGES
+    ]
+    if changed:
+        raise ConfigError(
+            f"--resume: the config differs from the run's {saved_file} in "
+            + "; ".join(changed)
+            + f". A resumed run may change only {', '.join(RESUMABLE_CHANGES)}; to train on "
+            f"with another recipe, start a new run from this one: --paths.init_bilm {output_dir}"
+        )
+
+
+def drop_metrics_after(output_dir: Path, step: int) -> None:
+    """Remove the metrics.jsonl rows of steps after ``step``: a run killed between
+    checkpoints (no Ctrl-C: SIGKILL, a lost machine) logged steps that resuming from its last
+    checkpoint computes again, and they would otherwise appear twice in the curve."""
+    path = output_dir / METRICS_NAME
+    if not path.exists():
+        return
+    lines = path.read_text(encoding="utf-8").splitlines()
+    kept = [line for line in lines if line.strip() and json.loads(line).get("step", 0) <= step]
+    if len(kept) < len(lines):
+        path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+
+
+def flatten(data: Dict, prefix: str = "") -> Dict[str, object]:
+    """{"lstm": {"dim": 4}} -> {"lstm.dim": 4}."""
+    flat: Dict[str, object] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _rng_state() -> Dict[str, Any]:
+    state: Dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: Dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"].cpu())
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
+
+
+def _vocab_hash(vocab: Vocab) -> str:
+    return hashlib.sha1("\n".join(vocab.words).encode("utf-8")).hexdigest()

@@ -1,0 +1,186 @@
+"""The built wheel, installed into a fresh virtual environment, run from outside the checkout.
+
+Every default the package offers (the bundled model, its shape and recipe, the benchmarks' text)
+must come from the installed package: a module that reads the source tree passes every other
+test in a checkout and quietly measures something else once installed. So the wheel is built,
+installed (not editable) into a new venv, and ``demo`` and the default case of every ``bench``
+subcommand run there with no model arguments, only the smallest sizes each offers; their JSON
+must name files inside the venv's site-packages.
+
+Which copy is imported: this machine has the checkout installed editable in the system
+site-packages (setuptools' ``__editable__`` finder), and the venv sees those packages
+(``--system-site-packages``, for torch and spaCy, with no network). The venv's wheel copy wins
+because its site-packages comes before the system's on ``sys.path`` and setuptools' editable finder
+is appended to ``sys.meta_path`` after the path-based finder, which finds the venv copy first; the
+commands run with ``PYTHONPATH`` removed and in a directory outside the checkout, so neither the
+checkout nor ``''`` can shadow it. The test checks it: ``spacy_elmo.__file__`` in the venv.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = ("setup.py", "setup.cfg", "README.md", "spacy_elmo")
+
+pytestmark = pytest.mark.slow
+
+
+def _run(argv: List[str], cwd: Path, env: Dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess:
+    run = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert run.returncode == 0, f"{' '.join(argv)}\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    return run
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """(python of a venv holding the wheel, its spacy_elmo package directory, a working
+    directory outside the checkout, the environment to run in, the wheel)."""
+    pytest.importorskip("setuptools.build_meta")
+    base = tmp_path_factory.mktemp("wheel")
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1", PIP_NO_INPUT="1")
+    # Build from a copy: pip builds a local directory in place, writing build/ and *.egg-info
+    # into it, and the checkout is shared with other runs.
+    source = base / "source"
+    source.mkdir()
+    for name in SOURCES:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(ROOT / name, source / name)
+    wheelhouse = base / "wheelhouse"
+    _run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+         "-w", str(wheelhouse), str(source)],
+        base, env,
+    )
+    (wheel,) = wheelhouse.glob("spacy_elmo-*.whl")
+    venv = base / "venv"
+    # No pip of its own: the system's pip, seen through --system-site-packages, installs into
+    # the venv it runs in. --ignore-installed: the editable install outside the venv is left alone.
+    _run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], base, env)
+    python = venv / "bin" / "python"
+    _run(
+        [str(python), "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed",
+         "--no-compile", str(wheel)],
+        base, env,
+    )
+    work = base / "work"
+    work.mkdir()
+    probe = _run(
+        [str(python), "-c",
+         "import json, spacy_elmo, sysconfig; "
+         "print(json.dumps([spacy_elmo.__file__, sysconfig.get_paths()['purelib']]))"],
+        work, env,
+    )
+    package_file, purelib = json.loads(probe.stdout)
+    return {
+        "python": str(python),
+        "package": Path(package_file).parent,
+        "purelib": Path(purelib),
+        "work": work,
+        "env": env,
+        "wheel": wheel,
+    }
+
+
+def _bench(installed, *args: str, name: str) -> dict:
+    output = installed["work"] / f"{name}.json"
+    run = _run(
+        [installed["python"], "-m", "spacy_elmo", "bench", *args, "--output", str(output)],
+        installed["work"], installed["env"],
+    )
+    result = json.loads(output.read_text())
+    result["_stdout"] = run.stdout
+    return result
+
+
+def test_the_venv_imports_the_wheel_not_the_checkout(installed):
+    package = installed["package"]
+    assert package == installed["purelib"] / "spacy_elmo"
+    assert ROOT not in package.resolve().parents
+    with zipfile.ZipFile(installed["wheel"]) as wheel:
+        names = set(wheel.namelist())
+    for data in (
+        "spacy_elmo/models/en_wikitext_small/config.cfg",
+        "spacy_elmo/models/en_wikitext_small/options.json",
+        "spacy_elmo/models/en_wikitext_small/model.safetensors",
+        "spacy_elmo/data/wikitext2_valid_head.txt",
+        "spacy_elmo/data/wikitext2_valid_head.NOTICE.txt",
+    ):
+        assert data in names, data
+        assert (package.parent / data).is_file(), data
+
+
+def test_demo_runs_the_bundled_model(installed):
+    run = _run([installed["python"], "-m", "spacy_elmo", "demo"], installed["work"], installed["env"])
+    assert "ELMo: 3 layers of width 256" in run.stdout and "Query:" in run.stdout
+
+
+def test_bench_load_bundled_shape(installed):
+    result = _bench(installed, "load", "--shape", "bundled", "--repeats", "1", name="load")
+    assert result["settings"]["shape_source"] == str(installed["package"] / "models" / "en_wikitext_small" / "options.json")
+    assert result["n_parameters"] == 3_004_640 and result["identical_tensors"]
+
+
+def test_bench_inference_default_text(installed):
+    result = _bench(
+        installed, "inference", "--shape", "bundled", "--batch-size", "2", "--seq-len", "8",
+        "--n-batches", "1", "--warmup", "0", "--repeats", "1", "--device", "cpu", name="inference",
+    )
+    package = installed["package"]
+    assert result["settings"]["text"] == str(package / "data" / "wikitext2_valid_head.txt")
+    assert result["settings"]["shape_source"] == str(package / "models" / "en_wikitext_small" / "options.json")
+    assert all(row.get("exact", True) for row in result["rows"])
+
+
+def test_bench_pipe_default_model(installed):
+    result = _bench(installed, "pipe", "--max-tokens", "200", "--batch-size", "16", name="pipe")
+    model_dir = installed["package"] / "models" / "en_wikitext_small"
+    model = result["settings"]["model"]
+    assert model["weight_file"] == str(model_dir / "model.safetensors")
+    assert model["description"].startswith("the bundled model: ")
+    assert f"model: the bundled model: {model_dir / 'model.safetensors'}" in result["_stdout"]
+    assert result["settings"]["text"] == str(installed["package"] / "data" / "wikitext2_valid_head.txt")
+    assert result["rows"][0]["tokens"] >= 200
+
+
+def test_bench_memory_default_model(installed):
+    result = _bench(installed, "memory", "--size", "300", "--allocator", "default", name="memory")
+    model_dir = installed["package"] / "models" / "en_wikitext_small"
+    assert result["settings"]["model"]["weight_file"] == str(model_dir / "model.safetensors")
+    assert result["settings"]["text"] == str(installed["package"] / "data" / "wikitext2_valid_head.txt")
+    assert [row["tokens"] for row in result["rows"]] == [300]
+
+
+def test_bench_pretrain_bundled_recipe(installed):
+    """The bundled case trains the packaged recipe: sampled softmax, 4,096 negatives, Adam, a
+    40,000-word vocabulary (not the package default config's full softmax)."""
+    result = _bench(
+        installed, "pretrain", "--case", "bundled", "--batch-size", "2", "--seq-len", "4",
+        "--warmup", "0", "--steps", "1", "--device", "cpu", name="pretrain",
+    )
+    recipe = installed["package"] / "models" / "en_wikitext_small" / "config.cfg"
+    assert result["settings"]["cases"]["bundled"]["config"] == str(recipe)
+    (row,) = result["rows"]
+    assert (row["softmax"], row["n_negative_samples"], row["vocab_size"]) == ("sampled", 4096, 40000)
+    assert row["optimizer"] == "adam" and row["bilm_parameters"] == 3_004_640
+
+
+def test_bench_senses_default_model(installed):
+    result = _bench(installed, "senses", name="senses")
+    model_dir = installed["package"] / "models" / "en_wikitext_small"
+    assert result["weights"]["weight_file"] == str(model_dir / "model.safetensors")
+    assert str(model_dir) in result["model"]
+    assert result["data"]["file"] == str(installed["package"] / "data" / "senses.jsonl")
+    assert result["data"]["words"] >= 24
