@@ -12,11 +12,11 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _embed(tmp_path, lines, *options):
+def _embed(tmp_path, lines, *options, output="out.hdf5"):
     (tmp_path / "input.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     return subprocess.run(
-        [sys.executable, "-m", "spacy_elmo", "embed", str(tmp_path / "input.txt"), str(tmp_path / "out.hdf5"), *options],
+        [sys.executable, "-m", "spacy_elmo", "embed", str(tmp_path / "input.txt"), str(tmp_path / output), *options],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )
 
@@ -29,9 +29,9 @@ def test_sentence_keys_name_the_datasets(tmp_path, fixture_files):
     assert by_number.returncode == 0, by_number.stderr
     with h5py.File(tmp_path / "out.hdf5", "r") as f:
         numbered = {key: f[key][()] for key in ("0", "1")}
-    by_text = _embed(tmp_path, lines, *args, "--use-sentence-keys")
+    by_text = _embed(tmp_path, lines, *args, "--use-sentence-keys", output="keys.hdf5")
     assert by_text.returncode == 0, by_text.stderr
-    with h5py.File(tmp_path / "out.hdf5", "r") as f:
+    with h5py.File(tmp_path / "keys.hdf5", "r") as f:
         assert sorted(f.keys()) == sorted(lines)  # no sentence_to_index: the names are the index
         for number, line in enumerate(lines):
             np.testing.assert_array_equal(f[line][()], numbered[str(number)])
@@ -49,4 +49,5 @@ def test_sentences_that_cannot_be_names_stop_the_run(tmp_path, fixture_files):
         assert result.returncode == 1
         assert f"--use-sentence-keys: {problem}" in result.stderr
         assert "run without --use-sentence-keys" in result.stderr
-        assert not (tmp_path / "out.hdf5").exists()  # no half-written file left behind
+        assert not (tmp_path / "out.hdf5").exists()  # stopped before the job started:
+        assert not (tmp_path / "out.hdf5.parts").exists()  # no output, no chunks

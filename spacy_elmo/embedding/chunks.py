@@ -1,0 +1,116 @@
+"""The parts folder and its chunk files: the unit of work, of resumption and of progress.
+
+The input is cut into chunks of ``chunk_size`` consecutive items; chunk ``c`` belongs to rank
+``c % world_size``. Each finished chunk is one HDF5 file, ``OUT.hdf5.parts/chunk-0000012.hdf5``,
+written under a temporary name and renamed when complete (after ``fsync``), so a chunk file
+that exists is whole, whoever wrote it and whatever the world size was: a resumed run skips it.
+A chunk's datasets are named by position in the chunk ("0", "1", ...); ``keys`` holds the key
+texts, and the attributes its counts (the merge gives the global names).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from pathlib import Path
+from typing import List, Optional, Set, Tuple
+
+import h5py
+import numpy as np
+
+PARTS_SUFFIX = ".parts"
+CHUNK_PATTERN = re.compile(r"^chunk-(\d+)\.hdf5$")
+TEMPORARY_SUFFIX = ".tmp"
+KEYS = "keys"
+
+
+def parts_folder(output: Path) -> Path:
+    return output.with_name(output.name + PARTS_SUFFIX)
+
+
+def chunk_path(parts: Path, chunk: int) -> Path:
+    return parts / f"chunk-{chunk:07d}.hdf5"
+
+
+def finished_chunks(parts: Path) -> Set[int]:
+    """The numbers of the chunk files in ``parts`` (complete by construction)."""
+    found = set()
+    try:
+        names = os.listdir(parts)
+    except FileNotFoundError:
+        return found
+    for name in names:
+        match = CHUNK_PATTERN.match(name)
+        if match:
+            found.add(int(match.group(1)))
+    return found
+
+
+def remove_temporaries(parts: Path) -> None:
+    """Delete what killed writers left (chunks and manifests that never got their final name)."""
+    for path in parts.glob(f"*{TEMPORARY_SUFFIX}"):
+        path.unlink(missing_ok=True)
+
+
+def chunk_counts(path: Path) -> Tuple[int, int]:
+    """(sentences, tokens) of a finished chunk file."""
+    with h5py.File(path, "r") as f:
+        return int(f.attrs["sentences"]), int(f.attrs["tokens"])
+
+
+def chunk_keys(chunk: h5py.File) -> List[str]:
+    return list(chunk[KEYS].asstr()[()]) if KEYS in chunk else []
+
+
+class ChunkWriter:
+    """One chunk file being written: datasets added one sentence at a time (nothing of the chunk
+    is held in memory but its key texts), renamed into place by ``finish``. Used as a context
+    manager: leaving it without ``finish`` (an error) removes the temporary file."""
+
+    def __init__(self, parts: Path, chunk: int, first_item: int) -> None:
+        self.path = chunk_path(parts, chunk)
+        # Unique per process: a writer that outlived its job never shares a file with a new one.
+        self.temporary = self.path.with_name(
+            f"{self.path.name}.{socket.gethostname()}-{os.getpid()}{TEMPORARY_SUFFIX}"
+        )
+        self.chunk = chunk
+        self.first_item = first_item
+        self.keys: List[str] = []
+        self.tokens = 0
+        self._file: Optional[h5py.File] = h5py.File(self.temporary, "w")
+
+    def add(self, vectors: np.ndarray, key: str, tokens: int) -> None:
+        assert self._file is not None
+        self._file.create_dataset(str(len(self.keys)), data=np.ascontiguousarray(vectors, dtype=np.float32))
+        self.keys.append(key)
+        self.tokens += tokens
+
+    def finish(self) -> None:
+        """Write the keys and counts, close, fsync and rename: the chunk is complete."""
+        assert self._file is not None
+        f = self._file
+        f.create_dataset(KEYS, data=np.array(self.keys, dtype=object), dtype=h5py.string_dtype())
+        f.attrs["chunk"] = self.chunk
+        f.attrs["first_item"] = self.first_item
+        f.attrs["sentences"] = len(self.keys)
+        f.attrs["tokens"] = self.tokens
+        f.close()
+        self._file = None
+        descriptor = os.open(self.temporary, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+        os.replace(self.temporary, self.path)
+
+    def __enter__(self) -> "ChunkWriter":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._file is not None:
+            try:
+                self._file.close()
+            finally:
+                self._file = None
+                self.temporary.unlink(missing_ok=True)

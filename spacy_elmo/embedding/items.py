@@ -1,0 +1,150 @@
+"""The input of ``embed`` as a stream of numbered items: one item per sentence, each becoming one
+dataset. Every rank streams the whole input and keeps only the items of its own chunks, so
+skipping an item must cost next to nothing: a text line is decoded and tokenized only when its
+item is embedded (an undecodable byte stops only the rank that owns the line, naming it).
+
+- A text file: one sentence per line, split on whitespace or tokenized by spaCy (``--lang``); its
+  key text is the stripped line (as AllenNLP keys it). Lines end at ``\\n``, ``\\r\\n`` or ``\\r``
+  (Python's universal newlines, AllenNLP's ``for line in file``); a blank line is an item too, so
+  dataset names stay line numbers. Read as a stream: memory does not grow with the file.
+- A ``.spacy`` file (DocBin): one item per sentence of each doc, or per doc without sentence
+  boundaries; the key text is the sentence's (the doc's) text. A DocBin is one zlib-compressed
+  msgpack blob, so it cannot be streamed: each rank holds the file's token arrays in memory (one
+  64-bit value per stored attribute: about 100 bytes per token), and decodes every doc once to
+  number the sentences.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterator, Optional, Tuple, Union
+
+if TYPE_CHECKING:
+    from spacy.language import Language
+    from spacy.tokens import Doc, Span
+    from spacy.vocab import Vocab
+
+
+@dataclass(frozen=True)
+class Item:
+    """One sentence of the input, not yet decoded.
+
+    number: its place in the whole input (0, 1, ...): the dataset name without
+        ``--use-sentence-keys``.
+    source: the line number (1-based, text files) or doc number (0-based, ``.spacy``) it comes
+        from, for error messages.
+    payload: the line's bytes; a sentence (Span) of a decoded doc, or a doc without sentence
+        boundaries.
+    """
+
+    number: int
+    source: int
+    payload: Any
+
+
+class TextLines:
+    """A text file, one sentence per line; ``tokenize``: spaCy's tokenizer (``--lang``) instead of
+    splitting on whitespace."""
+
+    kind = "text"
+
+    def __init__(self, path: Path, tokenize: bool) -> None:
+        self.path = path
+        self.tokenize = tokenize
+
+    def items(self) -> Iterator[Item]:
+        with open(self.path, "rb") as handle:
+            for number, line in enumerate(_raw_lines(handle)):
+                yield Item(number, number + 1, line)
+
+    def count(self) -> int:
+        return sum(1 for _ in self.items())
+
+    def location(self, item: Item) -> str:
+        return f"input line {item.source} ({self.path})"
+
+    def span_location(self, first: Item, last: Item) -> str:
+        return f"input lines {first.source}-{last.source} ({self.path})"
+
+    def key(self, item: Item) -> str:
+        """The key text: the stripped line (raises UnicodeDecodeError for bytes not UTF-8)."""
+        return item.payload.decode("utf-8").strip()
+
+    def doc(self, item: Item, nlp: "Language") -> Tuple["Doc", str]:
+        from spacy.tokens import Doc
+
+        line = item.payload.decode("utf-8")
+        doc = nlp.make_doc(line.strip()) if self.tokenize else Doc(nlp.vocab, words=line.split())
+        return doc, line.strip()
+
+
+def _raw_lines(handle: BinaryIO) -> Iterator[bytes]:
+    """The lines of a binary file without their ends (``\\n``, ``\\r\\n`` or ``\\r``)."""
+    for raw in handle:
+        body = raw[:-1] if raw.endswith(b"\n") else raw
+        if body.endswith(b"\r"):
+            body = body[:-1]
+        if b"\r" in body:
+            yield from body.split(b"\r")
+        else:
+            yield body
+
+
+class DocBinSentences:
+    """A ``.spacy`` file: the sentences of its docs (a doc without sentence boundaries, or an
+    empty one, is one item)."""
+
+    kind = "spacy"
+
+    def __init__(self, path: Path, vocab: "Vocab") -> None:
+        from spacy.tokens import DocBin
+
+        self.path = path
+        self.vocab = vocab
+        self.docbin = DocBin().from_disk(path)
+
+    def items(self) -> Iterator[Item]:
+        number = 0
+        for d, doc in enumerate(self.docbin.get_docs(self.vocab)):
+            parts = list(doc.sents) if len(doc) and doc.has_annotation("SENT_START") else [doc]
+            for part in parts:
+                yield Item(number, d, part)
+                number += 1
+
+    def count(self) -> int:
+        return sum(1 for _ in self.items())
+
+    def location(self, item: Item) -> str:
+        return f"doc {item.source} ({self.path})"
+
+    def span_location(self, first: Item, last: Item) -> str:
+        if first.source == last.source:
+            return self.location(first)
+        return f"docs {first.source}-{last.source} ({self.path})"
+
+    def key(self, item: Item) -> str:
+        """The sentence's text, or the doc's (a doc without sentence boundaries)."""
+        return item.payload.text
+
+    def doc(self, item: Item, nlp: "Language") -> Tuple["Doc", str]:
+        """The sentence as a doc of its own (its biLM sequence is the one it has inside its doc:
+        a sentence is one sequence, whitespace tokens left out), or the whole doc."""
+        from spacy.tokens import Doc
+
+        part: Union["Doc", "Span"] = item.payload
+        if isinstance(part, Doc):
+            return part, part.text
+        words = [token.text for token in part]
+        spaces = [bool(token.whitespace_) for token in part]
+        return Doc(nlp.vocab, words=words, spaces=spaces), part.text
+
+
+InputItems = Union[TextLines, DocBinSentences]
+
+
+def open_input(path: Path, lang: Optional[str], vocab: "Vocab") -> InputItems:
+    """The reader for ``path``: a DocBin for ``.spacy``, else text lines."""
+    if path.suffix == ".spacy":
+        return DocBinSentences(path, vocab)
+    return TextLines(path, tokenize=lang is not None)

@@ -1,0 +1,252 @@
+"""The start of a job, decided once on rank 0: are the options, the input, the model and the
+output what they must be, and is this a new job, the resumption of an unfinished one, or one
+that is already complete? The verdict goes to every rank (``command.py``), so all of them stop
+with the same message, before any model is loaded.
+
+The output's state decides:
+
+- neither ``OUT.hdf5`` nor ``OUT.hdf5.parts``: a new job; rank 0 creates the parts folder and its
+  ``job.json`` (``--resume`` says there was nothing to resume, and starts);
+- the parts folder: an unfinished job; without ``--resume`` refused (finish it or remove it), with
+  it resumed if its manifest is this job's, else refused naming each difference;
+- ``OUT.hdf5``: a finished file, never overwritten; with ``--resume`` and this job's manifest
+  "complete", otherwise refused.
+
+Rank 0 holds an advisory lock on the parts folder while it lives, so a second run on the same
+output (a resumption started while the first still runs) is refused rather than interleaved.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import h5py
+
+from ..layers.bilm_model import BiLMSettings
+from ..nn.precision import get_precision
+from ..sources import resolve_weight_source
+from .chunks import finished_chunks, parts_folder, remove_temporaries
+from .items import InputItems, open_input
+from .keys import first_bad_key
+from .manifest import JOB_ATTR, MANIFEST_NAME, build_manifest, differences, read_manifest, write_manifest
+
+EMBED_LAYERS = ("all", "top", "average")
+LOCK_NAME = "lock"
+
+
+class JobRefused(Exception):
+    """The job cannot start; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class EmbedOptions:
+    """What the ``embed`` command was given."""
+
+    input_path: Path
+    output_path: Path
+    layers: str = "all"
+    weights: Optional[str] = None
+    options_file: Optional[Path] = None
+    weight_file: Optional[Path] = None
+    lang: Optional[str] = None
+    batch_size: int = 64
+    gpu_id: int = -1
+    forget_sentences: bool = False
+    use_sentence_keys: bool = False
+    threads: int = 1
+    precision: str = "fp32"
+    chunk_size: int = 1000
+    resume: bool = False
+
+    def model_settings(self) -> Dict[str, Any]:
+        """The keys of the elmo pipe's model block this command sets."""
+        return {
+            "weights": self.weights,
+            "options_file": None if self.options_file is None else str(self.options_file),
+            "weight_file": None if self.weight_file is None else str(self.weight_file),
+            "precision": self.precision,
+            "threads": self.threads,
+        }
+
+    def output_options(self, settings: BiLMSettings) -> Dict[str, Any]:
+        """The settings that change the output's numbers or names (the manifest compares them)."""
+        return {
+            "layers": self.layers,
+            "lang": self.lang,
+            "use_sentence_keys": self.use_sentence_keys,
+            "forget_sentences": self.forget_sentences,
+            "chunk_size": self.chunk_size,
+            "precision": settings.precision,
+            "max_sequence_length": settings.max_sequence_length,
+            "token_cache_words": settings.token_cache_words,
+        }
+
+
+@dataclass
+class JobPlan:
+    """Rank 0's view of the job: ``status`` "run" or "complete"."""
+
+    status: str
+    parts: Path
+    manifest: Dict[str, Any]
+    total: int = 0
+    n_chunks: int = 0
+    notes: List[str] = field(default_factory=list)
+    lock: Optional[int] = None
+
+    def release(self) -> None:
+        """Let go of the parts folder's lock (a process's exit does too)."""
+        if self.lock is not None:
+            os.close(self.lock)
+            self.lock = None
+
+
+def prepare_job(options: EmbedOptions) -> JobPlan:
+    """Check everything, read the input once (count its sentences; check the keys with
+    ``--use-sentence-keys``) and set up the parts folder. Raises JobRefused."""
+    o = options
+    if o.layers not in EMBED_LAYERS:
+        raise JobRefused(f"--layers must be one of {', '.join(EMBED_LAYERS)}, got {o.layers!r}")
+    try:
+        get_precision(o.precision, "--precision")
+    except ValueError as err:
+        raise JobRefused(str(err)) from None
+    if not o.input_path.is_file():
+        raise JobRefused(f"input file not found: {o.input_path}")
+    if not o.output_path.parent.is_dir():
+        raise JobRefused(f"cannot write {o.output_path}: the folder {o.output_path.parent} does not exist")
+    try:
+        source = resolve_weight_source(o.weights, o.options_file, o.weight_file, what="--weights")
+        settings = BiLMSettings(**o.model_settings())
+    except (ValueError, FileNotFoundError) as err:
+        raise JobRefused(str(err)) from None
+    reader = _reader(o)
+    manifest = build_manifest(o.input_path, reader.kind, source, o.output_options(settings))
+    parts = parts_folder(o.output_path)
+    if o.output_path.exists():
+        return _finished_output(o, parts, manifest)
+    notes = []
+    if parts.exists() and not o.resume:
+        raise JobRefused(
+            f"{parts} holds an unfinished embed run: add --resume to finish it, or remove the "
+            "folder to start over"
+        )
+    lock = None
+    if parts.exists():
+        _check_manifest(read_manifest(parts / MANIFEST_NAME), manifest, parts)
+        lock = _lock(parts)
+    elif o.resume:
+        notes.append(f"--resume: no unfinished run for {o.output_path}; starting one")
+    try:
+        total = _count_and_check_keys(reader, o.use_sentence_keys)
+    except JobRefused:
+        if lock is not None:
+            os.close(lock)
+        raise
+    plan = JobPlan("run", parts, manifest, total, math.ceil(total / o.chunk_size), notes, lock)
+    if lock is not None:
+        remove_temporaries(parts)
+        o.output_path.with_name(o.output_path.name + ".tmp").unlink(missing_ok=True)
+        done = len(finished_chunks(parts))
+        notes.append(f"resuming: {done} of {plan.n_chunks} chunks of {o.chunk_size} sentences are done")
+    else:
+        try:
+            parts.mkdir()
+        except FileExistsError:
+            raise JobRefused(f"another embed run has just created {parts}") from None
+        plan.lock = _lock(parts)
+        write_manifest(parts / MANIFEST_NAME, manifest)
+    return plan
+
+
+def _reader(o: EmbedOptions) -> InputItems:
+    import spacy
+
+    try:
+        vocab = spacy.blank(o.lang or "xx").vocab
+    except (ImportError, ValueError, KeyError) as err:
+        raise JobRefused(f"--lang {o.lang}: {err}") from None
+    try:
+        return open_input(o.input_path, o.lang, vocab)
+    except (OSError, ValueError) as err:
+        raise JobRefused(f"cannot read {o.input_path}: {err}") from None
+
+
+def _finished_output(o: EmbedOptions, parts: Path, manifest: Dict[str, Any]) -> JobPlan:
+    """``OUT.hdf5`` exists: complete if ``--resume`` and this job wrote it, else refused."""
+    if not o.resume:
+        raise JobRefused(
+            f"{o.output_path} exists: embed does not overwrite; remove it or write to another file"
+        )
+    try:
+        with h5py.File(o.output_path, "r") as f:
+            recorded = f.attrs.get(JOB_ATTR)
+    except OSError as err:
+        raise JobRefused(f"{o.output_path} exists and is not a readable HDF5 file ({err})") from None
+    if recorded is None:
+        raise JobRefused(f"--resume: {o.output_path} exists and no resumable embed run wrote it")
+    old = json.loads(recorded)
+    found = differences(old, manifest)
+    if found:
+        raise JobRefused(
+            f"--resume: {o.output_path} is the complete output of a different job ("
+            + "; ".join(found) + ")"
+        )
+    if parts.exists():  # the merge finished, its clean-up did not
+        shutil.rmtree(parts, ignore_errors=True)
+    return JobPlan("complete", parts, manifest)
+
+
+def _check_manifest(old: Optional[Dict[str, Any]], new: Dict[str, Any], parts: Path) -> None:
+    if old is None:
+        raise JobRefused(f"--resume: {parts} has no readable {MANIFEST_NAME}; remove the folder to start over")
+    found = differences(old, new)
+    if found:
+        raise JobRefused(
+            f"--resume: the unfinished run in {parts} was started for a different job ("
+            + "; ".join(found)
+            + "); give the same input, model and options, or remove the folder to start over"
+        )
+
+
+def _count_and_check_keys(reader: InputItems, use_sentence_keys: bool) -> int:
+    """The number of sentences; with sentence keys, every key checked as well."""
+    if not use_sentence_keys:
+        return reader.count()
+    total = 0
+
+    def keys():
+        nonlocal total
+        for item in reader.items():
+            try:
+                text = reader.key(item)
+            except UnicodeDecodeError as err:
+                raise JobRefused(f"{reader.location(item)}: {err}") from None
+            total += 1
+            yield item.number, text
+
+    problem = first_bad_key(keys())
+    if problem is not None:
+        raise JobRefused(problem)
+    return total
+
+
+def _lock(parts: Path) -> int:
+    """An exclusive lock on the parts folder, held until this process exits."""
+    descriptor = os.open(parts / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        raise JobRefused(f"another embed run is writing {parts} (it holds {parts / LOCK_NAME})") from None
+    except OSError:  # a file system without locks: go on without one
+        pass
+    return descriptor
+

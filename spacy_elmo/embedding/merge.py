@@ -1,0 +1,63 @@
+"""The merge: every chunk's datasets copied under their global names into one self-contained file,
+the layout a single run of AllenNLP's ``elmo`` command writes.
+
+Global sentence numbers are given here, in chunk order, from each chunk's own count, so no rank
+had to know how many sentences came before its chunks. The file is written as ``OUT.hdf5.tmp``
+and renamed to ``OUT.hdf5`` when whole; only then is the parts folder removed. A crash during
+the merge leaves the chunks in place, and ``--resume`` merges again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict
+
+import h5py
+
+from .chunks import chunk_keys, chunk_path
+from .manifest import JOB_ATTR
+
+SENTENCE_TO_INDEX = "sentence_to_index"
+
+
+@dataclass
+class MergeResult:
+    sentences: int
+    tokens: int
+    seconds: float
+
+
+def merge_chunks(
+    parts: Path,
+    output: Path,
+    n_chunks: int,
+    manifest: Dict[str, Any],
+    use_sentence_keys: bool,
+    forget_sentences: bool,
+) -> MergeResult:
+    """Copy chunks 0 .. n_chunks - 1 of ``parts`` into ``output``, then delete ``parts``."""
+    start = time.perf_counter()
+    temporary = output.with_name(output.name + ".tmp")
+    sentence_to_index: Dict[str, str] = {}
+    number = tokens = 0
+    with h5py.File(temporary, "w") as out:
+        out.attrs[JOB_ATTR] = json.dumps(manifest, sort_keys=True)
+        for chunk in range(n_chunks):
+            with h5py.File(chunk_path(parts, chunk), "r") as source:
+                tokens += int(source.attrs["tokens"])
+                for position, key in enumerate(chunk_keys(source)):
+                    name = key if use_sentence_keys else str(number)
+                    source.copy(source[str(position)], out, name=name)
+                    sentence_to_index[key] = name
+                    number += 1
+        if not forget_sentences and not use_sentence_keys:
+            index = out.create_dataset(SENTENCE_TO_INDEX, (1,), dtype=h5py.string_dtype())
+            index[0] = json.dumps(sentence_to_index)
+    os.replace(temporary, output)
+    shutil.rmtree(parts)
+    return MergeResult(number, tokens, time.perf_counter() - start)

@@ -1,0 +1,366 @@
+"""``embed`` sharded under torchrun (2 processes, gloo on the CPU) and resumable: the output equals
+one process's, a SIGKILLed job finishes with ``--resume``, a changed job is refused, a failing rank
+names its input line. Real text (WikiText-2), the tiny AllenNLP test model, small chunks.
+
+torchrun runs as users run it: a subprocess from a folder outside the checkout, with PYTHONPATH
+pointing at it. One-process references run in this process (typer's CliRunner), which is faster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import h5py
+import numpy as np
+import pytest
+from spacy.tokens import Doc, DocBin
+from spacy.vocab import Vocab
+from typer.testing import CliRunner
+
+from spacy_elmo.cli import app
+from spacy_elmo.embedding import chunks as chunks_module
+from spacy_elmo.embedding.chunks import finished_chunks, parts_folder
+
+from conftest import SHARED_DATA
+
+REPO = Path(__file__).resolve().parents[1]
+WIKITEXT = SHARED_DATA / "wikitext-2" / "valid.txt"
+
+pytestmark = pytest.mark.skipif(not WIKITEXT.is_file(), reason=f"needs {WIKITEXT}")
+
+
+def _lines(n: int) -> List[str]:
+    return WIKITEXT.read_text(encoding="utf-8").splitlines()[:n]
+
+
+def _model(fixture_files) -> List[str]:
+    return ["--options-file", str(fixture_files[0]), "--weight-file", str(fixture_files[1])]
+
+
+def _env() -> Dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+    return {**env, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+
+
+def _torchrun_argv(*args: str, nproc: int = 2) -> List[str]:
+    return [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
+        "-m", "spacy_elmo", "embed", *args,
+    ]
+
+
+def _torchrun(cwd: Path, *args: str, nproc: int = 2) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        _torchrun_argv(*args, nproc=nproc), cwd=cwd, env=_env(), capture_output=True, text=True, timeout=240
+    )
+
+
+def _one_process(*args: str):
+    return CliRunner().invoke(app, ["embed", *args])
+
+
+def _read(path: Path) -> Tuple[Dict[str, np.ndarray], object]:
+    with h5py.File(path, "r") as f:
+        data = {name: f[name][()] for name in f if name != "sentence_to_index"}
+        index = json.loads(f["sentence_to_index"][0]) if "sentence_to_index" in f else None
+    return data, index
+
+
+def _assert_same_output(path: Path, reference: Path) -> None:
+    data, index = _read(path)
+    expected, expected_index = _read(reference)
+    assert sorted(data) == sorted(expected)
+    assert index == expected_index
+    for name, array in expected.items():
+        assert data[name].shape == array.shape, name
+        np.testing.assert_allclose(data[name], array, atol=1e-6, err_msg=name)
+
+
+def test_two_processes_write_what_one_process_writes(tmp_path, fixture_files):
+    (tmp_path / "in.txt").write_text("\n".join(_lines(400)) + "\n", encoding="utf-8")
+    args = ["--chunk-size", "25", *_model(fixture_files)]
+    one = _one_process(str(tmp_path / "in.txt"), str(tmp_path / "one.hdf5"), *args)
+    assert one.exit_code == 0, one.output
+    two = _torchrun(tmp_path, "in.txt", "two.hdf5", *args)
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert "wrote 400 sentences" in two.stdout and "2 processes embedded" in two.stdout
+    _assert_same_output(tmp_path / "two.hdf5", tmp_path / "one.hdf5")
+    data, index = _read(tmp_path / "two.hdf5")
+    assert sorted(data, key=int) == [str(i) for i in range(400)] and data["1"].shape[0] == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "one.hdf5", "two.hdf5"]  # parts gone
+
+
+def _descendants(pid: int) -> List[int]:
+    """Every process below ``pid`` (torchrun starts each worker in a session of its own)."""
+    children: Dict[int, List[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(parent, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_sigkill_of_every_process_then_resume(tmp_path, fixture_files):
+    """SIGKILL torchrun and both workers once a chunk is on disk; --resume (one process, a
+    different world size) finishes with nothing lost and nothing written twice."""
+    (tmp_path / "in.txt").write_text("\n".join(_lines(3000)) + "\n", encoding="utf-8")
+    args = ["--chunk-size", "50", "--layers", "top", *_model(fixture_files)]
+    job = subprocess.Popen(
+        _torchrun_argv("in.txt", "out.hdf5", *args), cwd=tmp_path, env=_env(),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    parts = parts_folder(tmp_path / "out.hdf5")
+    deadline = time.monotonic() + 180
+    while not finished_chunks(parts) and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    workers = _descendants(job.pid)
+    os.killpg(job.pid, signal.SIGKILL)
+    for pid in workers:
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    job.wait(timeout=30)
+    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(workers) >= 2 and not any(_alive(pid) for pid in workers)
+    assert not (tmp_path / "out.hdf5").exists()
+    done = finished_chunks(parts)
+    assert 0 < len(done) < 60, done  # killed in the middle of the job
+
+    resumed = _one_process(str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"), *args, "--resume")
+    assert resumed.exit_code == 0, resumed.output
+    assert f"resuming: {len(done)} of 60 chunks" in resumed.output
+    reference = _one_process(str(tmp_path / "in.txt"), str(tmp_path / "reference.hdf5"), *args)
+    assert reference.exit_code == 0, reference.output
+    _assert_same_output(tmp_path / "out.hdf5", tmp_path / "reference.hdf5")
+    assert not parts.exists()
+
+
+def _rank_of(pid: int) -> int:
+    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return next(int(v[5:]) for v in environ if v.startswith(b"RANK="))
+
+
+def test_sigkill_of_one_rank_then_resume_under_torchrun(tmp_path, fixture_files):
+    """SIGKILL rank 1 alone: torchrun stops rank 0; --resume under torchrun finishes the job."""
+    (tmp_path / "in.txt").write_text("\n".join(_lines(3000)) + "\n", encoding="utf-8")
+    args = ["--chunk-size", "50", "--layers", "average", *_model(fixture_files)]
+    job = subprocess.Popen(
+        _torchrun_argv("in.txt", "out.hdf5", *args), cwd=tmp_path, env=_env(),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    parts = parts_folder(tmp_path / "out.hdf5")
+    deadline = time.monotonic() + 180
+    while not finished_chunks(parts) and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    workers = {_rank_of(pid): pid for pid in _descendants(job.pid) if Path(f"/proc/{pid}/environ").exists()}
+    os.kill(workers[1], signal.SIGKILL)
+    _, stderr = job.communicate(timeout=120)
+    assert job.returncode != 0 and "Signal 9 (SIGKILL) received" in stderr, stderr[-2000:]
+    assert not _alive(workers[0]) and not (tmp_path / "out.hdf5").exists()
+    done = finished_chunks(parts)
+    assert 0 < len(done) < 60, done
+
+    resumed = _torchrun(tmp_path, "in.txt", "out.hdf5", *args, "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resuming: {len(done)} of 60 chunks" in resumed.stderr
+    reference = _one_process(str(tmp_path / "in.txt"), str(tmp_path / "reference.hdf5"), *args)
+    assert reference.exit_code == 0, reference.output
+    _assert_same_output(tmp_path / "out.hdf5", tmp_path / "reference.hdf5")
+
+
+@pytest.fixture
+def unfinished(tmp_path, fixture_files, monkeypatch):
+    """An unfinished one-process job: chunks 0 and 1 of 8 on disk, then a failure."""
+    (tmp_path / "in.txt").write_text("\n".join(_lines(200)) + "\n", encoding="utf-8")
+    args = [str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"), "--chunk-size", "25", *_model(fixture_files)]
+    finish = chunks_module.ChunkWriter.finish
+
+    def finish_two(writer):
+        if writer.chunk >= 2:
+            raise OSError("disk full (simulated)")
+        finish(writer)
+
+    monkeypatch.setattr(chunks_module.ChunkWriter, "finish", finish_two)
+    result = _one_process(*args)
+    monkeypatch.setattr(chunks_module.ChunkWriter, "finish", finish)
+    assert result.exit_code == 1
+    assert "chunk 2 (" in result.output and "disk full (simulated)" in result.output
+    assert finished_chunks(parts_folder(tmp_path / "out.hdf5")) == {0, 1}
+    assert not list(parts_folder(tmp_path / "out.hdf5").glob("*.tmp"))  # the failed chunk left nothing
+    return tmp_path, args
+
+
+def test_resume_refuses_a_changed_input_or_option(unfinished):
+    tmp_path, args = unfinished
+    lines = (tmp_path / "in.txt").read_text(encoding="utf-8").splitlines()
+    original = "\n".join(lines) + "\n"
+    lines[150] = lines[150].replace("the", "a", 1)
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    changed_input = _one_process(*args, "--resume")
+    assert changed_input.exit_code == 1
+    assert "--resume: the unfinished run in" in changed_input.output
+    assert "input.sha256: was" in changed_input.output and "layers" not in changed_input.output
+    (tmp_path / "in.txt").write_text(original, encoding="utf-8")
+    changed_layers = _one_process(*args, "--layers", "top", "--resume")
+    assert changed_layers.exit_code == 1
+    assert "different job (layers: was 'all', now 'top'); give the same" in changed_layers.output
+    assert finished_chunks(parts_folder(tmp_path / "out.hdf5")) == {0, 1}  # refusals touch nothing
+
+    finished = _one_process(*args, "--resume")
+    assert finished.exit_code == 0, finished.output
+    assert "resuming: 2 of 8 chunks" in finished.output
+    reference = _one_process(str(tmp_path / "in.txt"), str(tmp_path / "reference.hdf5"), *args[2:])
+    _assert_same_output(tmp_path / "out.hdf5", tmp_path / "reference.hdf5")
+    again = _one_process(*args, "--resume")
+    assert again.exit_code == 0 and "is complete" in again.output
+    other = _one_process(*args, "--layers", "top", "--resume")
+    assert other.exit_code == 1 and "complete output of a different job (layers: was 'all'" in other.output
+    assert reference.exit_code == 0
+
+
+def test_without_resume_an_existing_run_or_output_is_refused(unfinished):
+    tmp_path, args = unfinished
+    parts = parts_folder(tmp_path / "out.hdf5")
+    result = _one_process(*args)
+    assert result.exit_code == 1
+    assert f"{parts} holds an unfinished embed run: add --resume to finish it, or remove the folder" in result.output
+    assert finished_chunks(parts) == {0, 1}
+    (tmp_path / "other.hdf5").write_bytes(b"not mine")
+    result = _one_process(args[0], str(tmp_path / "other.hdf5"), *args[2:])
+    assert result.exit_code == 1
+    assert "other.hdf5 exists: embed does not overwrite" in result.output
+    assert (tmp_path / "other.hdf5").read_bytes() == b"not mine"
+    assert not parts_folder(tmp_path / "other.hdf5").exists()
+
+
+def _docbin(path: Path) -> None:
+    """Docs of three lines with sentence boundaries, every fourth doc without any, one doc with
+    a whitespace token and one empty doc."""
+    vocab = Vocab()
+    lines = [line.split() for line in _lines(400) if line.strip()]
+    docs = []
+    for d in range(0, len(lines) - 3, 3):
+        words = [w for line in lines[d : d + 3] for w in line]
+        starts = [int(i == 0) for line in lines[d : d + 3] for i in range(len(line))]
+        docs.append(Doc(vocab, words=words, sent_starts=starts) if d % 4 else Doc(vocab, words=words))
+    docs.append(Doc(vocab, words=["A", "\n\n", "gap", "."], spaces=[True, False, True, False]))
+    docs.append(Doc(vocab, words=[]))
+    DocBin(docs=docs).to_disk(path)
+
+
+def test_spacy_input_and_sentence_keys_sharded(tmp_path, fixture_files):
+    _docbin(tmp_path / "docs.spacy")
+    args = ["--chunk-size", "40", "--layers", "average", *_model(fixture_files)]
+    one = _one_process(str(tmp_path / "docs.spacy"), str(tmp_path / "docs1.hdf5"), *args)
+    assert one.exit_code == 0, one.output
+    two = _torchrun(tmp_path, "docs.spacy", "docs2.hdf5", *args)
+    assert two.returncode == 0, two.stderr[-3000:]
+    _assert_same_output(tmp_path / "docs2.hdf5", tmp_path / "docs1.hdf5")
+    data, index = _read(tmp_path / "docs2.hdf5")
+    assert index["A \n\ngap ."] == str(len(data) - 2)
+    assert not data[str(len(data) - 2)][1].any()  # the whitespace token's row is zero
+
+    seen, unique = set(), []
+    for line in _lines(400):
+        if line.strip() and "/" not in line and line.strip() not in seen:
+            seen.add(line.strip())
+            unique.append(line)
+    (tmp_path / "keys.txt").write_text("\n".join(unique) + "\n", encoding="utf-8")
+    args = ["--chunk-size", "30", "--layers", "top", "--use-sentence-keys", *_model(fixture_files)]
+    one = _one_process(str(tmp_path / "keys.txt"), str(tmp_path / "keys1.hdf5"), *args)
+    assert one.exit_code == 0, one.output
+    two = _torchrun(tmp_path, "keys.txt", "keys2.hdf5", *args)
+    assert two.returncode == 0, two.stderr[-3000:]
+    _assert_same_output(tmp_path / "keys2.hdf5", tmp_path / "keys1.hdf5")
+    assert sorted(_read(tmp_path / "keys2.hdf5")[0]) == sorted(line.strip() for line in unique)
+
+
+def test_a_failing_rank_names_its_line_and_leaves_a_resumable_run(tmp_path, fixture_files):
+    """An undecodable byte in a line of chunk 5 (rank 1's): rank 1 stops naming the line, torchrun
+    stops rank 0, the chunks finished before stay, nothing unfinished looks finished."""
+    lines = [line.encode("utf-8") for line in _lines(400)]
+    bad = 5 * 25 + 3  # 0-based: input line 129
+    lines[bad] = lines[bad] + b" caf\xe9 ."
+    (tmp_path / "in.txt").write_bytes(b"\n".join(lines) + b"\n")
+    result = _torchrun(tmp_path, "in.txt", "out.hdf5", "--chunk-size", "25", *_model(fixture_files))
+    assert result.returncode != 0
+    assert f"error: rank 1: input line {bad + 1} (in.txt): UnicodeDecodeError: 'utf-8' codec can't decode" in result.stderr
+    assert not (tmp_path / "out.hdf5").exists()
+    parts = parts_folder(tmp_path / "out.hdf5")
+    done = finished_chunks(parts)
+    assert {1, 3} <= done and 5 not in done
+    for chunk in done:
+        with h5py.File(chunks_module.chunk_path(parts, chunk), "r") as f:
+            assert f.attrs["sentences"] == 25 and len(f["keys"]) == 25
+    assert (parts / "job.json").is_file()
+
+
+def test_lines_end_where_python_ends_them(tmp_path):
+    """\\n, \\r\\n and \\r end a line (universal newlines, AllenNLP's ``for line in file``);
+    other Unicode separators stay inside their line; a line is decoded only when asked for."""
+    from spacy_elmo.embedding.items import TextLines
+
+    (tmp_path / "in.txt").write_bytes("a b\r\nc\rd\n\n  e\u2028f \n\xff".encode("utf-8") + b"\xff")
+    lines = TextLines(tmp_path / "in.txt", tokenize=False)
+    items = list(lines.items())
+    assert [item.source for item in items] == [1, 2, 3, 4, 5, 6]
+    assert [lines.key(item) for item in items[:5]] == ["a b", "c", "d", "", "e\u2028f"]
+    with pytest.raises(UnicodeDecodeError):
+        lines.key(items[5])
+    assert lines.location(items[5]) == f"input line 6 ({tmp_path / 'in.txt'})"
+
+
+def test_precision_is_any_mode_of_the_registry(tmp_path, fixture_files):
+    from spacy_elmo.nn.precision import PRECISIONS
+
+    (tmp_path / "in.txt").write_text("a b\n", encoding="utf-8")
+    result = _one_process(str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"), "--precision", "fp8", *_model(fixture_files))
+    assert result.exit_code == 1
+    assert f"--precision must be one of {sorted(PRECISIONS)}, got 'fp8'" in result.output
+    assert not parts_folder(tmp_path / "out.hdf5").exists()
+
+
+def test_the_int8_cpu_path_sharded(tmp_path):
+    """--precision int8 (the bundled model: the fixture is too small for int8 products) gives
+    the same vectors in 2 processes as in one, and not fp32's."""
+    from spacy_elmo.nn.precision import PRECISIONS
+
+    if "int8" not in PRECISIONS:
+        pytest.skip("no int8 precision mode in this build")
+    (tmp_path / "in.txt").write_text("\n".join(_lines(60)) + "\n", encoding="utf-8")
+    args = ["--chunk-size", "10", "--layers", "top"]
+    for name, extra in (("fp32.hdf5", []), ("one.hdf5", ["--precision", "int8"])):
+        result = _one_process(str(tmp_path / "in.txt"), str(tmp_path / name), *args, *extra)
+        assert result.exit_code == 0, result.output
+    two = _torchrun(tmp_path, "in.txt", "two.hdf5", *args, "--precision", "int8")
+    assert two.returncode == 0, two.stderr[-3000:]
+    _assert_same_output(tmp_path / "two.hdf5", tmp_path / "one.hdf5")
+    int8, fp32 = _read(tmp_path / "one.hdf5")[0], _read(tmp_path / "fp32.hdf5")[0]
+    assert max(float(np.abs(int8[k] - fp32[k]).max(initial=0)) for k in int8) > 1e-3
