@@ -1,0 +1,125 @@
+"""What the downstream components of a trained pipeline learned about ELMo: each listener's layer mix.
+
+The paper's analysis (Peters et al. 2018, section 5.2): a task-specific mix ``gamma * sum_j
+softmax(s)_j h_j`` over the biLM layers shows which layers a task uses (syntax leans on the lower
+layers, meaning on the upper ones). Every ``ElmoListener`` (and the ``ElmoEmbedder`` that
+``replace_listeners`` leaves in its place) holds such a mix; ``python -m spacy_elmo inspect
+PIPELINE`` prints them as a table and ``--plot`` draws them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import List, Optional
+
+import numpy as np
+import typer
+
+from .cli_errors import fail
+
+#: The name Thinc gives a listener's mix head (``layers.mix_head``).
+MIX_HEAD = "elmo-mix"
+
+
+@dataclass
+class ListenerMix:
+    """One listener's learned mix: ``weights`` = softmax(s), one per biLM layer (token layer
+    first), summing to 1; ``gamma`` the learned scale."""
+
+    component: str
+    weights: List[float]
+    gamma: float
+    layer_norm: bool
+
+    @property
+    def layer_names(self) -> List[str]:
+        return layer_names(len(self.weights))
+
+
+def layer_names(n_layers: int) -> List[str]:
+    return ["token layer"] + [f"LSTM layer {k}" for k in range(1, n_layers)]
+
+
+def listener_mixes(nlp) -> List[ListenerMix]:
+    """The mixes of every component of ``nlp`` that reads ELMo (several listeners in one
+    component are numbered ``name#1``, ``name#2``...)."""
+    mixes: List[ListenerMix] = []
+    for name, pipe in nlp.pipeline:
+        model = getattr(pipe, "model", None)
+        if model is None or not hasattr(model, "walk"):
+            continue
+        heads = [node for node in model.walk() if node.name == MIX_HEAD and node.has_param("s")]
+        for k, head in enumerate(heads, 1):
+            s = np.asarray(head.ops.to_numpy(head.get_param("s")), dtype=np.float64)
+            weights = np.exp(s - s.max())
+            weights /= weights.sum()
+            gamma = float(head.ops.to_numpy(head.get_param("gamma"))[0])
+            label = name if len(heads) == 1 else f"{name}#{k}"
+            mixes.append(ListenerMix(label, [float(w) for w in weights], gamma, bool(head.attrs["layer_norm"])))
+    return mixes
+
+
+def plot_listener_mixes(mixes: List[ListenerMix], output_png: Path, title: str) -> Path:
+    """Grouped bars: one group per biLM layer, one bar per component (its weight of that layer)."""
+    try:
+        import matplotlib
+    except ImportError as err:
+        raise ImportError("--plot needs matplotlib: pip install 'spacy-elmo[plot]'") from err
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n_layers = len(mixes[0].weights)
+    positions = np.arange(n_layers)
+    width = 0.8 / len(mixes)
+    fig, ax = plt.subplots(figsize=(1.8 + 1.6 * n_layers, 3.6))
+    for k, mix in enumerate(mixes):
+        offsets = positions - 0.4 + width * (k + 0.5)
+        ax.bar(offsets, mix.weights, width, label=f"{mix.component} (gamma {mix.gamma:.2f})")
+    ax.axhline(1.0 / n_layers, color="grey", lw=0.8, ls="--", label="equal mix")
+    ax.set_xticks(positions, layer_names(n_layers))
+    ax.set(ylabel="learned weight softmax(s)", ylim=(0, 1), title=title)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    output_png = Path(output_png)
+    fig.savefig(output_png, dpi=120)
+    plt.close(fig)
+    return output_png
+
+
+def inspect_command(
+    pipeline: Path = typer.Argument(..., help="A trained pipeline directory (spacy train's model-best, a packaged pipeline)"),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw the mixes to this PNG (needs matplotlib: the 'plot' extra)"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the mixes to this JSON file"),
+) -> None:
+    """The layer mix each ELMo listener learned: which biLM layers the tagger, the NER and the
+    other components chose (the paper's analysis), as a table, and with --plot as a chart."""
+    import spacy
+
+    if not pipeline.is_dir():
+        fail(f"pipeline directory not found: {pipeline}")
+    try:
+        nlp = spacy.load(pipeline)
+    except (OSError, ValueError) as err:
+        fail(f"cannot load the pipeline {pipeline}: {err}")
+    mixes = listener_mixes(nlp)
+    if not mixes:
+        fail(f"{pipeline}: no component reads ELMo through a listener (spacy_elmo.ElmoListener.v1) with a trained mix")
+    names = mixes[0].layer_names
+    width = max(len(m.component) for m in mixes) + 2
+    typer.echo(f"{'component':<{width}}" + "".join(f"{n:>15}" for n in names) + f"{'gamma':>9}")
+    for mix in mixes:
+        cells = "".join(f"{w:>15.3f}" for w in mix.weights)
+        typer.echo(f"{mix.component:<{width}}{cells}{mix.gamma:>9.3f}" + ("  (layer norm)" if mix.layer_norm else ""))
+    typer.echo(f"\nweights = softmax(s): the share of each biLM layer in the component's ELMo vector; equal mix: {1 / len(names):.3f}")
+    if output is not None:
+        output.write_text(json.dumps([asdict(m) for m in mixes], indent=2) + "\n", encoding="utf-8")
+        typer.echo(f"Wrote {output}")
+    if plot is not None:
+        try:
+            written = plot_listener_mixes(mixes, plot, f"ELMo layer mix learned by each component ({pipeline.name})")
+        except ImportError as err:
+            fail(str(err))
+        typer.echo(f"Wrote {written}")
