@@ -1,0 +1,130 @@
+"""Int8 products for CPU inference: what the "int8" precision mode runs (``nn/precision.py``).
+
+Why: on a CPU the biLM's LSTM recurrence multiplies its big weight matrices (4096 x 512 x 4 in the
+original model) by a few dozen rows per time step, so it is bound by reading the weights, not by
+arithmetic. Int8 weights are a quarter of the float32 bytes, and integer dot products (VNNI on
+recent x86 CPUs) are fast.
+
+How: each weight matrix is quantized once, symmetrically per output channel (``w ~ scale_o *
+q_oi``, ``q`` in [-127, 127]); at each product the input rows are quantized symmetrically per row
+(``x ~ s_r * p_ri``), multiplied with ``torch._int_mm`` (int8 x int8 -> exact int32), and
+dequantized in float32: ``y_ro = s_r * scale_o * sum_i p_ri q_oi``. Cell states, biases,
+nonlinearities and outputs stay float32.
+
+Why this mechanism: ``torch._int_mm`` is the plain tensor op that PyTorch's own int8 paths
+(torchao, Inductor) are built on; it needs no quantized tensor types (``torch.qint8`` and
+``torch.ao.quantization``'s eager API are deprecated), no extra package, and runs on any x86 CPU
+(fastest with VNNI; AVX2 CPUs run it too). Where a build lacks it on the CPU, preparing raises an
+error that says so.
+
+The prepared weights live beside the float ones (``Int8Weight.for_weight``), so a model keeps its
+float32 weights for saving and fine-tuning, and re-prepares when a weight changes (its version).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from contextvars import ContextVar
+from typing import Iterator, Optional, Tuple
+
+import torch
+
+#: Smallest scale: an all-zero row or channel quantizes to zeros, not to NaN.
+_TINY = 1e-12
+_ACTIVE: ContextVar[bool] = ContextVar("spacy_elmo_int8_products", default=False)
+
+
+@contextlib.contextmanager
+def int8_products() -> Iterator[None]:
+    """Run the block's linear products of the biLM in int8 (where no gradient is needed)."""
+    token = _ACTIVE.set(True)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+def int8_wanted(*weights: torch.Tensor) -> bool:
+    """Inside ``int8_products``, for weights that need no gradient now: float32 fine-tuning and
+    training never run on int8."""
+    if not _ACTIVE.get():
+        return False
+    return not (torch.is_grad_enabled() and any(w.requires_grad for w in weights))
+
+
+def quantize_rows(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(n, k) float -> (int8 (n, k), float32 scales (n, 1)), symmetric per row."""
+    x = x.float()
+    scales = x.abs().amax(dim=1, keepdim=True).clamp_min_(_TINY).div_(127.0)
+    return torch.round(x / scales).to(torch.int8), scales
+
+
+class Int8Weight:
+    """A weight (out, in) quantized per output channel, ready for ``x @ weight.T``."""
+
+    def __init__(self, weight: torch.Tensor) -> None:
+        if weight.device.type != "cpu":
+            raise ValueError(
+                f"precision 'int8' runs on the CPU; this biLM is on {weight.device} (on a GPU use "
+                "'bf16' or 'tf32')"
+            )
+        _check_int_mm()
+        w = weight.detach().float()
+        scale = w.abs().amax(dim=1).clamp_min(_TINY) / 127.0
+        #: (in, out) int8: the transposed view ``torch._int_mm`` reads as its right operand.
+        self.q_t = torch.round(w / scale[:, None]).to(torch.int8).t()
+        self.scale = scale.contiguous()
+        self._version = (weight._version, weight.data_ptr())
+
+    @classmethod
+    def for_weight(cls, weight: torch.Tensor, holder: torch.nn.Module, key: str) -> "Int8Weight":
+        """The prepared weight kept on ``holder`` under ``key``, prepared again if the weight
+        changed since (an optimizer step, ``load_state_dict``)."""
+        cached: Optional[Int8Weight] = holder.__dict__.get(key)
+        if cached is None or cached._version != (weight._version, weight.data_ptr()):
+            cached = cls(weight)
+            holder.__dict__[key] = cached
+        return cached
+
+    @property
+    def nbytes(self) -> int:
+        return self.q_t.numel() + self.scale.numel() * 4
+
+    def __call__(self, x: torch.Tensor, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """(n, in) float -> (n, out) float32 (+ bias)."""
+        return self.matmul_quantized(*quantize_rows(x), bias)
+
+    def matmul_quantized(
+        self, x_q: torch.Tensor, x_scales: torch.Tensor, bias: Optional[torch.Tensor] = None
+    ) -> torch.Tensor:
+        """Rows already quantized with ``quantize_rows`` (so one quantization serves several
+        products, or a slice of it one time step)."""
+        y = torch._int_mm(x_q, self.q_t).float().mul_(x_scales).mul_(self.scale)
+        return y if bias is None else y.add_(bias)
+
+
+def int8_linear(linear: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    """``linear(x)`` in int8 when ``int8_wanted``, else as usual. x: (..., in)."""
+    if not int8_wanted(linear.weight):
+        return linear(x)
+    weight = Int8Weight.for_weight(linear.weight, linear, "_int8_weight")
+    y = weight(x.reshape(-1, x.shape[-1]), linear.bias)
+    return y.reshape(*x.shape[:-1], y.shape[-1])
+
+
+_INT_MM_CHECKED = False
+
+
+def _check_int_mm() -> None:
+    """A clear error where this PyTorch build has no int8 matrix product on the CPU."""
+    global _INT_MM_CHECKED
+    if _INT_MM_CHECKED:
+        return
+    try:
+        torch._int_mm(torch.ones(1, 8, dtype=torch.int8), torch.ones(8, 8, dtype=torch.int8))
+    except (AttributeError, RuntimeError, NotImplementedError) as err:
+        raise RuntimeError(
+            f"precision 'int8' needs torch._int_mm on the CPU, which PyTorch {torch.__version__} "
+            f"lacks ({err}); upgrade PyTorch, or use precision 'bf16' or 'fp32'"
+        ) from err
+    _INT_MM_CHECKED = True

@@ -1,0 +1,148 @@
+"""The "int8" precision (``spacy_elmo.nn.int8``): int8 weights per output channel, int8 rows,
+exact int32 products, float32 cell states and outputs.
+
+Expected numbers come from an independent NumPy computation of the same quantization (for the
+products) and from the exact float32 biLM (for the whole model, within a cosine bound).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import spacy
+import torch
+
+from conftest import make_options, write_random_bilm_tf
+from spacy_elmo import load_bilm
+from spacy_elmo.nn.int8 import Int8Weight, int8_products, quantize_rows
+from spacy_elmo.nn.precision import precision_context
+
+SENTENCES = [
+    ["The", "bank", "of", "the", "river", "flooded", "."],
+    ["She", "asked", "the", "bank", "for", "a", "loan", "to", "buy", "a", "car", "."],
+    ["Money", "!"],
+]
+
+
+def _numpy_int8_product(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Symmetric per-row (x) and per-output-channel (w) int8 quantization, integer dot
+    products, float64 rescaling: what the int8 products must compute."""
+    xs = np.maximum(np.abs(x).max(axis=1, keepdims=True), 1e-12) / 127.0
+    ws = np.maximum(np.abs(w).max(axis=1), 1e-12) / 127.0
+    xq = np.round(x / xs).astype(np.int64)
+    wq = np.round(w / ws[:, None]).astype(np.int64)
+    return (xq @ wq.T) * xs * ws[None, :]
+
+
+def test_products_match_an_independent_numpy_quantization():
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((48, 40)).astype(np.float32)
+    x = (rng.uniform(-3, 3, (7, 40))).astype(np.float32)
+    x[3] = 0.0  # an all-zero row quantizes to zeros, not NaN
+    ours = Int8Weight(torch.from_numpy(w))(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(ours, _numpy_int8_product(x, w), rtol=1e-5, atol=1e-5)
+    assert np.all(ours[3] == 0)
+    q, scales = quantize_rows(torch.from_numpy(x))
+    assert q.dtype == torch.int8 and int(q.abs().max()) == 127 and scales.shape == (7, 1)
+
+
+def _layers(bilm, precision):
+    bilm.precision = precision
+    with torch.no_grad():
+        layers, mask = bilm(torch.from_numpy(bilm.batch_to_ids(SENTENCES)))
+    bilm.precision = "fp32"
+    return layers, mask
+
+
+def _cosines(a, b, mask):
+    return torch.nn.functional.cosine_similarity(a[:, mask], b[:, mask], dim=-1)
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [dict(), dict(n_layers=3, dim=32, projection_dim=16), dict(clip=0, use_skip_connections=False, activation="tanh")],
+    ids=["fixture-like", "three-layers", "no-clip-no-skip"],
+)
+def test_int8_biLM_stays_close_to_the_exact_one(tmp_path, shape):
+    bilm = load_bilm(*write_random_bilm_tf(tmp_path, make_options(**shape), scale=0.3))
+    exact, mask = _layers(bilm, "fp32")
+    fast, _ = _layers(bilm, "int8")
+    cosines = _cosines(fast, exact, mask)
+    assert cosines.mean() > 0.999 and cosines.min() > 0.99, cosines.mean(dim=1)
+    assert not torch.equal(fast, exact)  # the int8 path ran
+    assert torch.all(fast[:, ~mask] == 0)
+
+
+def test_int8_on_the_bilm_tf_fixture(fixture_bilm):
+    exact, mask = _layers(fixture_bilm, "fp32")
+    fast, _ = _layers(fixture_bilm, "int8")
+    assert _cosines(fast, exact, mask).mean(dim=1).min() > 0.999
+
+
+def test_float_weights_stay_and_changes_are_seen(fixture_files):
+    bilm = load_bilm(*fixture_files)
+    before = {k: v.clone() for k, v in bilm.state_dict().items()}
+    first, _ = _layers(bilm, "int8")
+    for k, v in bilm.state_dict().items():
+        assert v.dtype == torch.float32 and torch.equal(v, before[k]), k
+    with torch.no_grad():  # an in-place update, as an optimizer step would make
+        bilm.forward_lstm.layers[0].weight_hh_l0.mul_(0.5)
+    second, _ = _layers(bilm, "int8")
+    exact, mask = _layers(bilm, "fp32")
+    assert not torch.allclose(first, second)
+    assert _cosines(second, exact, mask).mean() > 0.999
+
+
+def test_gradients_run_in_float32(fixture_bilm):
+    """int8 is for inference: a forward that needs gradients (fine-tuning) is the exact one."""
+    ids = torch.from_numpy(fixture_bilm.batch_to_ids(SENTENCES))
+    exact, _ = fixture_bilm(ids)
+    fixture_bilm.precision = "int8"
+    try:
+        with torch.enable_grad():
+            tracked, _ = fixture_bilm(ids)
+    finally:
+        fixture_bilm.precision = "fp32"
+    assert tracked.requires_grad
+    torch.testing.assert_close(tracked.detach(), exact.detach(), atol=1e-6, rtol=0)
+
+
+def test_stateful_int8_carries_states(fixture_files):
+    bilm = load_bilm(*fixture_files, stateful=True)
+    bilm.precision = "int8"
+    ids = torch.from_numpy(bilm.batch_to_ids(SENTENCES))
+    with torch.no_grad():
+        first, _ = bilm(ids)
+        second, _ = bilm(ids)
+    assert not torch.allclose(first, second)  # the second call started from the first's states
+
+
+def test_int8_is_a_cpu_mode():
+    with pytest.raises(ValueError, match="runs on the CPU; on cuda use"):
+        with precision_context("int8", torch.device("cuda")):
+            pass
+    with int8_products():
+        with pytest.raises(ValueError, match="runs on the CPU"):
+            Int8Weight(torch.zeros(2, 2, device="meta"))
+
+
+def test_pipe_with_int8_saves_float_weights_and_the_setting(tmp_path, fixture_files):
+    options, weights = map(str, fixture_files)
+    model = {"options_file": options, "weight_file": weights}
+    exact = spacy.blank("en")
+    exact.add_pipe("elmo", config={"model": model})
+    fast = spacy.blank("en")
+    fast.add_pipe("elmo", config={"model": {**model, "precision": "int8"}})
+    text = "The bank of the river flooded ."
+    a, b = exact(text)._.elmo, fast(text)._.elmo
+    cos = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+    assert cos.mean() > 0.999 and not np.array_equal(a, b)
+    fast.to_disk(tmp_path / "pipeline")
+    loaded = spacy.load(tmp_path / "pipeline")
+    assert loaded.get_pipe("elmo").settings.precision == "int8"
+    np.testing.assert_array_equal(loaded(text)._.elmo, b)
+    state = loaded.get_pipe("elmo").bilm.state_dict()
+    assert all(v.dtype == torch.float32 for v in state.values())
+    # the same saved weights run exactly when the setting is overridden at load time
+    exact_again = spacy.load(tmp_path / "pipeline", config={"components": {"elmo": {"model": {"precision": "fp32"}}}})
+    np.testing.assert_allclose(exact_again(text)._.elmo, a, atol=1e-6)
