@@ -1,8 +1,9 @@
 """Data-parallel setup from torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK).
 
-Used by pretraining and by the distributed ``embed`` command. One process: nothing is
-initialised. Several (torchrun ranks): NCCL on GPUs, Gloo on CPUs, and each rank works on its own
-share of the input (pretraining: a shard of the corpus, gradients averaged by
+Used by pretraining and by the distributed ``embed`` command. A plain process: nothing is
+initialised. Under torchrun (any number of ranks, one included, so that ``--nproc-per-node 1``
+runs the same code path as eight GPUs): NCCL on GPUs, Gloo on CPUs, and each rank works on its
+own share of the input (pretraining: a shard of the corpus, gradients averaged by
 DistributedDataParallel; ``embed``: its own chunks of the input).
 """
 
@@ -21,11 +22,18 @@ def env_rank() -> int:
     return int(os.environ.get("RANK", "0"))
 
 
+def under_torchrun() -> bool:
+    """Whether torchrun (or another launcher of its env:// protocol) started this process."""
+    return all(key in os.environ for key in ("WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
+
+
 @dataclass
 class DistributedContext:
     rank: int
     world_size: int
     device: torch.device
+    #: Started by torchrun: a process group exists and the collectives run, also for one rank.
+    launched: bool = False
 
     @property
     def is_main(self) -> bool:
@@ -33,7 +41,7 @@ class DistributedContext:
 
     @property
     def distributed(self) -> bool:
-        return self.world_size > 1
+        return self.launched
 
     @classmethod
     def from_env(cls, gpu_id: int = -1) -> "DistributedContext":
@@ -47,7 +55,8 @@ class DistributedContext:
                 f"--gpu-id {gpu_id} was given but PyTorch sees no CUDA GPU "
                 f"(torch {torch.__version__}); use --gpu-id -1 for the CPU"
             )
-        if world_size > 1:
+        launched = under_torchrun()
+        if launched:
             local_rank = int(os.environ.get("LOCAL_RANK", "0"))
             device = torch.device("cuda", local_rank) if use_gpu else torch.device("cpu")
             if use_gpu:
@@ -58,7 +67,7 @@ class DistributedContext:
             device = torch.device("cuda", gpu_id) if use_gpu else torch.device("cpu")
             if use_gpu:
                 torch.cuda.set_device(device)
-        return cls(rank, world_size, device)
+        return cls(rank, world_size, device, launched)
 
     def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
         if self.distributed:

@@ -93,7 +93,7 @@ class Trainer:
         self._stop_agreed = False  # some rank got it by this step: every rank stops after it
 
         softmax_only = settings.initialize.softmax_only_steps
-        if softmax_only and self.ctx.distributed:
+        if softmax_only and self.ctx.world_size > 1:
             raise ConfigError(
                 f"[initialize] softmax_only_steps = {softmax_only} runs in one process only (this "
                 f"run has {self.ctx.world_size}): fit the softmax in a short single-process run, "
