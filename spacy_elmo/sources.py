@@ -9,7 +9,8 @@ benches):
   existing path wins over a name; a name never downloads;
 - ``options_file`` + ``weight_file``: a released model's two files, or any options file with a
   weight file of a known format;
-- nothing: the English model bundled with the package (``DEFAULT_MODEL``).
+- nothing: the English model bundled with the package (``DEFAULT_MODEL``), which ``weights``
+  also names by its name, ``en_wikitext_small``.
 
 ``resolve_weight_source`` decides, checking that the files exist and naming the setting (``what``)
 in its errors; ``load_bilm_from`` then reads them with their format's reader. Resolving stats
@@ -62,6 +63,8 @@ def resolve_weight_source(
         return locate_model_dir(path, what)
     if path.exists():
         raise ValueError(f"{what} {path}: give a model directory, or an options file and a weight file")
+    if str(weights) == DEFAULT_MODEL.name:
+        return _bundled_model(what)
     if len(path.parts) == 1 and not path.suffix:
         return _cached_model(str(weights), what)
     raise FileNotFoundError(f"{what} {path} does not exist")

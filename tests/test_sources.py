@@ -79,6 +79,16 @@ def test_nothing_named_means_the_bundled_model():
     assert load_bilm_from(source).output_dim == 256
 
 
+def test_the_bundled_model_by_its_name(tmp_path, monkeypatch):
+    """``en_wikitext_small`` names the bundled model (no download); a directory of that name here wins."""
+    monkeypatch.chdir(tmp_path)
+    assert resolve_weight_source("en_wikitext_small") == resolve_weight_source()
+    assert load_bilm("en_wikitext_small").output_dim == 256
+    (tmp_path / "en_wikitext_small").mkdir()
+    with pytest.raises((FileNotFoundError, ValueError), match="en_wikitext_small"):
+        resolve_weight_source("en_wikitext_small")  # the empty local directory, not the bundled model
+
+
 def test_an_existing_directory_wins_over_a_model_name(tmp_path, monkeypatch, fixture_files):
     """A bare name is looked up in the download cache only when no such directory exists here."""
     save_bilm(load_bilm(*fixture_files), tmp_path / "small")
