@@ -13,6 +13,7 @@ from typing import Dict, Optional
 import typer
 
 from .cli_errors import fail
+from .nn.precision import PRECISIONS, get_precision
 from .sources import WeightSource, resolve_weight_source
 
 WEIGHTS = typer.Option(
@@ -24,6 +25,23 @@ WEIGHTS = typer.Option(
 OPTIONS_FILE = typer.Option(None, "--options-file", help="A model's options.json (with --weight-file)")
 WEIGHT_FILE = typer.Option(
     None, "--weight-file", help="A model's weight file, e.g. a released weights.hdf5 (with --options-file)"
+)
+
+
+def _checked_precision(name: str) -> str:
+    try:
+        get_precision(name, "--precision")
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from None
+    return name
+
+
+PRECISION = typer.Option(
+    "fp32",
+    "--precision",
+    callback=_checked_precision,
+    help=f"Numeric precision of the biLM: {', '.join(PRECISIONS)}; int8 is the fastest on a CPU, "
+    "not exact (docs/manual.md, Speed and memory)",
 )
 
 

@@ -13,7 +13,7 @@ import torch
 import typer
 
 from .cli_errors import fail
-from .cli_weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS, weight_settings
+from .cli_weights import OPTIONS_FILE, PRECISION, WEIGHT_FILE, WEIGHTS, weight_settings
 from .formats import OPTIONS_NAME
 from .formats.bilm_tf import HDF5_NAME, export_bilm_tf
 from .formats.native import SAFETENSORS_NAME, save_bilm
@@ -22,13 +22,7 @@ from .sources import load_bilm, load_bilm_from, resolve_weight_source
 
 if TYPE_CHECKING:
     from spacy.language import Language
-    from spacy.tokens import Doc
 
-DEMO_SENTENCES = Path(__file__).parent / "data" / "demo_sentences.txt"
-DEMO_QUERIES = (
-    "They walked along the bank and watched the river flow past .",
-    "She asked the bank for a loan to buy a car .",
-)
 CHECK_SENTENCE = ["Converted", "weights", "must", "give", "the", "same", "vectors", "."]
 
 THREADS_HELP = "PyTorch threads for the biLM (more help only on cores no other process uses)"
@@ -86,57 +80,86 @@ def demo(
     weights: Optional[str] = WEIGHTS,
     options_file: Optional[Path] = OPTIONS_FILE,
     weight_file: Optional[Path] = WEIGHT_FILE,
-    word: str = typer.Option("bank", "--word", help="The ambiguous word to look up"),
-    queries: List[str] = typer.Option(
-        list(DEMO_QUERIES), "--query", help="A sentence using --word (repeat the option for more)"
+    words: List[str] = typer.Option(
+        [],
+        "--word",
+        help="A word of the sense data to show (repeat for more; default: the words whose senses "
+        "differ in part of speech)",
+        show_default=False,
     ),
-    top_k: int = typer.Option(5, "--top-k", help="Neighbours to show per query"),
+    queries: List[str] = typer.Option(
+        [],
+        "--query",
+        help="Your own sentence using a word of the sense data, e.g. bank (repeat for more)",
+        show_default=False,
+    ),
     threads: int = typer.Option(1, "--threads", min=1, help=THREADS_HELP),
+    precision: str = PRECISION,
 ) -> None:
-    """Show contextual nearest neighbours of an ambiguous word (default: "bank").
+    """Show which senses of ambiguous words the vectors tell apart, measured.
 
-    The same word gets different vectors in different sentences. For each query sentence, list
-    the corpus tokens whose ELMo vectors are closest (cosine) to the query word's vector, shown in
-    their own sentences, next to the neighbours by the context-free token layer.
+    Each sentence of the sense benchmark (bench senses) is a query: its word's vector is compared
+    with the word's other sentences, grouped by sense (mean cosine), in context and with the
+    context-free token layer; the right sense wins when its group is closest.
     """
-    nlp = _elmo_pipeline({**weight_settings(weights, options_file, weight_file), "threads": threads}, "en")
-    corpus = [line for line in DEMO_SENTENCES.read_text(encoding="utf-8").splitlines() if line.strip()]
-    corpus_docs = list(nlp.pipe(corpus))
-    query_docs = list(nlp.pipe(queries))
-    tokens = [token for doc in corpus_docs for token in doc if token.is_alpha]
-    matrix = _unit_rows(np.stack([token._.elmo for token in tokens]))
-    token_layer = _unit_rows(np.stack([token.doc._.elmo_layers[0, token.i] for token in tokens]))
-    elmo = nlp.get_pipe("elmo")
-    weights = ", ".join(f"{w:.2f}" for w in elmo.layer_weights())
-    typer.echo(
-        f"ELMo: {elmo.bilm.n_output_layers} layers of width {elmo.bilm.output_dim}; {len(tokens)} "
-        f"corpus tokens from {len(corpus_docs)} sentences; vectors = the pipe's mix, layer "
-        f"weights [{weights}] (token layer first)\n"
+    from .bench.senses import DATA_FILE, read_senses
+    from .demo import (
+        IN_CONTEXT,
+        RELEASED_FOR_MEANING,
+        demo_words,
+        embed_sentences,
+        first_of_each_sense,
+        format_table,
+        format_user_query,
+        leave_one_out,
+        score_user_queries,
+        summary_lines,
     )
-    targets = []
-    for doc in query_docs:
-        target = next((t for t in doc if t.lower_ == word.lower()), None)
-        if target is None:
-            fail(f"the query {doc.text!r} does not contain the word {word!r}")
-        targets.append(target)
-        typer.echo(f"Query: {_mark(doc, target.i)}")
-        for label, vectors, query_vector in (
-            ("ELMo (in context)", matrix, target._.elmo),
-            ("token layer only ", token_layer, target.doc._.elmo_layers[0, target.i]),
-        ):
-            scores = vectors @ _unit_rows(query_vector[None])[0]
-            best = np.argsort(-scores)[:top_k]
-            typer.echo(f"  {label}:")
-            for rank, k in enumerate(best, 1):
-                neighbour = tokens[k]
-                typer.echo(f"    {rank}. {scores[k]:.3f}  {_mark(neighbour.doc, neighbour.i)}")
-        typer.echo("")
-    if len(targets) > 1:
-        first, second = targets[:2]
+    from .hub.cache import download_command
+
+    settings = weight_settings(weights, options_file, weight_file)
+    nlp = _elmo_pipeline({**settings, "threads": threads, "precision": precision}, "en")
+    sentences = read_senses(DATA_FILE, nlp.tokenizer)
+    known = list(dict.fromkeys(s.word for s in sentences))
+    unknown = [w for w in words if w not in known]
+    if unknown:
+        fail(f"--word {', '.join(unknown)}: not in {DATA_FILE.name}; its words: {', '.join(known)}")
+    shown = list(dict.fromkeys(words)) or demo_words(sentences)
+    try:
+        data = embed_sentences(nlp, sentences)
+        mine = score_user_queries(nlp, queries, data)
+    except ValueError as err:
+        fail(str(err))
+    scores = leave_one_out(data)
+    elmo = nlp.get_pipe("elmo")
+    mix = ", ".join(f"{w:.2f}" for w in elmo.layer_weights())
+    typer.echo(
+        f"ELMo: {elmo.bilm.n_output_layers} layers of width {elmo.bilm.output_dim}, precision "
+        f"{precision}; {IN_CONTEXT} = "
+        f"the pipe's vectors (layer weights [{mix}], token layer first); token layer = layer 0, "
+        "context-free\n"
+    )
+    rule = "chosen with --word" if words else "whose senses differ in part of speech"
+    typer.echo(
+        f"{len(shown)} of the {len(known)} words of the sense benchmark ({DATA_FILE.name}, bench "
+        f"senses), those {rule}.\nEach row: a query sentence (the first of each sense); own / "
+        "other = mean cosine of its word to the word in the other sentences of its own sense / of "
+        "the other sense; wins = own is higher."
+    )
+    typer.echo(format_table(first_of_each_sense(scores, shown)) + "\n")
+    typer.echo("Every sentence of the data in turn as the query:")
+    for line in summary_lines(scores, sentences, shown):
+        typer.echo(f"  {line}")
+    if weights is None and options_file is None and weight_file is None:
         typer.echo(
-            f"cosine of the two {word!r} vectors: ELMo {first.similarity(second):.3f}, "
-            f"token layer {_cosine(first.doc._.elmo_layers[0, first.i], second.doc._.elmo_layers[0, second.i]):.3f}"
+            "Senses with the same part of speech (bank: river / money) need a larger released "
+            f"model: {download_command(RELEASED_FOR_MEANING)}, then add --weights "
+            f"{RELEASED_FOR_MEANING}"
         )
+    if mine:
+        typer.echo("")
+        for query in mine:
+            typer.echo(format_user_query(query))
 
 
 def _elmo_pipeline(model_settings: Dict[str, object], lang: str, **pipe_settings) -> "Language":
@@ -157,18 +180,3 @@ def _elmo_pipeline(model_settings: Dict[str, object], lang: str, **pipe_settings
 def _layers(bilm, words: List[str]) -> np.ndarray:
     with torch.no_grad():
         return bilm(torch.from_numpy(bilm.batch_to_ids([words])))[0].numpy()
-
-
-def _unit_rows(matrix: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
-    return matrix / np.where(norms == 0, 1, norms)
-
-
-def _cosine(a: np.ndarray, b: np.ndarray) -> float:
-    return float(_unit_rows(a[None])[0] @ _unit_rows(b[None])[0])
-
-
-def _mark(doc: "Doc", i: int) -> str:
-    return "".join(
-        f"[{token.text}]{token.whitespace_}" if token.i == i else token.text_with_ws for token in doc
-    ).strip()

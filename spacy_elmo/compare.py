@@ -26,6 +26,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import typer
 
 from .cli_errors import fail
+from .plots import pyplot
 
 TASKS = ("tagger", "ner")
 TASK_NAMES = {"tagger": "tagger", "ner": "NER"}
@@ -183,10 +184,7 @@ def plot_comparison(
 ) -> Path:
     """One panel per score (a point per system at the mean over its runs, the standard deviation
     as error bar, a dot per seed) and one of training times (a bar per system and task)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot("compare --plot")
 
     score_groups = [
         (title, [[100 * v for v in system.scores(task, key)] for system in systems])
@@ -278,7 +276,10 @@ def compare_command(
     typer.echo(table)
     typer.echo(f"Wrote {output}")
     if plot is not None:
-        typer.echo(f"Wrote {plot_comparison(results, plot, title)}")
+        try:
+            typer.echo(f"Wrote {plot_comparison(results, plot, title)}")
+        except ImportError as err:
+            fail(f"{err} (the table {output} was written)")
 
 
 def _percent(value: Optional[float]) -> str:

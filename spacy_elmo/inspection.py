@@ -18,6 +18,7 @@ import numpy as np
 import typer
 
 from .cli_errors import fail
+from .plots import pyplot
 
 #: The name Thinc gives a listener's mix head (``layers.mix_head``).
 MIX_HEAD = "elmo-mix"
@@ -63,12 +64,7 @@ def listener_mixes(nlp) -> List[ListenerMix]:
 
 def plot_listener_mixes(mixes: List[ListenerMix], output_png: Path, title: str) -> Path:
     """Grouped bars: one group per biLM layer, one bar per component (its weight of that layer)."""
-    try:
-        import matplotlib
-    except ImportError as err:
-        raise ImportError("--plot needs matplotlib: pip install 'spacy-elmo[plot]'") from err
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot("inspect --plot")
 
     n_layers = len(mixes[0].weights)
     positions = np.arange(n_layers)
@@ -90,23 +86,23 @@ def plot_listener_mixes(mixes: List[ListenerMix], output_png: Path, title: str) 
 
 
 def inspect_command(
-    pipeline: Path = typer.Argument(..., help="A trained pipeline directory (spacy train's model-best, a packaged pipeline)"),
+    pipelines: List[Path] = typer.Argument(
+        ..., help="Trained pipeline directories (spacy train's model-best, a packaged pipeline); several compare their components"
+    ),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw the mixes to this PNG (needs matplotlib: the 'plot' extra)"),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the mixes to this JSON file"),
 ) -> None:
     """The layer mix each ELMo listener learned: which biLM layers the tagger, the NER and the
-    other components chose (the paper's analysis), as a table, and with --plot as a chart."""
-    import spacy
-
-    if not pipeline.is_dir():
-        fail(f"pipeline directory not found: {pipeline}")
-    try:
-        nlp = spacy.load(pipeline)
-    except (OSError, ValueError) as err:
-        fail(f"cannot load the pipeline {pipeline}: {err}")
-    mixes = listener_mixes(nlp)
-    if not mixes:
-        fail(f"{pipeline}: no component reads ELMo through a listener (spacy_elmo.ElmoListener.v1) with a trained mix")
+    other components chose (the paper's analysis), as a table, and with --plot as a chart.
+    Several pipelines (a tagger's and an NER's model-best) share one table and chart."""
+    found = [(pipeline, mix) for pipeline in pipelines for mix in _pipeline_mixes(pipeline)]
+    mixes = [mix for _, mix in found]
+    if len({len(m.weights) for m in mixes}) > 1:
+        fail("the pipelines' biLMs have different numbers of layers: " + ", ".join(f"{m.component}: {len(m.weights)}" for m in mixes))
+    labels = [m.component for m in mixes]
+    if len(set(labels)) < len(labels):  # the same component name in two pipelines
+        for pipeline, mix in found:
+            mix.component = f"{mix.component} ({pipeline})"
     names = mixes[0].layer_names
     width = max(len(m.component) for m in mixes) + 2
     typer.echo(f"{'component':<{width}}" + "".join(f"{n:>15}" for n in names) + f"{'gamma':>9}")
@@ -118,8 +114,25 @@ def inspect_command(
         output.write_text(json.dumps([asdict(m) for m in mixes], indent=2) + "\n", encoding="utf-8")
         typer.echo(f"Wrote {output}")
     if plot is not None:
+        where = pipelines[0].name if len(pipelines) == 1 else f"{len(pipelines)} pipelines"
         try:
-            written = plot_listener_mixes(mixes, plot, f"ELMo layer mix learned by each component ({pipeline.name})")
+            written = plot_listener_mixes(mixes, plot, f"ELMo layer mix learned by each component ({where})")
         except ImportError as err:
             fail(str(err))
         typer.echo(f"Wrote {written}")
+
+
+def _pipeline_mixes(pipeline: Path) -> List[ListenerMix]:
+    """The listener mixes of one pipeline directory, or a clear error naming it."""
+    import spacy
+
+    if not pipeline.is_dir():
+        fail(f"pipeline directory not found: {pipeline}")
+    try:
+        nlp = spacy.load(pipeline)
+    except (OSError, ValueError) as err:
+        fail(f"cannot load the pipeline {pipeline}: {err}")
+    mixes = listener_mixes(nlp)
+    if not mixes:
+        fail(f"{pipeline}: no component reads ELMo through a listener (spacy_elmo.ElmoListener.v1) with a trained mix")
+    return mixes

@@ -1,6 +1,7 @@
 """``python -m spacy_elmo``: convert, embed and demo, run in-process with typer's CliRunner."""
 
 import json
+import re
 
 import h5py
 import numpy as np
@@ -11,7 +12,9 @@ from spacy.tokens import Doc, DocBin
 from typer.testing import CliRunner
 
 from spacy_elmo import batch_to_ids, load_bilm
+from spacy_elmo.bench.senses import DATA_FILE, read_senses
 from spacy_elmo.cli import app
+from spacy_elmo.demo import demo_words
 from spacy_elmo import DEFAULT_MODEL
 
 runner = CliRunner()
@@ -126,21 +129,102 @@ def test_embed_names_a_missing_weight_file(tmp_path, fixture_files):
     assert "gone.hdf5" in result.output
 
 
-def test_demo_prints_contextual_neighbours(fixture_files):
-    result = runner.invoke(app, ["demo", "--top-k", "2", *_fixture_args(fixture_files)])
+def _demo_table(output):
+    """The demo's table rows as dicts (columns are separated by two or more spaces)."""
+    lines = output.split("wins = own is higher.\n")[1].split("\n\n")[0].splitlines()
+    keys = ["word", "sense", "token_own", "token_other", "token_wins",
+            "context_own", "context_other", "context_wins", "query"]
+    return [dict(zip(keys, re.split(r"\s{2,}", line.strip()))) for line in lines[2:]]
+
+
+def _demo_counts(output):
+    """(label, in-context wins, token-layer wins, queries) of each summary line."""
+    pattern = r"Right sense wins for (.+?): in context (\d+) of (\d+) queries, token layer (\d+) of (\d+)"
+    counts = []
+    for label, context, n, token, n_again in re.findall(pattern, output):
+        assert n == n_again
+        counts.append((label, int(context), int(token), int(n)))
+    return counts
+
+
+def test_demo_scores_each_sense_of_the_words_whose_part_of_speech_differs(fixture_files):
+    result = runner.invoke(app, ["demo", *_fixture_args(fixture_files)])
     assert result.exit_code == 0, result.output
-    assert result.output.count("Query: ") == 2
-    assert "They walked along the [bank] and watched" in result.output
-    assert result.output.count("1. ") == 4  # ELMo and token-layer neighbours of both queries
-    assert "cosine of the two 'bank' vectors" in result.output
+    sentences = read_senses(DATA_FILE)
+    words = demo_words(sentences)
+    rows = _demo_table(result.output)
+    # One row per sense of each chosen word: the first sentence of that sense in the data.
+    expected = list(dict.fromkeys((s.word, s.sense) for s in sentences if s.word in words))
+    assert [(row["word"], row["sense"]) for row in rows] == expected
+    for row in rows:
+        for key in ("token_own", "token_other", "context_own", "context_other"):
+            assert -1.0 <= float(row[key]) <= 1.0, row
+        # The token layer is context-free: one vector per word, every cosine 1 and a tie.
+        assert float(row["token_own"]) == float(row["token_other"]) == 1.0
+        assert row["token_wins"] == "tie"
+        assert row["context_wins"] in ("yes", "no", "tie")
+        won = float(row["context_own"]) > float(row["context_other"])
+        assert row["context_wins"] == ("yes" if won else "no") or row["context_wins"] == "tie"
+        assert f"[{row['word']}]" in row["query"]
+    (shown, context, token, n), (same_pos, _, same_token, same_n) = _demo_counts(result.output)
+    assert n == sum(s.word in words for s in sentences)  # every sentence of the words, in turn
+    assert same_n == len(sentences) - n  # the other words share one part of speech
+    assert 0 <= context <= n and token == 0 and same_token == 0
+    # Weights given: no advice to download a larger model.
+    assert "download" not in result.output
 
 
 def test_demo_runs_on_the_bundled_model():
-    """The README's main command: the model that ships with the package, no options."""
-    result = runner.invoke(app, ["demo", "--top-k", "3"])
+    """The README's main command: the model that ships with the package, no options. Its
+    contextual vectors pick the right sense more often than guessing would; the token layer never
+    does (it ties)."""
+    result = runner.invoke(app, ["demo"])
     assert result.exit_code == 0, result.output
     assert "ELMo: 3 layers of width 256" in result.output
-    assert result.output.count("Query: ") == 2
+    (_, context, token, n), _ = _demo_counts(result.output)
+    assert context > n / 2 and token == 0
+    assert "python -m spacy_elmo download original" in result.output
+
+
+def test_demo_words_and_own_queries(fixture_files):
+    query = "They walked along the bank and watched the river flow past ."
+    args = ["demo", "--word", "bank", "--word", "crane", "--query", query, *_fixture_args(fixture_files)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert {row["word"] for row in _demo_table(result.output)} == {"bank", "crane"}
+    assert "Query: They walked along the [bank] and watched" in result.output
+    line = next(x for x in result.output.splitlines() if x.strip().startswith("in context:"))
+    assert "river" in line and "money" in line
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [(["--word", "banks"], "--word banks: not in senses.jsonl"),
+     (["--query", "No ambiguous word here."], "contains none of the sense data's words")],
+    ids=["unknown-word", "query-without-a-word"],
+)
+def test_demo_refuses_what_it_cannot_score(fixture_files, args, message):
+    result = runner.invoke(app, ["demo", *args, *_fixture_args(fixture_files)])
+    assert result.exit_code == 1
+    assert message in result.output
+
+
+def test_demo_runs_with_the_int8_cpu_path():
+    """--precision reaches the pipe's model block: the demo's scores in int8 on the bundled
+    model, and the same verdict as float32 (the token layer still ties)."""
+    result = runner.invoke(app, ["demo", "--precision", "int8"])
+    assert result.exit_code == 0, result.output
+    assert "precision int8" in result.output
+    (_, context, token, n), _ = _demo_counts(result.output)
+    assert context > n / 2 and token == 0
+
+
+def test_demo_and_embed_refuse_an_unknown_precision(tmp_path):
+    (tmp_path / "in.txt").write_text("a b\n", encoding="utf-8")
+    for args in (["demo"], ["embed", str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5")]):
+        result = runner.invoke(app, [*args, "--precision", "int4"])
+        assert result.exit_code == 2, result.output
+        assert "--precision must be one of" in result.output and "int4" in result.output
 
 
 def test_demo_without_the_bundled_model_says_what_to_do(monkeypatch, tmp_path):
@@ -201,7 +285,7 @@ def test_every_threads_option_takes_an_integer_of_at_least_1(path, option):
         message = err.value.format_message()
         assert "'--threads'" in message
         assert "greater than or equal to 1" in message or "x>=1" in message
-    assert option.process_value(ctx, "1") == 1
+    assert option.process_value(ctx, "1") in (1, [1])  # bench inference takes a list: 1,2
 
 
 def test_pretrain_refuses_threads_0_naming_the_option(tmp_path):

@@ -76,3 +76,22 @@ def test_inspect_refuses_a_pipeline_without_listeners(tmp_path):
     assert result.exit_code == 1 and "no component reads ELMo" in result.output
     result = CliRunner().invoke(app, ["inspect", str(tmp_path / "nowhere")])
     assert result.exit_code == 1 and "pipeline directory not found" in result.output
+
+
+def test_inspect_takes_several_pipelines_and_names_each_ones_components(tmp_path):
+    """A tagger's and an NER's model-best are two pipelines: one table; the same component name
+    in both is told apart by its pipeline."""
+    nlp = _trained_pipeline(tmp_path)
+    other = tmp_path / "copy"
+    other.mkdir()
+    nlp.to_disk(other / "pipeline")
+    result = CliRunner().invoke(
+        app, ["inspect", str(tmp_path / "pipeline"), str(other / "pipeline"), "--output", str(tmp_path / "mix.json")]
+    )
+    assert result.exit_code == 0, result.output
+    rows = json.loads((tmp_path / "mix.json").read_text())
+    assert [r["component"] for r in rows] == [
+        f"tagger ({tmp_path / 'pipeline'})", f"tagger2 ({tmp_path / 'pipeline'})",
+        f"tagger ({other / 'pipeline'})", f"tagger2 ({other / 'pipeline'})",
+    ]
+    assert rows[0]["weights"] == rows[2]["weights"]  # the same trained pipeline, saved twice

@@ -53,7 +53,7 @@ def test_nn_imports_neither_spacy_nor_thinc():
 
 #: The layers, lowest first: a module may import from its own layer and the ones below.
 LAYERS = [
-    ("foundation", ["chars", "options", "batching", "sentences", "doc_output", "cli_errors", "cli_help"]),
+    ("foundation", ["chars", "options", "batching", "sentences", "doc_output", "cli_errors", "cli_help", "plots"]),
     ("token ids", ["indexers"]),
     ("PyTorch model", ["nn"]),
     ("processes (torchrun)", ["distributed"]),
@@ -62,7 +62,7 @@ LAYERS = [
     ("the weights resolver", ["sources"]),
     ("Thinc layers", ["layers", "loaders", "architectures"]),
     ("spaCy pipe", ["pipe"]),
-    ("commands", ["commands", "hub.commands", "cli_weights", "compare", "inspection", "embedding", "pretrain", "bench", "cli", "spacy_commands", "__main__"]),
+    ("commands", ["commands", "demo", "hub.commands", "cli_weights", "compare", "inspection", "embedding", "pretrain", "bench", "cli", "spacy_commands", "__main__"]),
 ]
 
 

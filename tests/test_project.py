@@ -396,3 +396,22 @@ def test_seeds_script_compares_every_seed(tmp_path):
         cwd=tmp_path, env=subprocess_env(), capture_output=True, text=True,
     )
     assert bad.returncode != 0 and "comma-separated integers" in bad.stderr
+
+
+def test_compare_without_matplotlib_writes_the_table_and_says_how_to_get_the_chart(tmp_path, monkeypatch):
+    """The project's demo-compare on an install without the 'plot' extra: one clear line, not a
+    ModuleNotFoundError traceback (sys.modules[name] = None makes the import fail, as if absent)."""
+    for name, system in (("elmo", ELMO), ("baseline", BASELINE)):
+        (tmp_path / name).mkdir()
+        for task, scores in system.scores.items():
+            srsly.write_json(tmp_path / name / f"{task}.json", scores)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    result = CliRunner().invoke(
+        app,
+        ["compare", f"ELMo={tmp_path / 'elmo'}", f"tok2vec={tmp_path / 'baseline'}",
+         "--output", str(tmp_path / "comparison.md"), "--plot", str(tmp_path / "chart.png")],
+    )
+    assert result.exit_code == 1
+    assert "compare --plot needs matplotlib" in result.output and "pip install 'spacy-elmo[plot]'" in result.output
+    assert "Traceback" not in result.output and not isinstance(result.exception, ImportError)
+    assert (tmp_path / "comparison.md").is_file() and not (tmp_path / "chart.png").exists()

@@ -21,11 +21,17 @@ from spacy_elmo.bench.senses import (
     DATA_FILE,
     HELDOUT_FILE,
     PIPE_DEFAULT,
+    POINT_VARIANCE,
     candidate_outputs,
+    draw_projection,
+    has_one_tag,
     layer_norm,
     per_word_rows,
+    plot_words,
+    project_2d,
     read_senses,
     run_senses_bench,
+    sense_projection,
     sense_scores,
     word_scores,
 )
@@ -270,3 +276,93 @@ def test_cli_heldout_and_data_are_exclusive(tmp_path):
         cwd=tmp_path, env=env, capture_output=True, text=True,
     )
     assert run.returncode != 0 and "--heldout and --data" in run.stderr + run.stdout
+
+
+# ------------------------------------------------------------------- --plot: the projection's data
+
+
+def test_project_2d_keeps_the_distances_of_planar_unit_vectors():
+    # Unit vectors in one plane of a 6-D space: two components hold all the variance, and the
+    # projection is a rotation of them, so distances between occurrences are kept.
+    rng = np.random.default_rng(4)
+    angles = rng.uniform(0, 2 * np.pi, size=9)
+    basis = np.linalg.qr(rng.normal(size=(6, 2)))[0].T
+    vectors = np.stack([np.cos(angles), np.sin(angles)], axis=1) @ basis * rng.uniform(1, 5, (9, 1))
+    coords, explained, variance = project_2d(vectors)
+    assert coords.shape == (9, 2) and sum(explained) == pytest.approx(1.0)
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    distances = lambda x: np.linalg.norm(x[:, None] - x[None], axis=-1)  # noqa: E731
+    assert np.allclose(distances(coords), distances(unit))
+    assert variance == pytest.approx(((unit - unit.mean(0)) ** 2).sum() / 9)
+
+
+def test_project_2d_draws_one_vector_per_word_as_one_point():
+    # The token layer: the same vector for every occurrence, up to float32 noise.
+    vectors = np.ones((8, 16)) + np.random.default_rng(5).normal(scale=1e-7, size=(8, 16))
+    coords, explained, variance = project_2d(vectors)
+    assert variance < POINT_VARIANCE and explained == [0.0, 0.0]
+    assert not coords.any()
+
+
+def test_plot_words_follow_the_rule_over_the_data():
+    sentences = read_senses(DATA_FILE)
+    words = plot_words(sentences)
+    one_tag = has_one_tag([s.word for s in sentences], [s.pos for s in sentences])
+    in_order = list(dict.fromkeys(s.word for s in sentences))
+    assert words == [w for w in in_order if not one_tag[w]][:2] + [w for w in in_order if one_tag[w]][:2]
+
+
+@pytest.fixture(scope="module")
+def bundled_projection():
+    if not (DEFAULT_MODEL / "options.json").is_file():
+        pytest.skip(f"the bundled model is not in this checkout ({DEFAULT_MODEL})")
+    return sense_projection(load_bilm(DEFAULT_MODEL))
+
+
+def test_projection_has_a_panel_per_word_and_output_with_every_occurrence(bundled_projection):
+    projection = bundled_projection
+    sentences = read_senses(DATA_FILE)
+    assert projection["outputs"][0] == "layer 0 (token)" and PIPE_DEFAULT in projection["outputs"]
+    assert len(projection["panels"]) == len(projection["words"]) * len(projection["outputs"])
+    for panel in projection["panels"]:
+        mine = [s for s in sentences if s.word == panel["word"]]
+        # Every occurrence once, with the sense the data file gives it.
+        assert len(panel["x"]) == len(panel["y"]) == len(mine)
+        assert panel["senses"] == [s.sense for s in mine]
+        assert panel["texts"] == [s.text for s in mine]
+        assert all(0.0 <= f <= 1.0 for f in panel["explained"]) and sum(panel["explained"]) <= 1 + 1e-9
+    one_tag = has_one_tag([s.word for s in sentences], [s.pos for s in sentences])
+    assert projection["pos_differs"] == {w: not one_tag[w] for w in projection["words"]}
+    srsly.json_dumps(projection)  # what --output writes
+
+
+def test_projection_shows_the_token_layer_as_one_point_and_layers_apart(bundled_projection):
+    panels = {(p["word"], p["output"]): p for p in bundled_projection["panels"]}
+    for word in bundled_projection["words"]:
+        token = panels[word, "layer 0 (token)"]
+        assert token["variance"] < POINT_VARIANCE and not any(token["x"] + token["y"])
+        layer_1, top = panels[word, "layer 1"], panels[word, "layer 2 (top)"]
+        assert layer_1["variance"] > 0.01 and top["variance"] > 0.01
+        assert not np.allclose(np.abs(layer_1["x"]), np.abs(top["x"]))  # each layer its own fit
+
+
+def test_draw_projection_writes_a_png(bundled_projection, tmp_path):
+    pytest.importorskip("matplotlib")
+    path = draw_projection(bundled_projection, tmp_path / "plots" / "senses.png", "bundled")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_plot_writes_the_png_and_its_data(tmp_path):
+    pytest.importorskip("matplotlib")
+    if not (DEFAULT_MODEL / "options.json").is_file():
+        pytest.skip(f"the bundled model is not in this checkout ({DEFAULT_MODEL})")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    png, out = tmp_path / "senses.png", tmp_path / "senses.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "spacy_elmo", "bench", "senses", "--plot", str(png), "--output", str(out)],
+        cwd=tmp_path, env=env, capture_output=True, text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    assert png.stat().st_size > 0 and f"wrote {png}" in run.stdout
+    projection = srsly.read_json(out)["projection"]
+    assert projection["words"] == plot_words(read_senses(DATA_FILE))

@@ -49,6 +49,7 @@ from thinc.api import NumpyOps
 
 from ..layers import mix
 from ..nn import BiLM
+from ..plots import pyplot
 
 DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "senses.jsonl"
 HELDOUT_FILE = DATA_FILE.with_name("senses_heldout.jsonl")
@@ -341,3 +342,144 @@ def run_senses_bench(
         },
         "rows": rows,
     }
+
+
+#: How many words of each part-of-speech group ``--plot`` draws (the first ones in the data).
+PLOT_WORDS_PER_GROUP = 2
+
+#: Below this total variance (of unit vectors) a word's occurrences count as one point: the
+#: context-free token layer, equal up to float32 noise, which a projection would blow up.
+POINT_VARIANCE = 1e-8
+
+
+def plot_words(sentences: Sequence[SenseSentence], per_group: int = PLOT_WORDS_PER_GROUP) -> List[str]:
+    """The words ``--plot`` draws, a rule rather than a choice by how they look: the first
+    ``per_group`` words (data order) whose senses differ in part of speech, then the first
+    ``per_group`` whose occurrences share one, so the picture shows what separates and what does
+    not; without ``pos`` in the data, the first ``2 * per_group`` words."""
+    words = list(dict.fromkeys(s.word for s in sentences))
+    if sentences[0].pos is None:
+        return words[: 2 * per_group]
+    one_tag = has_one_tag([s.word for s in sentences], [s.pos for s in sentences])
+    differs = [w for w in words if not one_tag[w]][:per_group]
+    same = [w for w in words if one_tag[w]][:per_group]
+    return differs + same
+
+
+def project_2d(vectors: np.ndarray) -> Tuple[np.ndarray, List[float], float]:
+    """The first two principal components of ``vectors`` (n, width) scaled to unit length (the
+    benchmark compares cosines, so the picture shows directions): ``(coords (n, 2), explained
+    variance fractions of the two axes, total variance)``. Occurrences that are one point (total
+    variance below :data:`POINT_VARIANCE`) project to the origin with fractions 0."""
+    unit = np.asarray(vectors, dtype=np.float64)
+    unit = unit / np.linalg.norm(unit, axis=1, keepdims=True)
+    centered = unit - unit.mean(axis=0)
+    total = float((centered**2).sum() / len(unit))
+    if total < POINT_VARIANCE:
+        return np.zeros((len(unit), 2)), [0.0, 0.0], total
+    u, s, _ = np.linalg.svd(centered, full_matrices=False)
+    k = min(2, len(s))
+    coords = np.zeros((len(unit), 2))
+    coords[:, :k] = u[:, :k] * s[:k]
+    variance = s**2
+    explained = [float(variance[j] / variance.sum()) if j < k else 0.0 for j in range(2)]
+    return coords, explained, total
+
+
+def sense_projection(
+    bilm: BiLM, data: Path = DATA_FILE, words: Optional[Sequence[str]] = None, batch_size: int = 32
+) -> Dict[str, Any]:
+    """The data of the ``--plot`` figure: for each of ``words`` (default :func:`plot_words`) and
+    each biLM layer plus the pipe's default mix, a 2-D PCA (:func:`project_2d`) of that word's
+    occurrences, one panel each, fitted per panel. JSON-ready: ``{"words", "outputs", "panels":
+    [{"word", "output", "senses", "texts", "x", "y", "explained", "variance"}], "pos_differs":
+    {word: bool} or None}``, the senses as the data file names them."""
+    sentences = read_senses(data)
+    words = list(words) if words is not None else plot_words(sentences)
+    missing = [w for w in words if w not in {s.word for s in sentences}]
+    if missing:
+        raise ValueError(f"{data}: no sentences of {missing}")
+    chosen = [s for s in sentences if s.word in words]
+    layers = sentence_layers(bilm, [s.tokens for s in chosen], batch_size)
+    weights = candidate_weights(layers[0].shape[0])
+    outputs = [name for name in weights if name.startswith("layer ")] + [PIPE_DEFAULT]
+    panels = []
+    for word in words:
+        mine = [(x, s) for x, s in zip(layers, chosen) if s.word == word]
+        for name in outputs:
+            targets = np.stack([np.tensordot(weights[name], x[:, s.target], axes=(0, 0)) for x, s in mine])
+            coords, explained, variance = project_2d(targets)
+            panels.append(
+                {
+                    "word": word,
+                    "output": name,
+                    "senses": [s.sense for _, s in mine],
+                    "texts": [s.text for _, s in mine],
+                    "x": coords[:, 0].tolist(),
+                    "y": coords[:, 1].tolist(),
+                    "explained": explained,
+                    "variance": variance,
+                }
+            )
+    pos_differs = None
+    if chosen[0].pos is not None:
+        one_tag = has_one_tag([s.word for s in chosen], [s.pos for s in chosen])
+        pos_differs = {word: not one_tag[word] for word in words}
+    return {
+        "file": str(data),
+        "words": words,
+        "outputs": outputs,
+        "panels": panels,
+        "pos_differs": pos_differs,
+    }
+
+
+def draw_projection(projection: Dict[str, Any], path: Path, title: str = "") -> Path:
+    """Draw :func:`sense_projection`'s panels to a PNG: a row per word, a column per output,
+    points coloured by sense; all panels share one scale (cosine geometry), so the token layer's
+    single point and the contextual layers' spread compare at a glance. Raises ImportError with
+    the install command when matplotlib is missing."""
+    plt = pyplot("bench senses --plot")
+
+    words, outputs = projection["words"], projection["outputs"]
+    fig, axes = plt.subplots(
+        len(words), len(outputs), figsize=(2.6 * len(outputs), 2.4 * len(words)),
+        sharex=True, sharey=True, squeeze=False,
+    )
+    colours = ["tab:blue", "tab:orange", "tab:green", "tab:red"]
+    for panel in projection["panels"]:
+        ax = axes[words.index(panel["word"])][outputs.index(panel["output"])]
+        senses = list(dict.fromkeys(panel["senses"]))
+        for k, sense in enumerate(senses):
+            rows = [i for i, s in enumerate(panel["senses"]) if s == sense]
+            ax.scatter(
+                [panel["x"][i] for i in rows], [panel["y"][i] for i in rows],
+                s=28, color=colours[k % len(colours)], label=sense, alpha=0.8,
+            )
+        explained = panel["explained"]
+        note = "one point" if not any(explained) else f"PC1+2: {sum(explained):.0%} of variance"
+        ax.text(0.03, 0.03, note, transform=ax.transAxes, fontsize=7, color="grey")
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=7)
+        if words.index(panel["word"]) == 0:
+            name = panel["output"]
+            ax.set_title(f"{name} (pipe default)" if name == PIPE_DEFAULT else name, fontsize=9)
+        if outputs.index(panel["output"]) == 0:
+            label = panel["word"]
+            if projection.get("pos_differs") is not None:
+                differs = projection["pos_differs"][panel["word"]]
+                label += "\n(POS differs)" if differs else "\n(same POS)"
+            ax.set_ylabel(label, fontsize=10)
+            ax.legend(fontsize=7, loc="upper left")  # the token layer is one point, at the origin
+    fig.supxlabel(
+        "each panel: the word's occurrences (unit vectors) on their first two principal components",
+        fontsize=8,
+    )
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

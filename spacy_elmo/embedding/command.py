@@ -22,8 +22,7 @@ import torch
 import typer
 
 from ..cli_errors import fail
-from ..cli_weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS
-from ..nn.precision import PRECISIONS
+from ..cli_weights import OPTIONS_FILE, PRECISION, WEIGHT_FILE, WEIGHTS
 from ..distributed import DistributedContext, env_rank
 from .chunks import finished_chunks, parts_folder
 from .items import open_input
@@ -58,9 +57,7 @@ def embed(
         False, "--use-sentence-keys", help="Name each dataset by its sentence's text (AllenNLP's option)"
     ),
     threads: int = typer.Option(1, "--threads", min=1, help=THREADS_HELP),
-    precision: str = typer.Option(
-        "fp32", "--precision", help=f"Numeric precision of the biLM: {', '.join(PRECISIONS)} (see the README's Speed section)"
-    ),
+    precision: str = PRECISION,
     chunk_size: int = typer.Option(
         1000, "--chunk-size", min=1, help="Sentences per chunk file: the unit of work of a rank, of resumption and of progress"
     ),

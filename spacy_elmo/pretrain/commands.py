@@ -48,7 +48,8 @@ def pretrain_command(
         fail(str(err))
     if env_rank() == 0:
         typer.echo(
-            f"Model written to {out} (load it with nlp.add_pipe('elmo', config={{'model_path': '{out}'}}))"
+            f"Model written to {out} (load it with nlp.add_pipe('elmo', config={{'model': "
+            f"{{'@architectures': 'spacy_elmo.ElmoModel.v2', 'weights': '{out}'}}}}))"
         )
 
 
@@ -86,7 +87,10 @@ def plot_curve_command(
     """Plot a pretraining run's learning curve (needs matplotlib: the package's 'plot' extra)."""
     from .curve import plot_learning_curve
 
-    typer.echo(f"Wrote {plot_learning_curve(metrics_file, output_png)}")
+    try:
+        typer.echo(f"Wrote {plot_learning_curve(metrics_file, output_png)}")
+    except ImportError as err:
+        fail(str(err))
 
 
 def evaluate_lm_command(

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Dict, List, Union
 
+from ..plots import pyplot
+
 
 def read_metrics(path: Union[str, Path]) -> List[Dict]:
     path = Path(path)
@@ -18,15 +20,7 @@ def read_metrics(path: Union[str, Path]) -> List[Dict]:
 
 def plot_learning_curve(metrics_file: Union[str, Path], output_png: Union[str, Path]) -> Path:
     """Training loss per logged step and held-out perplexities (forward, backward, average)."""
-    try:
-        import matplotlib
-    except ImportError as err:
-        raise ImportError(
-            "plotting a learning curve needs matplotlib: pip install 'spacy-elmo[plot]'"
-        ) from err
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot("plotting a learning curve")
 
     records = read_metrics(metrics_file)
     train = [r for r in records if "loss" in r]

@@ -1,0 +1,273 @@
+"""What ``python -m spacy_elmo demo`` shows: which senses the vectors tell apart, measured.
+
+A nearest-neighbour list for one hand-picked sentence says little (one robbery "bank" next to a
+river query looks like "not contextual" even when the model separates senses on average). So the
+demo scores the sentences of the sense benchmark (``bench senses``, ``data/senses.jsonl``): each
+sentence in turn is the query, and its target word's vector is compared with the word's other
+sentences, grouped by sense. The right sense *wins* when the mean cosine to the query's own sense
+group beats every other group's by more than float noise. The same is done with the context-free
+token layer (layer 0), which gives every occurrence of a word one vector: its cosines all tie.
+
+The table shows the words a small model separates reliably (:func:`demo_words`: those whose
+senses differ in part of speech, a rule over the data, not a choice per sentence); the summary
+also counts the words whose senses share a part of speech, which only meaning tells apart.
+Everything is computed from the pipe's output at run time; nothing here is a stored result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from .bench.report import table
+from .bench.senses import TIE_TOLERANCE, SenseSentence, has_one_tag
+
+if TYPE_CHECKING:
+    from spacy.language import Language
+    from spacy.tokens import Doc, Token
+
+#: The released model the demo points to for senses that share a part of speech (the original
+#: ELMo, trained on the 1 Billion Word Benchmark; ``spacy_elmo/hub/catalog.json``).
+RELEASED_FOR_MEANING = "original"
+
+#: How the two outputs are named in the table and the summary.
+TOKEN_LAYER = "token layer"
+IN_CONTEXT = "in context"
+
+
+@dataclass(frozen=True)
+class QueryScores:
+    """One query occurrence of ``word``: its mean cosine to each sense group, per output.
+
+    ``sense`` is the query's own sense (None for a sentence the user typed: no right answer);
+    ``means[output][sense]`` the mean cosine to that sense's other occurrences in the data.
+    """
+
+    word: str
+    sense: Optional[str]
+    text: str
+    means: Dict[str, Dict[str, float]]
+
+    def outcome(self, output: str) -> str:
+        """``yes`` (own sense strictly best), ``tie`` (best within float noise of another
+        sense) or ``no``; for a query without a sense, the best sense's name."""
+        ranked = sorted(self.means[output].items(), key=lambda item: -item[1])
+        if len(ranked) > 1 and ranked[0][1] - ranked[1][1] <= TIE_TOLERANCE:
+            return "tie"
+        if self.sense is None:
+            return ranked[0][0]
+        return "yes" if ranked[0][0] == self.sense else "no"
+
+    def own(self, output: str) -> float:
+        return self.means[output][self.sense]
+
+    def best_other(self, output: str) -> float:
+        return max(v for s, v in self.means[output].items() if s != self.sense)
+
+
+def unit_rows(matrix: np.ndarray) -> np.ndarray:
+    """Rows scaled to length 1 (zero rows left at 0), in float64: cosines become dot products."""
+    matrix = np.asarray(matrix, dtype=np.float64)
+    norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
+    return matrix / np.where(norms == 0, 1, norms)
+
+
+def group_means(
+    query: np.ndarray, vectors: np.ndarray, senses: Sequence[str], skip: Optional[int] = None
+) -> Dict[str, float]:
+    """Mean cosine of ``query`` (width,) to the rows of ``vectors`` (n, width) of each sense
+    (``senses``: n labels), leaving out row ``skip`` (the query itself, when it is one of them)."""
+    cos = unit_rows(vectors) @ unit_rows(query[None])[0]
+    labels = np.asarray(senses)
+    keep = np.ones(len(labels), dtype=bool)
+    if skip is not None:
+        keep[skip] = False
+    return {
+        sense: float(cos[keep & (labels == sense)].mean()) for sense in dict.fromkeys(senses)
+    }
+
+
+@dataclass(frozen=True)
+class SenseVectors:
+    """The sense sentences through the pipe: each target marked in its text, and the target
+    vectors per output name ((n_sentences, width), rows in ``sentences`` order)."""
+
+    sentences: Sequence[SenseSentence]
+    texts: List[str]
+    outputs: Dict[str, np.ndarray]
+
+
+def output_vectors(targets: Sequence["Token"]) -> Dict[str, np.ndarray]:
+    """The two outputs the demo compares at each target token (a token of a doc the ``elmo``
+    pipe processed): ``token._.elmo`` (the pipe's vectors: its default mix or the configured
+    one) and layer 0 of ``doc._.elmo_layers`` (context-free). Each (n_targets, width)."""
+    return {
+        TOKEN_LAYER: np.stack([t.doc._.elmo_layers[0, t.i] for t in targets]),
+        IN_CONTEXT: np.stack([t._.elmo for t in targets]),
+    }
+
+
+def embed_sentences(nlp: "Language", sentences: Sequence[SenseSentence]) -> SenseVectors:
+    """Run ``nlp`` (with the ``elmo`` pipe) on the sense sentences. Raises ValueError when its
+    tokenizer splits a sentence differently from the one the data was read with."""
+    docs = list(nlp.pipe([s.text for s in sentences]))
+    for doc, sentence in zip(docs, sentences):
+        if len(doc) <= sentence.target or doc[sentence.target].text != sentence.word:
+            raise ValueError(
+                f"the pipeline tokenizes {sentence.text!r} differently from the sense data: "
+                f"expected {sentence.word!r} as token {sentence.target}"
+            )
+    targets = [doc[s.target] for doc, s in zip(docs, sentences)]
+    texts = [mark(doc, s.target) for doc, s in zip(docs, sentences)]
+    return SenseVectors(sentences, texts, output_vectors(targets))
+
+
+def leave_one_out(data: SenseVectors) -> List[QueryScores]:
+    """Every sentence as the query against its word's other sentences, grouped by sense."""
+    sentences = data.sentences
+    words = np.asarray([s.word for s in sentences])
+    scores = []
+    for i, sentence in enumerate(sentences):
+        rows = np.flatnonzero(words == sentence.word)
+        senses = [sentences[k].sense for k in rows]
+        skip = int(np.flatnonzero(rows == i)[0])
+        means = {
+            name: group_means(vectors[i], vectors[rows], senses, skip)
+            for name, vectors in data.outputs.items()
+        }
+        scores.append(QueryScores(sentence.word, sentence.sense, data.texts[i], means))
+    return scores
+
+
+def score_user_queries(
+    nlp: "Language", queries: Sequence[str], data: SenseVectors
+) -> List[QueryScores]:
+    """Each typed sentence against all the data sentences of the first data word it contains
+    (no right sense: :meth:`QueryScores.outcome` names the nearest). Raises ValueError naming a
+    query that contains none of the data's words."""
+    words = list(dict.fromkeys(s.word for s in data.sentences))
+    word_of = np.asarray([s.word for s in data.sentences])
+    scores = []
+    for doc in nlp.pipe(queries):
+        target = next((t for t in doc if t.lower_ in words), None)
+        if target is None:
+            raise ValueError(
+                f"the query {doc.text!r} contains none of the sense data's words: {', '.join(words)}"
+            )
+        rows = np.flatnonzero(word_of == target.lower_)
+        senses = [data.sentences[k].sense for k in rows]
+        mine = output_vectors([target])
+        means = {
+            name: group_means(mine[name][0], vectors[rows], senses)
+            for name, vectors in data.outputs.items()
+        }
+        scores.append(QueryScores(target.lower_, None, mark(doc, target.i), means))
+    return scores
+
+
+def demo_words(sentences: Sequence[SenseSentence]) -> List[str]:
+    """The words the table shows by default, in data order: those whose senses differ in part of
+    speech (a play / to play), what a small biLM separates (``bench senses``: margin, POS
+    differs). Without ``pos`` in the data: every word."""
+    words = list(dict.fromkeys(s.word for s in sentences))
+    if sentences[0].pos is None:
+        return words
+    one_tag = has_one_tag([s.word for s in sentences], [s.pos for s in sentences])
+    return [w for w in words if not one_tag[w]]
+
+
+def first_of_each_sense(scores: Sequence[QueryScores], words: Sequence[str]) -> List[QueryScores]:
+    """The table's rows: for each of ``words``, the first sentence of each of its senses in the
+    data (a fixed rule, so no sentence is picked for how it scores)."""
+    seen = set()
+    rows = []
+    for word in words:
+        for query in scores:
+            if query.word == word and (word, query.sense) not in seen:
+                seen.add((word, query.sense))
+                rows.append(query)
+    return rows
+
+
+def count_wins(scores: Sequence[QueryScores], output: str) -> int:
+    return sum(query.outcome(output) == "yes" for query in scores)
+
+
+def table_rows(scores: Sequence[QueryScores]) -> List[Dict[str, Any]]:
+    """One table row per query: own-sense and best-other-sense means and the outcome, per output."""
+    rows = []
+    for query in scores:
+        row: Dict[str, Any] = {"word": query.word, "sense": query.sense, "query": query.text}
+        for key, output in (("token", TOKEN_LAYER), ("context", IN_CONTEXT)):
+            row[f"{key}_own"] = query.own(output)
+            row[f"{key}_other"] = query.best_other(output)
+            row[f"{key}_wins"] = query.outcome(output)
+        rows.append(row)
+    return rows
+
+
+TABLE_COLUMNS = [
+    ("word", "word", ""),
+    ("sense", "sense", ""),
+    ("token_own", "token layer: own", ".3f"),
+    ("token_other", "other", ".3f"),
+    ("token_wins", "wins", ""),
+    ("context_own", "in context: own", ".3f"),
+    ("context_other", "other", ".3f"),
+    ("context_wins", "wins", ""),
+    ("query", "query (target in [ ])", ""),
+]
+
+
+def summary_lines(
+    scores: Sequence[QueryScores], sentences: Sequence[SenseSentence], shown: Sequence[str]
+) -> List[str]:
+    """The right-sense counts over every query of the shown words, and over the words whose
+    senses share a part of speech (what the model does not do, when the data gives ``pos``)."""
+    lines = []
+    groups = [(f"the {_words(len(shown))} above", set(shown))]
+    if sentences[0].pos is not None:
+        one_tag = has_one_tag([s.word for s in sentences], [s.pos for s in sentences])
+        same = {w for w, single in one_tag.items() if single}
+        example = next((w for w in dict.fromkeys(s.word for s in sentences) if w in same), None)
+        if same - set(shown):
+            groups.append(
+                (f"the {_words(len(same))} whose senses share a part of speech (e.g. {example})", same)
+            )
+    for label, words in groups:
+        group = [q for q in scores if q.word in words]
+        lines.append(
+            f"Right sense wins for {label}: in context {count_wins(group, IN_CONTEXT)} of "
+            f"{len(group)} queries, token layer {count_wins(group, TOKEN_LAYER)} of {len(group)}"
+        )
+    lines.append(
+        "(the token layer gives each word one vector, so its cosines tie; guessing would win "
+        "about half)"
+    )
+    return lines
+
+
+def _words(n: int) -> str:
+    return f"{n} word" if n == 1 else f"{n} words"
+
+
+def mark(doc: "Doc", i: int) -> str:
+    """The text of ``doc`` with token ``i`` in brackets."""
+    return "".join(
+        f"[{token.text}]{token.whitespace_}" if token.i == i else token.text_with_ws for token in doc
+    ).strip()
+
+
+def format_table(scores: Sequence[QueryScores]) -> str:
+    return table(table_rows(scores), TABLE_COLUMNS)
+
+
+def format_user_query(query: QueryScores) -> str:
+    """One line for a sentence the user typed: the mean cosine to each sense group, per output."""
+    parts = []
+    for output in (IN_CONTEXT, TOKEN_LAYER):
+        means = ", ".join(f"{s} {v:.3f}" for s, v in query.means[output].items())
+        parts.append(f"{output}: {means} -> {query.outcome(output)}")
+    return f"Query: {query.text}\n  " + "\n  ".join(parts)

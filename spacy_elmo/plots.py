@@ -1,0 +1,25 @@
+"""The one way every command gets matplotlib: its optional extra, headless, or a clear error.
+
+matplotlib is the ``plot`` extra, not a requirement; a command that draws (``--plot``, the
+project's ``compare``, ``plot-curve``) must fail with the install command rather than a raw
+``ModuleNotFoundError``.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+PLOT_EXTRA = "pip install 'spacy-elmo[plot]'"
+
+
+def pyplot(what: str) -> ModuleType:
+    """``matplotlib.pyplot`` on the file-only Agg backend; ImportError naming ``what`` (the
+    option or command that draws) and the install command when matplotlib is missing."""
+    try:
+        import matplotlib
+    except ImportError as err:
+        raise ImportError(f"{what} needs matplotlib, the 'plot' extra: {PLOT_EXTRA}") from err
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
