@@ -14,7 +14,8 @@ import torch
 
 from conftest import make_options, write_random_bilm_tf
 from spacy_elmo import load_bilm
-from spacy_elmo.nn.int8 import Int8Weight, int8_products, quantize_rows
+from spacy_elmo.nn import int8
+from spacy_elmo.nn.int8 import Int8Weight, int8_products, quantize_rows, weight_levels
 from spacy_elmo.nn.precision import precision_context
 
 SENTENCES = [
@@ -24,23 +25,31 @@ SENTENCES = [
 ]
 
 
-def _numpy_int8_product(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Symmetric per-row (x) and per-output-channel (w) int8 quantization, integer dot
-    products, float64 rescaling: what the int8 products must compute."""
+def _numpy_int8_product(x: np.ndarray, w: np.ndarray, weight_max: float) -> np.ndarray:
+    """Symmetric per-row (x, to +-127) and per-output-channel (w, to +-weight_max) int8
+    quantization, integer dot products, float64 rescaling: what the int8 products must compute."""
     xs = np.maximum(np.abs(x).max(axis=1, keepdims=True), 1e-12) / 127.0
-    ws = np.maximum(np.abs(w).max(axis=1), 1e-12) / 127.0
+    ws = np.maximum(np.abs(w).max(axis=1), 1e-12) / weight_max
     xq = np.round(x / xs).astype(np.int64)
     wq = np.round(w / ws[:, None]).astype(np.int64)
     return (xq @ wq.T) * xs * ws[None, :]
 
 
-def test_products_match_an_independent_numpy_quantization():
+@pytest.mark.parametrize("forced", [None, 63.0], ids=["this-cpu", "7-bit-weights"])
+def test_products_match_an_independent_numpy_quantization(monkeypatch, forced):
+    """On this CPU's weight range (127 with VNNI, 63 where the kernel saturates), and with 7-bit
+    weights forced, as an AVX2 CPU gets them."""
+    if forced is not None:
+        monkeypatch.setattr(int8, "_WEIGHT_LEVELS", forced)
+    levels = weight_levels()
     rng = np.random.default_rng(0)
     w = rng.standard_normal((48, 40)).astype(np.float32)
     x = (rng.uniform(-3, 3, (7, 40))).astype(np.float32)
     x[3] = 0.0  # an all-zero row quantizes to zeros, not NaN
-    ours = Int8Weight(torch.from_numpy(w))(torch.from_numpy(x)).numpy()
-    np.testing.assert_allclose(ours, _numpy_int8_product(x, w), rtol=1e-5, atol=1e-5)
+    weight = Int8Weight(torch.from_numpy(w))
+    assert int(weight.q_t.abs().max()) == levels
+    ours = weight(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(ours, _numpy_int8_product(x, w, levels), rtol=1e-5, atol=1e-5)
     assert np.all(ours[3] == 0)
     q, scales = quantize_rows(torch.from_numpy(x))
     assert q.dtype == torch.int8 and int(q.abs().max()) == 127 and scales.shape == (7, 1)
@@ -71,6 +80,40 @@ def test_int8_biLM_stays_close_to_the_exact_one(tmp_path, shape):
     assert cosines.mean() > 0.999 and cosines.min() > 0.99, cosines.mean(dim=1)
     assert not torch.equal(fast, exact)  # the int8 path ran
     assert torch.all(fast[:, ~mask] == 0)
+
+
+AVX2_ONLY = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+
+
+def test_int8_stays_close_where_the_kernel_saturates(tmp_path):
+    """PyTorch and oneDNN held to AVX2 (no VNNI), as on an older CPU: there, 8-bit weights
+    overflow the kernel's int16 pair sums (per-token cosine fell to 0.986 in the bench), so the
+    probe must choose 7-bit weights and the biLM stay within the same bound. In a subprocess:
+    oneDNN reads its ISA limit once, at start."""
+    import os
+    import subprocess
+    import sys
+
+    options, weights = write_random_bilm_tf(tmp_path, make_options(), scale=0.3)
+    script = f"""
+import torch
+from spacy_elmo import load_bilm
+from spacy_elmo.nn.int8 import weight_levels
+bilm = load_bilm({str(options)!r}, {str(weights)!r})
+ids = torch.from_numpy(bilm.batch_to_ids({SENTENCES!r}))
+with torch.no_grad():
+    exact, mask = bilm(ids)
+    bilm.precision = "int8"
+    fast, _ = bilm(ids)
+cos = torch.nn.functional.cosine_similarity(fast[:, mask], exact[:, mask], dim=-1)
+print(weight_levels(), float(cos.mean(dim=1).min()), float(cos.min()))
+"""
+    env = {**os.environ, **AVX2_ONLY, "OMP_NUM_THREADS": "1"}
+    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    levels, worst_mean, worst = map(float, run.stdout.split())
+    assert levels == 63.0
+    assert worst_mean > 0.999 and worst > 0.99
 
 
 def test_int8_on_the_bilm_tf_fixture(fixture_bilm):

@@ -6,7 +6,8 @@ arithmetic. Int8 weights are a quarter of the float32 bytes, and integer dot pro
 recent x86 CPUs) are fast.
 
 How: each weight matrix is quantized once, symmetrically per output channel (``w ~ scale_o *
-q_oi``, ``q`` in [-127, 127]); at each product the input rows are quantized symmetrically per row
+q_oi``, ``q`` in [-127, 127], or [-63, 63] where the CPU's kernel saturates: see
+``weight_levels``); at each product the input rows are quantized symmetrically per row
 (``x ~ s_r * p_ri``), multiplied with ``torch._int_mm`` (int8 x int8 -> exact int32), and
 dequantized in float32: ``y_ro = s_r * scale_o * sum_i p_ri q_oi``. Cell states, biases,
 nonlinearities and outputs stay float32.
@@ -15,7 +16,11 @@ Why this mechanism: ``torch._int_mm`` is the plain tensor op that PyTorch's own 
 (torchao, Inductor) are built on; it needs no quantized tensor types (``torch.qint8`` and
 ``torch.ao.quantization``'s eager API are deprecated), no extra package, and runs on any x86 CPU
 (fastest with VNNI; AVX2 CPUs run it too). Where a build lacks it on the CPU, preparing raises an
-error that says so.
+error that says so. Without VNNI, oneDNN's kernel multiplies unsigned by signed bytes and adds
+pairs of products in int16 with saturation (``vpmaddubsw``): full 8-bit weights overflow it and
+silently corrupt the sums (measured: per-token cosine 0.986 instead of 0.9999). The first
+preparation therefore probes the kernel once with extreme values and, if it saturates, quantizes
+weights to 7 bits, whose pair sums cannot overflow.
 
 The prepared weights live beside the float ones (``Int8Weight.for_weight``), so a model keeps its
 float32 weights for saving and fine-tuning, and re-prepares when a weight changes (its version).
@@ -68,9 +73,9 @@ class Int8Weight:
                 f"precision 'int8' runs on the CPU; this biLM is on {weight.device} (on a GPU use "
                 "'bf16' or 'tf32')"
             )
-        _check_int_mm()
+        levels = weight_levels()
         w = weight.detach().float()
-        scale = w.abs().amax(dim=1).clamp_min(_TINY) / 127.0
+        scale = w.abs().amax(dim=1).clamp_min(_TINY) / levels
         #: (in, out) int8: the transposed view ``torch._int_mm`` reads as its right operand.
         self.q_t = torch.round(w / scale[:, None]).to(torch.int8).t()
         self.scale = scale.contiguous()
@@ -112,19 +117,37 @@ def int8_linear(linear: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     return y.reshape(*x.shape[:-1], y.shape[-1])
 
 
-_INT_MM_CHECKED = False
+_WEIGHT_LEVELS: Optional[float] = None
 
 
-def _check_int_mm() -> None:
-    """A clear error where this PyTorch build has no int8 matrix product on the CPU."""
-    global _INT_MM_CHECKED
-    if _INT_MM_CHECKED:
-        return
+def weight_levels() -> float:
+    """The largest quantized weight magnitude this CPU's ``torch._int_mm`` sums exactly: 127, or
+    63 where its kernel saturates (AVX2 without VNNI). Probed once, with a clear error where this
+    PyTorch build has no int8 matrix product on the CPU."""
+    global _WEIGHT_LEVELS
+    if _WEIGHT_LEVELS is None:
+        if _int_mm_is_exact(127):
+            _WEIGHT_LEVELS = 127.0
+        elif _int_mm_is_exact(63):
+            _WEIGHT_LEVELS = 63.0
+        else:
+            raise RuntimeError(
+                f"precision 'int8': torch._int_mm of PyTorch {torch.__version__} does not sum int8 "
+                "products exactly on this CPU, even with 7-bit weights; use precision 'bf16' or 'fp32'"
+            )
+    return _WEIGHT_LEVELS
+
+
+def _int_mm_is_exact(level: int) -> bool:
+    """Whether rows of +127 times a weight matrix of +``level`` give the exact int32 sums (the
+    shapes of a real product, so that the kernel a real product gets is the one probed)."""
+    x = torch.full((32, 512), 127, dtype=torch.int8)
+    w = torch.full((64, 512), level, dtype=torch.int8).t()
     try:
-        torch._int_mm(torch.ones(1, 8, dtype=torch.int8), torch.ones(8, 8, dtype=torch.int8))
+        got = torch._int_mm(x, w)
     except (AttributeError, RuntimeError, NotImplementedError) as err:
         raise RuntimeError(
             f"precision 'int8' needs torch._int_mm on the CPU, which PyTorch {torch.__version__} "
             f"lacks ({err}); upgrade PyTorch, or use precision 'bf16' or 'fp32'"
         ) from err
-    _INT_MM_CHECKED = True
+    return bool((got == 127 * level * 512).all())
