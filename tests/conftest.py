@@ -86,6 +86,37 @@ def write_random_bilm_tf(directory: Path, options: Dict[str, Any], seed: int = 0
     return directory / "options.json", directory / "weights.hdf5"
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--device",
+        default="cpu",
+        choices=("cpu", "cuda"),
+        help="Where the tests that take the `device` fixture run (default: cpu)",
+    )
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "uses_device: takes the `device` fixture (set on collection)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark the tests that take ``device``, so that a GPU run can pick them first (-m uses_device)."""
+    for item in items:
+        if "device" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.uses_device)
+
+
+@pytest.fixture(scope="session")
+def device(request) -> torch.device:
+    """The device of ``--device``: tests that take it build their modules there. A test is
+    correct on either (CUDA has other kernels: tolerances as the package promises, fp32 without
+    TF32)."""
+    name = request.config.getoption("--device")
+    if name == "cuda" and not torch.cuda.is_available():
+        pytest.skip(f"--device cuda: PyTorch {torch.__version__} sees no CUDA device")
+    return torch.device(name)
+
+
 @pytest.fixture(scope="session")
 def fixture_files():
     return ELMO_FIXTURE / "options.json", ELMO_FIXTURE / "lm_weights.hdf5"

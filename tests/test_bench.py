@@ -22,7 +22,9 @@ from typer.testing import CliRunner
 
 from conftest import ELMO_FIXTURE, SHARED_DATA, make_options, write_random_bilm_tf
 from spacy_elmo import DEFAULT_MODEL, batch_to_ids, load_bilm
-from spacy_elmo.bench.inference_bench import BF16, EXACT, REFERENCE, TF32, available_paths, run_inference_bench
+from spacy_elmo.bench.inference_bench import (
+    BF16, EXACT, INT8, INT8_CACHE, REFERENCE, TF32, TOKEN_CACHE, available_paths, run_inference_bench,
+)
 from spacy_elmo.bench.isolate import run_isolated
 from spacy_elmo.bench.load_bench import run_load_bench
 from spacy_elmo.bench.memory_bench import run_memory_bench
@@ -138,9 +140,61 @@ def test_the_token_cache_path_caches_the_texts_frequent_words_not_the_timed_ones
         tmp_path, shape="fixture", batch_size=3, seq_len=8, n_batches=2, warmup=0, repeats=1,
         device="cpu", threads=1, isolate=False, progress=False,
     )
-    cached = [row for row in result["rows"] if "cache_words" in row]
-    assert cached and all(row["cache_words"] == 20 and row["exact"] for row in cached)
+    cached = {row["path"]: row for row in result["rows"] if "cache_words" in row}
+    assert set(cached) == {TOKEN_CACHE, INT8_CACHE} and all(row["cache_words"] == 20 for row in cached.values())
+    assert cached[TOKEN_CACHE]["exact"]  # float32: within 1e-5 of the reference
+    assert cached[INT8_CACHE]["worst_mean_cosine"] > 0.99  # reduced precision: cosines instead
     assert 0 < result["batches"]["cache_hit_rate"] < 1
+
+
+def test_inference_grid_has_a_row_per_cell_and_path_with_ratios_within_the_cell(tmp_path):
+    """--batch-size 2,4 --threads 1,2: every path in every (batch size, threads) cell; x exact
+    compares paths of one cell; each cell times the same sentences (--sentences); the latency of
+    one 20-token sentence is measured per path."""
+    result = run_inference_bench(
+        tmp_path, shape="fixture", batch_size=[2, 4], seq_len=6, warmup=0, repeats=1, device="cpu",
+        threads=[1, 2], isolate=False, progress=False, sentences=4,
+    )
+    cells = [(c["batch_size"], c["threads"]) for c in result["cells"]]
+    assert cells == [(2, 1), (2, 2), (4, 1), (4, 2)]
+    assert {c["sentences"] for c in result["cells"]} == {4}
+    assert [c["n_batches"] for c in result["cells"]] == [2, 2, 1, 1]
+    paths = available_paths(torch.device("cpu"))
+    assert [(r["batch_size"], r["threads"], r["path"]) for r in result["rows"]] == [
+        (b, t, p) for b, t in cells for p in paths
+    ]
+    for b, t in cells:
+        rows = {r["path"]: r for r in result["rows"] if (r["batch_size"], r["threads"]) == (b, t)}
+        assert rows[EXACT]["x_exact"] == 1.0
+        for row in rows.values():
+            assert row["x_exact"] == pytest.approx(row["tokens_per_s"] / rows[EXACT]["tokens_per_s"], rel=1e-6)
+            assert row["latency_ms"] > 0
+        for path in (INT8, BF16):
+            layers = rows[path]["cosine_mean_per_layer"]
+            assert len(layers) == 3 and min(layers) > 0.99
+            assert rows[path]["worst_mean_cosine"] == min(layers + [rows[path]["mix_cosine_mean"]])
+            assert rows[path]["mix_cosine_min"] <= rows[path]["mix_cosine_mean"] <= 1 + 1e-6
+    assert result["settings"]["batch_sizes"] == [2, 4] and result["settings"]["thread_counts"] == [1, 2]
+
+
+def test_inference_bench_on_trained_weights(tmp_path):
+    """--weights: the bundled model's own weights instead of random ones of a shape."""
+    result = run_inference_bench(
+        tmp_path, batch_size=2, seq_len=5, n_batches=1, warmup=0, repeats=1, device="cpu",
+        threads=1, isolate=False, progress=False, weights=DEFAULT_MODEL.name,
+    )
+    assert result["settings"]["weights"] == "en_wikitext_small" and result["settings"]["shape"] is None
+    assert result["settings"]["shape_source"] == str(DEFAULT_MODEL / "options.json")
+    rows = {row["path"]: row for row in result["rows"]}
+    assert rows[EXACT]["exact"] and rows[INT8]["worst_mean_cosine"] > 0.999
+
+
+def test_inference_cli_refuses_a_bad_list(tmp_path):
+    from spacy_elmo.cli import app
+
+    for option, value in (("--batch-size", "8,0"), ("--threads", "two"), ("--batch-size", "")):
+        run = CliRunner().invoke(app, ["bench", "inference", option, value, "--device", "cpu"])
+        assert run.exit_code == 2 and f"'{option}'" in run.output and "greater than or equal to 1" in run.output
 
 
 def test_inference_rounds_alternate_the_order_of_the_paths(tmp_path, monkeypatch):
@@ -184,9 +238,14 @@ def test_the_default_text_is_package_data():
 
 def test_no_bench_module_reads_the_source_tree():
     """The benches ship in the wheel: none may look for the checkout's project/, tests/ or the
-    data beside it (an installed package would quietly measure something else)."""
+    data beside it (an installed package would quietly measure something else). The one
+    exception is gpu_run.py, the prepared GPU run, whose tests and train stages run the checkout's
+    test suite and project configs by design and say so where they are missing (its other stages
+    run from the wheel: test_wheel.py)."""
     bench = Path(__import__("spacy_elmo.bench").bench.__file__).parent
     for path in bench.glob("*.py"):
+        if path.name == "gpu_run.py":
+            continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
         strings = {
@@ -205,7 +264,7 @@ def test_runs_on_says_where_each_precision_runs():
     assert set(PRECISIONS) >= {"fp32", "tf32", "bf16", "fp16"}
     with pytest.raises(ValueError, match="precision"):
         runs_on("fp8", cpu)
-    assert available_paths(cpu)[-1] == BF16 and TF32 not in available_paths(cpu)
+    assert available_paths(cpu)[-3:] == [BF16, INT8, INT8_CACHE] and TF32 not in available_paths(cpu)
 
 
 def test_sentence_batches_have_varied_lengths():
@@ -272,10 +331,13 @@ def test_bench_settings_go_to_the_model_block_or_the_pipe():
 
 def test_memory_bench_result():
     result = run_memory_bench(
-        FIXTURE_SOURCE, sizes=(300, 600), allocators=("default",), threads=1, isolate=False,
-        progress=False,
+        FIXTURE_SOURCE, sizes=(300, 600), allocators=("default",), precisions=("fp32", "int8"),
+        threads=1, isolate=False, progress=False,
     )
-    assert [row["tokens"] for row in result["rows"]] == [300, 600]
+    assert [(row["precision"], row["tokens"]) for row in result["rows"]] == [
+        ("fp32", 300), ("fp32", 600), ("int8", 300), ("int8", 600)
+    ]
+    assert all(row["loaded_rss_mb"] > 50 for row in result["rows"])  # torch + spaCy + the model
     assert result["settings"]["model"]["weight_file"] == str(FIXTURE_FILES[1])
     for row in result["rows"]:
         assert (row["max_sequence_length"], row["max_batch_tokens"]) == (256, 4096)  # model block
@@ -387,3 +449,46 @@ def test_cli_pipe_and_senses_take_the_weight_options(tmp_path):
     ):
         result = runner.invoke(app, args)
         assert result.exit_code != 0 and message in result.output, (args, result.output)
+
+
+def test_embed_soak_growth_leaves_out_the_warm_up():
+    """Growth = last-quarter mean minus first-quarter mean of the samples after the first tenth."""
+    from spacy_elmo.bench.embed_bench import soak_growth
+
+    warm_up = [(float(t), 100.0 * t) for t in range(5)]  # steep, as the model loads
+    flat = [(5.0 + t, 1000.0 + (t % 2)) for t in range(80)]
+    growth = soak_growth(warm_up + flat)  # 85 samples: the first 8 left out
+    assert abs(growth["growth_mb"]) < 0.1 and growth["steady_samples"] == 77
+    leaking = [(float(t), 1000.0 + t) for t in range(100)]  # 1 MB per sample
+    steady = leaking[10:]
+    quarter = len(steady) // 4
+    expected = np.mean([mb for _, mb in steady[-quarter:]]) - np.mean([mb for _, mb in steady[:quarter]])
+    assert soak_growth(leaking)["growth_mb"] == pytest.approx(expected) and expected > 60
+    assert soak_growth(leaking[:4])["growth_mb"] is None  # too few samples: no verdict
+
+
+def test_embed_bench_soak_samples_the_real_command(tmp_path):
+    """bench embed --soak runs `python -m spacy_elmo embed` on the bundled model and samples its
+    resident memory; the input is the text's sentences up to the token count."""
+    from spacy_elmo.cli import app
+
+    output = tmp_path / "soak.json"
+    run = CliRunner().invoke(
+        app,
+        ["bench", "embed", "--soak", "--tokens", "3000", "--interval", "0.2", "--workdir", str(tmp_path / "w"), "--output", str(output)],
+    )
+    assert run.exit_code == 0, run.output
+    result = json.loads(output.read_text())
+    soak = result["soak"]
+    assert soak["tokens"] == result["settings"]["tokens"] >= 3000
+    assert len(soak["rss_samples"]) >= 2 and max(mb for _, mb in soak["rss_samples"]) > 50  # torch + model
+    lines = (tmp_path / "w" / "input.txt").read_text().splitlines()
+    assert sum(len(line.split()) for line in lines) == soak["tokens"]
+    assert "growth" in result and "soak:" in run.output
+
+
+def test_embed_bench_refuses_half_a_pair_of_files(tmp_path):
+    from spacy_elmo.cli import app
+
+    run = CliRunner().invoke(app, ["bench", "embed", "--options-file", str(tmp_path / "o.json")])
+    assert run.exit_code != 0 and "--options-file and --weight-file go together" in run.output

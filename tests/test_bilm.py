@@ -11,9 +11,16 @@ from spacy_elmo import batch_to_ids, load_bilm
 
 
 def _run(bilm, sentences):
+    device = next(bilm.parameters()).device
     with torch.no_grad():
-        layers, mask = bilm(torch.from_numpy(batch_to_ids(sentences)))
-    return layers.numpy(), mask.numpy()
+        layers, mask = bilm(torch.from_numpy(batch_to_ids(sentences)).to(device))
+    return layers.cpu().numpy(), mask.cpu().numpy()
+
+
+@pytest.fixture(scope="module")
+def device_bilm(fixture_files, device):
+    """The bilm-tf test model on ``--device`` (the float32 promise, 1e-5, holds on CUDA too)."""
+    return load_bilm(*fixture_files, device=device)
 
 
 def test_stateful_top_layer_matches_tensorflow(fixture_files, fixture_sentences):
@@ -62,9 +69,9 @@ SENTENCES = [
 ]
 
 
-def test_every_layer_matches_numpy_oracle_on_the_tensorflow_model(fixture_files, fixture_bilm):
+def test_every_layer_matches_numpy_oracle_on_the_tensorflow_model(fixture_files, device_bilm):
     oracle = NumpyBiLM(*map(str, fixture_files))
-    layers, _ = _run(fixture_bilm, SENTENCES)
+    layers, _ = _run(device_bilm, SENTENCES)
     assert layers.shape == (3, len(SENTENCES), 7, 32)
     for i, sentence in enumerate(SENTENCES):
         np.testing.assert_allclose(
@@ -96,30 +103,30 @@ def test_any_released_shape_matches_numpy_oracle(tmp_path, shape):
         )
 
 
-def test_layer_zero_is_the_token_layer_twice_and_padding_is_zero(fixture_bilm):
-    layers, mask = _run(fixture_bilm, SENTENCES)
+def test_layer_zero_is_the_token_layer_twice_and_padding_is_zero(device_bilm):
+    layers, mask = _run(device_bilm, SENTENCES)
     np.testing.assert_array_equal(layers[0, ..., :16], layers[0, ..., 16:])
     assert mask.tolist()[3] == [True] + [False] * 6
     assert (layers[:, ~mask] == 0).all()
     assert (np.abs(layers[:, mask]).sum(-1) > 0).all()
 
 
-def test_batch_invariance(fixture_bilm):
+def test_batch_invariance(device_bilm):
     """A sentence's layers do not depend on padding, its batch neighbours or their order."""
-    alone = [_run(fixture_bilm, [s])[0][:, 0, : len(s)] for s in SENTENCES]
-    batched, _ = _run(fixture_bilm, SENTENCES)
+    alone = [_run(device_bilm, [s])[0][:, 0, : len(s)] for s in SENTENCES]
+    batched, _ = _run(device_bilm, SENTENCES)
     order = [2, 0, 3, 1]
-    shuffled, _ = _run(fixture_bilm, [SENTENCES[i] for i in order])
+    shuffled, _ = _run(device_bilm, [SENTENCES[i] for i in order])
     for i, sentence in enumerate(SENTENCES):
         np.testing.assert_allclose(batched[:, i, : len(sentence)], alone[i], atol=1e-5, rtol=0)
         j = order.index(i)
         np.testing.assert_allclose(shuffled[:, j, : len(sentence)], alone[i], atol=1e-5, rtol=0)
 
 
-def test_empty_inputs_give_empty_outputs(fixture_bilm):
-    layers, mask = _run(fixture_bilm, [])
+def test_empty_inputs_give_empty_outputs(device_bilm):
+    layers, mask = _run(device_bilm, [])
     assert layers.shape == (3, 0, 0, 32) and mask.shape == (0, 0)
-    layers, mask = _run(fixture_bilm, [[], ["word"], []])
+    layers, mask = _run(device_bilm, [[], ["word"], []])
     assert layers.shape == (3, 3, 1, 32)
     assert mask.tolist() == [[False], [True], [False]]
     assert (layers[:, 0] == 0).all() and (layers[:, 2] == 0).all()
@@ -138,9 +145,9 @@ def test_bad_char_ids_get_clear_errors(fixture_bilm):
         fixture_bilm(ids)
 
 
-def test_gradients_flow_to_every_parameter(fixture_files):
-    bilm = load_bilm(*fixture_files).train()
-    layers, mask = bilm(torch.from_numpy(batch_to_ids(SENTENCES[:2])))
+def test_gradients_flow_to_every_parameter(fixture_files, device):
+    bilm = load_bilm(*fixture_files, device=device).train()
+    layers, mask = bilm(torch.from_numpy(batch_to_ids(SENTENCES[:2])).to(device))
     layers.sum().backward()
     missing = [n for n, p in bilm.named_parameters() if p.grad is None or not p.grad.abs().sum()]
     # bias_hh duplicates bias_ih, so both get the same gradient; nothing may be left out.

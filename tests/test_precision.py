@@ -29,11 +29,11 @@ def tf32_on():
     torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
 
 
-def _bilm() -> BiLM:
+def _bilm(device: torch.device = torch.device("cpu")) -> BiLM:
     torch.manual_seed(0)
     bilm = BiLM(BiLMOptions.from_dict(make_options()))
     init_bilm_tf_style(bilm)
-    return bilm
+    return bilm.to(device)
 
 
 def _flags_seen_by_lstm(bilm: BiLM) -> list:
@@ -65,23 +65,23 @@ def test_context_sets_flags_and_autocast_for_the_block_only(tf32_on, name):
     assert not torch.is_autocast_enabled("cpu")
 
 
-def test_inference_fp32_turns_tf32_off(tf32_on):
-    bilm = _bilm()
+def test_inference_fp32_turns_tf32_off(tf32_on, device):
+    bilm = _bilm(device)
     seen = _flags_seen_by_lstm(bilm)
     with torch.no_grad():
-        bilm(torch.from_numpy(batch_to_ids(SENTENCES)))
+        bilm(torch.from_numpy(batch_to_ids(SENTENCES)).to(device))
     assert seen == [(False, False)]
     assert tf32_flags() == (True, True)
 
 
-def test_pretraining_fp32_turns_tf32_off(tf32_on):
+def test_pretraining_fp32_turns_tf32_off(tf32_on, device):
     """The pretraining model runs the biLM under the same precision context as inference (it
     once wired the LSTMs itself and left cuDNN's TF32 on in "fp32")."""
-    bilm = _bilm()
+    bilm = _bilm(device)
     seen = _flags_seen_by_lstm(bilm)
     vocab = Vocab.from_counts({w: 1 for s in SENTENCES for w in s}, 100, 1)
-    model = BiLMLanguageModel(bilm, LMSoftmax(len(vocab), 6), precision="fp32")
-    model(make_batch(SENTENCES, vocab)).sum().backward()
+    model = BiLMLanguageModel(bilm, LMSoftmax(len(vocab), 6), precision="fp32").to(device)
+    model(make_batch(SENTENCES, vocab).to(device)).sum().backward()
     assert seen == [(False, False)]
 
 

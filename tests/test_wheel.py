@@ -117,6 +117,7 @@ def test_the_venv_imports_the_wheel_not_the_checkout(installed):
         "spacy_elmo/models/en_wikitext_small/model.safetensors",
         "spacy_elmo/data/wikitext2_valid_head.txt",
         "spacy_elmo/data/wikitext2_valid_head.NOTICE.txt",
+        "spacy_elmo/data/senses.jsonl",
     ):
         assert data in names, data
         assert (package.parent / data).is_file(), data
@@ -124,7 +125,8 @@ def test_the_venv_imports_the_wheel_not_the_checkout(installed):
 
 def test_demo_runs_the_bundled_model(installed):
     run = _run([installed["python"], "-m", "spacy_elmo", "demo"], installed["work"], installed["env"])
-    assert "ELMo: 3 layers of width 256" in run.stdout and "Query:" in run.stdout
+    # The demo reads the sense sentences the wheel ships (data/senses.jsonl).
+    assert "ELMo: 3 layers of width 256" in run.stdout and "Right sense wins for" in run.stdout
 
 
 def test_bench_load_bundled_shape(installed):
@@ -184,3 +186,25 @@ def test_bench_senses_default_model(installed):
     assert str(model_dir) in result["model"]
     assert result["data"]["file"] == str(installed["package"] / "data" / "senses.jsonl")
     assert result["data"]["words"] >= 24
+
+
+def test_bench_embed_default_model(installed):
+    """One process x 2 threads and torchrun 2 x 1 from the installed package, the bundled model."""
+    result = _bench(installed, "embed", "--tokens", "1500", "--rounds", "1", name="embed")
+    assert result["settings"]["model"] == "the bundled model"
+    assert result["settings"]["text"] == str(installed["package"] / "data" / "wikitext2_valid_head.txt")
+    rows = {row["setup"]: row for row in result["rows"]}
+    assert set(rows) == {"1 process x 2 threads", "2 processes x 1 thread"}
+    assert all(row["tokens"] >= 1500 for row in rows.values())
+    assert len(rows["2 processes x 1 thread"]["peak_rss_mb_by_rank"]) == 2
+
+
+def test_bench_gpu_inference_rehearsal(installed):
+    """bench gpu's stages that need no checkout run from the wheel (its CPU rehearsal)."""
+    out = installed["work"] / "gpu"
+    _run(
+        [installed["python"], "-m", "spacy_elmo", "bench", "gpu", "--stage", "inference", "--out", str(out), "--device", "cpu", "--smoke"],
+        installed["work"], installed["env"],
+    )
+    data = json.loads((out / "inference.json").read_text())
+    assert data["stage"] == "inference" and all(case["ok"] for case in data["cases"])

@@ -7,7 +7,7 @@ import contextlib
 import itertools
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Union
 
 import torch
 import typer
@@ -15,6 +15,7 @@ import typer
 from ..cli_errors import fail
 from ..cli_weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS, weight_source
 from . import report
+from .embed_bench import embed_bench_command
 from .shapes import SHAPE_NAMES
 from .text import DEFAULT_TEXT
 
@@ -143,9 +144,17 @@ def load_command(
 @app.command("inference")
 def inference_command(
     shape: str = SHAPE,
-    batch_size: int = typer.Option(32, "--batch-size", help="Sentences per batch"),
+    batch_size: str = typer.Option(
+        "32",
+        "--batch-size",
+        callback=lambda value: _positive_ints(value, "--batch-size"),
+        help="Sentences per batch; a comma-separated list for a grid (e.g. 1,8,32,128)",
+    ),
     seq_len: int = typer.Option(25, "--seq-len", help="Longest sentence (longer ones are cut)"),
-    n_batches: int = typer.Option(4, "--n-batches", help="Batches per timed pass"),
+    n_batches: int = typer.Option(4, "--n-batches", min=1, help="Batches per timed pass (unless --sentences)"),
+    sentences: Optional[int] = typer.Option(
+        None, "--sentences", min=1, help="Sentences per timed pass at every batch size (whole batches)"
+    ),
     warmup: int = typer.Option(1, "--warmup", help="Batches run before timing"),
     repeats: int = typer.Option(
         2,
@@ -157,41 +166,58 @@ def inference_command(
     text: Optional[Path] = TEXT,
     workdir: Optional[Path] = WORKDIR,
     seed: int = SEED,
-    threads: Optional[int] = THREADS,
+    threads: Optional[str] = typer.Option(
+        None,
+        "--threads",
+        callback=lambda value: None if value is None else _positive_ints(value, "--threads"),
+        help="torch threads (at least 1); a comma-separated list for a grid (e.g. 1,2)",
+    ),
     isolate: bool = ISOLATE,
+    weights: Optional[str] = typer.Option(
+        None, "--weights", help="Trained weights instead of random ones of --shape: a model directory or name (en_wikitext_small: the bundled model)"
+    ),
     output: Optional[Path] = OUTPUT,
 ) -> None:
     """biLM forward: the package's paths against a per-time-step reference loop.
 
-    Tokens/s, peak memory and every layer's difference from the reference (AllenNLP's
-    algorithm), on random weights and real sentences; CPU, and CUDA when available.
+    Tokens/s, the latency of one 20-token sentence, peak memory and every layer's difference
+    from the reference (AllenNLP's algorithm), on random weights and real sentences; CPU, and
+    CUDA when available; at each batch size and thread count given.
     """
     from .inference_bench import EXACT_TOLERANCE, INFERENCE_COLUMNS, run_inference_bench
 
     _check_shape(shape)
-    _threads(threads)
     try:
         with _workdir(workdir) as directory:
             result = run_inference_bench(
                 directory, shape, seed, text, batch_size, seq_len, n_batches, warmup, repeats,
-                device, threads, isolate,
+                device, threads, isolate, sentences=sentences, weights=weights,
             )
-    except ValueError as err:
+    except (ValueError, FileNotFoundError) as err:
         fail(str(err))
-    b = result["batches"]
+    sizes = ", ".join(f"{c['batch_size']}x{c['threads']}t: {c['real_tokens']:,} tokens" for c in result["cells"])
     report.echo_table(
-        f"biLM inference, random {shape} weights: {n_batches} batches of {batch_size} sentences "
-        f"(<= {seq_len} tokens; {b['real_tokens']:,} real tokens, {b['padding_fraction']:.0%} "
-        f"padding), best of {repeats} rounds (order alternating) after {warmup} warm-up batch(es)",
+        f"biLM inference, {'random ' + shape if weights is None else weights} weights, sentences <= {seq_len} tokens, per cell "
+        f"(batch size x threads) one timed pass of {sizes}; best of {repeats} rounds (order "
+        f"alternating) after {warmup} warm-up batch(es)",
         result["rows"],
         INFERENCE_COLUMNS,
     )
+    typer.echo(f"CPU: {result['system']['cpu']}; flags: {' '.join(result['system']['cpu_flags'])}")
+    cache = next((row for row in result["rows"] if "cache_build_s" in row), None)
+    if cache is not None:
+        typer.echo(
+            f"token cache: the {cache['cache_words']:,} most frequent words of the text "
+            f"({result['batches']['cache_hit_rate']:.0%} of the timed tokens), built in "
+            f"{cache['cache_build_s']:.3f} s (inside the peak, outside the timing)"
+        )
     for row in result["rows"]:
-        if "cache_build_s" in row:
+        if "cosine_mean_per_layer" in row:
+            layers = ", ".join(f"{c:.5f}" for c in row["cosine_mean_per_layer"])
             typer.echo(
-                f"{row['device']}: token cache of the {row['cache_words']:,} most frequent words "
-                f"of the text ({b['cache_hit_rate']:.0%} of the timed tokens) built in "
-                f"{row['cache_build_s']:.3f} s (inside the peak, outside the timing)"
+                f"{row['device']} {row['path']} (batch {row['batch_size']}, {row['threads']} threads): "
+                f"mean cosine per layer {layers}, mix {row['mix_cosine_mean']:.5f}; smallest "
+                f"{min(row['cosine_min_per_layer'] + [row['mix_cosine_min']]):.4f}; max |diff| {row['max_abs_diff']:.2e}"
             )
     not_exact = [f"{r['device']} {r['path']}" for r in result["rows"] if r.get("exact") is False]
     typer.echo(
@@ -206,6 +232,22 @@ def inference_command(
     _finish(result, output)
     if not_exact:
         raise typer.Exit(2)
+
+
+def _positive_ints(value: Union[str, List[int]], option: str) -> List[int]:
+    """A comma-separated list of integers >= 1, or typer's usage error naming the option."""
+    if isinstance(value, list):  # already parsed (typer runs callbacks on defaults too)
+        return value
+    try:
+        numbers = [int(part) for part in value.split(",")]
+    except ValueError:
+        numbers = []
+    if not numbers or min(numbers) < 1:
+        raise typer.BadParameter(
+            f"takes integers greater than or equal to 1, separated by commas (e.g. 1,8,32), got {value!r}",
+            param_hint=f"'{option}'",
+        )
+    return numbers
 
 
 def _parse_settings(items: List[str]) -> Dict[str, Any]:
@@ -295,6 +337,9 @@ def memory_command(
     allocators: List[str] = typer.Option(
         ["default", "fixed-mmap"], "--allocator", help="default and/or fixed-mmap (glibc)"
     ),
+    precisions: List[str] = typer.Option(
+        ["fp32"], "--precision", help="The model block's precision (repeat to compare, e.g. fp32 and int8)"
+    ),
     text: Optional[Path] = TEXT,
     workdir: Optional[Path] = WORKDIR,
     threads: Optional[int] = THREADS,
@@ -312,7 +357,7 @@ def memory_command(
     try:
         with _workdir(workdir) as directory:
             source = _bench_model(directory, weights, options_file, weight_file, random_shape)
-            result = run_memory_bench(source, sizes, cache_sizes, allocators, text, threads, isolate)
+            result = run_memory_bench(source, sizes, cache_sizes, allocators, precisions, text, threads, isolate)
     except ValueError as err:
         fail(str(err))
     rows = result["rows"]
@@ -324,7 +369,8 @@ def memory_command(
     )
     typer.echo(
         "outputs = doc._.elmo + doc._.elmo_layers; default = glibc's dynamic mmap threshold (what "
-        "users see), fixed-mmap = MALLOC_MMAP_THRESHOLD_=131072 (freed blocks go back to the OS)"
+        "users see), fixed-mmap = MALLOC_MMAP_THRESHOLD_=131072 (freed blocks go back to the OS); "
+        "loaded RSS = the process's resident memory with the pipeline loaded and run once"
     )
     _finish(result, output)
 
@@ -407,6 +453,12 @@ def senses_command(
     per_word: bool = typer.Option(
         False, "--per-word", help="Also print each word's scores for the pipe's default output"
     ),
+    plot: Optional[Path] = typer.Option(
+        None,
+        "--plot",
+        help="Also draw a 2-D projection of a few words' occurrences per layer, coloured by sense, "
+        "to this PNG (needs matplotlib: the 'plot' extra)",
+    ),
     threads: Optional[int] = THREADS,
     output: Optional[Path] = OUTPUT,
 ) -> None:
@@ -423,8 +475,10 @@ def senses_command(
         PIPE_DEFAULT,
         POS_COLUMNS,
         SENSE_COLUMNS,
+        draw_projection,
         per_word_rows,
         run_senses_bench,
+        sense_projection,
     )
     from .system import system_info
     from .text import sentences, text_lines
@@ -440,7 +494,10 @@ def senses_command(
         if center_text is not None:
             text_sentences = sentences(text_lines(center_text), 100)
             reference = list(itertools.islice(text_sentences, center_sentences))
-        result = run_senses_bench(load_bilm_from(source), data, batch_size, reference)
+        bilm = load_bilm_from(source)
+        result = run_senses_bench(bilm, data, batch_size, reference)
+        if plot is not None:
+            result["projection"] = sense_projection(bilm, data, batch_size=batch_size)
     except (ValueError, FileNotFoundError) as err:
         fail(str(err))
     result["model"] = source.describe()
@@ -477,4 +534,45 @@ def senses_command(
             per_word_rows(default_row),
             [("output", "word", ""), *SENSE_COLUMNS[1:]],
         )
+    if plot is not None:
+        try:
+            title = f"Word senses, {source.weight_file.parent.name} ({source.format})"
+            draw_projection(result["projection"], plot, title)
+        except ImportError as err:
+            fail(str(err))
+        typer.echo(f"\nwrote {plot}: {', '.join(result['projection']['words'])}, per output")
     _finish(result, output)
+
+
+# bench embed keeps its options beside its subprocess runs, in embed_bench.py.
+app.command("embed")(embed_bench_command)
+
+
+@app.command("gpu")
+def gpu_command(
+    stage: str = typer.Option(
+        ..., "--stage", help="tests, inference, pipe, train, pretrain, embed, or all of them in turn"
+    ),
+    out: Path = typer.Option(..., "--out", help="Folder for <stage>.json and <stage>.log"),
+    device: str = typer.Option("cuda", "--device", help="cuda, or cpu to rehearse"),
+    smoke: bool = typer.Option(
+        False, "--smoke", help="Tiny shapes and a few steps: the rehearsal, minutes on 2 CPU cores"
+    ),
+    deadline_s: float = typer.Option(
+        420.0, "--deadline-s", min=0, help="Per stage: cases not started by then are skipped"
+    ),
+) -> None:
+    """Every GPU path, in stages that each fit one call of a lent GPU machine.
+
+    Each stage writes OUT/<stage>.json (the machine and every case: its figures, or its error)
+    and OUT/<stage>.log, and prints a line per case. A failing case is recorded and the stage
+    goes on; at the deadline the cases left are marked "skipped: deadline". The exit status is 0
+    once the JSON is written. Rehearse with --device cpu --smoke before a GPU's minutes are
+    spent: see docs/gpu_run.md.
+    """
+    from .gpu_run import run_stages
+
+    try:
+        run_stages(stage, out, device, smoke, deadline_s, echo=typer.echo)
+    except ValueError as err:
+        fail(str(err))

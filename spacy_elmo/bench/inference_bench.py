@@ -10,7 +10,12 @@ Paths, all on the same random weights and the same batches of real sentences:
   still go through the character CNN (the hit rate is reported; the build time apart);
 - ``bf16 autocast``: ``bilm(char_ids)`` with ``bilm.precision = "bf16"`` (the package runs its
   products under ``torch.autocast``), where bf16 runs (``spacy_elmo.nn.precision.runs_on``);
-- ``tf32`` (CUDA only): ``bilm.precision = "tf32"``, float32 with TensorFloat-32 products.
+- ``tf32`` (CUDA only): ``bilm.precision = "tf32"``, float32 with TensorFloat-32 products;
+- ``int8`` and ``int8 + token cache`` (CPU only): ``bilm.precision = "int8"``, int8 weights per
+  output channel in the LSTM and highway/projection products (``spacy_elmo.nn.int8``).
+
+The grid: every path at each batch size and thread count (a cell); ratios compare paths within a
+cell (``x reference``, ``x exact``). Each path also reports the latency of one 20-token sentence.
 
 On CUDA the reference and the float32 paths run with TF32 off (cuDNN convolutions default to it).
 
@@ -20,15 +25,16 @@ path runs in a fresh process (see :mod:`.isolate`): load the weights, one primin
 sentence (lazy initialisation, code pages), then, under :class:`~.measure.PeakMemory`, ``warmup``
 batches and one timed pass over all batches. The best pass of the rounds counts; all are kept.
 Throughput counts real tokens only (no boundary tokens, no padding). Every layer of every path is
-compared with the reference: float32 paths must agree to ``EXACT_TOLERANCE``; for bf16 the
-largest difference and the cosine similarity of the top layer's token vectors are reported.
+compared with the reference: float32 paths must agree to ``EXACT_TOLERANCE``; for reduced
+precision the per-token cosine (mean and smallest) and the largest absolute difference are
+reported for each layer and for the default mix.
 """
 
 from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -37,14 +43,15 @@ from tqdm import tqdm
 from ..chars import batch_to_ids
 from ..nn.bilm import BiLM
 from ..nn.precision import precision_context, runs_on
-from ..sources import load_bilm
+from ..sources import load_bilm, resolve_weight_source
 from .isolate import run_isolated
 from .measure import MB, PeakMemory, Stopwatch
-from .reference import ReferenceBiLM, max_abs_differences, top_layer_cosine
+from .reference import ReferenceBiLM, max_abs_differences
 from .report import ratio
 from .shapes import cached_model, shape_source
 from .system import resolve_devices, system_info
 from .text import default_text_path, sentence_batches, text_lines, words_by_frequency
+from .text import sentences as text_sentences
 
 EXACT_TOLERANCE = 1e-5
 #: Words in the token cache of the ``exact + token cache`` path (a pipe's token_cache_words).
@@ -54,13 +61,20 @@ EXACT = "exact"
 TOKEN_CACHE = "exact + token cache"
 BF16 = "bf16 autocast"
 TF32 = "tf32"
+INT8 = "int8"
+INT8_CACHE = "int8 + token cache"
+#: The reduced-precision paths: (path, the biLM's precision mode, whether the token cache is on).
+REDUCED = {BF16: ("bf16", False), TF32: ("tf32", False), INT8: ("int8", False), INT8_CACHE: ("int8", True)}
+#: Tokens of the one sentence whose latency each path reports (a short interactive request).
+LATENCY_TOKENS = 20
+LATENCY_RUNS = 5
 
 
 def available_paths(device: torch.device) -> List[str]:
     """The reference, the exact paths, and the reduced-precision paths that run on the device
     (``spacy_elmo.nn.precision.runs_on``)."""
     paths = [REFERENCE, EXACT, TOKEN_CACHE]
-    paths += [path for path, mode in ((BF16, "bf16"), (TF32, "tf32")) if runs_on(mode, device)]
+    paths += [path for path, (mode, _) in REDUCED.items() if runs_on(mode, device)]
     return paths
 
 
@@ -83,25 +97,20 @@ def _prepared(
         with torch.no_grad():
             return bilm(char_ids)[0]
 
-    if path == EXACT:
-        yield exact
-    elif path == TOKEN_CACHE:
-        with Stopwatch(device) as clock:
-            bilm.cache_token_embeddings(list(words))
-        info["cache_build_s"] = clock.seconds
-        info["cache_words"] = len(words)
-        try:
-            yield exact
-        finally:
-            bilm.clear_token_cache()
-    elif path in (BF16, TF32):
-        bilm.precision = "bf16" if path == BF16 else "tf32"
-        try:
-            yield exact
-        finally:
-            bilm.precision = "fp32"
-    else:
+    if path not in (EXACT, TOKEN_CACHE) and path not in REDUCED:
         raise ValueError(f"unknown inference path {path!r}")
+    mode, cached = REDUCED.get(path, ("fp32", path == TOKEN_CACHE))
+    bilm.precision = mode
+    try:
+        if cached:  # built in the path's precision, as the pipe builds it
+            with Stopwatch(device) as clock:
+                bilm.cache_token_embeddings(list(words))
+            info["cache_build_s"] = clock.seconds
+            info["cache_words"] = len(words)
+        yield exact
+    finally:
+        bilm.clear_token_cache()
+        bilm.precision = "fp32"
 
 
 def measure_path(
@@ -113,10 +122,12 @@ def measure_path(
     warmup: int,
     repeats: int,
     threads: int,
-    progress: bool = True,
+    progress: bool,
+    latency_ids: np.ndarray,
 ) -> Dict[str, Any]:
-    """Time one path and measure its peak memory (run in a fresh process by the benchmark).
-    Returns the figures and the layers of every batch (float32 NumPy)."""
+    """Time one path and measure its peak memory (run in a fresh process by the benchmark), and
+    the median time of one sentence (``latency_ids``), run alone. Returns the figures and
+    the layers of every batch (float32 NumPy)."""
     torch.set_num_threads(threads)
     device = torch.device(device_name)
     bilm = load_bilm(model_dir, device=device)
@@ -144,6 +155,7 @@ def measure_path(
                         outputs.append(run(x))
                         bar.update(1)
                 pass_seconds.append(clock.seconds)
+            info["latency_s"] = _latency(run, torch.from_numpy(latency_ids).to(device), device)
     bar.close()
     return {
         **info,
@@ -160,33 +172,111 @@ def run_inference_bench(
     shape: str = "original",
     seed: int = 0,
     text: Optional[Path] = None,
-    batch_size: int = 32,
+    batch_size: Union[int, Sequence[int]] = 32,
     seq_len: int = 25,
     n_batches: int = 4,
     warmup: int = 1,
     repeats: int = 2,
     device: str = "all",
-    threads: Optional[int] = None,
+    threads: Union[None, int, Sequence[int]] = None,
     isolate: bool = True,
     progress: bool = True,
+    sentences: Optional[int] = None,
+    weights: Optional[str] = None,
 ) -> Dict[str, Any]:
-    threads = threads or torch.get_num_threads()
-    torch.set_num_threads(threads)
-    model_dir = cached_model(workdir, shape, seed, progress=progress)
+    """Every path at every (batch size, thread count) cell, on random weights of ``shape`` or
+    on the trained ``weights`` (a reference the package's resolver takes); ``sentences`` (if given) fixes the
+    sentences of a timed pass whatever the batch size (whole batches, at least one), else each
+    pass is ``n_batches`` batches. Each row names its cell; ratios compare paths of one cell."""
+    batch_sizes = [batch_size] if isinstance(batch_size, int) else list(batch_size)
+    thread_counts = [threads or torch.get_num_threads()] if threads is None or isinstance(threads, int) else list(threads)
+    if weights is None:
+        model_dir, options_source = cached_model(workdir, shape, seed, progress=progress), shape_source(shape)
+    else:
+        source = resolve_weight_source(weights, what="--weights")
+        model_dir, options_source = source.directory, str(source.options_file)
     lines = text_lines(text)
-    sentences = sentence_batches(lines, batch_size, seq_len, n_batches)
-    batches = [batch_to_ids(batch) for batch in sentences]
-    words = sorted({w for batch in sentences for sentence in batch for w in sentence})
     cache_words = words_by_frequency(lines)[:CACHE_WORDS]
-    cached = set(cache_words)
-    tokens = [w for batch in sentences for sentence in batch for w in sentence]
-    real_tokens = len(tokens)
-    padded = sum(len(batch) * max(len(s) for s in batch) for batch in sentences)
-    masks = [torch.from_numpy((ids > 0).any(axis=-1)) for ids in batches]
+    latency_ids = batch_to_ids([_latency_sentence(lines)])
+    rows: List[Dict[str, Any]] = []
+    cells: List[Dict[str, Any]] = []
+    for size in batch_sizes:
+        batches_per_pass = n_batches if sentences is None else max(1, -(-sentences // size))
+        cell_batches = sentence_batches(lines, size, seq_len, batches_per_pass)
+        for count in thread_counts:
+            stats = _batch_stats(cell_batches, set(cache_words))
+            cells.append({"batch_size": size, "threads": count, "n_batches": batches_per_pass, **stats})
+            cell = dict(batch_size=size, threads=count)
+            rows += _measure_cell(
+                cell, model_dir, cell_batches, cache_words, latency_ids, device, warmup, repeats, isolate, progress
+            )
+    return {
+        "benchmark": "inference",
+        "system": system_info(),
+        "settings": {
+            "shape": shape if weights is None else None,
+            "weights": weights,
+            "shape_source": options_source,
+            "seed": seed if weights is None else None,
+            "text": str(text or default_text_path()),
+            "batch_sizes": batch_sizes,
+            "thread_counts": thread_counts,
+            "max_sequence_length": seq_len,
+            "sentences_per_pass": sentences,
+            "warmup_batches": warmup,
+            "timed_passes": repeats,
+            "latency_sentence_tokens": LATENCY_TOKENS,
+            "isolated_processes": isolate,
+            "exact_tolerance": EXACT_TOLERANCE,
+        },
+        "cells": cells,
+        "batches": cells[0],
+        "model_mb": sum(f.stat().st_size for f in Path(model_dir).glob("*.safetensors")) / MB,
+        "rows": rows,
+    }
 
+
+def _latency_sentence(lines: List[str]) -> List[str]:
+    """The first sentence of the text with at least ``LATENCY_TOKENS`` tokens, cut to that."""
+    for sentence in text_sentences(lines, LATENCY_TOKENS):
+        if len(sentence) == LATENCY_TOKENS:
+            return sentence
+    raise ValueError(f"the text has no line of {LATENCY_TOKENS} tokens for the latency measurement")
+
+
+def _batch_stats(batches: List[List[List[str]]], cached: set) -> Dict[str, Any]:
+    tokens = [w for batch in batches for sentence in batch for w in sentence]
+    padded = sum(len(batch) * max(len(s) for s in batch) for batch in batches)
+    return {
+        "sentences": sum(len(b) for b in batches),
+        "real_tokens": len(tokens),
+        "padded_positions": padded,
+        "padding_fraction": 1 - len(tokens) / padded,
+        "distinct_words": len(set(tokens)),
+        "cache_hit_rate": sum(w in cached for w in tokens) / len(tokens),
+    }
+
+
+def _measure_cell(
+    cell: Dict[str, Any],
+    model_dir: Path,
+    sentences: List[List[List[str]]],
+    cache_words: List[str],
+    latency_ids: np.ndarray,
+    device: str,
+    warmup: int,
+    repeats: int,
+    isolate: bool,
+    progress: bool,
+) -> List[Dict[str, Any]]:
+    """One row per path and device for one (batch size, threads) cell."""
+    batches = [batch_to_ids(batch) for batch in sentences]
+    masks = [torch.from_numpy((ids > 0).any(axis=-1)) for ids in batches]
+    real_tokens = sum(len(sentence) for batch in sentences for sentence in batch)
     rows: List[Dict[str, Any]] = []
     for dev in resolve_devices(device):
-        reference_row: Optional[Dict[str, Any]] = None
+        device_rows: Dict[str, Dict[str, Any]] = {}
+        reference_row: Dict[str, Any] = {}
         reference_layers: List[torch.Tensor] = []
         paths = available_paths(dev)
         runs: Dict[str, List[Dict[str, Any]]] = {path: [] for path in paths}
@@ -197,49 +287,37 @@ def run_inference_bench(
                 runs[path].append(
                     run_isolated(
                         measure_path, path, str(model_dir), batches, cache_words, str(dev), warmup,
-                        1, threads, progress, isolate=isolate,
+                        1, cell["threads"], progress, latency_ids, isolate=isolate,
                     )
                 )
         for path in paths:
             measured = _best_of(runs[path])
             layers = [torch.from_numpy(x) for x in measured.pop("layers")]
-            row: Dict[str, Any] = {"device": dev.type, "path": path, **measured}
+            row: Dict[str, Any] = {"device": dev.type, **cell, "path": path, **measured}
             row["tokens_per_s"] = real_tokens / row["pass_s"]
+            row["latency_ms"] = 1000 * row["latency_s"]
             if path == REFERENCE:
                 reference_row, reference_layers = row, layers
             else:
-                row.update(_compare(layers, reference_layers, masks, precise=path not in (BF16, TF32)))
+                row.update(_compare(layers, reference_layers, masks, precise=path not in REDUCED))
             row["speedup"] = ratio(row["tokens_per_s"], reference_row["tokens_per_s"])
             row["memory_ratio"] = ratio(row["peak_mb"], reference_row["peak_mb"])
-            rows.append(row)
-    return {
-        "benchmark": "inference",
-        "system": system_info(),
-        "settings": {
-            "shape": shape,
-            "shape_source": shape_source(shape),
-            "seed": seed,
-            "text": str(text or default_text_path()),
-            "batch_size": batch_size,
-            "max_sequence_length": seq_len,
-            "n_batches": n_batches,
-            "warmup_batches": warmup,
-            "timed_passes": repeats,
-            "threads": threads,
-            "isolated_processes": isolate,
-            "exact_tolerance": EXACT_TOLERANCE,
-        },
-        "batches": {
-            "sentences": sum(len(b) for b in sentences),
-            "real_tokens": real_tokens,
-            "padded_positions": padded,
-            "padding_fraction": 1 - real_tokens / padded,
-            "distinct_words": len(words),
-            "cache_hit_rate": sum(w in cached for w in tokens) / real_tokens,
-        },
-        "model_mb": sum(f.stat().st_size for f in Path(model_dir).glob("*.safetensors")) / MB,
-        "rows": rows,
-    }
+            device_rows[path] = row
+        for row in device_rows.values():
+            row["x_exact"] = ratio(row["tokens_per_s"], device_rows[EXACT]["tokens_per_s"])
+        rows += device_rows.values()
+    return rows
+
+
+def _latency(run: Callable[[torch.Tensor], torch.Tensor], char_ids: torch.Tensor, device: torch.device) -> float:
+    """The median of ``LATENCY_RUNS`` calls on one sentence, after one untimed call."""
+    run(char_ids)
+    seconds = []
+    for _ in range(LATENCY_RUNS):
+        with Stopwatch(device) as clock:
+            run(char_ids)
+        seconds.append(clock.seconds)
+    return float(np.median(seconds))
 
 
 def _best_of(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
@@ -247,12 +325,17 @@ def _best_of(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
     best = dict(min(runs, key=lambda run: run["pass_s"]))
     best["pass_all_s"] = [run["pass_s"] for run in runs]
     best["peak_mb"] = max(run["peak_mb"] for run in runs)
+    best["latency_s"] = min(run["latency_s"] for run in runs)
     return best
 
 
 def _compare(
     layers: List[torch.Tensor], reference: List[torch.Tensor], masks: List[torch.Tensor], precise: bool
 ) -> Dict[str, Any]:
+    """Float32 paths: each layer's largest difference from the reference, within
+    ``EXACT_TOLERANCE``. Reduced precision: per layer and for the default mix (the layers'
+    mean: the pipe's ``mix_weights = null``, ``gamma = 1``), the mean and smallest cosine of the
+    real tokens' vectors to the reference's and the largest absolute difference."""
     per_layer = np.max([max_abs_differences(a, b) for a, b in zip(layers, reference)], axis=0)
     result: Dict[str, Any] = {
         "max_abs_diff_per_layer": [float(x) for x in per_layer],
@@ -260,23 +343,36 @@ def _compare(
     }
     if precise:
         result["exact"] = bool(per_layer.max() < EXACT_TOLERANCE)
-    else:
-        a = torch.cat([x[:, m] for x, m in zip(layers, masks)], dim=1)[:, None]
-        b = torch.cat([x[:, m] for x, m in zip(reference, masks)], dim=1)[:, None]
-        mean, worst = top_layer_cosine(a, b, torch.ones(a.shape[1:3], dtype=torch.bool))
-        result["top_layer_cosine_mean"] = mean
-        result["top_layer_cosine_min"] = worst
+        return result
+    got = torch.cat([x[:, m] for x, m in zip(layers, masks)], dim=1).float()  # (layers, tokens, dim)
+    want = torch.cat([x[:, m] for x, m in zip(reference, masks)], dim=1).float()
+    cosines = [torch.nn.functional.cosine_similarity(a, b, dim=-1, eps=1e-12) for a, b in zip(got, want)]
+    mix = torch.nn.functional.cosine_similarity(got.mean(0), want.mean(0), dim=-1, eps=1e-12)
+    result.update(
+        cosine_mean_per_layer=[float(c.mean()) for c in cosines],
+        cosine_min_per_layer=[float(c.min()) for c in cosines],
+        mix_cosine_mean=float(mix.mean()),
+        mix_cosine_min=float(mix.min()),
+        mix_max_abs_diff=float((got.mean(0) - want.mean(0)).abs().max()),
+        top_layer_cosine_mean=float(cosines[-1].mean()),
+        top_layer_cosine_min=float(cosines[-1].min()),
+    )
+    result["worst_mean_cosine"] = min(result["cosine_mean_per_layer"] + [result["mix_cosine_mean"]])
     return result
 
 
 INFERENCE_COLUMNS = [
     ("device", "device", ""),
     ("path", "path", ""),
+    ("batch_size", "batch", ""),
+    ("threads", "threads", ""),
     ("tokens_per_s", "tokens/s", ",.0f"),
     ("speedup", "x reference", ".2f"),
+    ("x_exact", "x exact", ".2f"),
     ("peak_mb", "peak MB", ".1f"),
     ("memory_ratio", "mem x ref", ".2f"),
     ("max_abs_diff", "max |diff|", ".1e"),
     ("exact", "< 1e-5", ""),
-    ("top_layer_cosine_mean", "top cos", ".5f"),
+    ("worst_mean_cosine", "min mean cos", ".5f"),
+    ("latency_ms", "20-token ms", ".1f"),
 ]

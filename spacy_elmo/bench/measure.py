@@ -21,7 +21,7 @@ from typing import Optional
 
 import torch
 
-#: The benches' "MB" is 2**20 bytes (a MiB; the README says so where it quotes them).
+#: The benches' "MB" is 2**20 bytes (a MiB; docs/manual.md says so where it quotes them).
 MB = 2**20
 
 

@@ -34,7 +34,7 @@ import torch
 from tqdm import tqdm
 
 from .isolate import run_isolated
-from .measure import MB, PeakMemory
+from .measure import MB, PeakMemory, current_rss_bytes
 from .pipeline import ModelSource, elmo_pipeline
 from .system import system_info
 from .text import default_text_path, text_lines, token_stream
@@ -57,6 +57,7 @@ def measure_doc(
     words = token_stream(text_lines(Path(text) if text else None), n_tokens + 300)
     settings_used = elmo.settings  # the model block's
     elmo(Doc(nlp.vocab, words=words[n_tokens:]))  # priming, on other words
+    loaded = current_rss_bytes()  # the process with the pipeline loaded and run once
     if getattr(elmo, "cache", None) is not None:
         elmo.cache.clear()
     doc = Doc(nlp.vocab, words=words[:n_tokens])
@@ -66,6 +67,8 @@ def measure_doc(
     outputs = doc._.elmo.nbytes + (0 if doc._.elmo_layers is None else doc._.elmo_layers.nbytes)
     cache = getattr(elmo, "cache", None)
     return {
+        "precision": settings_used.precision,
+        "loaded_rss_mb": None if loaded is None else loaded / MB,
         "tokens": n_tokens,
         "windows": math.ceil(n_tokens / settings_used.max_sequence_length),
         "peak_mb": peak.mb,
@@ -89,6 +92,7 @@ def run_memory_bench(
     sizes: Sequence[int] = (2500, 10000, 40000),
     cache_sizes_mb: Sequence[int] = (0,),
     allocators: Sequence[str] = ("default", "fixed-mmap"),
+    precisions: Sequence[str] = ("fp32",),
     text: Optional[Path] = None,
     threads: Optional[int] = None,
     isolate: bool = True,
@@ -99,9 +103,9 @@ def run_memory_bench(
     unknown = [a for a in allocators if a not in ALLOCATORS]
     if unknown:
         raise ValueError(f"unknown allocator setting {unknown}; choose from {list(ALLOCATORS)}")
-    jobs = [(a, cache_mb, n) for a in allocators for cache_mb in cache_sizes_mb for n in sizes]
-    for allocator, cache_mb, n in tqdm(jobs, desc="memory", unit="doc", disable=not progress):
-        settings = {"cache_size_mb": cache_mb}
+    jobs = [(a, p, cache_mb, n) for a in allocators for p in precisions for cache_mb in cache_sizes_mb for n in sizes]
+    for allocator, precision, cache_mb, n in tqdm(jobs, desc="memory", unit="doc", disable=not progress):
+        settings = {"cache_size_mb": cache_mb, "precision": precision}
         row = run_isolated(
             measure_doc, source, n, str(text) if text else None, settings, threads,
             isolate=isolate, env=ALLOCATORS[allocator],
@@ -114,6 +118,7 @@ def run_memory_bench(
             "model": source.to_dict(),
             "sizes": list(sizes),
             "cache_sizes_mb": list(cache_sizes_mb),
+            "precisions": list(precisions),
             "allocators": {a: ALLOCATORS[a] for a in allocators},
             "threads": threads,
             "isolated_processes": isolate,
@@ -125,6 +130,8 @@ def run_memory_bench(
 
 MEMORY_COLUMNS = [
     ("allocator", "allocator", ""),
+    ("precision", "precision", ""),
+    ("loaded_rss_mb", "loaded RSS MB", ".0f"),
     ("cache_size_mb", "cache_size_mb", ""),
     ("tokens", "tokens", ","),
     ("windows", "windows", ","),

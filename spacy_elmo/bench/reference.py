@@ -21,7 +21,7 @@ Weights come from a package ``BiLM`` (its parameters, in torch's layout: gates i
 
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Dict, List
 
 import torch
 from torch.nn import functional as F
@@ -167,14 +167,3 @@ def max_abs_differences(got: torch.Tensor, want: torch.Tensor) -> List[float]:
     """Per layer, the largest absolute difference: (n_layers, ...) tensors -> n_layers floats."""
     diff = (got.float() - want.float()).abs()
     return [float(d.max()) if d.numel() else 0.0 for d in diff]
-
-
-def top_layer_cosine(got: torch.Tensor, want: torch.Tensor, mask: torch.Tensor) -> Tuple[float, float]:
-    """Mean and minimum cosine similarity of the top layer's vectors of the real tokens.
-    got/want (n_layers, batch, T, dim), mask (batch, T) bool."""
-    a = got[-1][mask].float()
-    b = want[-1][mask].float()
-    cosine = F.cosine_similarity(a, b, dim=-1, eps=1e-12)
-    if not cosine.numel():
-        return 1.0, 1.0
-    return float(cosine.mean()), float(cosine.min())

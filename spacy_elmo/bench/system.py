@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
 import platform
+import subprocess
 from typing import Any, Dict, List, Optional
 
 import torch
 
 
-#: CPU features that decide which kernels run (bf16 is emulated, hence slow, without them).
-CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "fma")
+#: CPU features that decide which kernels run: bf16 is emulated, hence slow, without avx512_bf16
+#: or amx_bf16; int8 products (``torch._int_mm``) use VNNI or AMX where present, AVX2 otherwise.
+CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
 
 
 def _cpuinfo(key: str) -> Optional[str]:
@@ -35,26 +39,63 @@ def cpu_flags() -> List[str]:
 
 
 def system_info() -> Dict[str, Any]:
-    """Versions, CPU, thread count and any CUDA devices, as plain JSON values."""
-    import spacy
-
+    """Versions, CPU, thread count and any CUDA devices (and the GPU stack: ``gpu_info``), as
+    plain JSON values."""
     info: Dict[str, Any] = {
         "python": platform.python_version(),
         "platform": platform.platform(),
         "torch": torch.__version__,
-        "spacy": spacy.__version__,
+        "spacy": _module_version("spacy"),
         "cpu": cpu_name(),
         "cpu_flags": cpu_flags(),
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "mkldnn": torch.backends.mkldnn.is_available(),
         "cuda_available": torch.cuda.is_available(),
         "cuda_devices": _cuda_devices(),
+        **gpu_info(),
     }
     load = _load_average()
     if load is not None:
         info["load_average_1min"] = load
     return info
+
+
+def gpu_info() -> Dict[str, Any]:
+    """What a CUDA figure depends on besides the code: the GPU, its driver, the CUDA and cuDNN
+    that PyTorch was built with, and CuPy (spaCy's GPU arrays); None where absent."""
+    available = torch.cuda.is_available()
+    return {
+        "gpu": torch.cuda.get_device_name(0) if available else None,
+        "gpu_driver": _nvidia_driver() if available else None,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "cupy": _module_version("cupy"),
+    }
+
+
+def _module_version(name: str) -> Optional[str]:
+    """A package's ``__version__``, or None where it is not installed (the GPU machine may lack
+    spaCy; most machines lack CuPy)."""
+    if importlib.util.find_spec(name) is None:
+        return None
+    try:
+        return str(importlib.import_module(name).__version__)
+    except Exception:  # a broken install (CuPy without its CUDA libraries) is an absent one here
+        return None
+
+
+def _nvidia_driver() -> Optional[str]:
+    """The driver version as nvidia-smi reports it (PyTorch does not say)."""
+    try:
+        done = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout.strip() else None
 
 
 def _cuda_devices() -> List[Dict[str, Any]]:

@@ -1,0 +1,832 @@
+"""``bench gpu``: every GPU path of the package, in stages sized for a rarely lent GPU machine.
+
+A GPU is lent to this project rarely and briefly (30 minutes in all, 10 a command), so the runs
+are prepared here and rehearsed on the CPU (``--device cpu --smoke``: tiny shapes, a few steps),
+so that none of its minutes goes to a typo. Each stage:
+
+- runs its cases in turn, each wrapped: a failure is recorded with its traceback's tail and the
+  next case runs;
+- has a deadline (``deadline_s``): a case that would start after it is recorded as ``skipped:
+  deadline``; a subprocess still running at it is stopped; an in-process case runs to its end,
+  so the sizes below keep each well inside the deadline;
+- writes ``OUT/<stage>.json`` (the machine, the sizes, every case) and ``OUT/<stage>.log`` (the
+  log and the subprocesses' output), and prints one line per case.
+
+Stages (``STAGES``):
+
+- ``tests``: the test suite with ``--device cuda`` in a subprocess: first the tests that take the
+  ``device`` fixture, then the whole suite (without this command's own CPU rehearsal);
+- ``inference``: ``bench inference`` (``inference_bench``) on the stage's device, the original
+  shape, batches of 128 sentences of <= 25 tokens: tokens/s per path, ratio to the reference,
+  largest difference and per-token cosines;
+- ``pipe``: ``nlp.pipe`` through the bundled model (``pipe_bench``), after ``spacy.require_gpu()``
+  on CUDA; peak GPU memory; ``doc._.elmo`` a NumPy array on the CPU; a long doc without sentences;
+- ``train``: a tagger and an NER through the listener, ``spacy train`` on the project's configs
+  and its demo corpora (a subprocess, ``--gpu-id 0`` on CUDA), a few hundred steps;
+- ``pretrain``: ``python -m spacy_elmo pretrain`` under torchrun for a few steps, then
+  ``bench pretrain`` (``pretrain_bench``) in fp32 and bf16;
+- ``embed``: ``python -m spacy_elmo embed`` in one process and under torchrun (a rank per GPU; 2
+  on the CPU) on real sentences, and whether both wrote the same vectors.
+
+The tests and train stages read the source checkout (``tests/``, ``project/``): this is a tool for
+a checkout, not for an installed package, and says so where they are missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import json
+import logging
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import torch
+
+STAGES = ("tests", "inference", "pipe", "train", "pretrain", "embed")
+STAGE_CHOICES = (*STAGES, "all")
+#: The source checkout holding this package (``tests/`` and ``project/`` are read from it).
+REPO = Path(__file__).resolve().parents[2]
+#: Characters of a subprocess's output kept in the stage log, and of an error in the JSON.
+LOG_TAIL = 2_000_000
+ERROR_TAIL = 3_000
+#: The whole suite stops after this many failures: a broken GPU path fails many tests alike.
+MAX_FAILURES = 10
+#: Seconds a stopped subprocess gets to end its own workers (torchrun forwards SIGTERM).
+GRACE_S = 15
+#: This command's own CPU rehearsal, left out of the suite on the GPU (minutes, and no GPU).
+OWN_TESTS = "tests/test_bench_gpu.py"
+TORCHRUN = ("-m", "torch.distributed.run", "--standalone")
+RANK_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much each stage runs: ``FULL`` on the GPU, ``SMOKE`` to rehearse on 2 CPU cores."""
+
+    test_paths: Tuple[str, ...]
+    inference_shape: str
+    inference_batches: int
+    inference_repeats: int
+    isolate: bool  # benches measure each path in a fresh process (reliable memory figures)
+    pipe_tokens: int
+    long_doc_tokens: int
+    train_steps: int
+    train_eval_every: int
+    train_dev_limit: int  # 0: the whole dev set
+    pretrain_cases: Tuple[str, ...]  # bench pretrain's CASES, or "fixture" (tiny)
+    pretrain_batch: int
+    pretrain_seq_len: int
+    pretrain_steps: int
+    torchrun_pretrain_steps: int
+    torchrun_pretrain_tiny: bool  # the bundled recipe with a tiny model (TINY_PRETRAIN)
+    embed_tokens: int
+    embed_chunk: int
+
+
+FULL = Sizes(
+    test_paths=("tests",),
+    inference_shape="original",
+    inference_batches=4,
+    inference_repeats=2,
+    isolate=True,
+    pipe_tokens=20_000,
+    long_doc_tokens=100_000,
+    train_steps=300,
+    train_eval_every=100,
+    train_dev_limit=0,
+    pretrain_cases=("original", "original-dense", "bundled"),
+    pretrain_batch=128,
+    pretrain_seq_len=20,
+    pretrain_steps=3,
+    torchrun_pretrain_steps=20,
+    torchrun_pretrain_tiny=False,
+    embed_tokens=50_000,
+    embed_chunk=500,
+)
+SMOKE = Sizes(
+    test_paths=("tests/test_lstm.py", "tests/test_precision.py"),
+    inference_shape="fixture",
+    inference_batches=1,
+    inference_repeats=1,
+    isolate=False,
+    pipe_tokens=300,
+    long_doc_tokens=2_000,
+    train_steps=5,
+    train_eval_every=5,
+    train_dev_limit=10,
+    pretrain_cases=("fixture",),
+    pretrain_batch=8,
+    pretrain_seq_len=12,
+    pretrain_steps=2,
+    torchrun_pretrain_steps=2,
+    torchrun_pretrain_tiny=True,
+    embed_tokens=1_000,
+    embed_chunk=20,
+)
+
+
+class Stage:
+    """One stage's run: its deadline, its log, its scratch folder and its cases' records."""
+
+    def __init__(
+        self,
+        name: str,
+        device: torch.device,
+        sizes: Sizes,
+        deadline_s: float,
+        workdir: Path,
+        log: logging.Logger,
+        echo: Callable[[str], None],
+    ) -> None:
+        self.name = name
+        self.device = device
+        self.sizes = sizes
+        self.workdir = workdir
+        self.log = log
+        self.echo = echo
+        self.deadline = time.monotonic() + deadline_s
+        self.cases: List[Dict[str, Any]] = []
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def case(self, name: str, function: Callable[..., Dict[str, Any]], *args: Any) -> Dict[str, Any]:
+        """Run ``function(self, *args)`` as the case ``name`` and record it: its figures, or its
+        error (the stage goes on), or ``skipped: deadline``. A function may return ``ok: False``
+        with an ``error`` for a case that ran but found a fault (failed tests, differing outputs).
+        """
+        if self.remaining() <= 0:
+            record: Dict[str, Any] = {"case": name, "ok": False, "status": "skipped: deadline"}
+            self._record(record, 0.0)
+            return record
+        self.log.info("case %s: start (%.0f s left)", name, self.remaining())
+        start = time.perf_counter()
+        try:
+            result = function(self, *args)
+        except Exception:  # recorded, and the stage goes on
+            error = traceback.format_exc()
+            self.log.info("case %s failed:\n%s", name, error)
+            record = {"case": name, "ok": False, "status": "failed", "error": error[-ERROR_TAIL:]}
+        else:
+            ok = result.pop("ok", True)
+            record = {"case": name, "ok": ok, "status": "ok" if ok else "failed", **result}
+        self._record(record, time.perf_counter() - start)
+        return record
+
+    def _record(self, record: Dict[str, Any], seconds: float) -> None:
+        record["seconds"] = round(seconds, 3)
+        self.cases.append(record)
+        summary = record.get("summary") or (record.get("error", "").strip().splitlines() or [""])[-1]
+        line = f"{self.name} | {record['case']}: {record['status']} ({seconds:.1f} s)" + (f" | {summary}" if summary else "")
+        self.log.info("%s", line)
+        self.echo(line)
+
+    def run(self, argv: Sequence[Any], env: Optional[Dict[str, str]] = None, cwd: Optional[Path] = None) -> Tuple[Optional[int], str, float]:
+        """Run ``argv`` (stdout and stderr together) until it ends or the deadline comes: returns
+        (exit status, or None if it was stopped at the deadline; its output; seconds). The output
+        goes to the stage log."""
+        self.log.info("$ %s", " ".join(map(str, argv)))
+        start = time.perf_counter()
+        process = subprocess.Popen(
+            list(map(str, argv)), cwd=cwd, env=env or subprocess_env(), stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True,
+        )
+        try:
+            output, _ = process.communicate(timeout=max(1.0, self.remaining()))
+            code: Optional[int] = process.returncode
+        except subprocess.TimeoutExpired:
+            output = _stop(process)
+            code = None
+        seconds = time.perf_counter() - start
+        self.log.info("(exit status %s after %.1f s)\n%s", code, seconds, output[-LOG_TAIL:])
+        return code, output, seconds
+
+
+def _stop(process: subprocess.Popen) -> str:
+    """SIGTERM to the process, its group and its descendants (torchrun's workers each run in a
+    session of their own), SIGKILL after ``GRACE_S``; returns what it wrote."""
+    from .embed_bench import _descendants
+
+    pids = [process.pid, *_descendants(process.pid)]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for kill, pid in [(os.killpg, process.pid), *((os.kill, pid) for pid in pids)]:
+            try:
+                kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            return process.communicate(timeout=GRACE_S)[0] or ""
+        except subprocess.TimeoutExpired:
+            continue
+    return "(no output: the stopped processes still held it)"
+
+
+def subprocess_env(threads: Optional[int] = None) -> Dict[str, str]:
+    """This environment with the checkout first on PYTHONPATH (the subprocess imports this
+    package, installed or not) and no torchrun variables of an outer launcher."""
+    env = {key: value for key, value in os.environ.items() if key not in RANK_VARIABLES}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    env["PYTHONUNBUFFERED"] = "1"
+    env["ANSI_COLORS_DISABLED"] = env["NO_COLOR"] = "1"  # plain text in the log
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
+    return env
+
+
+def _ranks(device: torch.device) -> int:
+    """Processes of a torchrun case: one per GPU, 2 on the CPU (so that Gloo runs)."""
+    return max(1, torch.cuda.device_count()) if device.type == "cuda" else 2
+
+
+def _gpu_id(device: torch.device) -> str:
+    return "0" if device.type == "cuda" else "-1"
+
+
+def _checkout_path(*parts: str) -> Path:
+    path = REPO.joinpath(*parts)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: this stage runs from a source checkout of spacy_elmo")
+    return path
+
+
+# ---------------------------------------------------------------------------------------- tests
+
+
+def _pytest(stage: Stage, only_device_tests: bool) -> Dict[str, Any]:
+    """The suite (or the tests taking the ``device`` fixture) on the stage's device."""
+    paths = [str(_checkout_path(p).relative_to(REPO)) for p in stage.sizes.test_paths]
+    argv = [sys.executable, "-m", "pytest", *paths, "--device", stage.device.type, "-q", "-p", "no:cacheprovider"]
+    if only_device_tests:
+        argv += ["-m", "uses_device"]
+    else:
+        argv += [f"--maxfail={MAX_FAILURES}"]
+        if (REPO / OWN_TESTS).is_file() and "tests" in paths:
+            argv += ["--ignore", OWN_TESTS]
+    code, output, seconds = stage.run(argv, cwd=REPO)
+    counts = pytest_counts(output)
+    failures = [line for line in output.splitlines() if line.startswith(("FAILED ", "ERROR "))]
+    result: Dict[str, Any] = {
+        "command": " ".join(argv[1:]),
+        "exit_status": code,
+        "wall_s": seconds,
+        **counts,
+        "failures": failures[:50],
+        "summary": ", ".join(f"{n} {what}" for what, n in counts.items() if n) or "no tests ran",
+    }
+    if code is None:
+        result.update(ok=False, error=f"stopped at the deadline after {seconds:.0f} s ({result['summary']})")
+    elif code != 0:
+        result.update(ok=False, error="\n".join(failures[:20]) or output[-ERROR_TAIL:])
+    return result
+
+
+def pytest_counts(output: str) -> Dict[str, int]:
+    """passed/failed/skipped/errors from pytest's last summary line; from the progress dots
+    when there is none (a run stopped at the deadline)."""
+    counts = {"passed": 0, "failed": 0, "skipped": 0, "errors": 0, "deselected": 0}
+    names = {"passed": "passed", "failed": "failed", "skipped": "skipped", "error": "errors", "errors": "errors", "deselected": "deselected"}
+    summary = [line for line in output.splitlines() if " in " in line and any(f" {n}" in line for n in names)]
+    if summary:
+        words = summary[-1].replace(",", " ").split()
+        for number, word in zip(words, words[1:]):
+            if number.isdigit() and word in names:
+                counts[names[word]] += int(number)
+        return counts
+    marks = {".": "passed", "F": "failed", "s": "skipped", "E": "errors"}
+    for line in output.splitlines():
+        progress = line.split("[")[0].strip()
+        if progress and set(progress) <= set(".FsExX"):
+            for mark in progress:
+                if mark in marks:
+                    counts[marks[mark]] += 1
+    return counts
+
+
+def tests_stage(stage: Stage) -> None:
+    stage.case("tests taking the device fixture", _pytest, True)
+    stage.case(f"pytest {' '.join(stage.sizes.test_paths)}", _pytest, False)
+
+
+# ------------------------------------------------------------------------------------ inference
+
+
+def _inference(stage: Stage) -> Dict[str, Any]:
+    from .inference_bench import run_inference_bench
+
+    s = stage.sizes
+    result = run_inference_bench(
+        stage.workdir, shape=s.inference_shape, batch_size=128, seq_len=25, n_batches=s.inference_batches,
+        warmup=1, repeats=s.inference_repeats, device=stage.device.type, isolate=s.isolate, progress=False,
+    )
+    rows = result["rows"]
+    not_exact = [row["path"] for row in rows if row.get("exact") is False]
+    out: Dict[str, Any] = {
+        "settings": result["settings"],
+        "batches": result["batches"],
+        "model_mb": result["model_mb"],
+        "rows": rows,
+        "summary": "; ".join(
+            f"{row['path']} {row['tokens_per_s']:,.0f} tok/s x{row['speedup']:.2f}"
+            + (f" max|diff| {row['max_abs_diff']:.1e}" if "max_abs_diff" in row else "")
+            + (f" min mean cos {row['worst_mean_cosine']:.4f}" if "worst_mean_cosine" in row else "")
+            for row in rows
+        ),
+    }
+    if not_exact:
+        out.update(ok=False, error=f"float32 paths off the reference by more than the tolerance: {', '.join(not_exact)}")
+    return out
+
+
+def inference_stage(stage: Stage) -> None:
+    stage.case(f"{stage.sizes.inference_shape} shape, batch 128", _inference)
+
+
+# ----------------------------------------------------------------------------------------- pipe
+
+
+def _spacy_on_device(device: torch.device) -> None:
+    """spaCy's arrays (and so the elmo pipe's biLM) on the stage's device."""
+    import spacy
+
+    if device.type == "cuda":
+        spacy.require_gpu()
+    else:
+        spacy.require_cpu()
+
+
+def _register_spacy_parts() -> List[str]:
+    """Import the modules that register the ``elmo`` factory and the architectures, so that a
+    checkout that is not installed (no entry points) works too; returns their names."""
+    import importlib
+
+    names = ["spacy_elmo.architectures", "spacy_elmo.loaders", "spacy_elmo.pipe"]
+    for name in names:
+        importlib.import_module(name)
+    return names
+
+
+def _pipe_throughput(stage: Stage) -> Dict[str, Any]:
+    from .measure import MB, PeakMemory
+    from .pipe_bench import run_pipe_bench
+    from .pipeline import model_source
+
+    _register_spacy_parts()
+    _spacy_on_device(stage.device)
+    with PeakMemory(stage.device) as peak:
+        result = run_pipe_bench(model_source(), max_tokens=stage.sizes.pipe_tokens, batch_size=64, progress=False)
+    row = result["rows"][0]
+    out = {
+        "settings": result["settings"],
+        **row,
+        "peak_mb": peak.mb,
+        "peak_total_mb": peak.total / MB,
+        "peak_method": peak.method,
+        "summary": f"{row['tokens_per_s']:,.0f} tok/s on {result['settings']['device']}, peak {peak.total / MB:,.0f} MB ({peak.method})",
+    }
+    if not result["settings"]["device"].startswith(stage.device.type):
+        out.update(ok=False, error=f"the biLM ran on {result['settings']['device']}, not {stage.device.type}")
+    return out
+
+
+def _doc_output_on_cpu(stage: Stage) -> Dict[str, Any]:
+    """Whatever the device, ``doc._.elmo`` is a NumPy array (CuPy arrays would break users'
+    code and ``doc.to_bytes``)."""
+    import numpy
+
+    from .pipeline import elmo_pipeline, model_source
+    from .text import DEMO_TEXT, text_lines
+
+    _register_spacy_parts()
+    _spacy_on_device(stage.device)
+    nlp = elmo_pipeline(model_source(), sentencizer=True)
+    doc = nlp(" ".join(text_lines(DEMO_TEXT)[:3]))
+    bilm_device = next(nlp.get_pipe("elmo").bilm.parameters()).device
+    arrays = {"doc._.elmo": doc._.elmo, "doc._.elmo_layers": doc._.elmo_layers, "doc[0].vector": doc[0].vector}
+    types = {name: None if a is None else f"{type(a).__module__}.{type(a).__name__}" for name, a in arrays.items()}
+    wrong = [name for name, a in arrays.items() if a is not None and not isinstance(a, numpy.ndarray)]
+    out: Dict[str, Any] = {
+        "tokens": len(doc),
+        "sentences": len(list(doc.sents)),
+        "types": types,
+        "elmo_shape": list(doc._.elmo.shape),
+        "bilm_device": str(bilm_device),
+        "summary": f"doc._.elmo {types['doc._.elmo']} {tuple(doc._.elmo.shape)}, biLM on {bilm_device}",
+    }
+    errors = [f"{name} is {types[name]}, not a NumPy array" for name in wrong]
+    if doc._.elmo.shape[0] != len(doc):
+        errors.append(f"doc._.elmo has {doc._.elmo.shape[0]} rows for {len(doc)} tokens")
+    if bilm_device.type != stage.device.type:
+        errors.append(f"the biLM is on {bilm_device}, not {stage.device.type}")
+    if errors:
+        out.update(ok=False, error="; ".join(errors))
+    return out
+
+
+def _long_doc(stage: Stage) -> Dict[str, Any]:
+    """A doc without sentence boundaries runs in windows: no OOM whatever its length."""
+    import numpy
+    from spacy.tokens import Doc
+
+    from .measure import MB, PeakMemory, Stopwatch
+    from .pipeline import elmo_pipeline, model_source
+    from .text import text_lines, token_stream
+
+    _register_spacy_parts()
+    _spacy_on_device(stage.device)
+    nlp = elmo_pipeline(model_source())
+    elmo = nlp.get_pipe("elmo")
+    n = stage.sizes.long_doc_tokens
+    doc = Doc(nlp.vocab, words=token_stream(text_lines(), n))
+    with PeakMemory(stage.device) as peak, Stopwatch(stage.device) as clock:
+        elmo(doc)
+    out: Dict[str, Any] = {
+        "tokens": n,
+        "elmo_s": clock.seconds,
+        "tokens_per_s": n / clock.seconds,
+        "max_sequence_length": elmo.settings.max_sequence_length,
+        "max_batch_tokens": elmo.settings.max_batch_tokens,
+        "elmo_shape": list(doc._.elmo.shape),
+        "peak_mb": peak.mb,
+        "peak_total_mb": peak.total / MB,
+        "peak_method": peak.method,
+        "summary": f"{n:,} tokens at {n / clock.seconds:,.0f} tok/s, peak {peak.total / MB:,.0f} MB ({peak.method})",
+    }
+    if not isinstance(doc._.elmo, numpy.ndarray) or doc._.elmo.shape[0] != n:
+        out.update(ok=False, error=f"doc._.elmo is {type(doc._.elmo).__name__} {getattr(doc._.elmo, 'shape', None)}")
+    return out
+
+
+def pipe_stage(stage: Stage) -> None:
+    try:
+        stage.case("nlp.pipe", _pipe_throughput)
+        stage.case("doc._.elmo on the CPU", _doc_output_on_cpu)
+        stage.case(f"long doc without sentences ({stage.sizes.long_doc_tokens:,} tokens)", _long_doc)
+    finally:
+        if "spacy" in sys.modules:
+            import spacy
+
+            spacy.require_cpu()  # the next stage starts as this one did
+
+
+# ---------------------------------------------------------------------------------------- train
+
+#: component -> (project config, demo corpus folder, what the folder holds, the score to show)
+TRAINED = {
+    "tagger": ("tagger_elmo.cfg", "ud-english-ewt", "UD English-EWT", "tag_acc"),
+    "ner": ("ner_elmo.cfg", "wnut17", "WNUT17", "ents_f"),
+}
+
+
+def _demo_corpus(stage: Stage, component: str) -> Tuple[Path, Path]:
+    """The project's demo slice as .spacy files, converted as its ``demo-convert`` step does
+    (spaCy's converter, then the project's own scripts, run in this process)."""
+    import runpy
+
+    from spacy.cli.convert import convert
+
+    source = _checkout_path("project", "demo_data", TRAINED[component][1])
+    scripts = _checkout_path("project", "scripts")
+    out = stage.workdir / "corpus" / component
+    out.mkdir(parents=True, exist_ok=True)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):  # the scripts report to stdout: the log's
+        if component == "tagger":
+            convert(source, out, file_type="spacy", n_sents=1, converter="conllu")
+            runpy.run_path(str(scripts / "upos_as_tags.py"))["main"](out)  # UPOS as the tagger's labels
+        else:
+            inputs = [source / "train.conll", source / "dev.conll"]
+            runpy.run_path(str(scripts / "conll_ner_to_spacy.py"))["main"](out, inputs, n_sents=1)
+    stage.log.info("%s", printed.getvalue())
+    return out / "train.spacy", out / "dev.spacy"
+
+
+def _train(stage: Stage, component: str) -> Dict[str, Any]:
+    config_name, _, corpus_name, score = TRAINED[component]
+    config = _checkout_path("project", "configs", config_name)
+    train, dev = _demo_corpus(stage, component)
+    code_file = stage.workdir / "register_spacy_elmo.py"
+    code_file.write_text("".join(f"import {name}\n" for name in _register_spacy_parts()), encoding="utf-8")
+    output = stage.workdir / f"train-{component}"
+    s = stage.sizes
+    argv = [
+        sys.executable, "-m", "spacy", "train", config, "--output", output, "--code", code_file,
+        "--gpu-id", _gpu_id(stage.device), "--paths.train", train, "--paths.dev", dev,
+        "--training.max_steps", s.train_steps, "--training.max_epochs", 0,
+        "--training.eval_frequency", s.train_eval_every, "--corpora.dev.limit", s.train_dev_limit,
+        "--system.seed", 0,
+    ]
+    code, text, seconds = stage.run(argv, cwd=stage.workdir)
+    if code != 0:
+        raise RuntimeError(f"spacy train exited with {code}:\n{text[-ERROR_TAIL:]}")
+    meta = json.loads((output / "model-last" / "meta.json").read_text(encoding="utf-8"))
+    scores = meta.get("performance", {})
+    return {
+        "config": str(config.relative_to(REPO)),
+        "corpus": f"{corpus_name} demo slice (project/demo_data)",
+        "steps": s.train_steps,
+        "wall_s": seconds,
+        "scores": scores,
+        "summary": f"{score} {scores.get(score, float('nan')):.3f} after {s.train_steps} steps in {seconds:.0f} s",
+    }
+
+
+def train_stage(stage: Stage) -> None:
+    for component in TRAINED:
+        stage.case(component, _train, component)
+
+
+# ------------------------------------------------------------------------------------- pretrain
+
+
+def fixture_pretrain_case():
+    """``bench pretrain`` on the tiny AllenNLP test shape, a full softmax over 500 words: the
+    rehearsal's case (the released shapes take minutes on a CPU)."""
+    from ..pretrain.config import model_overrides
+    from .pretrain_bench import PretrainCase
+    from .shapes import shape_options
+
+    return PretrainCase(
+        name="fixture",
+        vocab_size=500,
+        overrides={**model_overrides(shape_options("fixture")), "objective.softmax": "full"},
+        description="the tiny fixture shape, full softmax over 500 words",
+    )
+
+
+def _pretrain_bench(stage: Stage, precision: str) -> Dict[str, Any]:
+    from .pretrain_bench import CASES, run_pretrain_bench
+
+    s = stage.sizes
+    cases = [fixture_pretrain_case() if name == "fixture" else CASES[name]() for name in s.pretrain_cases]
+    result = run_pretrain_bench(
+        cases, batch_size=s.pretrain_batch, seq_len=s.pretrain_seq_len, warmup=1, steps=s.pretrain_steps,
+        precision=precision, device=stage.device.type, isolate=s.isolate, progress=False,
+    )
+    return {
+        "settings": result["settings"],
+        "rows": result["rows"],
+        "summary": "; ".join(f"{row['case']} {row['tokens_per_s']:,.0f} tok/s, peak {row['peak_mb']:,.0f} MB" for row in result["rows"]),
+    }
+
+
+#: Overrides of the bundled recipe that make the rehearsal's model tiny (as tests/test_pretrain.py).
+TINY_PRETRAIN = {
+    "model.filters": [[1, 8], [2, 8], [3, 16]],
+    "model.char_embedding_dim": 4,
+    "model.lstm_dim": 32,
+    "model.projection_dim": 16,
+    "vocab.size": 500,
+    "corpus.max_sequence_length": 30,
+    "corpus.shuffle_buffer": 200,
+    "training.batch_tokens": 400,
+}
+
+
+def _torchrun_pretrain(stage: Stage) -> Dict[str, Any]:
+    """The pretrain command as users scale it out: torchrun, a rank per GPU (NCCL when there are
+    several ranks on CUDA, Gloo on the CPU), the bundled model's recipe, a few steps."""
+    from .shapes import bundled_recipe_path
+    from .text import default_text_path
+
+    ranks = _ranks(stage.device)
+    steps = stage.sizes.torchrun_pretrain_steps
+    overrides: Dict[str, Any] = {
+        "paths.train": str(default_text_path()),
+        "paths.dev": None,
+        "objective.softmax": "full",  # the short text's vocabulary is smaller than 4,096 samples
+        "optimizer.warmup_steps": 0,
+        "training.max_steps": steps,
+        "training.log_every": max(1, steps // 4),
+        "training.eval_every": 10 * steps,
+        "training.checkpoint_every": 10 * steps,
+        **(TINY_PRETRAIN if stage.sizes.torchrun_pretrain_tiny else {}),
+    }
+    output = stage.workdir / "pretrain-torchrun"
+    argv: List[Any] = [sys.executable, *TORCHRUN, "--nproc-per-node", ranks, "-m", "spacy_elmo", "pretrain"]
+    argv += [bundled_recipe_path(), output, "--gpu-id", _gpu_id(stage.device)]
+    if stage.device.type == "cpu":
+        argv += ["--threads", 1]  # a core per rank
+    for key, value in overrides.items():
+        argv += [f"--{key}", json.dumps(value) if not isinstance(value, str) else value]
+    code, text, seconds = stage.run(argv, env=subprocess_env(threads=1), cwd=stage.workdir)
+    if code != 0:
+        raise RuntimeError(f"torchrun pretrain exited with {code}:\n{text[-ERROR_TAIL:]}")
+    rows = [json.loads(line) for line in (output / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+    last = [row for row in rows if "loss" in row][-1]
+    backend = "nccl" if stage.device.type == "cuda" else "gloo"  # a process group for one rank too
+    return {
+        "ranks": ranks,
+        "backend": backend,
+        "steps": steps,
+        "wall_s": seconds,
+        "last_logged": last,
+        "model_written": (output / "model.safetensors").is_file(),
+        "summary": f"{ranks} rank(s), backend {backend}: step {last['step']} loss {last['loss']:.3f}, {last['tokens_per_s']:,.0f} tok/s",
+    }
+
+
+def pretrain_stage(stage: Stage) -> None:
+    stage.case(f"torchrun --nproc-per-node {_ranks(stage.device)} pretrain", _torchrun_pretrain)
+    for precision in ("fp32", "bf16"):
+        stage.case(f"bench pretrain {precision}", _pretrain_bench, precision)
+
+
+# ---------------------------------------------------------------------------------------- embed
+
+
+def _embed_run(stage: Stage, torchrun: bool) -> Dict[str, Any]:
+    """``python -m spacy_elmo embed`` on the bench text's sentences, in one process or under
+    torchrun; tokens/s end to end and of the embedding alone (the command's summary line)."""
+    from .embed_bench import SUMMARY, embed_argv, write_input
+
+    input_path = stage.workdir / "embed-input.txt"
+    if not input_path.is_file():
+        write_input(None, stage.sizes.embed_tokens, input_path)
+    ranks = _ranks(stage.device) if torchrun else 1
+    threads = 1  # a thread a process: what torchrun adds is ranks (a GPU or a core each)
+    output = stage.workdir / f"embed-{'torchrun' if torchrun else 'one'}.hdf5"
+    options = ["--chunk-size", str(stage.sizes.embed_chunk), "--gpu-id", _gpu_id(stage.device)]
+    argv = embed_argv(1, input_path, output, options, threads)
+    if torchrun:
+        argv = [sys.executable, *TORCHRUN, "--nproc-per-node", str(ranks), *argv[1:]]
+    code, text, seconds = stage.run(argv, env=subprocess_env(threads), cwd=stage.workdir)
+    if code != 0:
+        raise RuntimeError(f"embed exited with {code}:\n{text[-ERROR_TAIL:]}")
+    match = SUMMARY.search(text)
+    if match is None:
+        raise RuntimeError(f"no summary line in embed's output: {text[-ERROR_TAIL:]}")
+    tokens = int(match["tokens"].replace(",", ""))
+    embed_s = float(match["embed_s"])
+    return {
+        "processes": ranks,
+        "threads_per_process": threads,
+        "sentences": int(match["sentences"]),
+        "tokens": tokens,
+        "wall_s": seconds,
+        "tokens_per_s": tokens / seconds,
+        "embed_tokens_per_s": int(match["embedded"].replace(",", "")) / embed_s if embed_s else None,
+        "merge_s": float(match["merge_s"]),
+        "summary": f"{tokens:,} tokens, {tokens / seconds:,.0f} tok/s end to end ({ranks} x {threads} thread(s))",
+    }
+
+
+def _embed_outputs_equal(stage: Stage) -> Dict[str, Any]:
+    """Both runs wrote the same datasets, the same sentence index and the same vectors."""
+    import h5py
+    import numpy
+
+    paths = [stage.workdir / "embed-one.hdf5", stage.workdir / "embed-torchrun.hdf5"]
+    with h5py.File(paths[0], "r") as one, h5py.File(paths[1], "r") as many:
+        names = sorted(set(one) - {"sentence_to_index"})
+        errors = []
+        if sorted(set(many) - {"sentence_to_index"}) != names:
+            errors.append("different dataset names")
+        if "sentence_to_index" in one and one["sentence_to_index"][()].tolist() != many["sentence_to_index"][()].tolist():
+            errors.append("different sentence_to_index")
+        largest = 0.0
+        for name in names:
+            if name not in many:
+                continue
+            a, b = one[name][()], many[name][()]
+            if a.shape != b.shape:
+                errors.append(f"dataset {name}: shape {a.shape} against {b.shape}")
+            elif a.size:
+                largest = max(largest, float(numpy.abs(a - b).max()))
+    out: Dict[str, Any] = {
+        "datasets": len(names),
+        "max_abs_diff": largest,
+        "identical": largest == 0.0 and not errors,
+        "summary": f"{len(names)} datasets, max |diff| {largest:.1e}",
+    }
+    if largest > 1e-5:
+        errors.append(f"vectors differ by up to {largest:.2e} (> 1e-5)")
+    if errors:
+        out.update(ok=False, error="; ".join(errors))
+    return out
+
+
+def embed_stage(stage: Stage) -> None:
+    stage.case("1 process embed", _embed_run, False)
+    stage.case(f"torchrun --nproc-per-node {_ranks(stage.device)} embed", _embed_run, True)
+    stage.case("outputs equal", _embed_outputs_equal)
+
+
+RUNNERS: Dict[str, Callable[[Stage], None]] = {
+    "tests": tests_stage,
+    "inference": inference_stage,
+    "pipe": pipe_stage,
+    "train": train_stage,
+    "pretrain": pretrain_stage,
+    "embed": embed_stage,
+}
+
+
+# ------------------------------------------------------------------------------------- the run
+
+
+def _system() -> Dict[str, Any]:
+    from .system import system_info
+
+    try:
+        return system_info()
+    except Exception:  # the figures still need a machine: the basics, and why the rest is missing
+        return {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "error": traceback.format_exc()[-ERROR_TAIL:],
+        }
+
+
+def _jsonable(value: Any) -> Any:
+    """NumPy scalars and arrays, paths and devices as JSON values (json's ``default``)."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return str(value)
+
+
+@contextlib.contextmanager
+def _stage_log(name: str, path: Path) -> Iterator[logging.Logger]:
+    """Plain lines with a time stamp in ``path`` (no progress bars: a log read afterwards)."""
+    log = logging.getLogger(f"spacy_elmo.bench.gpu.{name}")
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    handler = logging.FileHandler(path, mode="w", encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    log.addHandler(handler)
+    try:
+        yield log
+    finally:
+        log.removeHandler(handler)
+        handler.close()
+
+
+def run_stage(
+    name: str,
+    out: Path,
+    device: str = "cuda",
+    smoke: bool = False,
+    deadline_s: float = 420.0,
+    echo: Callable[[str], None] = print,
+) -> Path:
+    """Run one stage and write ``out/<name>.json`` and ``out/<name>.log``; returns the JSON's
+    path. Failures inside are recorded in it, never raised."""
+    if name not in RUNNERS:
+        raise ValueError(f"--stage must be one of {', '.join(STAGE_CHOICES)}, got {name!r}")
+    out.mkdir(parents=True, exist_ok=True)
+    sizes = SMOKE if smoke else FULL
+    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    start = time.perf_counter()
+    with _stage_log(name, out / f"{name}.log") as log, tempfile.TemporaryDirectory(prefix=f"spacy-elmo-gpu-{name}-") as tmp:
+        stage = Stage(name, torch.device(device), sizes, deadline_s, Path(tmp), log, echo)
+        log.info("stage %s on %s (%s), deadline %.0f s", name, device, "smoke" if smoke else "full", deadline_s)
+        RUNNERS[name](stage)
+        system = _system()
+    cases = stage.cases
+    result = {
+        "stage": name,
+        "device": device,
+        "smoke": smoke,
+        "deadline_s": deadline_s,
+        "started": started,
+        "seconds": round(time.perf_counter() - start, 1),
+        "ok": all(case["ok"] for case in cases),
+        "cases_ok": sum(case["ok"] for case in cases),
+        "cases": cases,
+        "system": system,
+        "sizes": dataclasses.asdict(sizes),
+        "log": f"{name}.log",
+    }
+    path = out / f"{name}.json"
+    path.write_text(json.dumps(result, indent=1, default=_jsonable) + "\n", encoding="utf-8")
+    echo(f"{name}: {result['cases_ok']}/{len(cases)} cases ok in {result['seconds']:.0f} s; wrote {path}")
+    return path
+
+
+def run_stages(
+    stage: str,
+    out: Path,
+    device: str = "cuda",
+    smoke: bool = False,
+    deadline_s: float = 420.0,
+    echo: Callable[[str], None] = print,
+) -> List[Path]:
+    """``stage``, or every stage in turn for ``all`` (each with its own deadline)."""
+    names = STAGES if stage == "all" else (stage,)
+    if any(name not in RUNNERS for name in names):
+        raise ValueError(f"--stage must be one of {', '.join(STAGE_CHOICES)}, got {stage!r}")
+    if device not in ("cuda", "cpu"):
+        raise ValueError(f"--device must be cuda or cpu, got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device cuda: PyTorch {torch.__version__} sees no CUDA device (--device cpu rehearses on the CPU)")
+    return [run_stage(name, out, device, smoke, deadline_s, echo) for name in names]

@@ -1,0 +1,138 @@
+"""``python -m spacy_elmo bench gpu``: the rehearsal on the CPU (``--device cpu --smoke``) of the
+runs prepared for a rarely lent GPU machine. Every stage writes one JSON with the machine and its
+cases and one log; a failing case is recorded and the stage goes on; the deadline stops a stage,
+not the JSON; an unknown stage is refused before anything runs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from spacy_elmo.bench import gpu_run
+from spacy_elmo.bench.gpu_run import SMOKE, STAGES, Stage, pytest_counts
+from spacy_elmo.cli import app
+
+SYSTEM_FIELDS = ("python", "torch", "cpu", "gpu", "gpu_driver", "cuda", "cudnn", "cupy", "spacy")
+MAX_FILE_BYTES = 16 * 2**20
+
+
+def _bench_gpu(out: Path, *args: str):
+    return CliRunner().invoke(app, ["bench", "gpu", "--out", str(out), "--device", "cpu", "--smoke", *args])
+
+
+def _read(out: Path, stage: str) -> dict:
+    return json.loads((out / f"{stage}.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def rehearsal(tmp_path_factory):
+    """``--stage all --device cpu --smoke`` once: what CI runs before a GPU's minutes are spent."""
+    out = tmp_path_factory.mktemp("gpu-rehearsal")
+    return _bench_gpu(out, "--stage", "all"), out
+
+
+def test_the_rehearsal_writes_one_json_and_one_log_per_stage(rehearsal):
+    result, out = rehearsal
+    assert result.exit_code == 0, result.output
+    files = sorted(p.name for p in out.iterdir())
+    assert files == sorted(f"{stage}.{ext}" for stage in STAGES for ext in ("json", "log"))
+    assert all((out / name).stat().st_size < MAX_FILE_BYTES for name in files)
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_each_stage_records_the_machine_and_every_case_ok(rehearsal, stage):
+    result, out = rehearsal
+    data = _read(out, stage)
+    assert data["stage"] == stage and data["device"] == "cpu" and data["smoke"] is True
+    assert set(SYSTEM_FIELDS) <= set(data["system"]), data["system"]
+    assert data["system"]["gpu"] is None or torch.cuda.is_available()
+    failed = {case["case"]: case.get("error") for case in data["cases"] if not case["ok"]}
+    assert not failed, failed
+    assert data["ok"] and data["cases"]
+    for case in data["cases"]:  # one line each on the console
+        assert f"{stage} | {case['case']}: ok" in result.output
+    assert (out / f"{stage}.log").read_text(encoding="utf-8").strip()
+
+
+def test_the_stages_measure_what_they_promise(rehearsal):
+    _, out = rehearsal
+    cases = {stage: {case["case"]: case for case in _read(out, stage)["cases"]} for stage in STAGES}
+    assert all(case["failed"] == 0 and case["passed"] > 0 for case in cases["tests"].values())
+    (inference,) = cases["inference"].values()
+    assert {row["path"] for row in inference["rows"]} >= {"exact", "bf16 autocast"}
+    assert all("speedup" in row for row in inference["rows"])
+    pipe = cases["pipe"]
+    assert pipe["doc._.elmo on the CPU"]["types"]["doc._.elmo"] == "numpy.ndarray"
+    assert pipe["nlp.pipe"]["tokens_per_s"] > 0
+    assert all(0 <= case["scores"].get(score, -1) <= 1 for case, score in
+               [(cases["train"]["tagger"], "tag_acc"), (cases["train"]["ner"], "ents_f")])
+    torchrun = next(case for name, case in cases["pretrain"].items() if name.startswith("torchrun"))
+    assert torchrun["ranks"] == 2 and torchrun["backend"] == "gloo" and torchrun["model_written"]
+    assert cases["embed"]["outputs equal"]["identical"]
+
+
+def test_a_failing_case_is_recorded_and_the_stage_goes_on(tmp_path, monkeypatch):
+    def planted(stage, torchrun):
+        raise RuntimeError("planted failure")
+
+    monkeypatch.setattr(gpu_run, "_embed_run", planted)
+    monkeypatch.setattr(gpu_run, "_embed_outputs_equal", lambda stage: {"summary": "compared"})
+    result = _bench_gpu(tmp_path, "--stage", "embed")
+    assert result.exit_code == 0, result.output
+    cases = _read(tmp_path, "embed")["cases"]
+    assert [case["status"] for case in cases] == ["failed", "failed", "ok"]
+    assert "RuntimeError: planted failure" in cases[0]["error"]
+    assert "embed | 1 process embed: failed" in result.output
+    assert _read(tmp_path, "embed")["ok"] is False
+
+
+def test_the_deadline_keeps_what_is_done_and_skips_the_rest(tmp_path, monkeypatch):
+    def slow(stage, torchrun):
+        time.sleep(1.0)
+        return {"summary": "done"}
+
+    monkeypatch.setattr(gpu_run, "_embed_run", slow)
+    result = _bench_gpu(tmp_path, "--stage", "embed", "--deadline-s", "0.5")
+    assert result.exit_code == 0, result.output
+    data = _read(tmp_path, "embed")
+    assert [case["status"] for case in data["cases"]] == ["ok", "skipped: deadline", "skipped: deadline"]
+    assert set(SYSTEM_FIELDS) <= set(data["system"])
+
+
+def test_a_subprocess_is_stopped_at_the_deadline(tmp_path):
+    stage = Stage("tests", torch.device("cpu"), SMOKE, 2.0, tmp_path, logging.getLogger(__name__), print)
+    code, output, _ = stage.run(
+        [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"]
+    )
+    assert code is None and "started" in output  # None: stopped, not ended
+
+
+def test_pytest_counts_from_the_summary_or_from_the_dots_of_a_stopped_run():
+    assert pytest_counts("..F\nFAILED tests/a.py::t - x\n2 failed, 9 passed, 1 skipped in 3.2s\n") == {
+        "passed": 9, "failed": 2, "skipped": 1, "errors": 0, "deselected": 0,
+    }
+    assert pytest_counts("....s.F. [ 40%]\n..") == {
+        "passed": 8, "failed": 1, "skipped": 1, "errors": 0, "deselected": 0,
+    }
+
+
+def test_an_unknown_stage_is_refused(tmp_path):
+    result = _bench_gpu(tmp_path / "out", "--stage", "benchmarks")
+    assert result.exit_code == 1
+    assert "--stage must be one of tests, inference, pipe, train, pretrain, embed, all, got 'benchmarks'" in result.output
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal where there is no GPU")
+def test_cuda_without_a_gpu_is_refused(tmp_path):
+    result = CliRunner().invoke(app, ["bench", "gpu", "--stage", "pipe", "--out", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "--device cuda: PyTorch" in result.output and "sees no CUDA device" in result.output
+    assert list(tmp_path.iterdir()) == []
