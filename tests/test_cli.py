@@ -15,7 +15,6 @@ from spacy_elmo import batch_to_ids, load_bilm
 from spacy_elmo.bench.senses import DATA_FILE, read_senses
 from spacy_elmo.cli import app
 from spacy_elmo.demo import demo_words
-from spacy_elmo import DEFAULT_MODEL
 
 runner = CliRunner()
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -22,7 +22,6 @@ from spacy_elmo import batch_to_ids, export_bilm_tf, load_bilm
 from spacy_elmo.pretrain import (
     CorpusError,
     Trainer,
-    TrainingInterrupted,
     Vocab,
     VocabError,
     load_config,

@@ -3,11 +3,9 @@ prints its table and, with ``--output``, writes every figure to JSON."""
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import tempfile
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 import torch
 import typer
@@ -18,6 +16,7 @@ from . import report
 from .embed_bench import embed_bench_command
 from .shapes import SHAPE_NAMES
 from .text import DEFAULT_TEXT
+from .workdir import bench_workdir
 
 app = typer.Typer(
     name="bench",
@@ -52,16 +51,6 @@ RANDOM_SHAPE = typer.Option(
     help=f"Random weights of a shape instead of --weights: {', '.join(SHAPE_NAMES)}",
 )
 SHAPE = typer.Option("original", "--shape", help=f"Model shape: {', '.join(SHAPE_NAMES)}")
-
-
-@contextlib.contextmanager
-def _workdir(path: Optional[Path]) -> Iterator[Path]:
-    if path is not None:
-        path.mkdir(parents=True, exist_ok=True)
-        yield path
-        return
-    with tempfile.TemporaryDirectory(prefix="spacy-elmo-bench-") as tmp:
-        yield Path(tmp)
 
 
 def _threads(threads: Optional[int]) -> None:
@@ -123,7 +112,7 @@ def load_command(
 
     _check_shape(shape)
     _threads(threads)
-    with _workdir(workdir) as directory:
+    with bench_workdir(workdir) as directory:
         result = run_load_bench(directory, shape, seed, repeats)
     report.echo_table(
         f"Loading a random {shape} biLM ({result['n_parameters']:,} parameters), best of "
@@ -188,7 +177,7 @@ def inference_command(
 
     _check_shape(shape)
     try:
-        with _workdir(workdir) as directory:
+        with bench_workdir(workdir) as directory:
             result = run_inference_bench(
                 directory, shape, seed, text, batch_size, seq_len, n_batches, warmup, repeats,
                 device, threads, isolate, sentences=sentences, weights=weights,
@@ -301,7 +290,7 @@ def pipe_command(
 
         spacy.require_gpu(gpu_id)
     try:
-        with _workdir(workdir) as directory:
+        with bench_workdir(workdir) as directory:
             source = _bench_model(directory, weights, options_file, weight_file, random_shape)
             result = run_pipe_bench(
                 source, text, max_tokens, batch_size, sentencizer, _parse_settings(settings), threads
@@ -355,7 +344,7 @@ def memory_command(
 
     _threads(threads)
     try:
-        with _workdir(workdir) as directory:
+        with bench_workdir(workdir) as directory:
             source = _bench_model(directory, weights, options_file, weight_file, random_shape)
             result = run_memory_bench(source, sizes, cache_sizes, allocators, precisions, text, threads, isolate)
     except ValueError as err:

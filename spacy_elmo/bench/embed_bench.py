@@ -16,7 +16,6 @@ The input is the text's sentences (``bench.text``: paragraphs cut at sentence en
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import subprocess
@@ -25,7 +24,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import typer
 
@@ -35,6 +34,7 @@ from . import report
 from .measure import MB
 from .system import system_info
 from .text import default_text_path, sentences, text_lines
+from .workdir import bench_workdir
 
 MAX_SENTENCE = 100
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
@@ -260,16 +260,6 @@ def soak_growth(samples: List[Tuple[float, float]]) -> Dict[str, Any]:
     }
 
 
-@contextlib.contextmanager
-def _workdir(path: Optional[Path]) -> Iterator[Path]:
-    if path is not None:
-        path.mkdir(parents=True, exist_ok=True)
-        yield path
-        return
-    with tempfile.TemporaryDirectory(prefix="spacy-elmo-embed-bench-") as tmp:
-        yield Path(tmp)
-
-
 def embed_bench_command(
     text: Optional[Path] = typer.Option(
         None, "--text", help="Tokenized text, a paragraph per line (default: the benches' default text, bench.text)"
@@ -320,7 +310,7 @@ def embed_bench_command(
         }
     }
     try:
-        with _workdir(workdir) as directory:
+        with bench_workdir(workdir, "spacy-elmo-embed-bench-") as directory:
             input_path = directory / "input.txt"
             n_sentences, n_written = write_input(text_path, n_tokens, input_path)
             result["settings"].update(sentences=n_sentences, tokens=n_written)
