@@ -86,7 +86,7 @@ DEFAULT_CONFIG_STR = """
 # Scalar mix for doc._.elmo, token.vector and similarity: one non-negative weight per biLM
 # layer (token layer first), divided by their sum. null = the LSTM layers equally, without the
 # context-free token layer (its word-sense margin is 1.5 times that of [1, 1, 1]: see "Does it
-# separate senses?" in the README). Listeners learn their own mix. The mix is scaled by gamma.
+# separate senses?" in docs/manual.md). Listeners learn their own mix. The mix is scaled by gamma.
 mix_weights = null
 gamma = 1.0
 # Keep every layer in doc._.elmo_layers (n_layers + 1 times the memory of doc._.elmo).
@@ -111,7 +111,7 @@ weights = null
 options_file = null
 weight_file = null
 # "fp32" (exact), "int8" (CPU: int8 weights, fastest), "bf16"/"fp16" (autocast), "tf32" (CUDA).
-# Not exact: see the README's Speed section for the measured deviation of each.
+# Not exact: see docs/manual.md, "Speed and memory", for the measured deviation of each.
 precision = "fp32"
 # Longest biLM sequence; longer sentences, and docs without sentence boundaries, are cut.
 max_sequence_length = 256
@@ -150,7 +150,7 @@ def make_elmo(
     set_vector_hooks: bool,
     frozen: bool,
     cache_size_mb: int,
-    # Deprecated: the settings of ElmoModel.v1 configs (README, "Migrating from ElmoModel.v1").
+    # Deprecated: the settings of ElmoModel.v1 configs (docs/manual.md, "Migrating from ElmoModel.v1").
     model_name: Optional[str] = None,
     model_path: Optional[str] = None,
     options_file: Optional[str] = None,
@@ -162,7 +162,7 @@ def make_elmo(
     token_cache_words: Optional[int] = None,
     token_cache_vocab: Optional[str] = None,
 ) -> "Elmo":
-    """The ``elmo`` pipe; see the module docstring and the README for the settings (their
+    """The ``elmo`` pipe; see the module docstring and docs/manual.md for the settings (their
     defaults live in ``DEFAULT_CONFIG_STR`` alone)."""
     others = [other for other, pipe in nlp.pipeline if isinstance(pipe, Elmo)]
     if others:
@@ -199,12 +199,12 @@ def _apply_v1_settings(model: Model, name: str, given: Dict[str, Any]) -> None:
                 f"elmo pipe '{name}': {', '.join(sorted(given))} "
                 f"{'belongs' if len(given) == 1 else 'belong'} to the biLM's model block now: set them in [components.{name}.model] (spacy_elmo.ElmoModel.v2; model_name "
                 "and model_path became weights), or use @architectures = "
-                '"spacy_elmo.ElmoModel.v1" (README: "Migrating from ElmoModel.v1")'
+                '"spacy_elmo.ElmoModel.v1" (docs/manual.md: "Migrating from ElmoModel.v1")'
             )
         return
     warnings.warn(
         f"elmo pipe '{name}': spacy_elmo.ElmoModel.v1 and the pipe-level biLM settings are "
-        "deprecated; move them into an ElmoModel.v2 model block (README: \"Migrating from "
+        "deprecated; move them into an ElmoModel.v2 model block (docs/manual.md: \"Migrating from "
         "ElmoModel.v1\")",
         DeprecationWarning,
         stacklevel=3,

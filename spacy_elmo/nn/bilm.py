@@ -61,7 +61,7 @@ class BiLM(nn.Module):
       gradient is needed.
     - ``precision = "bf16"`` or ``"fp16"``: ``forward`` runs under ``torch.autocast`` (matrix
       products and convolutions in that dtype, LSTM cell states in float32) and returns float32.
-      ``"tf32"``: float32 with TensorFloat-32 products on CUDA. Not exact: the README gives the
+      ``"tf32"``: float32 with TensorFloat-32 products on CUDA. Not exact: docs/manual.md gives the
       measured deviation. ``"fp32"`` (default) turns TF32 off for the call, which cuDNN
       convolutions otherwise use by default. The modes are defined in ``nn/precision.py``.
     """
