@@ -76,7 +76,7 @@ from .layers.bilm_model import (
 )
 from .layers.doc_layers import LayerCache, doc_layers, split_sequences
 from .layers.listener import ElmoListener
-from .layers.mix import scalar_mix
+from .layers.mix import default_mix_weights, scalar_mix
 from .nn.bilm import BiLM
 
 __all__ = ["Elmo", "add_vector_hooks", "batch_by_length", "make_elmo", "split_sequences"]
@@ -334,9 +334,7 @@ class Elmo(TrainablePipe):
         0.067 against 0.042 on the held-out words)."""
         n_layers = self.bilm.n_output_layers
         if self.mix_weights is None:
-            weights = np.full(n_layers, 1.0 / (n_layers - 1), dtype=np.float32)
-            weights[0] = 0.0
-            return weights
+            return default_mix_weights(n_layers)
         if len(self.mix_weights) != n_layers:
             raise ValueError(
                 f"elmo pipe '{self.name}': mix_weights has {len(self.mix_weights)} weights, the "

@@ -41,6 +41,7 @@ import torch
 from tqdm import tqdm
 
 from ..chars import batch_to_ids
+from ..layers.mix import default_mix_weights
 from ..nn.bilm import BiLM
 from ..nn.precision import precision_context, runs_on
 from ..sources import load_bilm, resolve_weight_source
@@ -200,11 +201,12 @@ def run_inference_bench(
     latency_ids = batch_to_ids([_latency_sentence(lines)])
     rows: List[Dict[str, Any]] = []
     cells: List[Dict[str, Any]] = []
+    cached = set(cache_words)
     for size in batch_sizes:
         batches_per_pass = n_batches if sentences is None else max(1, -(-sentences // size))
         cell_batches = sentence_batches(lines, size, seq_len, batches_per_pass)
+        stats = _batch_stats(cell_batches, cached)
         for count in thread_counts:
-            stats = _batch_stats(cell_batches, set(cache_words))
             cells.append({"batch_size": size, "threads": count, "n_batches": batches_per_pass, **stats})
             cell = dict(batch_size=size, threads=count)
             rows += _measure_cell(
@@ -333,9 +335,9 @@ def _compare(
     layers: List[torch.Tensor], reference: List[torch.Tensor], masks: List[torch.Tensor], precise: bool
 ) -> Dict[str, Any]:
     """Float32 paths: each layer's largest difference from the reference, within
-    ``EXACT_TOLERANCE``. Reduced precision: per layer and for the default mix (the layers'
-    mean: the pipe's ``mix_weights = null``, ``gamma = 1``), the mean and smallest cosine of the
-    real tokens' vectors to the reference's and the largest absolute difference."""
+    ``EXACT_TOLERANCE``. Reduced precision: per layer and for the pipe's default mix
+    (``mix_weights = null``: the LSTM layers equally; ``gamma = 1``), the mean and smallest cosine
+    of the real tokens' vectors to the reference's and the largest absolute difference."""
     per_layer = np.max([max_abs_differences(a, b) for a, b in zip(layers, reference)], axis=0)
     result: Dict[str, Any] = {
         "max_abs_diff_per_layer": [float(x) for x in per_layer],
@@ -347,13 +349,15 @@ def _compare(
     got = torch.cat([x[:, m] for x, m in zip(layers, masks)], dim=1).float()  # (layers, tokens, dim)
     want = torch.cat([x[:, m] for x, m in zip(reference, masks)], dim=1).float()
     cosines = [torch.nn.functional.cosine_similarity(a, b, dim=-1, eps=1e-12) for a, b in zip(got, want)]
-    mix = torch.nn.functional.cosine_similarity(got.mean(0), want.mean(0), dim=-1, eps=1e-12)
+    weights = torch.from_numpy(default_mix_weights(got.shape[0]))[:, None, None]
+    got_mix, want_mix = (weights * got).sum(0), (weights * want).sum(0)
+    mix = torch.nn.functional.cosine_similarity(got_mix, want_mix, dim=-1, eps=1e-12)
     result.update(
         cosine_mean_per_layer=[float(c.mean()) for c in cosines],
         cosine_min_per_layer=[float(c.min()) for c in cosines],
         mix_cosine_mean=float(mix.mean()),
         mix_cosine_min=float(mix.min()),
-        mix_max_abs_diff=float((got.mean(0) - want.mean(0)).abs().max()),
+        mix_max_abs_diff=float((got_mix - want_mix).abs().max()),
         top_layer_cosine_mean=float(cosines[-1].mean()),
         top_layer_cosine_min=float(cosines[-1].min()),
     )

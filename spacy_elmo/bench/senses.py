@@ -186,9 +186,7 @@ def candidate_weights(n_layers: int) -> Dict[str, np.ndarray]:
             name += " (top)"
         candidates[name] = np.eye(n_layers, dtype=np.float32)[k]
     candidates["equal mix"] = np.full(n_layers, 1.0 / n_layers, dtype=np.float32)
-    contextual = np.full(n_layers, 1.0 / (n_layers - 1), dtype=np.float32)
-    contextual[0] = 0.0
-    candidates["contextual mix"] = contextual
+    candidates[PIPE_DEFAULT] = mix.default_mix_weights(n_layers)
     return candidates
 
 

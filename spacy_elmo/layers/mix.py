@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, List, Tuple
 
+import numpy as np
 from thinc.api import Ops
 from thinc.types import Floats1d, Floats2d, Floats3d
 
@@ -18,6 +19,15 @@ from ..nn.scalar_mix import LAYER_NORM_EPS
 
 MixBackprop = Callable[[List[Floats2d]], Tuple[Floats1d, List[Floats3d]]]
 NormBackprop = Callable[[List[Floats3d]], List[Floats3d]]
+
+
+def default_mix_weights(n_layers: int) -> np.ndarray:
+    """The pipe's mix when ``mix_weights`` is null, (n_layers,) float32: the LSTM layers equally
+    and not the token layer, which is the same for every occurrence of a word and, longer than
+    the LSTM outputs, would pull all cosines of a word towards 1 (``bench senses``)."""
+    weights = np.full(n_layers, 1.0 / (n_layers - 1), dtype=np.float32)
+    weights[0] = 0.0
+    return weights
 
 
 def scalar_mix(
