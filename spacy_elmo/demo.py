@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from .bench.report import table
-from .bench.senses import TIE_TOLERANCE, SenseSentence, has_one_tag
+from .bench.senses import TIE_TOLERANCE, SenseSentence, has_one_tag, unit_rows
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -65,13 +65,6 @@ class QueryScores:
 
     def best_other(self, output: str) -> float:
         return max(v for s, v in self.means[output].items() if s != self.sense)
-
-
-def unit_rows(matrix: np.ndarray) -> np.ndarray:
-    """Rows scaled to length 1 (zero rows left at 0), in float64: cosines become dot products."""
-    matrix = np.asarray(matrix, dtype=np.float64)
-    norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
-    return matrix / np.where(norms == 0, 1, norms)
 
 
 def group_means(

@@ -10,7 +10,10 @@ subcommand prints a table and can write every figure, with the machine it ran on
   checks the package's numbers to 1e-5), with the package's optional fast paths when present;
 - ``pipe``: ``nlp.pipe`` end to end, and the share of time spent outside the biLM;
 - ``memory``: peak memory of long docs without sentence boundaries, by doc length;
-- ``pretrain``: training throughput of the released shape and of the bundled model's shape.
+- ``pretrain``: training throughput of the released shape and of the bundled model's shape;
+- ``senses``: whether each layer, and the pipe's default mix, separates word senses (``--plot``);
+- ``embed``: the embed command in one process against torchrun's ranks, and a memory soak;
+- ``gpu``: the prepared GPU run, in stages (``gpu_run``), rehearsed on the CPU.
 - ``senses``: not speed but quality: how well each biLM layer and candidate mix separates the
   senses of ambiguous words (margin of cosines, nearest-sense accuracy).
 

@@ -16,10 +16,8 @@ The input is the text's sentences (``bench.text``: paragraphs cut at sentence en
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -32,12 +30,12 @@ from ..cli_errors import fail
 from ..cli_weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS
 from . import report
 from .measure import MB
+from .subprocesses import descendants, package_argv, subprocess_env
 from .system import system_info
 from .text import default_text_path, sentences, text_lines
 from .workdir import bench_workdir
 
 MAX_SENTENCE = 100
-PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 SUMMARY = re.compile(
     r"wrote (?P<sentences>\d+) sentences \((?P<tokens>[\d,]+) tokens\).*embedded (?P<embedded>[\d,]+) "
     r"tokens in (?P<embed_s>[\d.]+) s .*merge (?P<merge_s>[\d.]+) s"
@@ -101,7 +99,7 @@ class TreeSampler:
                 return
 
     def sample(self) -> None:
-        for pid in [self.pid, *_descendants(self.pid)]:
+        for pid in [self.pid, *descendants(self.pid)]:
             status = _status(pid)
             if not status:
                 continue
@@ -153,44 +151,20 @@ def _command(pid: int) -> str:
         return ""
 
 
-def _descendants(pid: int) -> List[int]:
-    children: Dict[int, List[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            parent = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(parent, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def embed_argv(processes: int, input_path: Path, output: Path, options: List[str], threads: int) -> List[str]:
-    """The command line: ``python -m spacy_elmo embed`` or the same under torchrun."""
-    embed = ["-m", "spacy_elmo", "embed", str(input_path), str(output), "--threads", str(threads), *options]
-    if processes == 1:
-        return [sys.executable, *embed]
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(processes)]
-    return [*launcher, *embed]
+def embed_argv(
+    processes: int, input_path: Path, output: Path, options: List[str], threads: int, torchrun: Optional[bool] = None
+) -> List[str]:
+    """The command line: ``python -m spacy_elmo embed``, under torchrun for several processes
+    (or with ``torchrun=True``)."""
+    args = ["embed", str(input_path), str(output), "--threads", str(threads), *options]
+    return package_argv(args, processes, torchrun)
 
 
 def run_embed(
     processes: int, threads: int, input_path: Path, output: Path, options: List[str], interval: float
 ) -> Dict[str, Any]:
     """One run of the command, sampled; its figures (or a ValueError with its error output)."""
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": str(threads),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE_ROOT), os.environ.get("PYTHONPATH")])),
-    }
-    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(key, None)
+    env = subprocess_env(threads)
     argv = embed_argv(processes, input_path, output, options, threads)
     start = time.perf_counter()
     with tempfile.TemporaryFile("w+") as errors:

@@ -53,10 +53,12 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import torch
 
+from .subprocesses import PACKAGE_ROOT, descendants, package_argv, subprocess_env
+
 STAGES = ("tests", "inference", "pipe", "train", "pretrain", "embed")
 STAGE_CHOICES = (*STAGES, "all")
 #: The source checkout holding this package (``tests/`` and ``project/`` are read from it).
-REPO = Path(__file__).resolve().parents[2]
+REPO = PACKAGE_ROOT
 #: Characters of a subprocess's output kept in the stage log, and of an error in the JSON.
 LOG_TAIL = 2_000_000
 ERROR_TAIL = 3_000
@@ -66,8 +68,6 @@ MAX_FAILURES = 10
 GRACE_S = 15
 #: This command's own CPU rehearsal, left out of the suite on the GPU (minutes, and no GPU).
 OWN_TESTS = "tests/test_bench_gpu.py"
-TORCHRUN = ("-m", "torch.distributed.run", "--standalone")
-RANK_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 
 
 @dataclass(frozen=True)
@@ -216,9 +216,7 @@ class Stage:
 def _stop(process: subprocess.Popen) -> str:
     """SIGTERM to the process, its group and its descendants (torchrun's workers each run in a
     session of their own), SIGKILL after ``GRACE_S``; returns what it wrote."""
-    from .embed_bench import _descendants
-
-    pids = [process.pid, *_descendants(process.pid)]
+    pids = [process.pid, *descendants(process.pid)]
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for kill, pid in [(os.killpg, process.pid), *((os.kill, pid) for pid in pids)]:
             try:
@@ -230,18 +228,6 @@ def _stop(process: subprocess.Popen) -> str:
         except subprocess.TimeoutExpired:
             continue
     return "(no output: the stopped processes still held it)"
-
-
-def subprocess_env(threads: Optional[int] = None) -> Dict[str, str]:
-    """This environment with the checkout first on PYTHONPATH (the subprocess imports this
-    package, installed or not) and no torchrun variables of an outer launcher."""
-    env = {key: value for key, value in os.environ.items() if key not in RANK_VARIABLES}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    env["PYTHONUNBUFFERED"] = "1"
-    env["ANSI_COLORS_DISABLED"] = env["NO_COLOR"] = "1"  # plain text in the log
-    if threads is not None:
-        env["OMP_NUM_THREADS"] = str(threads)
-    return env
 
 
 def _ranks(device: torch.device) -> int:
@@ -613,7 +599,7 @@ def _torchrun_pretrain(stage: Stage) -> Dict[str, Any]:
         **(TINY_PRETRAIN if stage.sizes.torchrun_pretrain_tiny else {}),
     }
     output = stage.workdir / "pretrain-torchrun"
-    argv: List[Any] = [sys.executable, *TORCHRUN, "--nproc-per-node", ranks, "-m", "spacy_elmo", "pretrain"]
+    argv: List[Any] = package_argv(["pretrain"], ranks, torchrun=True)
     argv += [bundled_recipe_path(), output, "--gpu-id", _gpu_id(stage.device)]
     if stage.device.type == "cpu":
         argv += ["--threads", 1]  # a core per rank
@@ -657,9 +643,7 @@ def _embed_run(stage: Stage, torchrun: bool) -> Dict[str, Any]:
     threads = 1  # a thread a process: what torchrun adds is ranks (a GPU or a core each)
     output = stage.workdir / f"embed-{'torchrun' if torchrun else 'one'}.hdf5"
     options = ["--chunk-size", str(stage.sizes.embed_chunk), "--gpu-id", _gpu_id(stage.device)]
-    argv = embed_argv(1, input_path, output, options, threads)
-    if torchrun:
-        argv = [sys.executable, *TORCHRUN, "--nproc-per-node", str(ranks), *argv[1:]]
+    argv = embed_argv(ranks, input_path, output, options, threads, torchrun=torchrun)
     code, text, seconds = stage.run(argv, env=subprocess_env(threads), cwd=stage.workdir)
     if code != 0:
         raise RuntimeError(f"embed exited with {code}:\n{text[-ERROR_TAIL:]}")

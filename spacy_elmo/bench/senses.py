@@ -225,13 +225,18 @@ def candidate_outputs(
     return outputs
 
 
+def unit_rows(matrix: np.ndarray) -> np.ndarray:
+    """Rows scaled to length 1 (zero rows left at 0), in float64: cosines become dot products."""
+    matrix = np.asarray(matrix, dtype=np.float64)
+    norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
+    return matrix / np.where(norms == 0, 1, norms)
+
+
 def cosine_matrix(vectors: np.ndarray) -> np.ndarray:
     """(n, width) -> (n, n) cosines, in float64."""
-    vectors = np.asarray(vectors, dtype=np.float64)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    if np.any(norms == 0):
+    if not np.all(np.asarray(vectors).any(axis=1)):
         raise ValueError("cosine of a zero vector: a target token got no vector")
-    unit = vectors / norms
+    unit = unit_rows(vectors)
     return unit @ unit.T
 
 
@@ -369,8 +374,7 @@ def project_2d(vectors: np.ndarray) -> Tuple[np.ndarray, List[float], float]:
     benchmark compares cosines, so the picture shows directions): ``(coords (n, 2), explained
     variance fractions of the two axes, total variance)``. Occurrences that are one point (total
     variance below :data:`POINT_VARIANCE`) project to the origin with fractions 0."""
-    unit = np.asarray(vectors, dtype=np.float64)
-    unit = unit / np.linalg.norm(unit, axis=1, keepdims=True)
+    unit = unit_rows(vectors)
     centered = unit - unit.mean(axis=0)
     total = float((centered**2).sum() / len(unit))
     if total < POINT_VARIANCE:
