@@ -24,6 +24,7 @@ from spacy.tokens import Doc, DocBin
 from spacy.vocab import Vocab
 from typer.testing import CliRunner
 
+from spacy_elmo.bench.subprocesses import descendants
 from spacy_elmo.cli import app
 from spacy_elmo.embedding import chunks as chunks_module
 from spacy_elmo.embedding.chunks import finished_chunks, parts_folder
@@ -97,25 +98,6 @@ def test_two_processes_write_what_one_process_writes(tmp_path, fixture_files):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "one.hdf5", "two.hdf5"]  # parts gone
 
 
-def _descendants(pid: int) -> List[int]:
-    """Every process below ``pid`` (torchrun starts each worker in a session of its own)."""
-    children: Dict[int, List[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            parent = int(stat.rsplit(")", 1)[1].split()[1])
-            children.setdefault(parent, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -137,7 +119,7 @@ def test_sigkill_of_every_process_then_resume(tmp_path, fixture_files):
     deadline = time.monotonic() + 180
     while not finished_chunks(parts) and job.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
-    workers = _descendants(job.pid)
+    workers = descendants(job.pid)
     os.killpg(job.pid, signal.SIGKILL)
     for pid in workers:
         for kill in (os.killpg, os.kill):
@@ -179,7 +161,7 @@ def test_sigkill_of_one_rank_then_resume_under_torchrun(tmp_path, fixture_files)
     deadline = time.monotonic() + 180
     while not finished_chunks(parts) and job.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
-    workers = {_rank_of(pid): pid for pid in _descendants(job.pid) if Path(f"/proc/{pid}/environ").exists()}
+    workers = {_rank_of(pid): pid for pid in descendants(job.pid) if Path(f"/proc/{pid}/environ").exists()}
     os.kill(workers[1], signal.SIGKILL)
     _, stderr = job.communicate(timeout=120)
     assert job.returncode != 0 and "Signal 9 (SIGKILL) received" in stderr, stderr[-2000:]
