@@ -8,8 +8,8 @@ from __future__ import annotations
 import typer
 
 from . import commands
-from .cli_help import prepare_help
 from .bench.cli import app as bench_app
+from .cli_help import prepare_help
 from .compare import compare_command
 from .embedding import embed
 from .hub.commands import download_cli, list_cli

@@ -286,6 +286,10 @@ class Elmo(TrainablePipe):
     @property
     def bilm(self) -> BiLM:
         """The biLM, loaded from the configured weights if it is not there yet."""
+        return self.ensure_loaded()
+
+    def ensure_loaded(self) -> BiLM:
+        """Load the biLM from the configured weights if it is not there yet, and return it."""
         loaded = get_bilm(self.model) is not None
         if not loaded:
             self.check_weights()
@@ -429,7 +433,7 @@ class Elmo(TrainablePipe):
     def _run_bilm(self, docs: List[Doc], is_train: bool):
         """Per-doc ``(n_layers + 1, len(doc), width)`` layers and their backprop
         (``layers.doc_layers.doc_layers``, with the model's settings)."""
-        self.bilm  # loads the weights, with errors that name the pipe
+        self.ensure_loaded()  # with errors that name the pipe
         cache = self.cache if self._training_started else None
         return doc_layers(self.model, docs, cache=cache, is_train=is_train)
 
@@ -505,12 +509,12 @@ class Elmo(TrainablePipe):
 
     def to_bytes(self, *, exclude=tuple()) -> bytes:
         if "model" not in exclude:
-            self.bilm  # serialize the weights, never a promise to read the files later
+            self.ensure_loaded()  # serialize the weights, never a promise to read the files later
         return super().to_bytes(exclude=exclude)
 
     def to_disk(self, path, *, exclude=tuple()) -> None:
         if "model" not in exclude:
-            self.bilm
+            self.ensure_loaded()
         super().to_disk(path, exclude=exclude)
 
     def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "Elmo":

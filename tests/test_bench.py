@@ -23,7 +23,15 @@ from typer.testing import CliRunner
 from conftest import ELMO_FIXTURE, SHARED_DATA, make_options, write_random_bilm_tf
 from spacy_elmo import DEFAULT_MODEL, batch_to_ids, load_bilm
 from spacy_elmo.bench.inference_bench import (
-    BF16, EXACT, INT8, INT8_CACHE, REFERENCE, TF32, TOKEN_CACHE, available_paths, run_inference_bench,
+    BF16,
+    EXACT,
+    INT8,
+    INT8_CACHE,
+    REFERENCE,
+    TF32,
+    TOKEN_CACHE,
+    available_paths,
+    run_inference_bench,
 )
 from spacy_elmo.bench.isolate import run_isolated
 from spacy_elmo.bench.load_bench import run_load_bench

@@ -24,12 +24,11 @@ from spacy.tokens import Doc, DocBin
 from spacy.vocab import Vocab
 from typer.testing import CliRunner
 
+from conftest import SHARED_DATA
 from spacy_elmo.bench.subprocesses import descendants
 from spacy_elmo.cli import app
 from spacy_elmo.embedding import chunks as chunks_module
 from spacy_elmo.embedding.chunks import finished_chunks, parts_folder
-
-from conftest import SHARED_DATA
 
 REPO = Path(__file__).resolve().parents[1]
 WIKITEXT = SHARED_DATA / "wikitext-2" / "valid.txt"

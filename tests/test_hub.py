@@ -25,6 +25,7 @@ import srsly
 import torch
 from typer.testing import CliRunner
 
+from conftest import ELMO_FIXTURE
 from spacy_elmo import batch_to_ids, load_bilm
 from spacy_elmo.hub import (
     DownloadError,
@@ -39,8 +40,6 @@ from spacy_elmo.hub import (
 from spacy_elmo.hub.cache import model_path
 from spacy_elmo.nn.bilm import BiLM
 from spacy_elmo.options import BiLMOptions
-
-from conftest import ELMO_FIXTURE
 
 OPTIONS_BYTES = (ELMO_FIXTURE / "options.json").read_bytes()
 WEIGHTS_BYTES = (ELMO_FIXTURE / "lm_weights.hdf5").read_bytes()

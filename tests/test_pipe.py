@@ -17,8 +17,7 @@ from spacy.training import Example
 from thinc.api import ConfigValidationError
 
 from conftest import make_options, write_random_bilm_tf
-from spacy_elmo import ScalarMix, batch_to_ids, load_bilm, save_bilm
-from spacy_elmo import DEFAULT_MODEL
+from spacy_elmo import DEFAULT_MODEL, ScalarMix, batch_to_ids, load_bilm, save_bilm
 from spacy_elmo.pipe import add_vector_hooks, batch_by_length, split_sequences
 
 WIDTH = 32

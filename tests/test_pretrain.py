@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import os
 import signal
-from collections import Counter
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np

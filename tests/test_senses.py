@@ -16,7 +16,7 @@ import pytest
 import spacy
 import srsly
 
-from spacy_elmo import load_bilm
+from spacy_elmo import DEFAULT_MODEL, load_bilm
 from spacy_elmo.bench.senses import (
     DATA_FILE,
     HELDOUT_FILE,
@@ -35,7 +35,6 @@ from spacy_elmo.bench.senses import (
     sense_scores,
     word_scores,
 )
-from spacy_elmo import DEFAULT_MODEL
 
 REPO = Path(__file__).resolve().parent.parent
 

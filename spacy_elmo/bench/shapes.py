@@ -22,11 +22,11 @@ from typing import Any, Dict
 import torch
 
 from ..chars import N_CHARACTERS
-from ..nn.bilm import BiLM
-from ..options import BiLMOptions
 from ..formats.base import OPTIONS_NAME, WeightSource
 from ..formats.bilm_tf import HDF5_NAME, write_bilm_tf_weights
 from ..formats.native import SAFETENSORS_NAME, save_bilm
+from ..nn.bilm import BiLM
+from ..options import BiLMOptions
 from ..sources import resolve_weight_source
 
 RELEASED_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]

@@ -11,7 +11,6 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
-
 #: CPU features that decide which kernels run: bf16 is emulated, hence slow, without avx512_bf16
 #: or amx_bf16; int8 products (``torch._int_mm``) use VNNI or AMX where present, AVX2 otherwise.
 CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8")

@@ -16,9 +16,8 @@ import h5py
 import srsly
 import torch
 from safetensors.torch import load as load_safetensors_bytes
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 from safetensors.torch import save as save_safetensors_bytes
-from safetensors.torch import save_file
 
 from ..indexers import indexer_from_json, indexer_to_json
 from ..nn.bilm import BiLM

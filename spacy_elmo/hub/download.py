@@ -32,9 +32,9 @@ import filelock
 from filelock import FileLock, Timeout, UnixFileLock
 from tqdm import tqdm
 
-from ..options import BiLMOptions, OptionsError
 from ..formats.base import OPTIONS_NAME, WeightFileError
 from ..formats.bilm_tf import HDF5_NAME, read_bilm_tf_weights
+from ..options import BiLMOptions, OptionsError
 from .cache import MANIFEST_NAME, _problem, check_name, model_path, read_manifest, write_manifest
 from .catalog import get_release, options_shape, releases
 

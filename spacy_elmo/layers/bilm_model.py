@@ -21,8 +21,16 @@ from pathlib import Path
 from typing import Callable, List, Optional, Tuple
 
 import torch
-from thinc.api import ArgsKwargs, CupyOps, Model, PyTorchWrapper_v3, get_current_ops, torch2xp, xp2torch
-from thinc.api import get_torch_default_device
+from thinc.api import (
+    ArgsKwargs,
+    CupyOps,
+    Model,
+    PyTorchWrapper_v3,
+    get_current_ops,
+    get_torch_default_device,
+    torch2xp,
+    xp2torch,
+)
 from thinc.types import Floats3d
 
 from ..formats import VOCAB_NAME, WeightSource

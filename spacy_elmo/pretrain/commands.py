@@ -31,8 +31,8 @@ def pretrain_command(
     """
     from spacy.cli._util import parse_config_overrides
 
-    from .config import load_config
     from ..distributed import env_rank
+    from .config import load_config
     from .trainer import TrainingInterrupted, pretrain
 
     overrides = parse_config_overrides(ctx.args)

@@ -308,7 +308,7 @@ def parse_settings(config: Config) -> PretrainSettings:
     except ValidationError as err:
         problems = [describe_error(e, PretrainSettings) for e in err.errors()]
         raise ConfigError("; ".join(problems)) from None
-    settings.options  # the deeper [model] checks (OptionsError), now rather than later
+    _ = settings.options  # the deeper [model] checks (OptionsError), now rather than later
     settings._config = config
     return settings
 

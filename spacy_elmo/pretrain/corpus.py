@@ -124,9 +124,8 @@ class SequenceReader:
                     yield tokens
 
     def _from_docbin(self, path: Path) -> Iterator[Tokens]:
-        from spacy.tokens import DocBin
-
         from spacy import blank
+        from spacy.tokens import DocBin
 
         try:
             docbin = DocBin().from_disk(path)
