@@ -50,6 +50,7 @@ import warnings
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
+from spacy import language as spacy_language
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.pipeline.tok2vec import Tok2VecListener
@@ -224,8 +225,19 @@ def _building_from_config() -> bool:
     """Whether spaCy is building this pipe from a config (``spacy.load``, ``spacy train``): the
     weights may then come from disk next, and files the config names need not exist on this
     machine. A pipe added by hand checks its weight settings at once."""
-    code = Language.from_config.__func__.__code__
-    frame = sys._getframe(1)
+    return _called_from(Language.from_config.__func__.__code__)
+
+
+def _in_spacy_worker() -> bool:
+    """Whether this runs in a worker of ``nlp.pipe(n_process=N)``, which ships each doc back
+    with ``doc.to_bytes()``: that drops user hooks, warning W109 in every worker."""
+    return _called_from(spacy_language._apply_pipes.__code__)
+
+
+def _called_from(code) -> bool:
+    """Whether a caller of the function calling this runs ``code`` (a frame walk: spaCy has no
+    flag for either case)."""
+    frame = sys._getframe(2)
     while frame is not None:
         if frame.f_code is code:
             return True
@@ -456,11 +468,14 @@ class Elmo(TrainablePipe):
 
     def set_annotations(self, docs: Iterable[Doc], outputs: List[ElmoOutput]) -> None:
         """``doc.tensor`` = the vectors (replacing a tok2vec's tensor: put the pipe after the
-        components whose listeners read it), ``doc._.elmo_output``, and the hooks."""
+        components whose listeners read it), ``doc._.elmo_output``, and the hooks. Not the hooks
+        in a worker of ``nlp.pipe(n_process=N)``: spaCy drops them when it ships the doc back (the
+        vectors travel in ``doc.tensor``; ``add_vector_hooks`` sets them again in the parent)."""
+        hooks = self.set_vector_hooks and not _in_spacy_worker()
         for doc, output in zip(docs, outputs):
             doc._.elmo_output = output
             doc.tensor = output.vectors
-            if self.set_vector_hooks:
+            if hooks:
                 add_vector_hooks(doc)
 
     def update(

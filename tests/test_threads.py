@@ -113,3 +113,58 @@ def test_replaced_listener_runs_its_biLM_copy_on_the_pipes_threads(fixture_files
     nlp("The tagger runs its own biLM .")
     assert seen and set(seen) == {1}
     assert torch.get_num_threads() == 2
+
+
+# The user's pattern that hung forever: multi-threaded torch work in the parent, then a fresh
+# pipeline (weights not loaded yet) and nlp.pipe(n_process=2). The bundled model: its weight load
+# runs parallel copies, the first parallel op of each worker.
+PARENT_MATMUL_THEN_WORKERS = """
+import sys, warnings, multiprocessing as mp
+import numpy as np, spacy, torch
+
+if __name__ == "__main__":
+    mp.set_start_method(sys.argv[1], force=True)
+    assert torch.get_num_threads() == 2
+    a = torch.randn(1000, 1000)
+    (a @ a).sum()
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo")
+    texts = ["The river bank flooded .", "The bank raised its rates ."] * 4
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        docs = list(nlp.pipe(texts, n_process=2, batch_size=2))
+    expected = [doc._.elmo for doc in nlp.pipe(texts)]
+    assert all(np.allclose(d._.elmo, e, atol=1e-5) for d, e in zip(docs, expected))
+    assert all(np.allclose(d[1].vector, e[1], atol=1e-5) for d, e in zip(docs, expected))
+    print("ok", len(docs), [str(w.message)[:60] for w in caught])
+"""
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn", "forkserver"])
+def test_workers_after_parallel_torch_work_in_the_parent_finish(tmp_path, start_method):
+    """No hang under any start method (fork: each child sets one thread in an at-fork handler,
+    before its first torch op), the workers' vectors equal the parent's, and no W109 from the
+    workers (nor from spaCy's transfer of the docs). A deadline kills the whole process group, so a
+    hang fails this test in two minutes instead of stalling the suite."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    script = tmp_path / "parent_matmul_then_workers.py"
+    script.write_text(PARENT_MATMUL_THEN_WORKERS)
+    env = {**os.environ, "OMP_NUM_THREADS": "2"}
+    env.pop("PYTHONWARNINGS", None)
+    job = subprocess.Popen(
+        [sys.executable, str(script), start_method], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    )
+    try:
+        out, err = job.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.communicate()
+        pytest.fail(f"nlp.pipe(n_process=2) with {start_method} hung (killed after 120 s)")
+    assert job.returncode == 0, err[-3000:]
+    assert out.startswith("ok 8 "), out
+    assert "W109" not in out + err, err[-3000:]

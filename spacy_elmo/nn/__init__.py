@@ -4,6 +4,7 @@ from .bilm import BiLM, BiLMActivations, BiLMStates
 from .char_cnn import CharacterEncoder, Highway
 from .lstm import ClippedLSTM, DirectionalLSTM
 from .scalar_mix import ScalarMix
+from .threads import torch_threads  # importing it registers the one-thread-after-fork handler
 from .token_cache import TokenEmbeddingCache
 
 __all__ = [
@@ -16,4 +17,5 @@ __all__ = [
     "Highway",
     "ScalarMix",
     "TokenEmbeddingCache",
+    "torch_threads",
 ]

@@ -15,7 +15,22 @@ from typing import Iterator, Optional
 
 import torch
 
-_IMPORTING_PID = os.getpid()
+_forked = False
+
+
+def _one_thread_after_fork() -> None:
+    """In a child forked from this process, before anything else runs there: one PyTorch
+    thread. GNU OpenMP's thread pool does not survive ``fork``: a child whose parent ever ran a
+    parallel torch op (a matmul of the user's, a pipeline's weight load) hangs for good in its
+    first parallel op unless it runs single-threaded. Setting it here, rather than when the pipe
+    first runs, covers the child's every op, the lazy weight load included."""
+    global _forked
+    _forked = True
+    torch.set_num_threads(1)
+
+
+if hasattr(os, "register_at_fork"):  # POSIX; Windows has no fork
+    os.register_at_fork(after_in_child=_one_thread_after_fork)
 
 
 def check_threads(value: Optional[int], what: str) -> Optional[int]:
@@ -26,14 +41,11 @@ def check_threads(value: Optional[int], what: str) -> Optional[int]:
 
 
 def threads_in_this_process(threads: Optional[int]) -> Optional[int]:
-    """``threads``, or 1 in a process forked from the one that imported this module
-    (``nlp.pipe(n_process=2)``): the OpenMP thread pool of a parent that already ran torch does
-    not survive ``fork`` (the child hangs in its first parallel op), and workers should not
-    compete for cores anyway. PyTorch's own DataLoader workers do the same."""
-    if os.getpid() != _IMPORTING_PID:
-        torch.set_num_threads(1)  # also outside the pipe's calls: the child's pool is broken
-        return 1
-    return threads
+    """``threads``, or 1 in a process forked from one that had imported this package
+    (``nlp.pipe(n_process=2)`` with ``fork``, a web server forking its workers): its OpenMP pool
+    is broken (see ``_one_thread_after_fork``), and workers should not compete for cores anyway.
+    Spawned and forkserver workers start a fresh pool and run ``threads``."""
+    return 1 if _forked else threads
 
 
 @contextlib.contextmanager
