@@ -37,7 +37,11 @@ setup(
     extras_require={
         # elmoformanylangs: the parity reference for ELMoForManyLangs models (tests/test_manylangs.py);
         # it does not import with overrides>=4, whose decorator checks signatures it fails.
-        "test": ["pytest>=7", "matplotlib>=3.5", "elmoformanylangs==0.0.4.post2", "overrides<4"],
+        # setuptools and wheel: tests/test_wheel.py builds the wheel offline (--no-build-isolation).
+        "test": [
+            "pytest>=7", "matplotlib>=3.5", "elmoformanylangs==0.0.4.post2", "overrides<4",
+            "setuptools>=61", "wheel",
+        ],
         "plot": ["matplotlib>=3.5"],
     },
     entry_points={

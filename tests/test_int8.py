@@ -86,9 +86,10 @@ AVX2_ONLY = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 
 
 def test_int8_stays_close_where_the_kernel_saturates(tmp_path):
-    """PyTorch and oneDNN held to AVX2 (no VNNI), as on an older CPU: there, 8-bit weights
+    """PyTorch and oneDNN held to AVX2 (no VNNI), as on an older CPU: there, 8-bit weights can
     overflow the kernel's int16 pair sums (per-token cosine fell to 0.986 in the bench), so the
-    probe must choose 7-bit weights and the biLM stay within the same bound. In a subprocess:
+    probe must choose the weight range the kernel sums exactly and the biLM stay within the same
+    bound (the 7-bit products themselves: test_products_match_an_independent_numpy_quantization). In a subprocess:
     oneDNN reads its ISA limit once, at start."""
     import os
     import subprocess
@@ -112,7 +113,9 @@ print(weight_levels(), float(cos.mean(dim=1).min()), float(cos.min()))
     run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     levels, worst_mean, worst = map(float, run.stdout.split())
-    assert levels == 63.0
+    # 63 where this build's AVX2 kernel saturates (the bench's machine, an earlier PyTorch); a
+    # build whose AVX2 kernel sums exactly (torch 2.13's on a 2-core AMD EPYC) keeps 8 bits.
+    assert levels in (63.0, 127.0)
     assert worst_mean > 0.999 and worst > 0.99
 
 

@@ -7,11 +7,13 @@ installed (not editable) into a new venv, and ``demo`` and the default case of e
 subcommand run there with no model arguments, only the smallest sizes each offers; their JSON
 must name files inside the venv's site-packages.
 
-Which copy is imported: this machine has the checkout installed editable in the system
-site-packages (setuptools' ``__editable__`` finder), and the venv sees those packages
-(``--system-site-packages``, for torch and spaCy, with no network). The venv's wheel copy wins
-because its site-packages comes before the system's on ``sys.path`` and setuptools' editable finder
-is appended to ``sys.meta_path`` after the path-based finder, which finds the venv copy first; the
+Where torch and spaCy come from, with no network: the interpreter running the tests, which may
+itself be a venv (the README's commands run in one). A venv made from a venv is based on the base
+interpreter, so ``--system-site-packages`` alone would see the base's packages, not the ones the
+tests run with; a ``.pth`` file in the new venv adds the running interpreter's site-packages after
+its own. Which copy of spacy_elmo is imported: the checkout is installed editable there
+(setuptools' ``__editable__`` finder, set up by a ``.pth`` file that a plain path entry does not
+run), and the new venv's site-packages comes first on ``sys.path``, so the wheel's copy wins; the
 commands run with ``PYTHONPATH`` removed and in a directory outside the checkout, so neither the
 checkout nor ``''`` can shadow it. The test checks it: ``spacy_elmo.__file__`` in the venv.
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import site
 import subprocess
 import sys
 import zipfile
@@ -45,7 +48,6 @@ def _run(argv: List[str], cwd: Path, env: Dict[str, str], timeout: float = 300) 
 def installed(tmp_path_factory):
     """(python of a venv holding the wheel, its spacy_elmo package directory, a working
     directory outside the checkout, the environment to run in, the wheel)."""
-    pytest.importorskip("setuptools.build_meta")
     base = tmp_path_factory.mktemp("wheel")
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1", PIP_NO_INPUT="1")
@@ -66,10 +68,14 @@ def installed(tmp_path_factory):
     )
     (wheel,) = wheelhouse.glob("spacy_elmo-*.whl")
     venv = base / "venv"
-    # No pip of its own: the system's pip, seen through --system-site-packages, installs into
-    # the venv it runs in. --ignore-installed: the editable install outside the venv is left alone.
+    # No pip of its own: the tests' pip, seen through the .pth file, installs into the venv it
+    # runs in. --ignore-installed: the editable install outside the venv is left alone.
     _run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], base, env)
     python = venv / "bin" / "python"
+    purelib = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], base, env)
+    (Path(purelib.stdout.strip()) / "test_interpreter_packages.pth").write_text(
+        "".join(f"{path}\n" for path in site.getsitepackages())
+    )
     _run(
         [str(python), "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed",
          "--no-compile", str(wheel)],
