@@ -17,7 +17,6 @@ torch.set_num_threads(1)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ELMO_FIXTURE = FIXTURES / "allennlp_elmo"
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
 def make_options(
