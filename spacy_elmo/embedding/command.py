@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, NoReturn, Optional, Tuple
 import torch
 import typer
 
-from ..cli_errors import fail
+from ..cli_errors import fail, record_for_torchrun, report_error
 from ..cli_weights import OPTIONS_FILE, PRECISION, WEIGHT_FILE, WEIGHTS
 from ..distributed import DistributedContext, env_rank
 from .chunks import finished_chunks, parts_folder
@@ -147,7 +147,7 @@ def _handshake(context: DistributedContext, o: EmbedOptions) -> Tuple[Optional[J
         except JobRefused as err:
             verdict = ("refused", str(err))
             # Said before the others hear it: torchrun stops every worker once one exits.
-            typer.echo(f"error: {err}", err=True)
+            report_error(str(err))
     verdict = context.broadcast_object(verdict)
     return plan, verdict[0], verdict[1]
 
@@ -203,9 +203,11 @@ def _pipeline(o: EmbedOptions, prefix: str) -> "Language":
 
 
 def _stop(message: str, speak: bool) -> NoReturn:
-    """The job was refused: exit status 1, with the message if ``speak``."""
+    """The job was refused: exit status 1, with the message if ``speak``. Every rank gives it to
+    torchrun's report, whichever rank that report calls the root cause."""
     if speak:
         fail(message)
+    record_for_torchrun(f"error: {message}")
     raise typer.Exit(1)
 
 
