@@ -112,6 +112,7 @@ def demo(
         format_table,
         format_user_query,
         leave_one_out,
+        query_target,
         score_user_queries,
         summary_lines,
     )
@@ -124,6 +125,11 @@ def demo(
     unknown = [w for w in words if w not in known]
     if unknown:
         fail(f"--word {', '.join(unknown)}: not in {DATA_FILE.name}; its words: {', '.join(known)}")
+    try:  # before the data is embedded and anything printed
+        for query in queries:
+            query_target(nlp.make_doc(query), known)
+    except ValueError as err:
+        fail(str(err))
     shown = list(dict.fromkeys(words)) or demo_words(sentences)
     try:
         data = embed_sentences(nlp, sentences)

@@ -134,6 +134,15 @@ def leave_one_out(data: SenseVectors) -> List[QueryScores]:
     return scores
 
 
+def query_target(doc: "Doc", words: Sequence[str]) -> "Token":
+    """The first token of ``doc`` that is one of the sense data's ``words``; a ValueError naming
+    the query when there is none."""
+    target = next((t for t in doc if t.lower_ in words), None)
+    if target is None:
+        raise ValueError(f"the query {doc.text!r} contains none of the sense data's words: {', '.join(words)}")
+    return target
+
+
 def score_user_queries(
     nlp: "Language", queries: Sequence[str], data: SenseVectors
 ) -> List[QueryScores]:
@@ -144,11 +153,7 @@ def score_user_queries(
     word_of = np.asarray([s.word for s in data.sentences])
     scores = []
     for doc in nlp.pipe(queries):
-        target = next((t for t in doc if t.lower_ in words), None)
-        if target is None:
-            raise ValueError(
-                f"the query {doc.text!r} contains none of the sense data's words: {', '.join(words)}"
-            )
+        target = query_target(doc, words)
         rows = np.flatnonzero(word_of == target.lower_)
         senses = [data.sentences[k].sense for k in rows]
         mine = output_vectors([target])

@@ -202,10 +202,16 @@ def test_demo_words_and_own_queries(fixture_files):
      (["--query", "No ambiguous word here."], "contains none of the sense data's words")],
     ids=["unknown-word", "query-without-a-word"],
 )
-def test_demo_refuses_what_it_cannot_score(fixture_files, args, message):
+def test_demo_refuses_what_it_cannot_score(fixture_files, args, message, monkeypatch):
+    """Refused before the sense data is embedded and before anything is printed."""
+
+    def embed_sentences(*args):
+        raise AssertionError("the sense data was embedded before the options were checked")
+
+    monkeypatch.setattr("spacy_elmo.demo.embed_sentences", embed_sentences)
     result = runner.invoke(app, ["demo", *args, *_fixture_args(fixture_files)])
     assert result.exit_code == 1
-    assert message in result.output
+    assert result.output.startswith("error: ") and message in result.output
 
 
 def test_demo_runs_with_the_int8_cpu_path():
@@ -299,3 +305,19 @@ def test_pretrain_refuses_threads_0_naming_the_option(tmp_path):
     assert "greater than or equal to 1" in message or "x>=1" in message
     assert not (tmp_path / "out").exists()
     assert ("pretrain",) in [path for path, _ in THREADS_OPTIONS]
+
+
+@pytest.mark.parametrize(
+    "command, says, never",
+    [
+        (["pretrain"], "torchrun --nproc-per-node N -m spacy_elmo pretrain", "nproc_per_node"),
+        (["init-config"], "--model NAME_OR_DIR", "<path> Continue"),
+        (["bench", "gpu"], "Measure and test every GPU code path", "lent"),
+    ],
+    ids=["pretrain", "init-config", "bench-gpu"],
+)
+def test_help_speaks_to_users(command, says, never):
+    result = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.replace("│", " ").split())
+    assert says in text and never not in text, text

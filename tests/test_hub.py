@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -28,11 +29,13 @@ from typer.testing import CliRunner
 from conftest import ELMO_FIXTURE
 from spacy_elmo import batch_to_ids, load_bilm
 from spacy_elmo.hub import (
+    CannotConnectError,
     DownloadError,
     ModelNotCachedError,
     ResumableDownloadError,
     cache_root,
     download_model,
+    get_release,
     list_cached,
     model_dir,
     releases,
@@ -444,3 +447,48 @@ def test_convert_and_init_config_take_a_downloaded_model_by_name(server, home, t
     assert 'init_bilm = "tiny"' in (tmp_path / "cont.cfg").read_text()
     result = runner.invoke(app, ["convert", "small", str(tmp_path / "nothing")])
     assert result.exit_code == 1 and "python -m spacy_elmo download small" in result.output
+
+
+def _closed_port() -> int:
+    """A port on 127.0.0.1 that refuses connections: bound, then closed again."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_download_without_a_connection_says_what_works_offline(tmp_path):
+    """A refused connection (a closed port on 127.0.0.1) names the URL, then the ways that need no
+    network: the released files given as local files (into the cache folder it names), or used
+    where they are."""
+    port = _closed_port()
+    env = {**os.environ, "SPACY_ELMO_HOME": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    urls = [f"http://127.0.0.1:{port}/options.json", f"http://127.0.0.1:{port}/weights.hdf5"]
+    result = subprocess.run(
+        [sys.executable, "-m", "spacy_elmo", "download", "small", "--options-url", urls[0], "--weight-url", urls[1]],
+        env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.startswith(f"error: {urls[0]}: cannot connect"), result.stderr
+    release = get_release("small")
+    for expected in (
+        "Without the network:",
+        release.options_url,
+        release.weights_url,
+        f"cache them as 'small' ({tmp_path / 'cache' / 'small'})",
+        "python -m spacy_elmo download small --options-url OPTIONS_FILE --weight-url WEIGHT_FILE",
+        "--options-file OPTIONS_FILE --weight-file WEIGHT_FILE",
+        "[components.elmo.model]",
+    ):
+        assert expected in result.stderr, expected
+    assert not (tmp_path / "cache" / "small").exists()
+
+
+def test_download_takes_local_files_for_a_machine_without_the_network(home, fixture_files):
+    options, weights = fixture_files
+    directory = download_model("tiny", options_url=str(options), weights_url=str(weights), progress=False)
+    assert directory == model_dir("tiny")
+    assert srsly.read_json(directory / "manifest.json")["urls"]["options.json"] == options.resolve().as_uri()
+    with pytest.raises(CannotConnectError, match="Without the network"):
+        port = _closed_port()
+        download_model("other", options_url=f"http://127.0.0.1:{port}/o.json", weights_url=str(weights), progress=False)

@@ -228,7 +228,7 @@ def test_two_process_gloo_equals_one_process_with_both_shards(tmp_path):
         sys.executable,
         "-m",
         "torch.distributed.run",
-        "--nproc_per_node",
+        "--nproc-per-node",
         "2",
         "--master_port",
         "29517",
@@ -439,7 +439,7 @@ def test_two_process_gloo_sparse_rows_equal_dense(tmp_path):
             **SPARSE_RECIPE, **{"training.max_steps": 3, "objective.sparse_updates": mode == "true"}
         ).to_disk(config_file)
         cmd = [
-            sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+            sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
             "--master_port", str(port), "-m", "spacy_elmo", "pretrain",
             str(config_file), str(tmp_path / mode),
         ]  # fmt: skip
@@ -674,7 +674,7 @@ def test_ctrl_c_on_one_rank_stops_both_at_the_same_step(tmp_path):
     tiny_config(**{"training.max_steps": 100000, "training.log_every": 1}).to_disk(config_file)
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+        sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
         "--master_port", "29531", "-m", "spacy_elmo", "pretrain", str(config_file), str(tmp_path / "ddp"),
     ]  # fmt: skip
     run = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

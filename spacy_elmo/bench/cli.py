@@ -551,13 +551,17 @@ def gpu_command(
         420.0, "--deadline-s", min=0, help="Per stage: cases not started by then are skipped"
     ),
 ) -> None:
-    """Every GPU path, in stages that each fit one call of a lent GPU machine.
+    """Measure and test every GPU code path of the package, one stage at a time.
+
+    Stages: the GPU tests, inference speed, the pipe, training a tagger and NER through the
+    listener, pretraining and embed; each stage stops starting new cases at --deadline-s, so a
+    stage fits a time-limited session on a GPU machine.
 
     Each stage writes OUT/<stage>.json (the machine and every case: its figures, or its error)
     and OUT/<stage>.log, and prints a line per case. A failing case is recorded and the stage
     goes on; at the deadline the cases left are marked "skipped: deadline". The exit status is 0
-    once the JSON is written. Rehearse with --device cpu --smoke before a GPU's minutes are
-    spent: see docs/gpu_run.md.
+    once the JSON is written. Try it first on the CPU with --device cpu --smoke (tiny shapes, a
+    few minutes): see docs/gpu_run.md.
     """
     from .gpu_run import run_stages
 

@@ -68,7 +68,7 @@ class ChunkWriter:
     is held in memory but its key texts), renamed into place by ``finish``. Used as a context
     manager: leaving it without ``finish`` (an error) removes the temporary file."""
 
-    def __init__(self, parts: Path, chunk: int, first_item: int) -> None:
+    def __init__(self, parts: Path, chunk: int, first_item: int, rank: int = 0) -> None:
         self.path = chunk_path(parts, chunk)
         # Unique per process: a writer that outlived its job never shares a file with a new one.
         self.temporary = self.path.with_name(
@@ -76,6 +76,7 @@ class ChunkWriter:
         )
         self.chunk = chunk
         self.first_item = first_item
+        self.rank = rank  # which process embedded it: the summary counts each rank's sentences
         self.keys: List[str] = []
         self.tokens = 0
         self._file: Optional[h5py.File] = h5py.File(self.temporary, "w")
@@ -95,6 +96,7 @@ class ChunkWriter:
         f.attrs["first_item"] = self.first_item
         f.attrs["sentences"] = len(self.keys)
         f.attrs["tokens"] = self.tokens
+        f.attrs["rank"] = self.rank
         f.close()
         self._file = None
         descriptor = os.open(self.temporary, os.O_RDONLY)

@@ -15,13 +15,14 @@ import os
 import signal
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, Optional, Tuple
 
 import torch
 import typer
 
-from ..cli_errors import fail
+from ..cli_errors import fail, record_for_torchrun, report_error
 from ..cli_weights import OPTIONS_FILE, PRECISION, WEIGHT_FILE, WEIGHTS
 from ..distributed import DistributedContext, env_rank
 from .chunks import finished_chunks, parts_folder
@@ -58,8 +59,10 @@ def embed(
     ),
     threads: int = typer.Option(1, "--threads", min=1, help=THREADS_HELP),
     precision: str = PRECISION,
-    chunk_size: int = typer.Option(
-        1000, "--chunk-size", min=1, help="Sentences per chunk file: the unit of work of a rank, of resumption and of progress"
+    chunk_size: Optional[int] = typer.Option(
+        None, "--chunk-size", min=1, show_default=False,
+        help="Sentences per chunk file: the unit of work of a rank, of resumption and of progress "
+        "[default: 1000, fewer for a small input, so that every process gets about 4 chunks]",
     ),
     resume: bool = typer.Option(
         False, "--resume", help="Finish an unfinished run of the same command (same input, model and options)"
@@ -80,7 +83,8 @@ def embed(
     dataset per sentence of each doc, or per doc when the doc has no sentence boundaries; rows of
     whitespace tokens are zero.
 
-    Chunks of --chunk-size sentences are written to OUT.hdf5.parts/ as they finish, then merged
+    Chunks of --chunk-size sentences (default 1000; for a small input fewer, so that every
+    process gets some) are written to OUT.hdf5.parts/ as they finish, then merged
     into OUT.hdf5 (one self-contained file) and the folder removed. A run that stopped (killed,
     or a rank failed) is finished by the same command with --resume: the chunks on disk are kept,
     whatever the number of processes now. A changed input, model or option is refused, naming it;
@@ -118,7 +122,8 @@ def run_embed(o: EmbedOptions) -> None:
         fail(f"{prefix}{err}")
     plan: Optional[JobPlan] = None
     try:
-        plan, verdict, message = _handshake(context, o)
+        plan, verdict, message, chunk_size = _handshake(context, o)
+        o = replace(o, chunk_size=chunk_size)
         if verdict == "refused":  # rank 0 said why; one more line per other machine
             _stop(message, local_rank == 0 and not context.is_main)
         if verdict == "complete":
@@ -135,21 +140,23 @@ def run_embed(o: EmbedOptions) -> None:
         context.shutdown()
 
 
-def _handshake(context: DistributedContext, o: EmbedOptions) -> Tuple[Optional[JobPlan], str, str]:
+def _handshake(
+    context: DistributedContext, o: EmbedOptions
+) -> Tuple[Optional[JobPlan], str, str, Optional[int]]:
     """Rank 0's verdict on the job, known to every rank: (rank 0's plan, "run" | "complete" |
-    "refused", the refusal's message)."""
+    "refused", the refusal's message, the chunk size every rank uses)."""
     plan: Optional[JobPlan] = None
-    verdict: Tuple[str, str] = ("run", "")
+    verdict: Tuple[str, str, Optional[int]] = ("run", "", o.chunk_size)
     if context.is_main:
         try:
-            plan = prepare_job(o)
-            verdict = (plan.status, "")
+            plan = prepare_job(o, context.world_size)
+            verdict = (plan.status, "", plan.chunk_size)
         except JobRefused as err:
-            verdict = ("refused", str(err))
+            verdict = ("refused", str(err), o.chunk_size)
             # Said before the others hear it: torchrun stops every worker once one exits.
-            typer.echo(f"error: {err}", err=True)
+            report_error(str(err))
     verdict = context.broadcast_object(verdict)
-    return plan, verdict[0], verdict[1]
+    return (plan, *verdict)
 
 
 def _work(context: DistributedContext, o: EmbedOptions, plan: Optional[JobPlan], prefix: str) -> None:
@@ -179,6 +186,10 @@ def _work(context: DistributedContext, o: EmbedOptions, plan: Optional[JobPlan],
         f"{processes} embedded {tokens_now:,} tokens in {embed_seconds:.1f} s "
         f"({tokens_now / max(embed_seconds, 1e-9):,.0f} tokens/s); merge {merged.seconds:.2f} s"
     )
+    if context.world_size > 1 or len(merged.sentences_by_rank) > 1:
+        shares = ", ".join(f"rank {rank} {n}" for rank, n in merged.sentences_by_rank.items())
+        chunks = f"{plan.n_chunks} chunk{'s' if plan.n_chunks != 1 else ''} of {o.chunk_size}"
+        typer.echo(f"sentences embedded per rank ({chunks}): {shares}")
 
 
 def _wait_for_chunks(parts: Path, n_chunks: int, progress: JobProgress) -> None:
@@ -203,9 +214,11 @@ def _pipeline(o: EmbedOptions, prefix: str) -> "Language":
 
 
 def _stop(message: str, speak: bool) -> NoReturn:
-    """The job was refused: exit status 1, with the message if ``speak``."""
+    """The job was refused: exit status 1, with the message if ``speak``. Every rank gives it to
+    torchrun's report, whichever rank that report calls the root cause."""
     if speak:
         fail(message)
+    record_for_torchrun(f"error: {message}")
     raise typer.Exit(1)
 
 

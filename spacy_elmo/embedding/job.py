@@ -23,7 +23,7 @@ import json
 import math
 import os
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -39,6 +39,10 @@ from .manifest import JOB_ATTR, MANIFEST_NAME, build_manifest, differences, read
 
 EMBED_LAYERS = ("all", "top", "average")
 LOCK_NAME = "lock"
+#: The chunk size when --chunk-size is not given, for inputs large enough to share it.
+DEFAULT_CHUNK_SIZE = 1000
+#: Without --chunk-size, a small input is cut so that each rank gets about this many chunks.
+CHUNKS_PER_RANK = 4
 
 
 class JobRefused(Exception):
@@ -62,7 +66,8 @@ class EmbedOptions:
     use_sentence_keys: bool = False
     threads: int = 1
     precision: str = "fp32"
-    chunk_size: int = 1000
+    #: None: ``auto_chunk_size`` of the input and the number of ranks (a resumed run keeps its own).
+    chunk_size: Optional[int] = None
     resume: bool = False
 
     def model_settings(self) -> Dict[str, Any]:
@@ -91,11 +96,13 @@ class EmbedOptions:
 
 @dataclass
 class JobPlan:
-    """Rank 0's view of the job: ``status`` "run" or "complete"."""
+    """Rank 0's view of the job: ``status`` "run" or "complete"; ``chunk_size``, the one the job
+    uses (given, recorded by the run it resumes, or chosen from the input)."""
 
     status: str
     parts: Path
     manifest: Dict[str, Any]
+    chunk_size: int = DEFAULT_CHUNK_SIZE
     total: int = 0
     n_chunks: int = 0
     notes: List[str] = field(default_factory=list)
@@ -108,7 +115,13 @@ class JobPlan:
             self.lock = None
 
 
-def prepare_job(options: EmbedOptions) -> JobPlan:
+def auto_chunk_size(total: int, world_size: int) -> int:
+    """The chunk size without --chunk-size: 1000, or fewer for a small input, so that each of the
+    ``world_size`` ranks gets about ``CHUNKS_PER_RANK`` chunks (20 sentences over 2 ranks: 3)."""
+    return max(1, min(DEFAULT_CHUNK_SIZE, math.ceil(total / (world_size * CHUNKS_PER_RANK))))
+
+
+def prepare_job(options: EmbedOptions, world_size: int = 1) -> JobPlan:
     """Check everything, read the input once (count its sentences; check the keys with
     ``--use-sentence-keys``) and set up the parts folder. Raises JobRefused."""
     o = options
@@ -128,8 +141,10 @@ def prepare_job(options: EmbedOptions) -> JobPlan:
     except (ValueError, FileNotFoundError) as err:
         raise JobRefused(str(err)) from None
     reader = _reader(o)
-    manifest = build_manifest(o.input_path, reader.kind, source, o.output_options(settings))
     parts = parts_folder(o.output_path)
+    if o.chunk_size is None:  # a run being resumed (or checked) keeps its own
+        o = replace(o, chunk_size=_recorded_chunk_size(o, parts))
+    manifest = build_manifest(o.input_path, reader.kind, source, o.output_options(settings))
     if o.output_path.exists():
         return _finished_output(o, parts, manifest)
     notes = []
@@ -150,7 +165,13 @@ def prepare_job(options: EmbedOptions) -> JobPlan:
         if lock is not None:
             os.close(lock)
         raise
-    plan = JobPlan("run", parts, manifest, total, math.ceil(total / o.chunk_size), notes, lock)
+    if o.chunk_size is None:
+        o = replace(o, chunk_size=auto_chunk_size(total, world_size))
+        manifest["compared"]["chunk_size"] = o.chunk_size
+    n_chunks = math.ceil(total / o.chunk_size)
+    plan = JobPlan("run", parts, manifest, o.chunk_size, total, n_chunks, notes, lock)
+    if n_chunks < world_size:
+        notes.append(_idle_ranks_note(total, n_chunks, world_size, o.chunk_size))
     if lock is not None:
         remove_temporaries(parts)
         o.output_path.with_name(o.output_path.name + ".tmp").unlink(missing_ok=True)
@@ -164,6 +185,29 @@ def prepare_job(options: EmbedOptions) -> JobPlan:
         plan.lock = _lock(parts)
         write_manifest(parts / MANIFEST_NAME, manifest)
     return plan
+
+
+def _recorded_chunk_size(o: EmbedOptions, parts: Path) -> Optional[int]:
+    """The chunk size of the run whose parts folder or finished output is there, if any."""
+    try:
+        if parts.is_dir():
+            manifest = read_manifest(parts / MANIFEST_NAME)
+        elif o.output_path.is_file():
+            with h5py.File(o.output_path, "r") as f:
+                manifest = json.loads(f.attrs[JOB_ATTR]) if JOB_ATTR in f.attrs else None
+        else:
+            return None
+    except (OSError, ValueError):
+        return None  # the checks that follow say what is wrong with it
+    return (manifest or {}).get("compared", {}).get("chunk_size")
+
+
+def _idle_ranks_note(total: int, n_chunks: int, world_size: int, chunk_size: int) -> str:
+    return (
+        f"{total} sentences make {n_chunks} chunk{'s' if n_chunks != 1 else ''} of {chunk_size}: "
+        f"only {n_chunks} of the {world_size} processes get work (a smaller --chunk-size, or none, "
+        "shares it out)"
+    )
 
 
 def _reader(o: EmbedOptions) -> InputItems:
@@ -201,7 +245,7 @@ def _finished_output(o: EmbedOptions, parts: Path, manifest: Dict[str, Any]) -> 
         )
     if parts.exists():  # the merge finished, its clean-up did not
         shutil.rmtree(parts, ignore_errors=True)
-    return JobPlan("complete", parts, manifest)
+    return JobPlan("complete", parts, manifest, o.chunk_size or DEFAULT_CHUNK_SIZE)
 
 
 def _check_manifest(old: Optional[Dict[str, Any]], new: Dict[str, Any], parts: Path) -> None:

@@ -13,7 +13,7 @@ import json
 import os
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict
 
@@ -30,6 +30,8 @@ class MergeResult:
     sentences: int
     tokens: int
     seconds: float
+    #: Sentences per rank that embedded them (chunks of a resumed run: the rank of their run).
+    sentences_by_rank: Dict[int, int] = field(default_factory=dict)
 
 
 def merge_chunks(
@@ -45,11 +47,14 @@ def merge_chunks(
     temporary = output.with_name(output.name + ".tmp")
     sentence_to_index: Dict[str, str] = {}
     number = tokens = 0
+    by_rank: Dict[int, int] = {}
     with h5py.File(temporary, "w") as out:
         out.attrs[JOB_ATTR] = json.dumps(manifest, sort_keys=True)
         for chunk in range(n_chunks):
             with h5py.File(chunk_path(parts, chunk), "r") as source:
                 tokens += int(source.attrs["tokens"])
+                rank = int(source.attrs.get("rank", 0))
+                by_rank[rank] = by_rank.get(rank, 0) + int(source.attrs["sentences"])
                 for position, key in enumerate(chunk_keys(source)):
                     name = key if use_sentence_keys else str(number)
                     source.copy(source[str(position)], out, name=name)
@@ -60,4 +65,4 @@ def merge_chunks(
             index[0] = json.dumps(sentence_to_index)
     os.replace(temporary, output)
     shutil.rmtree(parts)
-    return MergeResult(number, tokens, time.perf_counter() - start)
+    return MergeResult(number, tokens, time.perf_counter() - start, dict(sorted(by_rank.items())))

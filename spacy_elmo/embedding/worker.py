@@ -66,7 +66,7 @@ def embed_own_chunks(
     written = 0
     for chunk, items in own_chunks(reader.items(), chunk_size, rank, world_size, done):
         try:
-            writer = ChunkWriter(parts, chunk, chunk * chunk_size)
+            writer = ChunkWriter(parts, chunk, chunk * chunk_size, rank)
         except OSError as err:
             raise RankFailure(f"chunk {chunk} ({parts})", err) from err
         with writer:

@@ -6,10 +6,11 @@ small``); ``model_dir("small")`` finds it afterwards and never downloads.
 
 from .cache import CachedModel, ModelNotCachedError, cache_root, download_command, list_cached, model_dir
 from .catalog import Release, get_release, releases
-from .download import DownloadError, ResumableDownloadError, download_model
+from .download import CannotConnectError, DownloadError, ResumableDownloadError, download_model
 
 __all__ = [
     "CachedModel",
+    "CannotConnectError",
     "DownloadError",
     "ModelNotCachedError",
     "Release",

@@ -20,10 +20,10 @@ def download_cli(
         show_default=False,
     ),
     options_url: Optional[str] = typer.Option(
-        None, "--options-url", help="The options.json of another model (any mirror).", show_default=False
+        None, "--options-url", help="The model's options.json: a URL (any mirror) or a local file.", show_default=False
     ),
     weight_url: Optional[str] = typer.Option(
-        None, "--weight-url", help="The weights.hdf5 that goes with --options-url.", show_default=False
+        None, "--weight-url", help="The weights.hdf5 that goes with --options-url: a URL or a local file.", show_default=False
     ),
     as_name: Optional[str] = typer.Option(
         None, "--name", help="The cache name of a model given by URLs.", show_default=False
@@ -41,7 +41,8 @@ def download_cli(
 
     The weight file is checked against the options before the model counts as cached.
 
-    An interrupted download resumes when the same command runs again.
+    An interrupted download resumes when the same command runs again. Without the network, give
+    the two files (copied from elsewhere) as --options-url and --weight-url.
     """
     if (options_url is None) != (weight_url is None):
         fail("give both --options-url and --weight-url")

@@ -62,6 +62,11 @@ class ResumableDownloadError(DownloadError):
     """The connection was lost mid-file: the ``.part`` file is kept and the next run resumes it."""
 
 
+class CannotConnectError(DownloadError):
+    """No connection to a file's server (offline, a firewall, a wrong host): the message says what
+    works without the network."""
+
+
 @dataclass(frozen=True)
 class FileRecord:
     """What the manifest records for each file."""
@@ -85,7 +90,9 @@ def download_model(
 
     ``name`` alone: a released model of the catalog (``small``, ``medium``, ``original``,
     ``original-5.5b`` or AllenNLP's file-name stem). With ``options_url`` and ``weights_url``: any
-    mirror, cached under ``name``. A complete cached copy is returned as it is unless ``force``.
+    mirror, cached under ``name``; a URL may also be a local file (a path or ``file://``), for
+    files copied to a machine without the network. A complete cached copy is returned as it is
+    unless ``force``. No connection raises ``CannotConnectError``, saying what works offline.
     """
     release = get_release(name)
     if options_url is None and weights_url is None:
@@ -97,6 +104,7 @@ def download_model(
         name, options_url, weights_url = release.name, release.options_url, release.weights_url
     elif options_url is None or weights_url is None:
         raise ValueError("give both an options URL and a weight URL (or neither, for a released name)")
+    options_url, weights_url = as_url(options_url), as_url(weights_url)
     directory = model_path(check_name(name))
     with _one_download_at_a_time(directory, progress):
         manifest = read_manifest(directory) if directory.is_dir() else None
@@ -128,8 +136,10 @@ def download_model(
             )
         except (ResumableDownloadError, KeyboardInterrupt):
             raise  # keep the .part files: the next run resumes them
-        except BaseException:
+        except BaseException as err:
             _discard(directory, created, keep_manifest=cached is not None)
+            if isinstance(err, CannotConnectError):
+                raise CannotConnectError(f"{err}\n{offline_help(name, directory)}") from err
             raise
         write_manifest(directory, manifest)  # incomplete only while the checked files move in
         for file_name in (OPTIONS_NAME, HDF5_NAME):
@@ -138,6 +148,37 @@ def download_model(
         manifest["complete"] = True
         write_manifest(directory, manifest)
         return directory
+
+
+def as_url(location: str) -> str:
+    """``location`` as a URL: a URL as it is, an existing local file as a ``file://`` URL."""
+    if "://" not in location and Path(location).expanduser().is_file():
+        return Path(location).expanduser().resolve().as_uri()
+    return location
+
+
+def offline_help(name: str, directory: Path) -> str:
+    """What works without the network, for model ``name`` (cached in ``directory``): the two
+    files fetched elsewhere and given to ``download`` as local files, or used where they are."""
+    release = get_release(name)
+    files = (
+        f"{release.options_url}\n      {release.weights_url}"
+        if release is not None
+        else "the options.json and the weights.hdf5 of the model"
+    )
+    return (
+        "Without the network:\n"
+        f"  - fetch the two files elsewhere:\n      {files}\n"
+        f"    copy them to this machine and cache them as '{name}' ({directory}), checked as a "
+        "download is:\n"
+        f"      python -m spacy_elmo download {name} --options-url OPTIONS_FILE "
+        "--weight-url WEIGHT_FILE\n"
+        "    (or give a mirror's URLs there, one that this machine can reach);\n"
+        "  - or use the two files where they are, without the cache: --options-file OPTIONS_FILE "
+        "--weight-file WEIGHT_FILE in the commands, options_file and weight_file in the pipe's "
+        "[components.elmo.model] block (or --weights DIR and weights = \"DIR\" for a folder "
+        "holding options.json and one .hdf5 file)"
+    )
 
 
 @contextmanager
@@ -283,7 +324,7 @@ def _open(url: str, start: int, timeout: float):
         raise DownloadError(f"{url}: HTTP {err.code} {err.reason}") from err
     except (URLError, OSError) as err:
         reason = getattr(err, "reason", err)
-        raise DownloadError(f"{url}: cannot connect ({reason})") from err
+        raise CannotConnectError(f"{url}: cannot connect ({reason})") from err
     length = response.headers.get("Content-Length")
     if start and response.status == 206:
         match = _CONTENT_RANGE.match(response.headers.get("Content-Range", ""))

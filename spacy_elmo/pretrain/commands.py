@@ -27,7 +27,7 @@ def pretrain_command(
 ) -> None:
     """Pretrain an ELMo biLM. Config values can be overridden: --training.max_steps 500.
 
-    Data parallel: torchrun --nproc_per_node N -m spacy_elmo pretrain CONFIG OUT [--gpu-id 0]
+    Data parallel: torchrun --nproc-per-node N -m spacy_elmo pretrain CONFIG OUT [--gpu-id 0]
     """
     from spacy.cli._util import parse_config_overrides
 
@@ -55,11 +55,14 @@ def pretrain_command(
 
 def init_config_command(
     output_file: Path = typer.Argument(..., help="Where to write the default pretraining config"),
-    model: Optional[Path] = typer.Option(
+    model: Optional[str] = typer.Option(
         None,
         "--model",
-        help="Continue pretraining this biLM (a released or pretrained model directory, or the name of a downloaded model): its "
-        "shape goes into the config's model section and the run starts from its weights",
+        metavar="NAME_OR_DIR",
+        show_default=False,
+        help="Continue pretraining this biLM: a model directory (released or pretrained) or the name "
+        "of a downloaded model (small, medium, ...). Its shape goes into "
+        "the config's model section and the run starts from its weights",
     ),
 ) -> None:
     """Write the documented default pretraining config."""
@@ -70,10 +73,10 @@ def init_config_command(
     text = DEFAULT_CONFIG.lstrip("\n")
     if model is not None:
         try:  # the check the run would make at its start, now
-            source = resolve_weight_source(str(model), what="--model")
+            source = resolve_weight_source(model, what="--model")
         except (ValueError, FileNotFoundError) as err:
             fail(str(err))
-        text = config_text_for_model(BiLMOptions.from_file(source.options_file), str(model))
+        text = config_text_for_model(BiLMOptions.from_file(source.options_file), model)
     output_file.write_text(text, encoding="utf-8")
     typer.echo(f"Wrote {output_file}")
 

@@ -1,0 +1,85 @@
+"""A bench's temporary folder goes away when the bench is stopped: SIGTERM and Ctrl-C remove it
+at once; after a SIGKILL, the next bench removes it (its name holds the dead process's id)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from spacy_elmo.bench.subprocesses import package_argv, subprocess_env
+from spacy_elmo.bench.workdir import SIGTERM_STATUS, bench_workdir
+
+PREFIX = "spacy-elmo-bench-"
+# Long enough to be stopped in the middle: a fresh process per path and round.
+LONG_BENCH = [
+    "bench", "inference", "--shape", "fixture", "--batch-size", "2", "--seq-len", "5",
+    "--n-batches", "1", "--repeats", "50", "--device", "cpu",
+]
+
+
+def _start_bench(tmp_root: Path) -> subprocess.Popen:
+    env = {**subprocess_env(threads=1), "TMPDIR": str(tmp_root)}
+    return subprocess.Popen(
+        package_argv(LONG_BENCH), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _wait_for_workdir(bench: subprocess.Popen, tmp_root: Path, deadline_s: float = 120) -> Path:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        found = [p for p in tmp_root.glob(f"{PREFIX}{bench.pid}-*") if any(p.iterdir())]
+        if found:
+            return found[0]
+        assert bench.poll() is None, bench.stderr.read()
+        time.sleep(0.2)
+    bench.kill()
+    pytest.fail("the bench made no work folder in time")
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_a_stopped_bench_removes_its_temporary_folder(tmp_path, stop):
+    bench = _start_bench(tmp_path)
+    try:
+        folder = _wait_for_workdir(bench, tmp_path)
+        bench.send_signal(stop)
+        status = bench.wait(timeout=60)
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+    assert not folder.exists()
+    assert status == (SIGTERM_STATUS if stop == signal.SIGTERM else 130), bench.stderr.read()[-2000:]
+
+
+def test_the_next_bench_removes_the_folder_of_a_killed_one(tmp_path, monkeypatch):
+    bench = _start_bench(tmp_path)
+    try:
+        folder = _wait_for_workdir(bench, tmp_path)
+    finally:
+        bench.kill()  # SIGKILL: nothing in the bench can clean up
+        bench.wait(timeout=60)
+    assert folder.exists()
+    alive = tmp_path / f"{PREFIX}{os.getpid()}-other"  # a running process's folder stays
+    alive.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    with bench_workdir(None) as directory:
+        assert directory.name.startswith(f"{PREFIX}{os.getpid()}-")
+        assert not folder.exists() and alive.exists()
+    assert not directory.exists()
+
+
+def test_a_named_workdir_is_kept(tmp_path):
+    with bench_workdir(tmp_path / "work") as directory:
+        (directory / "model").write_text("cached")
+    assert (tmp_path / "work" / "model").read_text() == "cached"
+
+
+def test_sigterm_handler_is_restored_after_the_bench():
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    with bench_workdir(None):
+        assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
