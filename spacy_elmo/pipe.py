@@ -129,10 +129,15 @@ token_cache_vocab = null
 """
 DEFAULT_CONFIG = Config().from_str(DEFAULT_CONFIG_STR)
 
-#: The pipe keys of ``ElmoModel.v1`` configs, which now belong to the model block.
-V1_PIPE_KEYS = (
-    "model_name", "model_path", "options_file", "weight_file", "precision", "max_sequence_length",
-    "max_batch_tokens", "threads", "token_cache_words", "token_cache_vocab",
+#: The biLM's settings where ``ElmoModel.v1`` configs put them, on the pipe, and ``weights``, the v2
+#: name a user may put there too. They belong to the model block. They stay parameters of the
+#: factory, null by default, so that configs written with them load (v1) or get a hint naming the
+#: model block (v2): spaCy validates a factory's keys against its signature before any code of
+#: this package runs, and confection writes every parameter with a default into the stored config,
+#: so the saved config lists them as null (docs/manual.md, "Migrating from ElmoModel.v1").
+MODEL_KEYS_ON_THE_PIPE = (
+    "weights", "model_name", "model_path", "options_file", "weight_file", "precision",
+    "max_sequence_length", "max_batch_tokens", "threads", "token_cache_words", "token_cache_vocab",
 )
 
 
@@ -151,7 +156,8 @@ def make_elmo(
     set_vector_hooks: bool,
     frozen: bool,
     cache_size_mb: int,
-    # Deprecated: the settings of ElmoModel.v1 configs (docs/manual.md, "Migrating from ElmoModel.v1").
+    # The model block's settings on the pipe: ElmoModel.v1 configs (MODEL_KEYS_ON_THE_PIPE).
+    weights: Optional[str] = None,
     model_name: Optional[str] = None,
     model_path: Optional[str] = None,
     options_file: Optional[str] = None,
@@ -173,7 +179,7 @@ def make_elmo(
             "so a second pipe would overwrite them under the first one's listeners; keep one elmo "
             "pipe (nlp.replace_listeners gives a component its own copy of the biLM)"
         )
-    given = {key: value for key, value in locals().items() if key in V1_PIPE_KEYS and value is not None}
+    given = {key: value for key, value in locals().items() if key in MODEL_KEYS_ON_THE_PIPE and value is not None}
     _apply_v1_settings(model, name, given)
     pipe = Elmo(
         nlp.vocab,
@@ -196,11 +202,12 @@ def _apply_v1_settings(model: Model, name: str, given: Dict[str, Any]) -> None:
     ``ElmoModel.v2`` those keys are refused, naming where they went."""
     if not model.attrs.get(SETTINGS_ON_PIPE):
         if given:
+            one = len(given) == 1
             raise ValueError(
-                f"elmo pipe '{name}': {', '.join(sorted(given))} "
-                f"{'belongs' if len(given) == 1 else 'belong'} to the biLM's model block now: set them in [components.{name}.model] (spacy_elmo.ElmoModel.v2; model_name "
-                "and model_path became weights), or use @architectures = "
-                '"spacy_elmo.ElmoModel.v1" (docs/manual.md: "Migrating from ElmoModel.v1")'
+                f"elmo pipe '{name}': {', '.join(sorted(given))} {'belongs' if one else 'belong'} to "
+                f"the biLM's model block: set {'it' if one else 'them'} in [components.{name}.model] "
+                "(spacy_elmo.ElmoModel.v2; model_name and model_path became weights), or use "
+                '@architectures = "spacy_elmo.ElmoModel.v1" (docs/manual.md: "Migrating from ElmoModel.v1")'
             )
         return
     warnings.warn(
@@ -210,9 +217,9 @@ def _apply_v1_settings(model: Model, name: str, given: Dict[str, Any]) -> None:
         DeprecationWarning,
         stacklevel=3,
     )
-    names = [key for key in ("model_name", "model_path") if key in given]
+    names = [key for key in ("weights", "model_name", "model_path") if key in given]
     if len(names) > 1:
-        raise ValueError(f"elmo pipe '{name}': set model_name or model_path, not both")
+        raise ValueError(f"elmo pipe '{name}': set one of {', '.join(names)}, not several")
     weights = given.pop(names[0]) if names else None
     try:
         settings = BiLMSettings(weights=None if weights is None else str(weights), **given)

@@ -163,5 +163,33 @@ def test_a_v1_pipeline_config_still_loads_with_its_pipe_level_settings(fixture_f
 
 
 def test_v1_keys_beside_a_v2_model_say_where_they_went():
-    with pytest.raises(ValueError, match=r"precision, threads belong to the biLM's model block now: set them in \[components.elmo.model\]"):
+    with pytest.raises(ValueError, match=r"precision, threads belong to the biLM's model block: set them in \[components.elmo.model\]"):
         spacy.blank("en").add_pipe("elmo", config={"precision": "bf16", "threads": 2})
+
+
+@pytest.mark.parametrize("key, value", [
+    ("weights", "small"), ("model_name", "small"), ("model_path", "/models/elmo"), ("options_file", "o.json"),
+    ("weight_file", "w.hdf5"), ("precision", "int8"), ("max_sequence_length", 128), ("max_batch_tokens", 1024),
+    ("threads", 2), ("token_cache_words", 100), ("token_cache_vocab", "vocab.txt"),
+])  # fmt: skip
+def test_every_model_key_on_the_pipe_gets_the_hint(key, value):
+    """Each of the model block's settings, put on the pipe by mistake or by an old config, is
+    refused with the hint naming the block (not spaCy's bare 'unexpected argument')."""
+    with pytest.raises(ValueError, match=rf"'elmo': {key} belongs to the biLM's model block: set it in \[components.elmo.model\]"):
+        spacy.blank("en").add_pipe("elmo", config={key: value})
+
+
+def test_the_pipe_config_holds_the_live_keys_and_the_model_keys_as_null(tmp_path):
+    """What a new pipeline's config holds: the pipe's own settings, the model block, and the
+    model's keys on the pipe as null (kept so that old configs load: MODEL_KEYS_ON_THE_PIPE), also
+    after saving and loading."""
+    from spacy_elmo.pipe import DEFAULT_CONFIG, MODEL_KEYS_ON_THE_PIPE
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo")
+    live = set(DEFAULT_CONFIG["elmo"]) | {"factory"}
+    for config in (nlp.config, spacy.util.load_config_from_str(nlp.config.to_str())):
+        pipe = config["components"]["elmo"]
+        assert set(pipe) == live | set(MODEL_KEYS_ON_THE_PIPE)
+        assert all(pipe[key] is None for key in MODEL_KEYS_ON_THE_PIPE)
+        assert pipe["model"]["@architectures"] == "spacy_elmo.ElmoModel.v2"
