@@ -2,12 +2,19 @@
 
 Each system is a directory of metrics, as the spaCy project (``project/``) writes them:
 
-- ``tagger.json``, ``ner.json``: the output of ``python -m spacy evaluate`` (``tag_acc``,
-  ``ents_f``, ``ents_p``, ``ents_r``, ``speed`` ...), scores as fractions;
-- ``tagger_train.json``, ``ner_train.json`` (optional): ``{"seconds": ...}``, the wall-clock time of
-  ``spacy train`` (``project/scripts/timed.py``).
+- ``TASK.json`` for TASK in ``tagger``, ``ner``, ``textcat``, ``parser``: the output of
+  ``python -m spacy evaluate`` (``tag_acc``, ``ents_f``, ``cats_micro_f``, ``dep_las`` ...,
+  ``speed``), scores as fractions;
+- ``TASK_train.json`` (optional): ``{"seconds": ..., "evaluations": [{"epoch", "step",
+  "seconds"}]}``, the wall-clock time of ``spacy train`` and of its evaluations
+  (``project/scripts/timed.py``).
 
-A missing file leaves its cells empty ("-"), so a system trained for one task only still shows.
+The tables have the columns of the tasks some system has. A missing file leaves its cells empty
+("-"), so a system trained for one task only still shows. The textcat's accuracy is spaCy's
+``cats_micro_f``: with exclusive classes every doc has one predicted and one gold label, so
+micro-averaged precision, recall and F all equal the accuracy. When the timings have the
+evaluations, the seeds table also gives the time per 100 steps after the first epoch (from the
+first evaluation in epoch 2 to the last one): where a frozen biLM's layers come from its cache.
 A system may name several directories, one per training seed (``LABEL=DIR,DIR,DIR``): the table
 then gives each seed's score, the mean and the standard deviation, and says whether a system is
 ahead of the reference at every seed (paired by position) and by more than either spread.
@@ -28,8 +35,8 @@ import typer
 from .cli_errors import fail
 from .plots import pyplot
 
-TASKS = ("tagger", "ner")
-TASK_NAMES = {"tagger": "tagger", "ner": "NER"}
+TASKS = ("tagger", "ner", "textcat", "parser")
+TASK_NAMES = {"tagger": "tagger", "ner": "NER", "textcat": "textcat", "parser": "parser"}
 
 #: (column title, task, key in the ``spacy evaluate`` JSON): the score columns of the table.
 SCORE_COLUMNS = (
@@ -37,6 +44,18 @@ SCORE_COLUMNS = (
     ("NER F1", "ner", "ents_f"),
     ("NER precision", "ner", "ents_p"),
     ("NER recall", "ner", "ents_r"),
+    ("textcat accuracy", "textcat", "cats_micro_f"),
+    ("textcat macro F", "textcat", "cats_macro_f"),
+    ("parser LAS", "parser", "dep_las"),
+    ("parser UAS", "parser", "dep_uas"),
+)
+#: The scores of the seeds table, the differences and the chart: each task's measure (for the
+#: tagger and the NER, as the earlier tables had them) and, for the textcat and the parser, the
+#: second one that their benchmarks report (macro F, UAS).
+HEADLINE_COLUMNS = tuple(
+    column
+    for column in SCORE_COLUMNS
+    if column[0] in ("tagger accuracy", "NER F1", "textcat accuracy", "textcat macro F", "parser LAS", "parser UAS")
 )
 
 
@@ -47,6 +66,8 @@ class SystemMetrics:
     name: str
     scores: Dict[str, Dict[str, Any]] = field(default_factory=dict)
     train_seconds: Dict[str, float] = field(default_factory=dict)
+    #: task -> seconds per 100 training steps after the first epoch, evaluations included.
+    later_epochs_seconds: Dict[str, float] = field(default_factory=dict)
 
     def score(self, task: str, key: str) -> Optional[float]:
         value = self.scores.get(task, {}).get(key)
@@ -69,6 +90,10 @@ class SystemRuns:
         values = [run.train_seconds[task] for run in self.runs if task in run.train_seconds]
         return statistics.fmean(values) if values else None
 
+    def later_epochs_seconds(self, task: str) -> List[float]:
+        """Each run's seconds per 100 steps after the first epoch, where measured."""
+        return [run.later_epochs_seconds[task] for run in self.runs if task in run.later_epochs_seconds]
+
 
 def read_system(name: str, directory: Path) -> SystemMetrics:
     """Read a system's metrics directory (see the module docstring)."""
@@ -82,31 +107,52 @@ def read_system(name: str, directory: Path) -> SystemMetrics:
             system.scores[task] = json.loads(scores.read_text(encoding="utf-8"))
         timing = directory / f"{task}_train.json"
         if timing.exists():
-            seconds = json.loads(timing.read_text(encoding="utf-8"))["seconds"]
-            system.train_seconds[task] = float(seconds)
+            timing_data = json.loads(timing.read_text(encoding="utf-8"))
+            system.train_seconds[task] = float(timing_data["seconds"])
+            later = later_epochs_seconds(timing_data.get("evaluations", []))
+            if later is not None:
+                system.later_epochs_seconds[task] = later
     if not system.scores:
+        names = ", ".join(f"{task}.json" for task in TASKS)
         raise ValueError(
-            f"compare: {directory} ('{name}') holds neither tagger.json nor ner.json "
+            f"compare: {directory} ('{name}') holds none of {names} "
             "(the output of python -m spacy evaluate)"
         )
     return system
 
 
+def later_epochs_seconds(evaluations: List[Dict[str, Any]]) -> Optional[float]:
+    """Seconds per 100 training steps after the first epoch: from the first evaluation in a
+    later epoch to the last evaluation (the stretch where a frozen biLM's layers come from its
+    cache; the evaluations in it are counted too). None without two such evaluations."""
+    later = [e for e in evaluations if e["epoch"] >= 1]
+    if len(later) < 2 or later[-1]["step"] <= later[0]["step"]:
+        return None
+    return 100 * (later[-1]["seconds"] - later[0]["seconds"]) / (later[-1]["step"] - later[0]["step"])
+
+
+def present_tasks(systems: Sequence[SystemMetrics]) -> List[str]:
+    """The tasks, in TASKS order, that some system has scores for."""
+    return [task for task in TASKS if any(task in system.scores for system in systems)]
+
+
 def comparison_table(systems: Sequence[SystemMetrics], title: Optional[str] = None) -> str:
     """A Markdown table: one row per system, scores in percent, training times, and the
     difference of every other system to the last one (the reference, e.g. the baseline)."""
+    tasks = present_tasks(systems)
+    columns = [column for column in SCORE_COLUMNS if column[1] in tasks]
     header = [
         "system",
-        *(title for title, _, _ in SCORE_COLUMNS),
-        *(f"{TASK_NAMES[task]} training" for task in TASKS),
-        *(f"{TASK_NAMES[task]} words/s" for task in TASKS),
+        *(title for title, _, _ in columns),
+        *(f"{TASK_NAMES[task]} training" for task in tasks),
+        *(f"{TASK_NAMES[task]} words/s" for task in tasks),
     ]
     rows = []
     for system in systems:
         cells = [system.name]
-        cells += [_percent(system.score(task, key)) for _, task, key in SCORE_COLUMNS]
-        cells += [_duration(system.train_seconds.get(task)) for task in TASKS]
-        cells += [_count(system.score(task, "speed")) for task in TASKS]
+        cells += [_percent(system.score(task, key)) for _, task, key in columns]
+        cells += [_duration(system.train_seconds.get(task)) for task in tasks]
+        cells += [_count(system.score(task, "speed")) for task in tasks]
         rows.append(cells)
     lines = _markdown_table(title, header, rows)
     if len(systems) > 1:
@@ -114,7 +160,7 @@ def comparison_table(systems: Sequence[SystemMetrics], title: Optional[str] = No
         lines.append("")
         for system in systems[:-1]:
             deltas = []
-            for title, task, key in SCORE_COLUMNS[:2]:
+            for title, task, key in HEADLINE_COLUMNS:
                 a, b = system.score(task, key), reference.score(task, key)
                 if a is not None and b is not None:
                     deltas.append(f"{title} {100 * (a - b):+.2f}")
@@ -126,31 +172,49 @@ def comparison_table(systems: Sequence[SystemMetrics], title: Optional[str] = No
 
 def seeds_table(systems: Sequence[SystemRuns], title: Optional[str] = None) -> str:
     """A Markdown table of systems trained over several seeds: per seed, mean and standard
-    deviation of the tagger accuracy and NER F1, then each system against the last one (the
-    reference): the difference of the means, the per-seed differences (runs paired by position)
-    and whether the gap exceeds each system's standard deviation and range."""
+    deviation of each task's scores (tagger accuracy, NER F1, textcat accuracy and macro F,
+    parser LAS and UAS), then each system against the last one (the reference): the difference of the means, the
+    per-seed differences (runs paired by position) and whether the gap exceeds each system's
+    standard deviation and range. With the evaluations' timings, also the time per 100 steps after
+    the first epoch and its ratio to the reference's."""
+    tasks = present_tasks([run for system in systems for run in system.runs])
+    columns = [column for column in HEADLINE_COLUMNS if column[1] in tasks]
+    later_tasks = [task for task in tasks if any(system.later_epochs_seconds(task) for system in systems)]
     header = ["system", "seeds"]
-    for column, _, _ in SCORE_COLUMNS[:2]:
+    for column, _, _ in columns:
         header += [f"{column}, per seed", f"{column}, mean (sd)"]
-    header += [f"{TASK_NAMES[task]} training (mean)" for task in TASKS]
+    header += [f"{TASK_NAMES[task]} training (mean)" for task in tasks]
+    header += [f"{TASK_NAMES[task]} s / 100 steps after epoch 1 (mean)" for task in later_tasks]
     rows = []
     for system in systems:
         cells = [system.name, str(len(system.runs))]
-        for _, task, key in SCORE_COLUMNS[:2]:
+        for _, task, key in columns:
             values = system.scores(task, key)
             cells.append(", ".join(_percent(v) for v in values) or "-")
             cells.append(_mean_sd(values))
-        cells += [_duration(system.mean_train_seconds(task)) for task in TASKS]
+        cells += [_duration(system.mean_train_seconds(task)) for task in tasks]
+        for task in later_tasks:
+            values = system.later_epochs_seconds(task)
+            cells.append(f"{statistics.fmean(values):.1f}" if values else "-")
         rows.append(cells)
     lines = _markdown_table(title, header, rows)
     if len(systems) > 1:
         reference = systems[-1]
         lines.append("")
         for system in systems[:-1]:
-            for column, task, key in SCORE_COLUMNS[:2]:
+            for column, task, key in columns:
                 ours, theirs = system.scores(task, key), reference.scores(task, key)
                 if ours and theirs:
                     lines.append(f"- {system.name} vs {reference.name}, {column}: {_gap(ours, theirs)}")
+            for task in later_tasks:
+                ours, theirs = system.later_epochs_seconds(task), reference.later_epochs_seconds(task)
+                if ours and theirs and len(ours) == len(theirs):
+                    ratios = [a / b for a, b in zip(ours, theirs)]
+                    lines.append(
+                        f"- {system.name} vs {reference.name}, {TASK_NAMES[task]} training time after "
+                        f"the first epoch: {statistics.fmean(ratios):.2f}x (per seed "
+                        f"{', '.join(f'{r:.2f}x' for r in ratios)})"
+                    )
     return "\n".join(lines) + "\n"
 
 
@@ -186,11 +250,13 @@ def plot_comparison(
     as error bar, a dot per seed) and one of training times (a bar per system and task)."""
     plt = pyplot("compare --plot")
 
+    tasks = present_tasks([run for system in systems for run in system.runs])
     score_groups = [
         (title, [[100 * v for v in system.scores(task, key)] for system in systems])
-        for title, task, key in SCORE_COLUMNS[:2]
+        for title, task, key in HEADLINE_COLUMNS
+        if task in tasks
     ]
-    seconds = {task: [system.mean_train_seconds(task) or 0.0 for system in systems] for task in TASKS}
+    seconds = {task: [system.mean_train_seconds(task) or 0.0 for system in systems] for task in tasks}
     longest = max(max(values) for values in seconds.values())
     unit, factor = ("min", 1 / 60) if longest >= 300 else ("s", 1.0)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -218,15 +284,15 @@ def plot_comparison(
     ax = axes[-1]
     width = 0.8 / len(systems)
     for i in range(len(systems)):
-        xs = [g + (i - (len(systems) - 1) / 2) * width for g in range(len(TASKS))]
-        values = [seconds[task][i] * factor for task in TASKS]
+        xs = [g + (i - (len(systems) - 1) / 2) * width for g in range(len(tasks))]
+        values = [seconds[task][i] * factor for task in tasks]
         bars = ax.bar(xs, values, width, color=colors[i % len(colors)])
         for bar, value in zip(bars, values):
             if value:
                 x = bar.get_x() + bar.get_width() / 2
                 ax.annotate(f"{value:.1f}", (x, value), ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(range(len(TASKS)))
-    ax.set_xticklabels([f"{TASK_NAMES[task]} training" for task in TASKS])
+    ax.set_xticks(range(len(tasks)))
+    ax.set_xticklabels([f"{TASK_NAMES[task]} training" for task in tasks])
     several_seeds = any(len(system.runs) > 1 for system in systems)
     ax.set_ylabel(f"training time ({unit}" + (", mean over seeds)" if several_seeds else ")"))
     handles, labels = axes[0].get_legend_handles_labels()

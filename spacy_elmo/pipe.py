@@ -284,8 +284,9 @@ class Elmo(TrainablePipe):
         self.frozen = frozen
         _check_int(name, "cache_size_mb", cache_size_mb, minimum=0)
         self.cache = LayerCache(cache_size_mb * 2**20) if cache_size_mb and frozen else None
-        # The cache is for training epochs: it is used from the first ``update`` on, so plain
-        # inference (nlp(text), nlp.pipe) never holds copies of the layers.
+        # The cache is for training epochs: it is used once a listener is initialized or trains,
+        # or the pipe is updated (``start_training``), so plain inference (nlp(text), nlp.pipe)
+        # never holds copies of the layers.
         self._training_started = False
         self.listener_map: Dict[str, List[ElmoListener]] = {}
 
@@ -399,6 +400,7 @@ class Elmo(TrainablePipe):
         if listener not in self.listener_map[component_name]:
             self.listener_map[component_name].append(listener)
         listener.upstream_dims = self._layer_dims
+        listener.upstream_training = self.start_training
         bilm = get_bilm(self.model)
         if bilm is not None:
             listener.set_layer_dims(bilm.n_output_layers, bilm.output_dim)
@@ -418,6 +420,14 @@ class Elmo(TrainablePipe):
             for node in component.model.walk():
                 if isinstance(node, ElmoListener) and node.upstream_name in names:
                     self.add_listener(node, component.name)
+
+    def start_training(self) -> None:
+        """From now on the layers of the sentences seen go through the layer cache. Called by
+        ``update`` and by every listener when it is initialized or trains: ``spacy train`` neither
+        initializes nor updates a frozen pipe (it runs it as an annotating component, as at
+        inference), so its listeners are what tell it that the epochs will see the same sentences
+        again."""
+        self._training_started = True
 
     def _layer_dims(self) -> Tuple[int, int]:
         bilm = self.bilm
@@ -500,7 +510,7 @@ class Elmo(TrainablePipe):
         back into the biLM, and ``sgd`` updates it when the last listener backpropagates."""
         losses = {} if losses is None else losses
         losses.setdefault(self.name, 0.0)
-        self._training_started = True
+        self.start_training()
         docs = [eg.predicted for eg in examples]
         if self.frozen or not self.listeners:
             self.set_annotations(docs, self.predict(docs))

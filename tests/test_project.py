@@ -100,7 +100,7 @@ def test_read_system_from_spacy_evaluate_output(tmp_path):
     with pytest.raises(ValueError, match="does not exist"):
         read_system("gone", tmp_path / "gone")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ValueError, match="neither tagger.json nor ner.json"):
+    with pytest.raises(ValueError, match="holds none of tagger.json, ner.json, textcat.json, parser.json"):
         read_system("empty", tmp_path / "empty")
 
 
@@ -132,6 +132,42 @@ def test_seeds_table_means_spreads_and_paired_gaps():
     # NER: tok2vec mean 18.00 (sd 4.36, range 8.00); ELMo behind at seed 2.
     ner = next(line for line in lines if line.startswith("- ELMo vs tok2vec, NER F1"))
     assert "+2.00 points on average" in ner and "ahead at 2 of 3" in ner and "(4.36)" in ner
+
+
+def test_seeds_table_of_textcat_and_parser_with_the_time_after_the_first_epoch(tmp_path):
+    """The sst5 and parser workflows' systems: only their columns, and the training time per
+    100 steps after the first epoch (timed.py's evaluations) with its ratio to the reference."""
+
+    def timing(seconds_per_step):
+        evaluations = [{"epoch": 0, "step": 0, "seconds": 10.0}, {"epoch": 0, "step": 500, "seconds": 400.0}]
+        evaluations += [
+            {"epoch": 1, "step": step, "seconds": 400.0 + seconds_per_step * (step - 500)}
+            for step in (1000, 1500)
+        ]
+        return {"seconds": evaluations[-1]["seconds"], "evaluations": evaluations}
+
+    for name, accuracy, las, per_step in (("elmo", 0.40, 0.80, 0.12), ("base", 0.36, 0.78, 0.10)):
+        directory = tmp_path / name
+        directory.mkdir()
+        srsly.write_json(directory / "textcat.json", {"cats_micro_f": accuracy, "cats_macro_f": accuracy - 0.05})
+        srsly.write_json(directory / "textcat_train.json", timing(per_step))
+        srsly.write_json(directory / "parser.json", {"dep_las": las, "dep_uas": las + 0.05})
+    elmo, base = read_system("ELMo", tmp_path / "elmo"), read_system("tok2vec", tmp_path / "base")
+    assert elmo.later_epochs_seconds == {"textcat": pytest.approx(12.0)}  # (1500 - 1000) steps
+    table = seeds_table([SystemRuns("ELMo", [elmo, elmo]), SystemRuns("tok2vec", [base, base])])
+    header = table.splitlines()[0]
+    assert "tagger" not in header and "NER" not in header
+    assert "textcat accuracy, mean (sd)" in header and "parser LAS, mean (sd)" in header
+    assert "textcat s / 100 steps after epoch 1 (mean)" in header
+    assert (
+        "| ELMo | 2 | 40.00, 40.00 | 40.00 (0.00) | 35.00, 35.00 | 35.00 (0.00) | 80.00, 80.00 | 80.00 (0.00) "
+        "| 85.00, 85.00 | 85.00 (0.00) |" in table
+    )
+    assert "- ELMo vs tok2vec, textcat accuracy: +4.00 points on average" in table
+    assert "- ELMo vs tok2vec, parser LAS: +2.00 points on average" in table
+    assert "- ELMo vs tok2vec, textcat training time after the first epoch: 1.20x (per seed 1.20x, 1.20x)" in table
+    single = comparison_table([elmo, base])
+    assert "| ELMo | 40.00 | 35.00 | 80.00 | 85.00 |" in single
 
 
 def test_plot_is_a_png(tmp_path):
@@ -179,7 +215,7 @@ def test_compare_command(tmp_path):
 # ---------------------------------------------------------------------------- project files
 
 
-@pytest.mark.parametrize("task", ["tagger", "ner"])
+@pytest.mark.parametrize("task", ["tagger", "ner", "textcat", "parser"])
 def test_elmo_and_baseline_configs_differ_only_in_the_embedding(task):
     elmo = Config().from_disk(PROJECT / "configs" / f"{task}_elmo.cfg", interpolate=False)
     baseline = Config().from_disk(PROJECT / "configs" / f"{task}_baseline.cfg", interpolate=False)
@@ -215,6 +251,9 @@ def test_workflows_give_elmo_and_baseline_the_same_budget():
         ("demo-train-elmo", "demo-train-baseline"),
     ]:
         assert budgets(elmo) == budgets(baseline) and len(budgets(elmo)[0]) == 4, (elmo, baseline)
+    for both in ("train-sst5", "train-parser"):  # ELMo, then the baseline, in one command
+        elmo, baseline = budgets(both)
+        assert elmo == baseline and len(elmo) == 4, both
 
 
 def test_every_asset_names_its_public_source_and_checksum():
@@ -223,7 +262,8 @@ def test_every_asset_names_its_public_source_and_checksum():
     file in place whose md5 differs (test_prepare_data_checks_an_asset_already_in_place)."""
     assets = srsly.read_yaml(PROJECT / "project.yml")["assets"]
     local = [a for a in assets if not a.get("extra")]
-    assert len(local) == 8
+    # WikiText-2 (2), UD English-EWT (3), WNUT17 (3), SST-5 (3)
+    assert len(local) == 11
     for asset in local:
         assert asset["url"].startswith("https://") and asset.get("description"), asset["dest"]
         assert re.fullmatch(r"[0-9a-f]{32}", asset.get("checksum", "")), asset["dest"]
@@ -264,6 +304,40 @@ def test_conll_2003_newswire_converts_one_doc_per_sentence(tmp_path):
         [("BRUSSELS", "LOC")],
         [("Lee", "PER"), ("Smith", "PER")],  # IOB1: B- splits two adjacent entities
     ]
+
+
+def test_sst5_converts_labels_to_exclusive_categories(tmp_path):
+    """SST-5 lines (label 0..4, a space, the tokenized text): one doc each, the treebank's tokens
+    as words, the label as the one category at 1.0 of five named ones."""
+    lines = ["4 a stirring , funny re-imagining", "0 it 's a mess .", "2 -lrb- a film -rrb-"]
+    (tmp_path / "stsa.fine.dev").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    script = PROJECT / "scripts" / "sst5_to_spacy.py"
+    run = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "out"), str(tmp_path / "stsa.fine.dev")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "3 docs, 14 tokens (very negative 1, negative 0, neutral 1, positive 0, very positive 1)" in run.stdout
+    from spacy.tokens import DocBin
+
+    docs = list(DocBin().from_disk(tmp_path / "out" / "stsa.fine.dev.spacy").get_docs(spacy.blank("en").vocab))
+    assert [doc.text for doc in docs] == [line[2:] for line in lines]
+    assert [len(doc) for doc in docs] == [5, 5, 4]
+    names = ["very negative", "negative", "neutral", "positive", "very positive"]
+    assert all(sorted(doc.cats) == sorted(names) and sum(doc.cats.values()) == 1.0 for doc in docs)
+    assert [max(doc.cats, key=doc.cats.get) for doc in docs] == ["very positive", "very negative", "neutral"]
+
+
+@pytest.mark.parametrize("bad", ["5 too positive", "positive text", "3", "-1 x"])
+def test_sst5_line_without_a_label_names_the_file_and_line(tmp_path, bad):
+    path = tmp_path / "stsa.fine.train"
+    path.write_text(f"1 fine line\n{bad}\n", encoding="utf-8")
+    run = subprocess.run(
+        [sys.executable, str(PROJECT / "scripts" / "sst5_to_spacy.py"), str(tmp_path / "out"), str(path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode != 0 and not (tmp_path / "out" / "stsa.fine.train.spacy").exists()
+    assert f"{path}, line 2: expected a label 0..4, a space and the sentence" in run.stderr
 
 
 def test_prepare_data_without_a_mirror_names_what_is_missing(tmp_path):

@@ -1,7 +1,8 @@
-"""Train and evaluate one system's tagger and NER at several seeds (the `*-seeds` commands).
+"""Train and evaluate one system's components at several seeds (the `*-seeds` commands).
 
 python scripts/seeds.py bundled 0,1,2 --max-steps 2000 --eval-frequency 200 [--bilm DIR] [--precision int8]
 python scripts/seeds.py baseline 0,1,2 --max-steps 2000 --eval-frequency 200
+python scripts/seeds.py bundled 0,1,2 --tasks textcat --max-steps 1500 --eval-frequency 250
 python scripts/seeds.py evaluate 0,1,2 --system bundled --precision int8
 python scripts/seeds.py compare 0,1,2 --label "ELMo (bundled biLM)"
 
@@ -15,17 +16,23 @@ metrics/seeds/S-as-P/: a model trained on the exact biLM, run with a fast one. A
 exist is skipped, so an interrupted run picks up where it stopped. One seed differs from another
 only in `[system] seed` (weight initialisation, dropout, batch order). `compare` writes
 metrics/comparison_seeds.md and .png: per-seed scores, means, standard deviations, paired gaps.
+``--tasks`` picks the components (default: the tagger and the NER): `textcat` (SST-5) and
+`parser` (UD English-EWT dependencies) are the `sst5` and `parser` workflows'.
 """
 
 import argparse
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 TASKS = {
     "tagger": ("corpus/ewt/en_ewt-ud-train.spacy", "corpus/ewt/en_ewt-ud-dev.spacy", "corpus/ewt/en_ewt-ud-test.spacy"),
     "ner": ("corpus/wnut17/wnut17train.spacy", "corpus/wnut17/emerging.dev.spacy", "corpus/wnut17/emerging.test.spacy"),
+    "textcat": ("corpus/sst5/stsa.fine.train.spacy", "corpus/sst5/stsa.fine.dev.spacy", "corpus/sst5/stsa.fine.test.spacy"),
+    "parser": ("corpus/ewt/en_ewt-ud-train.spacy", "corpus/ewt/en_ewt-ud-dev.spacy", "corpus/ewt/en_ewt-ud-test.spacy"),
 }
+DEFAULT_TASKS = "tagger,ner"
 CONFIGS = {"bundled": "elmo", "baseline": "baseline"}
 
 
@@ -46,19 +53,26 @@ def main() -> None:
     parser.add_argument("--gpu-id", default="-1")
     parser.add_argument("--precision", help="the elmo pipe's precision (training, or evaluate)")
     parser.add_argument("--system", dest="trained", default="bundled", help="evaluate: whose models")
+    parser.add_argument("--tasks", default=DEFAULT_TASKS, help=f"comma-separated, of {', '.join(TASKS)}")
+    parser.add_argument("--title", help="compare: the table's heading")
+    parser.add_argument("--output", default="metrics/comparison_seeds", help="compare: OUTPUT.md and OUTPUT.png")
     args = parser.parse_args()
+    tasks = args.tasks.split(",")
+    if not set(tasks) <= set(TASKS):
+        sys.exit(f"seeds.py: --tasks must name some of {', '.join(TASKS)}, got {args.tasks!r}")
     try:
         seeds = [int(seed) for seed in args.seeds.split(",")]
     except ValueError:
         sys.exit(f"seeds.py: seeds must be comma-separated integers, got {args.seeds!r}")
     if args.system == "compare":
-        compare(args.label, seeds)
+        compare(args.label, seeds, args.title, args.output)
         return
     if args.system == "evaluate":
         if args.precision is None:
             sys.exit("seeds.py: evaluate needs --precision")
         for seed in seeds:
-            for task, (_, _, test) in TASKS.items():
+            for task in tasks:
+                test = TASKS[task][2]
                 model = Path("training/seeds") / args.trained / f"s{seed}" / task / "model-best"
                 output = Path("metrics/seeds") / f"{args.trained}-as-{args.precision}" / f"s{seed}" / f"{task}.json"
                 evaluate_with_precision(model, test, args.precision, output)
@@ -67,7 +81,8 @@ def main() -> None:
     if args.max_steps is None or args.eval_frequency is None:
         sys.exit("seeds.py: training needs --max-steps and --eval-frequency")
     for seed in seeds:
-        for task, (train, dev, test) in TASKS.items():
+        for task in tasks:
+            train, dev, test = TASKS[task]
             metrics = Path("metrics/seeds") / name / f"s{seed}"
             if (metrics / f"{task}.json").exists():
                 print(f"{metrics / f'{task}.json'} exists: skipped", flush=True)
@@ -109,15 +124,15 @@ def evaluate_with_precision(model: Path, test: str, precision: str, output: Path
     srsly.write_json(output, scores)
 
 
-def compare(label: str, seeds: list) -> None:
+def compare(label: str, seeds: list, title: Optional[str], output: str) -> None:
     def runs(system: str) -> str:
         return ",".join(f"metrics/seeds/{system}/s{seed}" for seed in seeds)
 
+    title = title or "UD English-EWT UPOS tagging and WNUT17 NER, test sets"
     run([
         sys.executable, "-m", "spacy_elmo", "compare", f"{label}={runs('bundled')}",
-        f"spaCy tok2vec={runs('baseline')}", "--output", "metrics/comparison_seeds.md",
-        "--plot", "metrics/comparison_seeds.png",
-        "--title", f"UD English-EWT UPOS tagging and WNUT17 NER, test sets, seeds {','.join(map(str, seeds))}",
+        f"spaCy tok2vec={runs('baseline')}", "--output", f"{output}.md", "--plot", f"{output}.png",
+        "--title", f"{title}, seeds {','.join(map(str, seeds))}",
     ])  # fmt: skip
 
 

@@ -51,6 +51,11 @@ class ElmoListener(Model):
         #: Set by the elmo pipe that links this listener: () -> (n_layers, width), loading the
         #: biLM if needed (a frozen pipe is not initialized by ``spacy train``).
         self.upstream_dims: Optional[Callable[[], Tuple[int, int]]] = None
+        #: Set by the elmo pipe that links this listener: called when the listener is initialized
+        #: or trains. A frozen pipe is neither (``spacy train`` only runs it as an annotating
+        #: component), so this is how it learns that training started and that its layer cache
+        #: should serve the next epochs.
+        self.upstream_training: Optional[Callable[[], None]] = None
         self._batch_id: Optional[int] = None
         #: The docs ``initialize`` was given: spaCy predicts on them before any elmo pipe has.
         self._init_sample: List[Doc] = []
@@ -96,6 +101,9 @@ def _listener_init(model: ElmoListener, X=None, Y=None) -> ElmoListener:
         )
     if not model.head.has_dim("nL"):
         model.set_layer_dims(*model.upstream_dims())
+    # initialize means training follows: the pipe's layer cache starts with the first epoch.
+    if model.upstream_training is not None:
+        model.upstream_training()
     model.head.initialize(X=(X, None) if X is not None else None)
     # spaCy's chain initialises the next layer by predicting on the raw sample docs, which no
     # elmo pipe has seen yet (once per enclosing chain, e.g. Tok2Vec.v2 inside Tagger.v2): calls
@@ -105,6 +113,8 @@ def _listener_init(model: ElmoListener, X=None, Y=None) -> ElmoListener:
 
 
 def _listener_forward(model: ElmoListener, docs: List[Doc], is_train: bool):
+    if is_train and model.upstream_training is not None:
+        model.upstream_training()
     if is_train and model._batch_id is not None:
         batch_id = model.get_batch_id(docs)
         if batch_id != model._batch_id:
