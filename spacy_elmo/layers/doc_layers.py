@@ -103,6 +103,9 @@ def doc_layers(
     bilm = ensure_bilm(model)
     settings = bilm_settings(model)
     threads = threads_in_this_process(settings.threads)
+    # Inference splits the batch over the threads (BiLM.threads, one op thread each); training
+    # runs on PyTorch's intra-op threads, the one parallelism autograd's backward has.
+    bilm.threads = threads or 1
     ops = model.ops
     texts = [[token.text for token in doc] for doc in docs]
     outputs = [ops.alloc3f(bilm.n_output_layers, len(doc), bilm.output_dim) for doc in docs]
