@@ -44,7 +44,7 @@ def elmo_model_v2(
     precision: str = "fp32",
     max_sequence_length: int = 256,
     max_batch_tokens: int = 4096,
-    threads: Optional[Union[int, str]] = 1,
+    threads: Optional[Union[int, str]] = "auto",
     token_cache_words: int = 0,
     token_cache_vocab: Optional[str] = None,
 ) -> Model[List[List[str]], List[Floats3d]]:

@@ -46,12 +46,17 @@ def test_pipe_runs_on_its_threads_and_restores_the_callers(fixture_files, two_th
     assert torch.get_num_threads() == 2
 
 
-def test_default_is_one_thread(fixture_files, two_threads):
+def test_default_is_auto_the_directions_side_by_side_on_one_op_thread_each(fixture_files, two_threads):
+    """threads = "auto": the usable cores, at most 2, as biLM threads; every op runs on one
+    PyTorch thread (no intra-op pool to stall on a busy machine); the caller's setting after."""
+    from spacy_elmo.nn.threads import usable_cores
+
     options, weights = fixture_files
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"model": {"options_file": str(options), "weight_file": str(weights)}})
     seen = _threads_seen_by_the_bilm(nlp)
     nlp("Default settings .")
+    assert nlp.get_pipe("elmo").bilm.threads == min(2, usable_cores())
     assert seen == [1] and torch.get_num_threads() == 2
 
 

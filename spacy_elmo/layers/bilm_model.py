@@ -57,7 +57,7 @@ class BiLMSettings:
     precision: str = "fp32"
     max_sequence_length: int = 256
     max_batch_tokens: int = 4096
-    threads: Optional[Union[int, str]] = 1
+    threads: Optional[Union[int, str]] = "auto"
     token_cache_words: int = 0
     token_cache_vocab: Optional[str] = None
 
