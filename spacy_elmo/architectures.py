@@ -20,7 +20,7 @@ passed them then), ``ElmoEmbedder.v1`` took three of them itself.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Union
 
 from spacy.tokens import Doc
 from spacy.util import registry
@@ -44,7 +44,7 @@ def elmo_model_v2(
     precision: str = "fp32",
     max_sequence_length: int = 256,
     max_batch_tokens: int = 4096,
-    threads: Optional[int] = 1,
+    threads: Optional[Union[int, str]] = "auto",
     token_cache_words: int = 0,
     token_cache_vocab: Optional[str] = None,
 ) -> Model[List[List[str]], List[Floats3d]]:
@@ -57,9 +57,13 @@ def elmo_model_v2(
     max_sequence_length: longest biLM sequence; longer sentences, and docs without sentence
         boundaries, are cut into windows.
     max_batch_tokens: padded tokens (sequences x longest sequence) per biLM call.
-    threads: PyTorch threads while the biLM runs (restored after); null: PyTorch's own setting.
-    token_cache_words: cache the token vectors of this many most frequent words (the first lines
-        of ``token_cache_vocab``, default the ``vocab.txt`` beside the weights).
+    threads: threads the biLM runs on: at inference the two LSTM directions (and shards of the
+        batch) side by side, one op thread each; in training PyTorch's intra-op threads (the
+        caller's setting is restored after). "auto": the usable cores, at most 2. null: PyTorch's
+        own setting.
+    token_cache_words: keep the token vectors of up to this many words seen in the text (least
+        recently used out), pre-filled with the first lines of ``token_cache_vocab`` (default the
+        ``vocab.txt`` beside the weights, if any); 0: no cache.
     """
     try:
         settings = BiLMSettings(

@@ -118,9 +118,11 @@ precision = "fp32"
 max_sequence_length = 256
 # Padded tokens (sequences x longest sequence) per biLM call.
 max_batch_tokens = 4096
-# PyTorch threads while the biLM runs (the caller's setting is restored after). More than one
-# is faster only on cores no other process is using; null: PyTorch's own setting.
-threads = 1
+# Threads the biLM runs on: its forward and backward LSTMs side by side (and with 4+, shards of
+# the batch), one PyTorch op thread each, so a busy machine does not stall them; training uses
+# PyTorch's intra-op threads (the caller's setting is restored after). "auto": the usable cores,
+# at most 2; null: PyTorch's own setting. See docs/manual.md, "Threads".
+threads = "auto"
 # Cache the token vectors of this many most frequent words (the first lines of token_cache_vocab,
 # one word per line; null: the vocab.txt beside the weights): they skip the character CNN, and
 # equal the uncached vectors up to float rounding.

@@ -185,6 +185,65 @@ def test_inference_grid_has_a_row_per_cell_and_path_with_ratios_within_the_cell(
     assert result["settings"]["batch_sizes"] == [2, 4] and result["settings"]["thread_counts"] == [1, 2]
 
 
+def test_inference_contention_and_thread_modes_give_the_issues_table(tmp_path, monkeypatch):
+    """--threads 1,2 --intra-op --contention --paths exact: each thread count and mode with and
+    without a busy process beside it, and each package path's ratio to its own one-thread speed;
+    the busy process is gone afterwards."""
+    import os
+
+    import spacy_elmo.bench.inference_bench as inference
+    from spacy_elmo.bench.inference_bench import busy_process, thread_scaling
+
+    pids = []
+    real_busy = inference.busy_process
+
+    def recording_busy(active):
+        manager = real_busy(active)
+        pid = manager.__enter__()
+        pids.append(pid)
+        return _Entered(manager, pid)
+
+    monkeypatch.setattr(inference, "busy_process", recording_busy)
+    result = run_inference_bench(
+        tmp_path, shape="fixture", batch_size=2, seq_len=5, n_batches=1, warmup=0, repeats=1,
+        device="cpu", threads=[1, 2], isolate=False, progress=False, paths=[EXACT],
+        thread_modes=("split", "intra-op"), contention=True,
+    )
+    cells = [(c["threads"], c["thread_mode"], c["busy_process"]) for c in result["cells"]]
+    assert cells == [(1, "split", False), (2, "split", False), (2, "intra-op", False),
+                     (1, "split", True), (2, "split", True), (2, "intra-op", True)]
+    assert {r["path"] for r in result["rows"]} == {REFERENCE, EXACT} and all(r["exact"] for r in result["rows"] if r["path"] == EXACT)
+    scaling = thread_scaling(result["rows"])
+    assert [(r["path"], r["thread_mode"], r["busy_process"]) for r in scaling if r["path"] == EXACT] == [
+        (EXACT, "split", False), (EXACT, "intra-op", False), (EXACT, "split", True), (EXACT, "intra-op", True)]
+    assert all(r["x_one_thread"] > 0 for r in scaling)
+    busy = [pid for pid in pids if pid is not None]
+    assert len(busy) == 3
+    for pid in busy:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    with pytest.raises(RuntimeError):
+        with busy_process() as pid:
+            raise RuntimeError("an error beside the busy process")
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    with pytest.raises(ValueError, match="--paths: unknown"):
+        available_paths(torch.device("cpu"), ["fast"])
+
+
+class _Entered:
+    """A context manager already entered (the test records the busy pid as it starts)."""
+
+    def __init__(self, manager, value):
+        self.manager, self.value = manager, value
+
+    def __enter__(self):
+        return self.value
+
+    def __exit__(self, *exc):
+        return self.manager.__exit__(*exc)
+
+
 def test_inference_bench_on_trained_weights(tmp_path):
     """--weights: the bundled model's own weights instead of random ones of a shape."""
     result = run_inference_bench(

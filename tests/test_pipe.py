@@ -417,33 +417,52 @@ def test_update_annotates_the_predicted_docs_and_learns_nothing(nlp):
 
 
 def test_token_cache_words_give_identical_vectors_and_survive_serialization(tmp_path, fixture_files, fixture_bilm, sentences):
-    """token_cache_words reads the first N words of the vocabulary beside the weights."""
+    """token_cache_words pre-fills the cache with the first N words of the vocabulary beside the
+    weights, then keeps the N most recently seen."""
     model_dir = tmp_path / "model"
     save_bilm(fixture_bilm, model_dir)
     vocab = ["<S>", "</S>", "<UNK>"] + [w for s in sentences for w in s]
     (model_dir / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
     nlp = spacy.blank("en")
     elmo = nlp.add_pipe("elmo", config={"model": {"weights": str(model_dir), "token_cache_words": 20}})
-    docs = [nlp(" ".join(words)) for words in sentences]
     assert len(elmo.bilm.token_cache) == len(set(vocab[:20]))
+    docs = [nlp(" ".join(words)) for words in sentences]
+    assert len(elmo.bilm.token_cache) == elmo.bilm.token_cache.max_words == 20
     for doc in docs:
         np.testing.assert_allclose(doc._.elmo_layers, _layers(fixture_bilm, [t.text for t in doc]), atol=1e-6)
     nlp.to_disk(tmp_path / "pipeline")
     shutil.rmtree(model_dir)  # the loaded pipeline needs neither the weights nor the vocabulary
     loaded = spacy.load(tmp_path / "pipeline")
-    doc = loaded(" ".join(sentences[0]))
     assert len(loaded.get_pipe("elmo").bilm.token_cache) == len(set(vocab[:20]))
+    doc = loaded(" ".join(sentences[0]))
     np.testing.assert_allclose(doc._.elmo_layers, docs[0]._.elmo_layers, atol=1e-6)
 
 
-def test_token_cache_without_a_vocabulary_names_the_file(tmp_path, fixture_files):
+def test_token_cache_without_a_vocabulary_fills_from_the_text(fixture_files, fixture_bilm):
+    """Released models ship no vocabulary: the cache starts empty and keeps the words it sees."""
+    options, weights = fixture_files
+    nlp = spacy.blank("en")
+    elmo = nlp.add_pipe(
+        "elmo",
+        config={"model": {"options_file": str(options), "weight_file": str(weights), "token_cache_words": 10}},
+    )
+    nlp.initialize()
+    assert len(elmo.bilm.token_cache) == 0
+    for _ in range(2):
+        doc = nlp("The bank raised its rates .")
+        np.testing.assert_allclose(doc._.elmo_layers, _layers(fixture_bilm, [t.text for t in doc]), atol=1e-6)
+    assert len(elmo.bilm.token_cache) == 8 and elmo.bilm.token_cache.hits == 8  # 6 words, <S>, </S>
+
+
+def test_a_missing_token_cache_vocab_names_the_file(tmp_path, fixture_files):
     options, weights = fixture_files
     nlp = spacy.blank("en")
     nlp.add_pipe(
         "elmo",
-        config={"model": {"options_file": str(options), "weight_file": str(weights), "token_cache_words": 10}},
+        config={"model": {"options_file": str(options), "weight_file": str(weights), "token_cache_words": 10,
+                          "token_cache_vocab": str(tmp_path / "vocab.txt")}},
     )
-    with pytest.raises(ValueError, match="token_cache_words.*vocab.txt does not exist"):
+    with pytest.raises(ValueError, match="token_cache_vocab: .*vocab.txt does not exist"):
         nlp.initialize()
 
 

@@ -46,12 +46,17 @@ def test_pipe_runs_on_its_threads_and_restores_the_callers(fixture_files, two_th
     assert torch.get_num_threads() == 2
 
 
-def test_default_is_one_thread(fixture_files, two_threads):
+def test_default_is_auto_the_directions_side_by_side_on_one_op_thread_each(fixture_files, two_threads):
+    """threads = "auto": the usable cores, at most 2, as biLM threads; every op runs on one
+    PyTorch thread (no intra-op pool to stall on a busy machine); the caller's setting after."""
+    from spacy_elmo.nn.threads import usable_cores
+
     options, weights = fixture_files
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"model": {"options_file": str(options), "weight_file": str(weights)}})
     seen = _threads_seen_by_the_bilm(nlp)
     nlp("Default settings .")
+    assert nlp.get_pipe("elmo").bilm.threads == min(2, usable_cores())
     assert seen == [1] and torch.get_num_threads() == 2
 
 
@@ -168,3 +173,120 @@ def test_workers_after_parallel_torch_work_in_the_parent_finish(tmp_path, start_
     assert job.returncode == 0, err[-3000:]
     assert out.startswith("ok 8 "), out
     assert "W109" not in out + err, err[-3000:]
+
+
+# The biLM's own threads: the two directions (and shards of the batch) side by side.
+SENTENCES = [
+    ["The", "bank", "raised", "its", "rates", "."],
+    ["A", "river", "bank", "."],
+    ["unseen-word", "🙂", "日本語", "x" * 60],
+    ["One"],
+    ["The", "cat", "sat", "on", "the", "mat", "near", "the", "river", "bank", "."],
+]
+
+
+def _bilm_layers(bilm, sentences, threads):
+    from spacy_elmo import batch_to_ids
+
+    bilm.threads = threads
+    with torch.no_grad():
+        return bilm(torch.from_numpy(batch_to_ids(sentences)))[0]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_any_thread_count_gives_the_one_thread_layers(fixture_files, precision):
+    """Each row's ops are the one-thread path's ops, wherever they run: equal up to float
+    rounding (fp32, 1e-5), and run to run bit for bit."""
+    from spacy_elmo import load_bilm
+
+    bilm = load_bilm(*fixture_files)
+    bilm.precision = precision
+    with torch_threads(1):
+        reference = _bilm_layers(bilm, SENTENCES, 1)
+    for threads in (2, 3, 4, 8):
+        layers = _bilm_layers(bilm, SENTENCES, threads)
+        torch.testing.assert_close(layers, reference, atol=1e-5, rtol=0)
+        assert torch.equal(layers, _bilm_layers(bilm, SENTENCES, threads))
+
+
+def test_stateful_mode_carries_the_same_states_with_threads(fixture_files):
+    from spacy_elmo import load_bilm
+
+    runs = []
+    for threads in (1, 4):
+        bilm = load_bilm(*fixture_files)
+        bilm.stateful = True
+        with torch_threads(1):
+            runs.append([_bilm_layers(bilm, batch, threads) for batch in (SENTENCES, SENTENCES[1:4], SENTENCES)])
+    for one, four in zip(*runs):
+        torch.testing.assert_close(four, one, atol=1e-5, rtol=0)
+
+
+def test_the_split_runs_without_gradients_only_and_restores_the_thread_count(fixture_files, two_threads, monkeypatch):
+    """Training (gradients) runs as with one thread, on PyTorch's own setting; inference splits."""
+    from spacy_elmo import batch_to_ids, load_bilm
+    from spacy_elmo.nn import bilm as bilm_module
+
+    calls = []
+    real = bilm_module.run_side_by_side
+    monkeypatch.setattr(bilm_module, "run_side_by_side", lambda tasks: calls.append(len(tasks)) or real(tasks))
+    bilm = load_bilm(*fixture_files)
+    bilm.threads = 4
+    layers, _ = bilm(torch.from_numpy(batch_to_ids(SENTENCES)))
+    layers.sum().backward()
+    assert calls == [] and torch.get_num_threads() == 2
+    _bilm_layers(bilm, SENTENCES, 4)
+    assert calls == [4, 4] and torch.get_num_threads() == 2  # char CNN in 4 pieces, 2 shards x 2 directions
+
+
+def test_auto_is_the_usable_cores_up_to_two(fixture_files, monkeypatch):
+    from spacy_elmo.nn import threads
+
+    monkeypatch.setattr(threads, "usable_cores", lambda: 1)
+    assert threads.resolve_threads("auto") == 1
+    monkeypatch.setattr(threads, "usable_cores", lambda: 16)
+    assert threads.resolve_threads("auto") == 2 and threads.resolve_threads(3) == 3
+    assert threads.usable_cores() >= 1
+    options, weights = fixture_files
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"model": {"options_file": str(options), "weight_file": str(weights), "threads": "auto"}})
+    doc = nlp("Auto threads .")
+    assert nlp.get_pipe("elmo").bilm.threads == 2 and doc._.elmo.shape[0] == 3
+
+
+@pytest.mark.parametrize("bad", ["four", "Auto", 1.5])
+def test_bad_thread_words_name_the_key(fixture_files, bad):
+    options, weights = fixture_files
+    nlp = spacy.blank("en")
+    with pytest.raises(ValueError, match="threads"):
+        nlp.add_pipe("elmo", config={"model": {"options_file": str(options), "weight_file": str(weights), "threads": bad}})
+
+
+def test_a_forked_child_drops_the_parents_workers():
+    import multiprocessing as mp
+
+    from spacy_elmo.nn import threads
+
+    assert threads.run_side_by_side([lambda: 1, lambda: 2, lambda: 3]) == [1, 2, 3]
+    assert threads._pool is not None
+    with mp.get_context("fork").Pool(1) as pool:
+        assert pool.apply(_child_pool_state) == (True, 1, [1, 2])
+
+
+def _child_pool_state():
+    from spacy_elmo.nn import threads
+
+    dropped = threads._pool is None
+    return dropped, torch.get_num_threads(), threads.run_side_by_side([lambda: 1, lambda: 2])
+
+
+def test_auto_is_one_thread_in_a_spawned_worker():
+    """A spawned worker (nlp.pipe(n_process=N) on macOS, a web server's workers) shares the
+    cores with its siblings: "auto" is one thread there, while a number is kept as given."""
+    import multiprocessing
+
+    from spacy_elmo.nn.threads import resolve_threads
+
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        in_worker = pool.map_async(resolve_threads, ["auto", 3]).get(timeout=120)
+    assert in_worker == [1, 3]

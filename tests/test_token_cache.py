@@ -1,4 +1,5 @@
-"""The character-CNN vocabulary cache (``BiLM.cache_token_embeddings``) and reduced precision."""
+"""The token cache (``BiLM.cache_token_embeddings``: an LRU of character-CNN vectors filled from
+the text, optionally pre-filled with a vocabulary) and reduced precision."""
 
 import h5py
 import numpy as np
@@ -28,6 +29,10 @@ def _layers(bilm, sentences):
     return layers.numpy()
 
 
+def _refuse(char_ids):
+    raise AssertionError(f"the encoder ran on {char_ids.shape[0]} rows; all were cached")
+
+
 def test_cached_vectors_are_the_tensorflow_token_embeddings(bilm):
     """elmo_token_embeddings.hdf5 holds bilm-tf's char-CNN vectors of vocab_test.txt (fixture README)."""
     with h5py.File(ELMO_FIXTURE / "elmo_token_embeddings.hdf5", "r") as f:
@@ -35,9 +40,7 @@ def test_cached_vectors_are_the_tensorflow_token_embeddings(bilm):
     n = min(len(WORDS), len(expected))
     assert bilm.cache_token_embeddings(WORDS[:n]) == len(set(WORDS[:n]))
     ids = torch.from_numpy(batch_to_ids([WORDS[:n]])[0])
-    hit, index = bilm.token_cache.lookup(ids)
-    assert bool(hit.all())
-    np.testing.assert_allclose(bilm.token_cache.vectors[index].numpy(), expected[:n], atol=1e-6, rtol=0)
+    np.testing.assert_allclose(bilm.token_cache.encode(ids, _refuse).numpy(), expected[:n], atol=1e-6, rtol=0)
 
 
 def test_layers_with_cache_equal_layers_without(bilm):
@@ -48,20 +51,50 @@ def test_layers_with_cache_equal_layers_without(bilm):
     assert bilm.token_cache is None
 
 
-def test_only_cached_words_hit_and_a_hash_match_alone_is_a_miss(bilm):
+def test_without_a_vocabulary_the_cache_fills_from_the_text(bilm):
+    """No word list (released models ship none): the first call fills the cache, the second is
+    all hits, and both equal the uncached layers."""
+    reference = _layers(bilm, SENTENCES)
+    assert bilm.cache_token_embeddings(max_words=1000) == 0
+    np.testing.assert_allclose(_layers(bilm, SENTENCES), reference, atol=1e-6, rtol=0)
+    cache = bilm.token_cache
+    distinct = len(cache)  # the sentences' distinct tokens, <S> and </S>
+    assert distinct > 40 and cache.hits == 0 and cache.misses == distinct
+    np.testing.assert_allclose(_layers(bilm, SENTENCES), reference, atol=1e-6, rtol=0)
+    assert cache.hits == distinct and cache.misses == distinct and len(cache) == distinct
+
+
+def test_the_cache_keeps_the_most_recently_used_words_up_to_its_size(bilm):
+    reference = _layers(bilm, SENTENCES)
+    bilm.cache_token_embeddings(max_words=5)
+    np.testing.assert_allclose(_layers(bilm, SENTENCES), reference, atol=1e-6, rtol=0)
+    assert len(bilm.token_cache) == 5
+    bilm.cache_token_embeddings(max_words=5)
+    for word in ["a", "b", "c", "d", "e", "a", "f"]:  # "a" used again, so "b" is the oldest
+        _layers(bilm, [[word]])
+    hit_words = []
+    for word in ["a", "b", "f"]:
+        before = bilm.token_cache.hits
+        _layers(bilm, [[word]])
+        if bilm.token_cache.hits - before == 3:  # <S>, the word, </S>
+            hit_words.append(word)
+    assert hit_words == ["a", "f"]
+
+
+def test_only_the_same_ids_hit(bilm):
     cached = ["bank", "river", "🙂"]
     bilm.cache_token_embeddings(cached + ["bank"])
     queries = ["bank", "banks", "river", "🙂", "Bank", "<S>"]
-    hit, _ = bilm.token_cache.lookup(torch.from_numpy(batch_to_ids([queries])[0]))
-    assert hit.tolist() == [q in cached for q in queries]
-    # Same hash, different ids (what a collision looks like): the id comparison must reject it.
-    bilm.token_cache.char_ids[:, 5] += 1
-    hit, _ = bilm.token_cache.lookup(torch.from_numpy(batch_to_ids([queries])[0]))
-    assert not bool(hit.any())
+    ids = torch.from_numpy(batch_to_ids([queries])[0])
+    encoded = []
+    vectors = bilm.token_cache.encode(ids, lambda rows: encoded.append(rows) or bilm.token_encoder(rows))
+    assert [row.tolist() for row in encoded[0]] == [ids[i].tolist() for i, q in enumerate(queries) if q not in cached]
+    with torch.no_grad():
+        np.testing.assert_allclose(vectors.numpy(), bilm.token_encoder(ids).numpy(), atol=1e-6, rtol=0)
 
 
 def test_cache_is_recomputed_after_an_in_place_weight_update(bilm):
-    bilm.cache_token_embeddings(WORDS)
+    bilm.cache_token_embeddings(WORDS, max_words=2000)
     before = _layers(bilm, SENTENCES)
     with torch.no_grad():
         bilm.token_encoder.projection.weight.mul_(1.5)
@@ -71,15 +104,45 @@ def test_cache_is_recomputed_after_an_in_place_weight_update(bilm):
     assert np.abs(after - before).max() > 1e-3
 
 
+def test_a_new_precision_or_dtype_empties_and_refills_the_cache(bilm):
+    bilm.cache_token_embeddings(["bank"], max_words=100)
+    _layers(bilm, SENTENCES[:1])
+    assert bilm.token_cache.state[0] == "fp32" and len(bilm.token_cache) > 1
+    bilm.precision = "int8"
+    int8_cached = _layers(bilm, SENTENCES)
+    assert bilm.token_cache.state[0] == "int8"
+    bilm.clear_token_cache()
+    np.testing.assert_allclose(int8_cached, _layers(bilm, SENTENCES), atol=1e-6, rtol=0)
+    bilm.precision = "fp32"
+    bilm.cache_token_embeddings(["bank"], max_words=100)
+    bilm.double()
+    with torch.no_grad():
+        layers, _ = bilm(torch.from_numpy(batch_to_ids(SENTENCES[:1])))
+    assert bilm.token_cache._vectors.dtype == torch.float64 and len(bilm.token_cache) > 1
+
+
 def test_cache_is_bypassed_when_gradients_are_needed_and_never_saved(bilm):
     bilm.cache_token_embeddings(WORDS)
+    size = len(bilm.token_cache)
     layers, _ = bilm(torch.from_numpy(batch_to_ids(SENTENCES[:1])))
     layers.sum().backward()
     assert bilm.token_encoder.char_embedding.weight.grad.abs().sum() > 0
+    assert len(bilm.token_cache) == size and bilm.token_cache.hits == 0
     assert not any(key.startswith("token_cache") for key in bilm.state_dict())
-    assert bilm.token_cache.vectors.dtype == torch.float32
-    bilm.double()  # buffers follow the module
-    assert bilm.token_cache.vectors.dtype == torch.float64
+
+
+def test_concurrent_calls_from_four_threads_equal_sequential_ones(bilm):
+    """A web server's threads running the same biLM at once: one cache, the same layers."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    batches = [SENTENCES[i % 3 :] + [WORDS[i * 7 : i * 7 + 9]] for i in range(12)]
+    expected = [_layers(bilm, batch) for batch in batches]
+    bilm.cache_token_embeddings(max_words=60)  # small: words are evicted while others read
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda batch: _layers(bilm, batch), batches * 2))
+    for layers, reference in zip(got, expected * 2):
+        np.testing.assert_allclose(layers, reference, atol=1e-6, rtol=0)
+    assert len(bilm.token_cache) == 60 and bilm.token_cache.hits > 0
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])

@@ -165,6 +165,15 @@ def inference_command(
     weights: Optional[str] = typer.Option(
         None, "--weights", help="Trained weights instead of random ones of --shape: a model directory or name (en_wikitext_small: the bundled model)"
     ),
+    paths: Optional[str] = typer.Option(
+        None, "--paths", help="Only these paths (comma-separated names as in the table, e.g. 'exact,int8,int8 + token cache'); the reference always runs"
+    ),
+    intra_op: bool = typer.Option(
+        False, "--intra-op", help="Also run threads > 1 the earlier way (one biLM thread, torch.set_num_threads): a before and after in one run"
+    ),
+    contention: bool = typer.Option(
+        False, "--contention", help="Also run every cell beside a process that keeps one core busy (a shared machine)"
+    ),
     output: Optional[Path] = OUTPUT,
 ) -> None:
     """biLM forward: the package's paths against a per-time-step reference loop.
@@ -173,7 +182,13 @@ def inference_command(
     from the reference (AllenNLP's algorithm), on random weights and real sentences; CPU, and
     CUDA when available; at each batch size and thread count given.
     """
-    from .inference_bench import EXACT_TOLERANCE, INFERENCE_COLUMNS, run_inference_bench
+    from .inference_bench import (
+        EXACT_TOLERANCE,
+        INFERENCE_COLUMNS,
+        SCALING_COLUMNS,
+        run_inference_bench,
+        thread_scaling,
+    )
 
     _check_shape(shape)
     try:
@@ -181,6 +196,8 @@ def inference_command(
             result = run_inference_bench(
                 directory, shape, seed, text, batch_size, seq_len, n_batches, warmup, repeats,
                 device, threads, isolate, sentences=sentences, weights=weights,
+                paths=None if paths is None else [p.strip() for p in paths.split(",")],
+                thread_modes=("split", "intra-op") if intra_op else ("split",), contention=contention,
             )
     except (ValueError, FileNotFoundError) as err:
         fail(str(err))
@@ -192,6 +209,15 @@ def inference_command(
         result["rows"],
         INFERENCE_COLUMNS,
     )
+    scaling = thread_scaling(result["rows"])
+    result["thread_scaling"] = scaling
+    if scaling:
+        report.echo_table(
+            "threads: each path's tokens/s over its one-thread tokens/s in the same run (busy core: "
+            "beside a process that keeps one core busy)",
+            scaling,
+            SCALING_COLUMNS,
+        )
     typer.echo(f"CPU: {result['system']['cpu']}; flags: {' '.join(result['system']['cpu_flags'])}")
     cache = next((row for row in result["rows"] if "cache_build_s" in row), None)
     if cache is not None:

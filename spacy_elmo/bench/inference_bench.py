@@ -16,6 +16,13 @@ Paths, all on the same random weights and the same batches of real sentences:
 
 The grid: every path at each batch size and thread count (a cell); ratios compare paths within a
 cell (``x reference``, ``x exact``). Each path also reports the latency of one 20-token sentence.
+Threads: the package's paths run as the pipe does (``BiLM.threads``: the two directions and
+shards of the batch side by side, one op thread each); ``thread_modes`` may add ``"intra-op"``,
+the package's earlier way (one biLM thread, ``torch.set_num_threads(threads)``), for a before and
+after in one run. The reference always runs on PyTorch's intra-op threads. ``contention`` adds,
+for each cell, runs beside a busy process (:func:`busy_process`: one Python ``while True`` loop,
+what a second tenant of a shared machine looks like), to measure what threads give on a machine
+someone else is using.
 
 On CUDA the reference and the float32 paths run with TF32 off (cuDNN convolutions default to it).
 
@@ -33,6 +40,8 @@ reported for each layer and for the default mix.
 from __future__ import annotations
 
 import contextlib
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
 
@@ -71,12 +80,35 @@ LATENCY_TOKENS = 20
 LATENCY_RUNS = 5
 
 
-def available_paths(device: torch.device) -> List[str]:
+THREAD_MODES = ("split", "intra-op")
+
+
+def available_paths(device: torch.device, wanted: Optional[Sequence[str]] = None) -> List[str]:
     """The reference, the exact paths, and the reduced-precision paths that run on the device
-    (``spacy_elmo.nn.precision.runs_on``)."""
+    (``spacy_elmo.nn.precision.runs_on``); only those in ``wanted`` (and the reference) if given."""
     paths = [REFERENCE, EXACT, TOKEN_CACHE]
     paths += [path for path, (mode, _) in REDUCED.items() if runs_on(mode, device)]
+    if wanted is not None:
+        unknown = sorted(set(wanted) - set(paths) - {REFERENCE})
+        if unknown:
+            raise ValueError(f"--paths: unknown or not available here: {unknown}; choose from {paths}")
+        paths = [path for path in paths if path == REFERENCE or path in wanted]
     return paths
+
+
+@contextlib.contextmanager
+def busy_process(active: bool = True) -> Iterator[Optional[int]]:
+    """A process that keeps one core busy (a Python ``while True`` loop) for the block, killed
+    after it, on an error or Ctrl-C too; yields its pid (None when not ``active``)."""
+    if not active:
+        yield None
+        return
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield busy.pid
+    finally:
+        busy.kill()
+        busy.wait()
 
 
 @contextlib.contextmanager
@@ -105,7 +137,7 @@ def _prepared(
     try:
         if cached:  # built in the path's precision, as the pipe builds it
             with Stopwatch(device) as clock:
-                bilm.cache_token_embeddings(list(words))
+                bilm.cache_token_embeddings(list(words), CACHE_WORDS)
             info["cache_build_s"] = clock.seconds
             info["cache_words"] = len(words)
         yield exact
@@ -125,6 +157,7 @@ def measure_path(
     threads: int,
     progress: bool,
     latency_ids: np.ndarray,
+    thread_mode: str = "split",
 ) -> Dict[str, Any]:
     """Time one path and measure its peak memory (run in a fresh process by the benchmark), and
     the median time of one sentence (``latency_ids``), run alone. Returns the figures and
@@ -132,6 +165,7 @@ def measure_path(
     torch.set_num_threads(threads)
     device = torch.device(device_name)
     bilm = load_bilm(model_dir, device=device)
+    bilm.threads = threads if thread_mode == "split" else 1
     inputs = [torch.from_numpy(ids).to(device) for ids in batches]
     info: Dict[str, Any] = {}
     pass_seconds: List[float] = []
@@ -149,6 +183,8 @@ def measure_path(
             for i in range(warmup):
                 run(inputs[i % len(inputs)])
                 bar.update(1)
+            if bilm.token_cache is not None:  # start the timed pass from the vocabulary alone,
+                bilm.cache_token_embeddings(list(words), CACHE_WORDS)  # not from its own words
             for _ in range(repeats):
                 with Stopwatch(device) as clock:
                     outputs = []
@@ -184,6 +220,9 @@ def run_inference_bench(
     progress: bool = True,
     sentences: Optional[int] = None,
     weights: Optional[str] = None,
+    paths: Optional[Sequence[str]] = None,
+    thread_modes: Sequence[str] = ("split",),
+    contention: bool = False,
 ) -> Dict[str, Any]:
     """Every path at every (batch size, thread count) cell, on random weights of ``shape`` or
     on the trained ``weights`` (a reference the package's resolver takes); ``sentences`` (if given) fixes the
@@ -206,12 +245,16 @@ def run_inference_bench(
         batches_per_pass = n_batches if sentences is None else max(1, -(-sentences // size))
         cell_batches = sentence_batches(lines, size, seq_len, batches_per_pass)
         stats = _batch_stats(cell_batches, cached)
-        for count in thread_counts:
-            cells.append({"batch_size": size, "threads": count, "n_batches": batches_per_pass, **stats})
-            cell = dict(batch_size=size, threads=count)
-            rows += _measure_cell(
-                cell, model_dir, cell_batches, cache_words, latency_ids, device, warmup, repeats, isolate, progress
-            )
+        for busy in [False, True] if contention else [False]:
+            for count in thread_counts:
+                for mode in thread_modes if count > 1 else thread_modes[:1]:
+                    cell = dict(batch_size=size, threads=count, thread_mode=mode, busy_process=busy)
+                    cells.append({**cell, "n_batches": batches_per_pass, **stats})
+                    with busy_process(busy):
+                        rows += _measure_cell(
+                            cell, model_dir, cell_batches, cache_words, latency_ids, device, warmup,
+                            repeats, isolate, progress, paths,
+                        )
     return {
         "benchmark": "inference",
         "system": system_info(),
@@ -223,6 +266,8 @@ def run_inference_bench(
             "text": str(text or default_text_path()),
             "batch_sizes": batch_sizes,
             "thread_counts": thread_counts,
+            "thread_modes": list(thread_modes),
+            "contention": contention,
             "max_sequence_length": seq_len,
             "sentences_per_pass": sentences,
             "warmup_batches": warmup,
@@ -270,8 +315,9 @@ def _measure_cell(
     repeats: int,
     isolate: bool,
     progress: bool,
+    wanted_paths: Optional[Sequence[str]] = None,
 ) -> List[Dict[str, Any]]:
-    """One row per path and device for one (batch size, threads) cell."""
+    """One row per path and device for one (batch size, threads, thread mode, busy process) cell."""
     batches = [batch_to_ids(batch) for batch in sentences]
     masks = [torch.from_numpy((ids > 0).any(axis=-1)) for ids in batches]
     real_tokens = sum(len(sentence) for batch in sentences for sentence in batch)
@@ -280,7 +326,7 @@ def _measure_cell(
         device_rows: Dict[str, Dict[str, Any]] = {}
         reference_row: Dict[str, Any] = {}
         reference_layers: List[torch.Tensor] = []
-        paths = available_paths(dev)
+        paths = available_paths(dev, wanted_paths)
         runs: Dict[str, List[Dict[str, Any]]] = {path: [] for path in paths}
         for round_no in range(repeats):
             # Rounds alternate the order, so that no path always runs first or last on a machine
@@ -289,7 +335,7 @@ def _measure_cell(
                 runs[path].append(
                     run_isolated(
                         measure_path, path, str(model_dir), batches, cache_words, str(dev), warmup,
-                        1, cell["threads"], progress, latency_ids, isolate=isolate,
+                        1, cell["threads"], progress, latency_ids, cell["thread_mode"], isolate=isolate,
                     )
                 )
         for path in paths:
@@ -306,7 +352,8 @@ def _measure_cell(
             row["memory_ratio"] = ratio(row["peak_mb"], reference_row["peak_mb"])
             device_rows[path] = row
         for row in device_rows.values():
-            row["x_exact"] = ratio(row["tokens_per_s"], device_rows[EXACT]["tokens_per_s"])
+            if EXACT in device_rows:
+                row["x_exact"] = ratio(row["tokens_per_s"], device_rows[EXACT]["tokens_per_s"])
         rows += device_rows.values()
     return rows
 
@@ -370,6 +417,8 @@ INFERENCE_COLUMNS = [
     ("path", "path", ""),
     ("batch_size", "batch", ""),
     ("threads", "threads", ""),
+    ("thread_mode", "mode", ""),
+    ("busy_process", "busy core", ""),
     ("tokens_per_s", "tokens/s", ",.0f"),
     ("speedup", "x reference", ".2f"),
     ("x_exact", "x exact", ".2f"),
@@ -379,4 +428,35 @@ INFERENCE_COLUMNS = [
     ("exact", "< 1e-5", ""),
     ("worst_mean_cosine", "min mean cos", ".5f"),
     ("latency_ms", "20-token ms", ".1f"),
+]
+
+
+def thread_scaling(rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Each package path's tokens/s with n threads over its tokens/s with one, in the same cell
+    otherwise (batch size, busy process, device): the issue's table."""
+    base = {
+        (r["device"], r["path"], r["batch_size"], r["busy_process"]): r["tokens_per_s"]
+        for r in rows
+        if r["threads"] == 1
+    }
+    table = []
+    for r in rows:
+        one = base.get((r["device"], r["path"], r["batch_size"], r["busy_process"]))
+        if r["threads"] > 1 and one:
+            keys = ("device", "path", "batch_size", "threads", "thread_mode", "busy_process", "tokens_per_s")
+            table.append(
+                {**{key: r[key] for key in keys}, "one_thread_tokens_per_s": one, "x_one_thread": r["tokens_per_s"] / one}
+            )
+    return table
+
+
+SCALING_COLUMNS = [
+    ("path", "path", ""),
+    ("batch_size", "batch", ""),
+    ("threads", "threads", ""),
+    ("thread_mode", "mode", ""),
+    ("busy_process", "busy core", ""),
+    ("one_thread_tokens_per_s", "1 thread tokens/s", ",.0f"),
+    ("tokens_per_s", "tokens/s", ",.0f"),
+    ("x_one_thread", "x 1 thread", ".2f"),
 ]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple, Union
 
 import torch
 from thinc.api import (
@@ -57,7 +57,7 @@ class BiLMSettings:
     precision: str = "fp32"
     max_sequence_length: int = 256
     max_batch_tokens: int = 4096
-    threads: Optional[int] = 1
+    threads: Optional[Union[int, str]] = "auto"
     token_cache_words: int = 0
     token_cache_vocab: Optional[str] = None
 
@@ -126,19 +126,23 @@ def ensure_bilm(model: Model) -> BiLM:
         bilm = load_weights(model, weight_source(model))
     settings = bilm_settings(model)
     bilm.precision = settings.precision
-    words = model.attrs.get(CACHE_WORDS, [])[: settings.token_cache_words]
-    if words and bilm.token_cache is None:
-        bilm.cache_token_embeddings(words)
+    n_words = settings.token_cache_words
+    if n_words and (bilm.token_cache is None or bilm.token_cache.max_words != n_words):
+        bilm.cache_token_embeddings(model.attrs.get(CACHE_WORDS, [])[:n_words], n_words)
     return bilm
 
 
 def load_weights(model: Model, source: WeightSource) -> BiLM:
-    """Read the biLM of ``source`` into the model, with the token-cache words of its vocabulary
-    file when the settings ask for a cache."""
+    """Read the biLM of ``source`` into the model, with the words that pre-fill the token cache
+    when the settings ask for one: the first lines of ``token_cache_vocab``, else of the
+    vocabulary file beside the weights if there is one (released models have none: their cache
+    fills from the text alone)."""
     settings = bilm_settings(model)
     if settings.token_cache_words:
-        vocab_file = Path(settings.token_cache_vocab) if settings.token_cache_vocab else source.directory / VOCAB_NAME
-        model.attrs[CACHE_WORDS] = read_cache_words(vocab_file, settings.token_cache_words)
+        if settings.token_cache_vocab:
+            model.attrs[CACHE_WORDS] = read_cache_words(Path(settings.token_cache_vocab), settings.token_cache_words)
+        elif (source.directory / VOCAB_NAME).is_file():
+            model.attrs[CACHE_WORDS] = read_cache_words(source.directory / VOCAB_NAME, settings.token_cache_words)
     bilm = load_bilm_from(source)
     set_bilm(model, bilm)
     return bilm
@@ -154,8 +158,9 @@ def read_cache_words(vocab_file: Path, n_words: int) -> List[str]:
     """The first ``n_words`` lines of a vocabulary file (one word per line, most frequent first)."""
     if not vocab_file.is_file():
         raise ValueError(
-            f"token_cache_words = {n_words} needs a vocabulary file (one word per line, most "
-            f"frequent first), but {vocab_file} does not exist; set token_cache_vocab"
+            f"token_cache_vocab: {vocab_file} does not exist (a vocabulary file, one word per "
+            f"line, most frequent first, whose first {n_words} words pre-fill the token cache); "
+            "set token_cache_vocab = null to fill the cache from the text alone"
         )
     with vocab_file.open(encoding="utf-8") as lines:
         words = [line.rstrip("\r\n") for line, _ in zip(lines, range(n_words))]

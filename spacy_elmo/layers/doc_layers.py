@@ -103,6 +103,11 @@ def doc_layers(
     bilm = ensure_bilm(model)
     settings = bilm_settings(model)
     threads = threads_in_this_process(settings.threads)
+    # Inference splits each batch over the threads (BiLM.threads: the two directions side by
+    # side, one op thread each, so every op around them runs on one thread too); training runs
+    # on PyTorch's intra-op threads, the one parallelism autograd's backward has.
+    bilm.threads = threads or 1
+    op_threads = 1 if threads and threads > 1 and not is_train else threads
     ops = model.ops
     texts = [[token.text for token in doc] for doc in docs]
     outputs = [ops.alloc3f(bilm.n_output_layers, len(doc), bilm.output_dim) for doc in docs]
@@ -120,7 +125,7 @@ def doc_layers(
         else:
             outputs[d][:, rows] = ops.asarray(cached)
     backprops = []
-    with torch_threads(threads):
+    with torch_threads(op_threads):
         for batch in batch_by_length([len(sequences[k][1]) for k in todo], settings.max_batch_tokens):
             ks = [todo[b] for b in batch]
             if is_train:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -14,6 +15,7 @@ from ..options import BiLMOptions
 from .char_cnn import CharacterEncoder
 from .lstm import DirectionalLSTM, DistinctInputs, LSTMState
 from .precision import get_precision, precision_context
+from .threads import run_side_by_side, torch_threads
 from .token_cache import TokenEmbeddingCache
 
 
@@ -56,14 +58,24 @@ class BiLM(nn.Module):
     same row in the previous call, as bilm-tf and AllenNLP do (call ``reset_states`` to forget).
 
     Speed settings that keep the weights as they are:
-    - ``cache_token_embeddings(words)``: the token vectors of these words are computed once and
-      looked up afterwards (exact), skipping the character CNN and highway layers while no
-      gradient is needed.
+    - ``cache_token_embeddings(words, max_words)``: the token vectors of the words the biLM has
+      seen (up to ``max_words``, least recently used out; ``words`` pre-fill it) are looked up
+      instead of computed again, skipping the character CNN and highway layers while no gradient
+      is needed; equal to the uncached vectors up to float rounding.
     - ``precision = "bf16"`` or ``"fp16"``: ``forward`` runs under ``torch.autocast`` (matrix
       products and convolutions in that dtype, LSTM cell states in float32) and returns float32.
       ``"tf32"``: float32 with TensorFloat-32 products on CUDA. Not exact: docs/manual.md gives the
       measured deviation. ``"fp32"`` (default) turns TF32 off for the call, which cuDNN
       convolutions otherwise use by default. The modes are defined in ``nn/precision.py``.
+    - ``threads = n`` (default 1), on the CPU where no gradient is needed: the forward and the
+      backward LSTM stacks, which share nothing after the token layer, run side by side on two
+      threads, and with 4, 6, ... threads on that many shards of the batch (rows balanced by
+      tokens) times the two directions; the character CNN and highway layers split the batch's
+      distinct tokens. Each thread runs single-threaded ops (``nn/threads.py``
+      ``run_side_by_side``), so the threads meet once per batch instead of at every op of every
+      time step as PyTorch's own intra-op threads do. Each row's ops are the ops of the one-thread
+      path: the outputs are those of ``threads = 1`` up to float rounding. Where gradients flow
+      (training, fine-tuning) the biLM runs as with one thread, on PyTorch's own thread setting.
     """
 
     def __init__(
@@ -79,8 +91,8 @@ class BiLM(nn.Module):
         self.options = options
         self.stateful = stateful
         self.precision = precision
+        self.threads = 1
         self.token_cache: Optional[TokenEmbeddingCache] = None
-        self._token_cache_versions: Tuple[int, ...] = ()
         cnn, lstm = options.char_cnn, options.lstm
         self.indexer = ByteIndexer() if indexer is None else indexer
         self.token_encoder = CharacterEncoder(
@@ -130,22 +142,54 @@ class BiLM(nn.Module):
     def reset_states(self) -> None:
         self._states = None
 
-    def cache_token_embeddings(self, words: Sequence[str]) -> int:
-        """Compute the token vectors of ``words`` once (AllenNLP's ``vocab_to_cache``); later
-        calls look them up instead of running the character CNN. Returns the number of distinct
-        words cached. The cache follows ``.to(device)``, is not saved with the weights, and is
-        recomputed if the token encoder's weights change."""
-        self.token_cache = TokenEmbeddingCache(words, self.token_encoder, self.indexer.tokens_to_ids)
-        self._token_cache_versions = self._token_encoder_versions()
+    def cache_token_embeddings(self, words: Sequence[str] = (), max_words: Optional[int] = None) -> int:
+        """Keep the token vectors of up to ``max_words`` words (default: as many as ``words``),
+        filled from the batches the biLM runs, the least recently used evicted first; ``words``
+        (AllenNLP's ``vocab_to_cache``, a vocabulary's most frequent words) are computed now, to
+        pre-fill it. Cached words skip the character CNN and highway layers wherever no gradient
+        is needed. The cache is not saved with the weights, and is emptied (and pre-filled again)
+        when the precision or the token encoder's weights, device or dtype change. Returns the
+        number of words cached now."""
+        distinct = list(dict.fromkeys(words))
+        prefill = torch.from_numpy(self.indexer.tokens_to_ids(distinct)) if distinct else None
+        self.token_cache = TokenEmbeddingCache(max_words or len(distinct), prefill)
+        device = self.token_encoder.projection.weight.device
+        with torch.no_grad(), precision_context(self.precision, device):
+            self.token_cache.ensure_state(self._token_cache_state(), self._encode_tokens, device)
         return len(self.token_cache)
 
     def clear_token_cache(self) -> None:
         self.token_cache = None
 
     def forward(self, char_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        with precision_context(self.precision, char_ids.device):
-            layers, mask = self._forward(char_ids)
+        side_by_side = self._side_by_side(char_ids.device)
+        with torch_threads(1) if side_by_side else contextlib.nullcontext():
+            with precision_context(self.precision, char_ids.device):
+                layers, mask = self._forward(char_ids)
         return layers.float(), mask
+
+    def _side_by_side(self, device: torch.device, dropout: float = 0.0) -> bool:
+        """Whether this call splits its work over ``threads`` (CPU, inference, no dropout)."""
+        return (
+            self.threads > 1
+            and device.type == "cpu"
+            and not (dropout > 0 and self.training)
+            and not (torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters()))
+        )
+
+    def _in_worker(self, work: Callable[[], object]) -> Callable[[], object]:
+        """``work`` as a task for ``run_side_by_side``: grad mode and autocast are per thread,
+        so the task enters them itself (the int8 switch travels in the copied context)."""
+        dtype = get_precision(self.precision).autocast_dtype
+
+        def task():
+            with torch.no_grad():
+                if dtype is None:
+                    return work()
+                with torch.autocast(device_type="cpu", dtype=dtype):
+                    return work()
+
+        return task
 
     def _forward(self, char_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         mask = _validate_char_ids(char_ids, self.indexer)
@@ -202,15 +246,64 @@ class BiLM(nn.Module):
         pretraining model (which encodes each batch's distinct tokens itself) both end here."""
         mask = length_mask(lengths, distinct.index.shape[1])
         tokens = _scatter_tokens(distinct, mask)
-        forward, forward_states = self.forward_lstm(
-            tokens, lengths, states and states.forward, dropout, distinct
-        )
-        backward, backward_states = self.backward_lstm(
-            tokens, lengths, states and states.backward, dropout, distinct
-        )
+        if self._side_by_side(tokens.device, dropout):
+            (forward, forward_states), (backward, backward_states) = self._directions_side_by_side(
+                tokens, lengths, states, distinct
+            )
+        else:
+            forward, forward_states = self.forward_lstm(
+                tokens, lengths, states and states.forward, dropout, distinct
+            )
+            backward, backward_states = self.backward_lstm(
+                tokens, lengths, states and states.backward, dropout, distinct
+            )
         return BiLMActivations(
             tokens, forward, backward, mask, BiLMStates(forward_states, backward_states)
         )
+
+    def _directions_side_by_side(
+        self,
+        tokens: torch.Tensor,
+        lengths: torch.Tensor,
+        states: Optional[BiLMStates],
+        distinct: DistinctInputs,
+    ) -> Tuple[Tuple[List[torch.Tensor], List[LSTMState]], Tuple[List[torch.Tensor], List[LSTMState]]]:
+        """Both directions on ``threads`` threads: ``threads // 2`` shards of the batch's rows
+        (balanced by tokens) times the two directions, each piece single-threaded; the pieces'
+        outputs and final states are put back in batch order."""
+        shards = _balanced_shards(lengths, max(1, min(self.threads // 2, tokens.shape[0])))
+        tasks = []
+        for rows in shards:
+            whole = len(shards) == 1
+            shard_distinct = distinct if whole else _distinct_rows_of(distinct, rows, lengths)
+            shard_tokens, shard_lengths = (tokens, lengths) if whole else (tokens[rows], lengths[rows])
+            for lstm, lstm_states in (
+                (self.forward_lstm, states and states.forward),
+                (self.backward_lstm, states and states.backward),
+            ):
+                if lstm_states and not whole:
+                    lstm_states = [(h[rows], c[rows]) for h, c in lstm_states]
+                arguments = (shard_tokens, shard_lengths, lstm_states, 0.0, shard_distinct)
+                tasks.append(self._in_worker(lambda lstm=lstm, arguments=arguments: lstm(*arguments)))
+        results = run_side_by_side(tasks)
+        if len(shards) == 1:
+            return results[0], results[1]
+        order = torch.argsort(torch.cat(shards))
+        return tuple(
+            _gather_shards([results[2 * k + direction] for k in range(len(shards))], order)
+            for direction in (0, 1)
+        )
+
+    def _encode_tokens(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """(N, width) ids -> (N, dim) token vectors; split over ``threads`` (``_side_by_side``)."""
+        n_pieces = min(self.threads, char_ids.shape[0])
+        if n_pieces < 2 or not self._side_by_side(char_ids.device):
+            return self.token_encoder(char_ids)
+        tasks = [
+            self._in_worker(lambda piece=piece: self.token_encoder(piece))
+            for piece in char_ids.tensor_split(n_pieces)
+        ]
+        return torch.cat(run_side_by_side(tasks))
 
     def _embed_distinct(self, char_ids: torch.Tensor, mask: torch.Tensor) -> DistinctInputs:
         """The vectors of the distinct unmasked tokens and a (batch, T) index into them (0 where
@@ -218,12 +311,10 @@ class BiLM(nn.Module):
         and every row has ``<S>`` and ``</S>``."""
         unique, inverse = torch.unique(char_ids[mask], dim=0, return_inverse=True)
         if self.token_cache is not None and not _needs_encoder_gradient(self.token_encoder):
-            if self._token_encoder_versions() != self._token_cache_versions:
-                self.token_cache.refresh(self.token_encoder)
-                self._token_cache_versions = self._token_encoder_versions()
-            encoded = self.token_cache.encode(unique, self.token_encoder)
+            self.token_cache.ensure_state(self._token_cache_state(), self._encode_tokens, char_ids.device)
+            encoded = self.token_cache.encode(unique, self._encode_tokens)
         else:
-            encoded = self.token_encoder(unique)
+            encoded = self._encode_tokens(unique)
         index = inverse.new_zeros(mask.shape)
         index[mask] = inverse
         return DistinctInputs(encoded, index)
@@ -235,9 +326,14 @@ class BiLM(nn.Module):
         layers += [torch.cat(pair, dim=-1) for pair in zip(acts.forward, acts.backward)]
         return torch.stack(layers)
 
-    def _token_encoder_versions(self) -> Tuple[int, ...]:
-        """In-place updates (optimizer steps, ``load_state_dict``) bump a tensor's version."""
-        return tuple(p._version for p in self.token_encoder.parameters())
+    def _token_cache_state(self) -> tuple:
+        """What cached token vectors depend on: the precision and the encoder's weights (an
+        in-place update, as an optimizer step or ``load_state_dict`` makes, bumps a tensor's
+        version; ``.to()`` makes new tensors)."""
+        weights = tuple(
+            (p._version, p.data_ptr(), p.dtype, p.device) for p in self.token_encoder.parameters()
+        )
+        return self.precision, weights
 
     def _initial_states(self, batch_size: int) -> Optional[BiLMStates]:
         """Stateful mode: the previous call's final states for the first ``batch_size`` rows,
@@ -257,6 +353,49 @@ class BiLM(nn.Module):
                 [_merge_state(old, s) for old, s in zip(self._states.backward, new.backward)],
             )
         self._states = new
+
+
+def _balanced_shards(lengths: torch.Tensor, n_shards: int) -> List[torch.Tensor]:
+    """Row indices of ``n_shards`` shards of the batch, with near-equal numbers of tokens: rows
+    longest first, each to the shard with the fewest tokens so far; each shard's rows in order."""
+    if n_shards <= 1:
+        return [torch.arange(lengths.shape[0], device=lengths.device)]
+    loads = [0] * n_shards
+    members: List[List[int]] = [[] for _ in range(n_shards)]
+    lengths_list = lengths.tolist()
+    for row in sorted(range(len(lengths_list)), key=lambda r: -lengths_list[r]):
+        k = loads.index(min(loads))
+        members[k].append(row)
+        loads[k] += lengths_list[row]
+    return [torch.tensor(sorted(m), dtype=torch.long, device=lengths.device) for m in members if m]
+
+
+def _distinct_rows_of(distinct: DistinctInputs, rows: torch.Tensor, lengths: torch.Tensor) -> DistinctInputs:
+    """The distinct inputs of the batch rows ``rows`` only (so that a shard's first layer computes
+    the input products of its own tokens, not of the whole batch's)."""
+    index = distinct.index[rows]
+    mask = length_mask(lengths[rows], index.shape[1])
+    used, inverse = torch.unique(index[mask], return_inverse=True)
+    shard_index = index.new_zeros(index.shape)
+    shard_index[mask] = inverse
+    return DistinctInputs(distinct.rows[used], shard_index)
+
+
+def _gather_shards(
+    pieces: List[Tuple[List[torch.Tensor], List[LSTMState]]], order: torch.Tensor
+) -> Tuple[List[torch.Tensor], List[LSTMState]]:
+    """One direction's per-shard (outputs per layer, final states per layer) -> the whole batch's,
+    rows back in batch order (``order``: the inverse of the shards' concatenated rows)."""
+    n_layers = len(pieces[0][0])
+    outputs = [torch.cat([p[0][i] for p in pieces]).index_select(0, order) for i in range(n_layers)]
+    states = [
+        (
+            torch.cat([p[1][i][0] for p in pieces]).index_select(0, order),
+            torch.cat([p[1][i][1] for p in pieces]).index_select(0, order),
+        )
+        for i in range(n_layers)
+    ]
+    return outputs, states
 
 
 def _scatter_tokens(distinct: DistinctInputs, mask: torch.Tensor) -> torch.Tensor:

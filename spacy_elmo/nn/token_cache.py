@@ -1,94 +1,133 @@
-"""A cache of context-independent token vectors for a fixed word list (AllenNLP's
-``vocab_to_cache``): frequent words skip the character CNN and the highway layers.
+"""A bounded cache of context-independent token vectors, filled from the text the biLM sees:
+repeated words skip the character CNN and the highway layers.
 
-Lookups are keyed on a token's row of ids (50 character ids for the released models), so the
-cache works on whatever the biLM's ``batch_to_ids`` produced. Each row of ids is hashed to one int64 (a wrapping polynomial
-hash, vectorised on the tensor's device), found by binary search among the cached hashes, and then
-compared id for id with the cached row: a hash collision can only cause a miss, never a wrong
-vector. Misses go through the encoder as usual.
+Released models ship no vocabulary, so the cache needs none: every distinct token of a batch is
+looked up, the misses go through the encoder, and their vectors are kept, up to ``max_words``
+words, the least recently used evicted first. A word list (AllenNLP's ``vocab_to_cache``, the
+``vocab.txt`` beside a model) may pre-fill it.
+
+Keys are a token's row of ids (50 character ids for the released models) as bytes, so the cache
+works on whatever the biLM's ``batch_to_ids`` produced and a hit is an exact match of the ids.
+The vectors are those the encoder returned for the same ids (up to float rounding: a batch's
+products may round differently from another's). The biLM empties the cache when what the vectors
+depend on changes (``state``: the precision, the encoder's weights, their device and dtype) and
+never uses it where gradients flow. A lock makes it safe for a web server's threads to run the
+same pipeline at once; the encoder runs outside the lock.
 """
 
 from __future__ import annotations
 
-import functools
-from typing import Callable, Sequence, Tuple
+import threading
+from collections import OrderedDict
+from typing import Callable, Hashable, List, Optional, Sequence
 
 import numpy as np
 import torch
-from torch import nn
 
-from ..chars import tokens_to_ids
-
-
-def _hash_rows(char_ids: torch.Tensor) -> torch.Tensor:
-    """(N, width) int64 ids -> (N,) int64 hashes: the dot product with ``width`` fixed odd 64-bit
-    multipliers, wrapping around int64 (a hash, not an identity: ``lookup`` checks the ids)."""
-    return (char_ids * _odd_multipliers(char_ids.shape[-1]).to(char_ids.device)).sum(dim=-1)
+Encoder = Callable[[torch.Tensor], torch.Tensor]
 
 
-@functools.lru_cache(maxsize=None)
-def _odd_multipliers(n: int) -> torch.Tensor:
-    """n odd int64 constants from a linear congruential sequence (fixed, so hashes are stable)."""
-    values = []
-    value = 1
-    for _ in range(n):
-        value = (value * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) % 2**64 | 1
-        values.append(value - 2**64 if value >= 2**63 else value)
-    return torch.tensor(values, dtype=torch.int64)
+def _row_keys(char_ids: torch.Tensor) -> List[bytes]:
+    """(N, width) ids -> N keys, the bytes of each row (as int32: every id fits)."""
+    rows = np.ascontiguousarray(char_ids.detach().cpu().numpy().astype(np.int32))
+    return [row.tobytes() for row in rows]
 
 
-class TokenEmbeddingCache(nn.Module):
-    """Token vectors of ``words``, computed once by ``encoder`` (an ``nn.Module`` mapping (N, width)
-    ids to (N, dim) vectors); ``to_ids`` is the biLM's indexer (default: the released byte ids).
+class TokenEmbeddingCache:
+    """Token vectors of up to ``max_words`` words, least recently used first out.
 
-    The tensors are non-persistent buffers: they follow ``.to(device)`` but never enter the
-    ``state_dict``, so checkpoints and weight files are unchanged by caching.
+    ``prefill_ids`` (n, width): rows of ids encoded whenever the cache is (re)filled, e.g. a
+    vocabulary's most frequent words. The vectors sit in one (max_words, dim) tensor on the
+    encoder's device, allocated at the first fill.
     """
 
-    def __init__(
-        self,
-        words: Sequence[str],
-        encoder: nn.Module,
-        to_ids: Callable[[Sequence[str]], np.ndarray] = tokens_to_ids,
-        batch_size: int = 4096,
-    ) -> None:
-        super().__init__()
-        unique = list(dict.fromkeys(words))
-        device = next(encoder.parameters()).device
-        char_ids = torch.from_numpy(to_ids(unique)).to(device)
-        hashes = _hash_rows(char_ids)
-        order = torch.argsort(hashes)
-        self.register_buffer("hashes", hashes[order], persistent=False)
-        self.register_buffer("char_ids", char_ids[order], persistent=False)
-        self.register_buffer("vectors", torch.zeros(0), persistent=False)
-        self.refresh(encoder, batch_size)
+    def __init__(self, max_words: int, prefill_ids: Optional[torch.Tensor] = None) -> None:
+        if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1:
+            raise ValueError(f"token cache size must be a positive number of words, got {max_words!r}")
+        self.max_words = max_words
+        self.prefill_ids = None if prefill_ids is None else prefill_ids[:max_words]
+        self.state: Optional[Hashable] = None
+        self.hits = 0
+        self.misses = 0
+        self._slots: "OrderedDict[bytes, int]" = OrderedDict()
+        self._vectors: Optional[torch.Tensor] = None
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        return int(self.hashes.shape[0])
+        return len(self._slots)
 
-    def lookup(self, char_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        """(N, width) ids of a non-empty cache -> (hit (N,) bool, index (N,) int64 into
-        ``vectors``, valid where hit)."""
-        hashes = _hash_rows(char_ids)
-        index = torch.searchsorted(self.hashes, hashes).clamp_(max=len(self) - 1)
-        hit = (self.hashes[index] == hashes) & (self.char_ids[index] == char_ids).all(dim=-1)
-        return hit, index
+    @property
+    def nbytes(self) -> int:
+        return 0 if self._vectors is None else self._vectors.numel() * self._vectors.element_size()
 
-    def refresh(self, encoder: nn.Module, batch_size: int = 4096) -> None:
-        """Recompute the cached vectors with ``encoder``'s current weights."""
-        with torch.no_grad():
-            chunks = [encoder(chunk) for chunk in self.char_ids.split(batch_size)]
-        self.vectors = torch.cat(chunks) if chunks else self.vectors.new_zeros(0)
+    def ensure_state(
+        self, state: Hashable, encoder: Encoder, device: torch.device, batch_size: int = 4096
+    ) -> None:
+        """Empty the cache (and pre-fill it again, ``encoder`` on ``device``) if its vectors were
+        computed under another ``state`` than the caller's now."""
+        with self._lock:
+            if state == self.state:
+                return
+            self._slots.clear()
+            self._vectors = None
+            if self.prefill_ids is not None and len(self.prefill_ids):
+                ids = self.prefill_ids.to(device)
+                vectors = torch.cat([encoder(chunk) for chunk in ids.split(batch_size)])
+                self._insert(_row_keys(ids), vectors)
+            self.state = state
 
-    def encode(self, char_ids: torch.Tensor, encoder: nn.Module) -> torch.Tensor:
-        """(N, width) ids -> (N, dim): cached vectors for known words, ``encoder`` for the rest."""
-        if len(self) == 0:
-            return encoder(char_ids)
-        hit, index = self.lookup(char_ids)
-        if bool(hit.all()):
-            return self.vectors[index]
-        out = self.vectors.new_empty((char_ids.shape[0], self.vectors.shape[1]))
-        out[hit] = self.vectors[index[hit]]
-        miss = ~hit
-        out[miss] = encoder(char_ids[miss]).to(out.dtype)
+    def encode(self, char_ids: torch.Tensor, encoder: Encoder) -> torch.Tensor:
+        """(N, width) distinct rows of ids -> (N, dim): cached vectors where the row is cached,
+        ``encoder`` on the others (which are then cached)."""
+        keys = _row_keys(char_ids)
+        with self._lock:
+            slots = [self._slots.get(key) for key in keys]
+            hit_rows = [i for i, slot in enumerate(slots) if slot is not None]
+            for i in hit_rows:
+                self._slots.move_to_end(keys[i])
+            hit_vectors = None
+            if hit_rows:
+                hit_slots = torch.tensor([slots[i] for i in hit_rows], device=self._vectors.device)
+                hit_vectors = self._vectors.index_select(0, hit_slots)  # a copy: safe from eviction
+        self.hits += len(hit_rows)
+        miss_rows = [i for i, slot in enumerate(slots) if slot is None]
+        self.misses += len(miss_rows)
+        if not miss_rows:
+            return hit_vectors
+        missed = encoder(char_ids[torch.tensor(miss_rows, device=char_ids.device)])
+        with self._lock:
+            self._insert([keys[i] for i in miss_rows], missed)
+        if hit_vectors is None:
+            return missed
+        out = missed.new_empty((len(keys), missed.shape[1]))
+        out[torch.tensor(miss_rows, device=out.device)] = missed
+        out[torch.tensor(hit_rows, device=out.device)] = hit_vectors.to(out.dtype)
         return out
+
+    def clear(self) -> None:
+        with self._lock:
+            self._slots.clear()
+            self._vectors = None
+            self.state = None
+
+    def _insert(self, keys: Sequence[bytes], vectors: torch.Tensor) -> None:
+        """Store ``vectors`` under ``keys`` (the lock held), evicting the least recently used."""
+        if self._vectors is None:
+            self._vectors = vectors.new_empty((self.max_words, vectors.shape[1]))
+        rows, slots = [], []
+        for row, key in enumerate(keys):
+            if key in self._slots:
+                continue  # another thread cached it meanwhile
+            if len(self._slots) < self.max_words:
+                slot = len(self._slots)
+            else:
+                _, slot = self._slots.popitem(last=False)
+            self._slots[key] = slot
+            rows.append(row)
+            slots.append(slot)
+        # The last max_words inserted win when a call brings more words than the cache holds.
+        if rows:
+            rows_t = torch.tensor(rows[-self.max_words :], device=vectors.device)
+            slots_t = torch.tensor(slots[-self.max_words :], device=self._vectors.device)
+            self._vectors[slots_t] = vectors.index_select(0, rows_t).to(self._vectors.dtype)
+
