@@ -123,9 +123,9 @@ max_batch_tokens = 4096
 # PyTorch's intra-op threads (the caller's setting is restored after). "auto": the usable cores,
 # at most 2; null: PyTorch's own setting. See docs/manual.md, "Threads".
 threads = "auto"
-# Cache the token vectors of this many most frequent words (the first lines of token_cache_vocab,
-# one word per line; null: the vocab.txt beside the weights): they skip the character CNN, and
-# equal the uncached vectors up to float rounding.
+# Keep the token vectors of up to this many words the pipe has seen (least recently used out;
+# never where gradients flow): they skip the character CNN and equal the uncached vectors up to
+# float rounding. 0: off. token_cache_vocab: a word list (one a line) that pre-fills it.
 token_cache_words = 0
 token_cache_vocab = null
 """
