@@ -58,7 +58,6 @@ def init_config_command(
     model: Optional[str] = typer.Option(
         None,
         "--model",
-        metavar="NAME_OR_DIR",
         show_default=False,
         help="Continue pretraining this biLM: a model directory (released or pretrained) or the name "
         "of a downloaded model (small, medium, ...). Its shape goes into "
