@@ -311,7 +311,7 @@ def test_pretrain_refuses_threads_0_naming_the_option(tmp_path):
     "command, says, never",
     [
         (["pretrain"], "torchrun --nproc-per-node N -m spacy_elmo pretrain", "nproc_per_node"),
-        (["init-config"], "--model <str> Continue pretraining this biLM: a model directory", "<path>"),
+        (["init-config"], "--model <str> Continue pretraining this biLM: a model directory", "--model <path>"),
         (["bench", "gpu"], "Measure and test every GPU code path", "lent"),
     ],
     ids=["pretrain", "init-config", "bench-gpu"],
