@@ -221,7 +221,7 @@ def _apply_v1_settings(model: Model, name: str, given: Dict[str, Any]) -> None:
     )
     names = [key for key in ("weights", "model_name", "model_path") if key in given]
     if len(names) > 1:
-        raise ValueError(f"elmo pipe '{name}': set one of {', '.join(names)}, not several")
+        raise ValueError(f"elmo pipe '{name}': set only one of {', '.join(names)}")
     weights = given.pop(names[0]) if names else None
     try:
         settings = BiLMSettings(weights=None if weights is None else str(weights), **given)

@@ -408,7 +408,7 @@ def test_pipe_model_name_missing_says_how_to_download(home):
     with pytest.raises(ModelNotCachedError, match="python -m spacy_elmo download small"):
         spacy.blank("en").add_pipe("elmo", config={"model": {"weights": "small"}})
     v1 = {"model": {"@architectures": "spacy_elmo.ElmoModel.v1"}, "model_name": "small", "model_path": "x"}
-    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="set model_name or model_path, not both"):
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="set only one of model_name, model_path$"):
         spacy.blank("en").add_pipe("elmo", config=v1)
 
 
