@@ -288,12 +288,7 @@ def test_conll_2003_newswire_converts_one_doc_per_sentence(tmp_path):
         "Lee NNP B-NP I-PER", "Smith NNP I-NP B-PER", "met VBD B-VP O", "",
     ]  # fmt: skip
     (tmp_path / "train.txt").write_text("\n".join(rows) + "\n", encoding="utf-8")
-    script = PROJECT / "scripts" / "conll_ner_to_spacy.py"
-    run = subprocess.run(
-        [sys.executable, str(script), str(tmp_path / "out"), str(tmp_path / "train.txt")],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert run.returncode == 0, run.stderr
+    run = _convert("conll_ner_to_spacy.py", tmp_path / "out", tmp_path / "train.txt")
     assert "4 docs, 12 tokens, 6 entities, 2 -DOCSTART- lines dropped" in run.stdout
     from spacy.tokens import DocBin
 
@@ -306,17 +301,22 @@ def test_conll_2003_newswire_converts_one_doc_per_sentence(tmp_path):
     ]
 
 
+def _convert(script: str, out: Path, source: Path) -> subprocess.CompletedProcess:
+    """Run one of the project's converter scripts; it must succeed."""
+    run = subprocess.run(
+        [sys.executable, str(PROJECT / "scripts" / script), str(out), str(source)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    return run
+
+
 def test_sst5_converts_labels_to_exclusive_categories(tmp_path):
     """SST-5 lines (label 0..4, a space, the tokenized text): one doc each, the treebank's tokens
     as words, the label as the one category at 1.0 of five named ones."""
     lines = ["4 a stirring , funny re-imagining", "0 it 's a mess .", "2 -lrb- a film -rrb-"]
     (tmp_path / "stsa.fine.dev").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    script = PROJECT / "scripts" / "sst5_to_spacy.py"
-    run = subprocess.run(
-        [sys.executable, str(script), str(tmp_path / "out"), str(tmp_path / "stsa.fine.dev")],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert run.returncode == 0, run.stderr
+    run = _convert("sst5_to_spacy.py", tmp_path / "out", tmp_path / "stsa.fine.dev")
     assert "3 docs, 14 tokens (very negative 1, negative 0, neutral 1, positive 0, very positive 1)" in run.stdout
     from spacy.tokens import DocBin
 
