@@ -119,7 +119,7 @@ def demo(
     from .hub.cache import download_command
 
     settings = weight_settings(weights, options_file, weight_file)
-    nlp = _elmo_pipeline({**settings, "threads": threads, "precision": precision}, "en")
+    nlp = elmo_pipeline({**settings, "threads": threads, "precision": precision}, "en")
     sentences = read_senses(DATA_FILE, nlp.tokenizer)
     known = list(dict.fromkeys(s.word for s in sentences))
     unknown = [w for w in words if w not in known]
@@ -168,18 +168,20 @@ def demo(
             typer.echo(format_user_query(query))
 
 
-def _elmo_pipeline(model_settings: Dict[str, object], lang: str, **pipe_settings) -> "Language":
+def elmo_pipeline(model_settings: Dict[str, object], lang: str, prefix: str = "", **pipe_settings) -> "Language":
     """A blank pipeline of ``lang`` with the elmo pipe, its weights read now. ``model_settings``:
     keys of the pipe's model block (``weight_settings`` and any other); ``pipe_settings``: the
-    pipe's own keys."""
+    pipe's own keys; ``prefix`` starts the error message (a rank's name under torchrun)."""
     import spacy
+
+    from . import pipe  # noqa: F401  registers the factory where no entry point does (a checkout)
 
     nlp = spacy.blank(lang)
     config = {"model": model_settings, **pipe_settings}
     try:
         nlp.add_pipe("elmo", config=config).initialize()  # reads the weights now
-    except (ValueError, FileNotFoundError) as err:  # a bad setting or file, no model to load
-        fail(str(err))
+    except (ValueError, OSError) as err:  # a bad setting or file, no model to load
+        fail(f"{prefix}{err}")
     return nlp
 
 

@@ -17,13 +17,14 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn, Optional, Tuple
+from typing import NoReturn, Optional, Tuple
 
 import torch
 import typer
 
 from ..cli_errors import fail, record_for_torchrun, report_error
 from ..cli_weights import OPTIONS_FILE, PRECISION, WEIGHT_FILE, WEIGHTS
+from ..commands import elmo_pipeline
 from ..distributed import DistributedContext, env_rank
 from .chunks import finished_chunks, parts_folder
 from .items import open_input
@@ -31,9 +32,6 @@ from .job import EMBED_LAYERS, EmbedOptions, JobPlan, JobRefused, prepare_job
 from .merge import merge_chunks
 from .progress import JobProgress
 from .worker import RankFailure, embed_own_chunks
-
-if TYPE_CHECKING:
-    from spacy.language import Language
 
 THREADS_HELP = "PyTorch threads of each process (more help only on cores no other process uses)"
 WAIT_SECONDS = 0.5
@@ -161,7 +159,7 @@ def _handshake(
 
 def _work(context: DistributedContext, o: EmbedOptions, plan: Optional[JobPlan], prefix: str) -> None:
     parts = parts_folder(o.output_path)
-    nlp = _pipeline(o, prefix)
+    nlp = elmo_pipeline(o.model_settings(), o.lang or "xx", prefix, store_layers=True)
     reader = open_input(o.input_path, o.lang, nlp.vocab)
     progress = JobProgress(parts, plan.total if plan is not None else 0, enabled=context.is_main)
     try:
@@ -201,16 +199,6 @@ def _wait_for_chunks(parts: Path, n_chunks: int, progress: JobProgress) -> None:
     progress.poll(force=True)
 
 
-def _pipeline(o: EmbedOptions, prefix: str) -> "Language":
-    """A blank pipeline with the elmo pipe, every layer kept; its weights read now."""
-    import spacy
-
-    nlp = spacy.blank(o.lang or "xx")
-    try:
-        nlp.add_pipe("elmo", config={"model": o.model_settings(), "store_layers": True}).initialize()
-    except (ValueError, FileNotFoundError, OSError) as err:
-        fail(f"{prefix}{err}")
-    return nlp
 
 
 def _stop(message: str, speak: bool) -> NoReturn:
