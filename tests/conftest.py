@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Dict
 
@@ -17,6 +18,13 @@ torch.set_num_threads(1)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ELMO_FIXTURE = FIXTURES / "allennlp_elmo"
+REPO = Path(__file__).resolve().parents[1]
+
+
+def checkout_pythonpath() -> str:
+    """PYTHONPATH for a subprocess that runs this checkout's code: the checkout first, then the
+    caller's own PYTHONPATH (where some environments install packages: dropping it loses them)."""
+    return os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
 
 
 def make_options(

@@ -13,6 +13,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from conftest import checkout_pythonpath
 from spacy_elmo.cli import app
 from spacy_elmo.cli_help import reflow
 
@@ -62,7 +63,7 @@ def test_every_command_wraps_its_help_once(command):
 def test_help_in_a_terminal_of_80_columns(argv):
     """As a user sees it: python -m spacy_elmo, and the command spaCy's CLI gets from the plugin
     (spaCy's CLI formats help with click, which reflows paragraphs itself)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": str(WIDTH), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": checkout_pythonpath(), "COLUMNS": str(WIDTH), "OMP_NUM_THREADS": "1"}
     result = subprocess.run([sys.executable, *argv], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     description = _description(result.stdout)

@@ -24,7 +24,7 @@ from spacy.tokens import Doc, DocBin
 from spacy.vocab import Vocab
 from typer.testing import CliRunner
 
-from conftest import FIXTURES
+from conftest import FIXTURES, checkout_pythonpath
 from spacy_elmo.bench.subprocesses import descendants
 from spacy_elmo.cli import app
 from spacy_elmo.embedding import chunks as chunks_module
@@ -47,7 +47,7 @@ def _model(fixture_files) -> List[str]:
 
 def _env() -> Dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
-    return {**env, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    return {**env, "PYTHONPATH": checkout_pythonpath(), "OMP_NUM_THREADS": "1"}
 
 
 def _torchrun_argv(*args: str, nproc: int = 2) -> List[str]:

@@ -9,12 +9,14 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from conftest import checkout_pythonpath
+
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _embed(tmp_path, lines, *options, output="out.hdf5"):
     (tmp_path / "input.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": checkout_pythonpath(), "OMP_NUM_THREADS": "1"}
     return subprocess.run(
         [sys.executable, "-m", "spacy_elmo", "embed", str(tmp_path / "input.txt"), str(tmp_path / output), *options],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,

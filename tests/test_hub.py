@@ -26,7 +26,7 @@ import srsly
 import torch
 from typer.testing import CliRunner
 
-from conftest import ELMO_FIXTURE
+from conftest import ELMO_FIXTURE, checkout_pythonpath
 from spacy_elmo import batch_to_ids, load_bilm
 from spacy_elmo.hub import (
     CannotConnectError,
@@ -351,7 +351,7 @@ def test_catalog_shapes_give_allennlp_parameter_counts(name):
 
 def test_download_and_list_from_the_command_line(server, tmp_path):
     env = {**os.environ, "SPACY_ELMO_HOME": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = checkout_pythonpath()
 
     def run(*args):
         return subprocess.run(
@@ -462,7 +462,7 @@ def test_download_without_a_connection_says_what_works_offline(tmp_path):
     where they are."""
     port = _closed_port()
     env = {**os.environ, "SPACY_ELMO_HOME": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = checkout_pythonpath()
     urls = [f"http://127.0.0.1:{port}/options.json", f"http://127.0.0.1:{port}/weights.hdf5"]
     result = subprocess.run(
         [sys.executable, "-m", "spacy_elmo", "download", "small", "--options-url", urls[0], "--weight-url", urls[1]],

@@ -13,6 +13,8 @@ from packaging.requirements import Requirement
 from packaging.utils import parse_wheel_filename
 from spacy.cli.package import get_third_party_dependencies
 
+from conftest import checkout_pythonpath
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -25,7 +27,7 @@ def test_spacy_package_requires_spacy_elmo(tmp_path, fixture_files):
     (tmp_path / "packages").mkdir()
     # spaCy finds the plugin through the installed distribution's entry points; PYTHONPATH makes
     # the subprocess import this checkout's code, as the tests do.
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": checkout_pythonpath()}
     result = subprocess.run(
         [sys.executable, "-m", "spacy", "package", str(tmp_path / "pipeline"), str(tmp_path / "packages"),
          "--name", "elmo_test", "--version", "0.0.1", "--build", "sdist", "--force"],

@@ -17,7 +17,7 @@ import spacy
 import torch
 from safetensors.torch import load_file
 
-from conftest import ELMO_FIXTURE, FIXTURES
+from conftest import ELMO_FIXTURE, FIXTURES, checkout_pythonpath
 from spacy_elmo import batch_to_ids, export_bilm_tf, load_bilm
 from spacy_elmo.pretrain import (
     CorpusError,
@@ -132,7 +132,7 @@ def test_output_directory_loads_in_the_pipe_and_exports_to_bilm_tf(tmp_path):
 
 
 def _run_cli(args, **kwargs):
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": checkout_pythonpath(), "OMP_NUM_THREADS": "1"}
     return subprocess.Popen(
         [sys.executable, "-m", "spacy_elmo", "pretrain", *args], cwd=REPO, env=env, **kwargs
     )
@@ -223,7 +223,7 @@ def test_two_process_gloo_equals_one_process_with_both_shards(tmp_path):
     ).save(tmp_path / "vocab.txt")
     config_file = tmp_path / "config.cfg"
     tiny_config(**overrides).to_disk(config_file)
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": checkout_pythonpath(), "OMP_NUM_THREADS": "1"}
     cmd = [
         sys.executable,
         "-m",
@@ -431,7 +431,7 @@ def test_sparse_softmax_updates_equal_dense_adagrad(tmp_path):
 def test_two_process_gloo_sparse_rows_equal_dense(tmp_path):
     """Data parallel: ranks exchanging the softmax rows they used end where DDP's dense
     all-reduce of the whole softmax ends."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": checkout_pythonpath(), "OMP_NUM_THREADS": "1"}
     results = {}
     for port, mode in ((29521, "true"), (29522, "false")):
         config_file = tmp_path / f"{mode}.cfg"
@@ -672,7 +672,7 @@ def test_ctrl_c_on_one_rank_stops_both_at_the_same_step(tmp_path):
     step's all-reduce and stop together (a rank that stopped alone hung both)."""
     config_file = tmp_path / "config.cfg"
     tiny_config(**{"training.max_steps": 100000, "training.log_every": 1}).to_disk(config_file)
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": checkout_pythonpath(), "OMP_NUM_THREADS": "1"}
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
         "--master_port", "29531", "-m", "spacy_elmo", "pretrain", str(config_file), str(tmp_path / "ddp"),

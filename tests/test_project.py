@@ -20,6 +20,7 @@ import srsly
 from thinc.api import Config
 from typer.testing import CliRunner
 
+from conftest import checkout_pythonpath
 from spacy_elmo.cli import app
 from spacy_elmo.compare import (
     SystemMetrics,
@@ -56,8 +57,7 @@ BASELINE = SystemMetrics(
 def subprocess_env():
     # The subprocesses import this checkout's code; one torch thread each, since the tiny demo
     # models only wait for each other on a busy 2-core machine with more threads.
-    pythonpath = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
-    return {**os.environ, "PYTHONPATH": pythonpath, "OMP_NUM_THREADS": "1"}
+    return {**os.environ, "PYTHONPATH": checkout_pythonpath(), "OMP_NUM_THREADS": "1"}
 
 
 def copy_project(destination: Path) -> Path:

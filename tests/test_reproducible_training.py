@@ -12,6 +12,8 @@ import pytest
 from spacy.tokens import DocBin
 from spacy.training.converters import conllu_to_docs
 
+from conftest import checkout_pythonpath
+
 REPO = Path(__file__).resolve().parents[1]
 EWT = REPO / "project" / "demo_data" / "ud-english-ewt"
 CONFIG = REPO / "project" / "configs" / "tagger_elmo.cfg"
@@ -28,7 +30,7 @@ def corpus(tmp_path_factory):
 
 def _train(corpus: Path, output: Path, seed: int) -> tuple:
     """(the trained tagger's weights as bytes, the last dev scores)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": checkout_pythonpath(), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     result = subprocess.run(
         [sys.executable, "-m", "spacy", "train", str(CONFIG), "--output", str(output),
          "--paths.train", str(corpus / "train.spacy"), "--paths.dev", str(corpus / "dev.spacy"),

@@ -16,6 +16,7 @@ import pytest
 import spacy
 import srsly
 
+from conftest import checkout_pythonpath
 from spacy_elmo import DEFAULT_MODEL, load_bilm
 from spacy_elmo.bench.senses import (
     DATA_FILE,
@@ -236,7 +237,7 @@ def test_per_word_rows_are_the_words_behind_a_row(bundled_result):
 def test_cli_per_word_prints_every_word(tmp_path):
     if not (DEFAULT_MODEL / "options.json").is_file():
         pytest.skip(f"the bundled model is not in this checkout ({DEFAULT_MODEL})")
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": checkout_pythonpath(), "OMP_NUM_THREADS": "1"}
     run = subprocess.run(
         [sys.executable, "-m", "spacy_elmo", "bench", "senses", "--heldout", "--per-word"],
         cwd=tmp_path, env=env, capture_output=True, text=True,
@@ -251,7 +252,7 @@ def test_cli_writes_json(tmp_path):
     if not (DEFAULT_MODEL / "options.json").is_file():
         pytest.skip(f"the bundled model is not in this checkout ({DEFAULT_MODEL})")
     out = tmp_path / "senses.json"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": checkout_pythonpath(), "OMP_NUM_THREADS": "1"}
     run = subprocess.run(
         [sys.executable, "-m", "spacy_elmo", "bench", "senses", "--output", str(out)],
         cwd=tmp_path, env=env, capture_output=True, text=True,
@@ -269,7 +270,7 @@ def test_cli_writes_json(tmp_path):
 
 
 def test_cli_heldout_and_data_are_exclusive(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": checkout_pythonpath(), "OMP_NUM_THREADS": "1"}
     run = subprocess.run(
         [sys.executable, "-m", "spacy_elmo", "bench", "senses", "--heldout", "--data", str(DATA_FILE)],
         cwd=tmp_path, env=env, capture_output=True, text=True,
@@ -355,7 +356,7 @@ def test_cli_plot_writes_the_png_and_its_data(tmp_path):
     pytest.importorskip("matplotlib")
     if not (DEFAULT_MODEL / "options.json").is_file():
         pytest.skip(f"the bundled model is not in this checkout ({DEFAULT_MODEL})")
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": checkout_pythonpath(), "OMP_NUM_THREADS": "1"}
     png, out = tmp_path / "senses.png", tmp_path / "senses.json"
     run = subprocess.run(
         [sys.executable, "-m", "spacy_elmo", "bench", "senses", "--plot", str(png), "--output", str(out)],

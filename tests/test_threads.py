@@ -5,6 +5,7 @@ import pytest
 import spacy
 import torch
 
+from conftest import checkout_pythonpath
 from spacy_elmo.nn.threads import torch_threads
 
 
@@ -75,7 +76,6 @@ def test_forked_workers_run_on_one_thread_whatever_the_setting(tmp_path, fixture
     import os
     import subprocess
     import sys
-    from pathlib import Path
 
     options, weights = map(str, fixture_files)
     script = f"""
@@ -91,8 +91,7 @@ assert all(np.allclose(d.vector, d._.elmo.mean(0), atol=1e-6) for d in docs)
 assert all(np.allclose(d._.elmo, e, atol=1e-5) for d, e in zip(docs, expected))
 print("ok")
 """
-    repo = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": str(repo), "OMP_NUM_THREADS": "2"}
+    env = {**os.environ, "PYTHONPATH": checkout_pythonpath(), "OMP_NUM_THREADS": "2"}
     result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=180)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
 
