@@ -70,3 +70,45 @@ def test_reverse_padded_keeps_padding_in_place():
     x = torch.arange(8.0).reshape(2, 4, 1)
     reversed_ = reverse_padded(x, torch.tensor([4, 2]))
     assert reversed_[:, :, 0].tolist() == [[3, 2, 1, 0], [5, 4, 6, 7]]
+
+
+def test_dense_loop_is_the_cell_equations_and_freezes_finished_rows(device):
+    """``forward_dense`` (the loop CUDA graphs record: every row every step) against the NumPy
+    loop, per row; padding zero; a row of length 0 stays zero; final states are each row's last."""
+    for go_forward in (True, False):
+        lstm = _lstm(go_forward=go_forward, device=device)
+        x = torch.randn(3, 6, 4)
+        lengths = torch.tensor([6, 2, 0])
+        x[1, 2:] = 0
+        x[2] = 0
+        valid = torch.arange(6)[None, :] < lengths[:, None]
+        with torch.no_grad(), precision_context("fp32", device):
+            (out,), ((h, _),) = lstm.forward_dense(x.to(device), lengths.to(device), valid.to(device))
+        out, h = out.cpu(), h.cpu()
+        for row, n in enumerate(lengths.tolist()[:2]):
+            reading = x[row, :n].numpy() if go_forward else x[row, :n].numpy()[::-1]
+            expected = _step_by_step(lstm.layers[0], reading, 0.5)
+            np.testing.assert_allclose(h[row].numpy(), expected[-1], rtol=1e-4, atol=1e-5)
+            if not go_forward:
+                expected = expected[::-1]
+            np.testing.assert_allclose(out[row, :n].numpy(), expected, rtol=1e-4, atol=1e-5)
+            assert (out[row, n:] == 0).all()
+        assert (out[2] == 0).all() and (h[2] == 0).all()
+
+
+def test_dense_loop_equals_the_packed_loop_with_two_layers_and_skip_connections(device):
+    torch.manual_seed(1)
+    for go_forward in (True, False):
+        lstm = DirectionalLSTM(5, 7, 5, num_layers=2, cell_clip=1.0, proj_clip=1.0, go_forward=go_forward)
+        lstm = lstm.to(device)
+        lengths = torch.tensor([4, 9, 1, 6])
+        valid = torch.arange(9)[None, :] < lengths[:, None]
+        x = torch.randn(4, 9, 5) * valid[:, :, None]
+        with torch.no_grad(), precision_context("fp32", device):
+            packed, packed_states = lstm(x.to(device), lengths.to(device))
+            dense, dense_states = lstm.forward_dense(x.to(device), lengths.to(device), valid.to(device))
+        for a, b in zip(packed, dense):
+            torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+        for (h_a, c_a), (h_b, c_b) in zip(packed_states, dense_states):
+            torch.testing.assert_close(h_b, h_a, rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(c_b, c_a, rtol=1e-5, atol=1e-6)

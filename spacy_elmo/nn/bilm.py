@@ -13,6 +13,7 @@ from torch import nn
 from ..indexers import ByteIndexer, TokenIndexer
 from ..options import BiLMOptions
 from .char_cnn import CharacterEncoder
+from .cuda_graphs import LSTMGraphs, pays_off
 from .lstm import DirectionalLSTM, DistinctInputs, LSTMState
 from .precision import get_precision, precision_context
 from .threads import run_side_by_side, torch_threads
@@ -76,6 +77,10 @@ class BiLM(nn.Module):
       time step as PyTorch's own intra-op threads do. Each row's ops are the ops of the one-thread
       path: the outputs are those of ``threads = 1`` up to float rounding. Where gradients flow
       (training, fine-tuning) the biLM runs as with one thread, on PyTorch's own thread setting.
+    - ``cuda_graphs`` (default True), on CUDA where no gradient is needed, from zero states, for
+      batches of up to 128 sentences: the two LSTM stacks run as recorded CUDA graphs, the
+      backward stack on a second stream (``nn/cuda_graphs.py``, with the measurements that set
+      the limit); equal to the eager loop up to float rounding.
     """
 
     def __init__(
@@ -92,6 +97,8 @@ class BiLM(nn.Module):
         self.stateful = stateful
         self.precision = precision
         self.threads = 1
+        self.cuda_graphs = True
+        self._graphs: Optional[LSTMGraphs] = None
         self.token_cache: Optional[TokenEmbeddingCache] = None
         cnn, lstm = options.char_cnn, options.lstm
         self.indexer = ByteIndexer() if indexer is None else indexer
@@ -170,12 +177,38 @@ class BiLM(nn.Module):
 
     def _side_by_side(self, device: torch.device, dropout: float = 0.0) -> bool:
         """Whether this call splits its work over ``threads`` (CPU, inference, no dropout)."""
-        return (
-            self.threads > 1
-            and device.type == "cpu"
-            and not (dropout > 0 and self.training)
-            and not (torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters()))
+        return self.threads > 1 and device.type == "cpu" and self._inference_only(dropout)
+
+    def _inference_only(self, dropout: float) -> bool:
+        """No gradient is needed and no dropout applies: the speed paths may run."""
+        return not (dropout > 0 and self.training) and not (
+            torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters())
         )
+
+    def _graphed(self, tokens: torch.Tensor, states: Optional[BiLMStates], dropout: float) -> bool:
+        """Whether the LSTM stacks run as CUDA graphs in this call (``cuda_graphs``: CUDA, a batch
+        small enough that they pay off, no gradient, zero initial states, no dropout, and not
+        inside the caller's own recording)."""
+        return (
+            self.cuda_graphs
+            and tokens.device.type == "cuda"
+            and pays_off(tokens.shape[0])
+            and states is None
+            and self._inference_only(dropout)
+            and not torch.cuda.is_current_stream_capturing()
+        )
+
+    def _lstm_graphs(self) -> LSTMGraphs:
+        if self._graphs is None:
+            self._graphs = LSTMGraphs(self.forward_lstm, self.backward_lstm)
+        return self._graphs
+
+    def __getstate__(self) -> dict:
+        """Pickles and deep copies leave the recorded graphs behind (they hold this process's GPU
+        memory and are recorded again on first use)."""
+        state = self.__dict__.copy()
+        state["_graphs"] = None
+        return state
 
     def _in_worker(self, work: Callable[[], object]) -> Callable[[], object]:
         """``work`` as a task for ``run_side_by_side``: grad mode and autocast are per thread,
@@ -246,7 +279,11 @@ class BiLM(nn.Module):
         pretraining model (which encodes each batch's distinct tokens itself) both end here."""
         mask = length_mask(lengths, distinct.index.shape[1])
         tokens = _scatter_tokens(distinct, mask)
-        if self._side_by_side(tokens.device, dropout):
+        if self._graphed(tokens, states, dropout):
+            (forward, forward_states), (backward, backward_states) = self._lstm_graphs().run(
+                tokens, lengths, self.precision, get_precision(self.precision).autocast_dtype
+            )
+        elif self._side_by_side(tokens.device, dropout):
             (forward, forward_states), (backward, backward_states) = self._directions_side_by_side(
                 tokens, lengths, states, distinct
             )

@@ -185,6 +185,36 @@ class ClippedLSTM(nn.LSTM):
         finished_c.append(c)
         return torch.cat(outputs), (torch.cat(finished_h[::-1]), torch.cat(finished_c[::-1]))
 
+    def run_dense(self, x: torch.Tensor, valid: torch.Tensor) -> Tuple[torch.Tensor, LSTMState]:
+        """Over padded rows from zero states, with shapes that never depend on the data: every row
+        runs every step, and a row's state stops changing after its last valid step. The products
+        of ``_run_loop`` on all rows at once, for CUDA graphs (``nn/cuda_graphs.py``), whose
+        replays need static shapes and no reads back to the CPU.
+
+        Args:
+            x: (batch, T, input_size), each row in reading order, padding after its tokens.
+            valid: (batch, T) bool, True at each row's tokens.
+        Returns:
+            (batch, T, proj_size) outputs (zero at padding) and each row's final (h, c).
+        """
+        batch, steps, _ = x.shape
+        hidden = self.hidden_size
+        bias = self.bias_ih_l0 + self.bias_hh_l0
+        x_gates = torch.addmm(bias, x.reshape(batch * steps, -1), self.weight_ih_l0.t())
+        x_gates = x_gates.view(batch, steps, 4 * hidden)
+        h, c = _zeros(self, batch, x_gates)
+        w_hh, w_hr = self.weight_hh_l0.t(), self.weight_hr_l0.t()
+        outputs: List[torch.Tensor] = []
+        for t in range(steps):
+            i, f, g, o = torch.addmm(x_gates[:, t], h, w_hh).chunk(4, dim=1)
+            c_new = self._clip_cell(torch.addcmul(torch.sigmoid(f) * c, torch.sigmoid(i), torch.tanh(g)))
+            h_new = self._clip_output((torch.sigmoid(o) * torch.tanh(c_new)).mm(w_hr))
+            keep = valid[:, t, None]
+            c = torch.where(keep, c_new, c)
+            h = torch.where(keep, h_new, h)
+            outputs.append(h_new * keep)
+        return torch.stack(outputs, dim=1), (h, c)
+
     def _clip_cell(self, c: torch.Tensor) -> torch.Tensor:
         return c if self.cell_clip is None else c.clamp(-self.cell_clip, self.cell_clip)
 
@@ -303,6 +333,25 @@ class DirectionalLSTM(nn.Module):
                 total_length=max_len,
             )
             outputs.append(padded if self.go_forward else reverse_padded(padded, lengths))
+        return outputs, final_states
+
+
+    def forward_dense(
+        self, inputs: torch.Tensor, lengths: torch.Tensor, valid: torch.Tensor
+    ) -> Tuple[List[torch.Tensor], List[LSTMState]]:
+        """``forward`` from zero states without dropout, every layer on ``ClippedLSTM.run_dense``:
+        no packing and no reads back to the CPU, so that a CUDA graph can hold it. ``valid``:
+        (batch, max_len) bool, ``length_mask`` of ``lengths`` (rows of length 0 stay zero)."""
+        x = inputs if self.go_forward else reverse_padded(inputs, lengths)
+        outputs: List[torch.Tensor] = []
+        final_states: List[LSTMState] = []
+        for i, layer in enumerate(self.layers):
+            y, state = layer.run_dense(x, valid)
+            if i > 0 and self.use_skip_connections:
+                y = y + x
+            x = y
+            final_states.append(state)
+            outputs.append(y if self.go_forward else reverse_padded(y, lengths))
         return outputs, final_states
 
 
