@@ -16,7 +16,7 @@ import torch
 from typer.testing import CliRunner
 
 from spacy_elmo.bench import gpu_run
-from spacy_elmo.bench.gpu_run import SMOKE, STAGES, Stage, pytest_counts
+from spacy_elmo.bench.gpu_run import SMOKE, STAGES, Stage, failed_tests, pytest_counts
 from spacy_elmo.cli import app
 
 SYSTEM_FIELDS = ("python", "torch", "cpu", "gpu", "gpu_driver", "cuda", "cudnn", "cupy", "spacy")
@@ -121,6 +121,25 @@ def test_pytest_counts_from_the_summary_or_from_the_dots_of_a_stopped_run():
     assert pytest_counts("....s.F. [ 40%]\n..") == {
         "passed": 8, "failed": 1, "skipped": 1, "errors": 0, "deselected": 0,
     }
+
+
+#: What ``pytest -v`` printed on the GPU machine, with xdist and without, cut by a deadline.
+VERBOSE_RUN = """\
+[gw0] [ 12%] PASSED tests/test_lstm.py::test_reverse_padded_keeps_padding_in_place
+[gw3] [ 13%] FAILED tests/test_cli.py::test_pretraining_commands_are_in_spacys_cli
+[gw1] [ 14%] SKIPPED tests/test_bench_gpu.py::test_cuda_without_a_gpu_is_refused
+tests/test_bilm.py::test_batch_invariance[cuda] PASSED                   [ 15%]
+tests/test_pipe.py::test_bad_weights ERROR                               [ 16%]
+"""
+
+
+def test_a_verbose_run_stopped_at_the_deadline_names_its_failures():
+    assert failed_tests(VERBOSE_RUN + "FAILED tests/test_cli.py::test_pretraining_commands_are_in_spacys_cli - x\n") == [
+        "FAILED tests/test_cli.py::test_pretraining_commands_are_in_spacys_cli",
+        "ERROR tests/test_pipe.py::test_bad_weights",
+    ]
+    assert failed_tests("..F\nFAILED tests/a.py::t - x\n1 failed in 1s\n") == ["FAILED tests/a.py::t"]
+    assert pytest_counts(VERBOSE_RUN) == {"passed": 2, "failed": 1, "skipped": 1, "errors": 1, "deselected": 0}
 
 
 def test_an_unknown_stage_is_refused(tmp_path):

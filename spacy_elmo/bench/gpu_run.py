@@ -18,7 +18,8 @@ Stages (``STAGES``):
   ``device`` fixture, then the whole suite (without this command's own CPU rehearsal);
 - ``inference``: ``bench inference`` (``inference_bench``) on the stage's device, the original
   shape, batches of 128 sentences of <= 25 tokens: tokens/s per path, ratio to the reference,
-  largest difference and per-token cosines;
+  largest difference and per-token cosines; on CUDA the paths a GPU user picks (``CUDA_PATHS``:
+  float32, bf16 and tf32, each with and without CUDA graphs), at 128 and ``LARGE_BATCH``;
 - ``pipe``: ``nlp.pipe`` through the bundled model (``pipe_bench``), after ``spacy.require_gpu()``
   on CUDA; peak GPU memory; ``doc._.elmo`` a NumPy array on the CPU; a long doc without sentences;
 - ``train``: a tagger and an NER through the listener, ``spacy train`` on the project's configs
@@ -252,16 +253,17 @@ def _checkout_path(*parts: str) -> Path:
 def _pytest(stage: Stage, only_device_tests: bool) -> Dict[str, Any]:
     """The suite (or the tests taking the ``device`` fixture) on the stage's device."""
     paths = [str(_checkout_path(p).relative_to(REPO)) for p in stage.sizes.test_paths]
-    argv = [sys.executable, "-m", "pytest", *paths, "--device", stage.device.type, "-q", "-p", "no:cacheprovider"]
+    # -v names each test as it ends, so a run stopped at the deadline still says what failed.
+    argv = [sys.executable, "-m", "pytest", *paths, "--device", stage.device.type, "-v", "-rfE", "-p", "no:cacheprovider"]
     if only_device_tests:
         argv += ["-m", "uses_device"]
     else:
-        argv += [f"--maxfail={MAX_FAILURES}"]
+        argv += [f"--maxfail={MAX_FAILURES}", *_parallel_workers()]
         if (REPO / OWN_TESTS).is_file() and "tests" in paths:
             argv += ["--ignore", OWN_TESTS]
     code, output, seconds = stage.run(argv, cwd=REPO)
     counts = pytest_counts(output)
-    failures = [line for line in output.splitlines() if line.startswith(("FAILED ", "ERROR "))]
+    failures = failed_tests(output)
     result: Dict[str, Any] = {
         "command": " ".join(argv[1:]),
         "exit_status": code,
@@ -277,9 +279,34 @@ def _pytest(stage: Stage, only_device_tests: bool) -> Dict[str, Any]:
     return result
 
 
+def _parallel_workers() -> List[str]:
+    """``-n 8`` where pytest-xdist is installed and the machine has the cores (the lent GPU
+    machine has both: the suite then fits a call), else nothing."""
+    import importlib.util
+
+    return ["-n", "8"] if importlib.util.find_spec("xdist") and (os.cpu_count() or 1) >= 16 else []
+
+
+def failed_tests(output: str) -> List[str]:
+    """``FAILED <test id>`` / ``ERROR <test id>`` for each test that failed, in order, from
+    ``-v`` lines as they came (``tests/x.py::y FAILED``, with xdist ``[gw0] ... FAILED
+    tests/x.py::y``) and from the summary."""
+    found: Dict[str, None] = {}
+    for line in output.splitlines():
+        words = line.split()
+        for verdict in ("FAILED", "ERROR"):
+            if verdict not in words:
+                continue
+            at = words.index(verdict)
+            ids = [w for w in words[max(at - 1, 0) : at + 2] if "::" in w]
+            if ids:
+                found[f"{verdict} {ids[0]}"] = None
+    return list(found)
+
+
 def pytest_counts(output: str) -> Dict[str, int]:
-    """passed/failed/skipped/errors from pytest's last summary line; from the progress dots
-    when there is none (a run stopped at the deadline)."""
+    """passed/failed/skipped/errors from pytest's last summary line; from the progress dots or
+    the ``-v`` lines when there is none (a run stopped at the deadline)."""
     counts = {"passed": 0, "failed": 0, "skipped": 0, "errors": 0, "deselected": 0}
     names = {"passed": "passed", "failed": "failed", "skipped": "skipped", "error": "errors", "errors": "errors", "deselected": "deselected"}
     summary = [line for line in output.splitlines() if " in " in line and any(f" {n}" in line for n in names)]
@@ -290,12 +317,17 @@ def pytest_counts(output: str) -> Dict[str, int]:
                 counts[names[word]] += int(number)
         return counts
     marks = {".": "passed", "F": "failed", "s": "skipped", "E": "errors"}
+    verdicts = {"PASSED": "passed", "FAILED": "failed", "SKIPPED": "skipped", "ERROR": "errors"}
     for line in output.splitlines():
         progress = line.split("[")[0].strip()
         if progress and set(progress) <= set(".FsExX"):
             for mark in progress:
                 if mark in marks:
                     counts[marks[mark]] += 1
+        elif "::" in line and not line.startswith(("FAILED ", "ERROR ")):  # -v: one test a line
+            verdict = next((v for v in verdicts if v in line.split()), None)
+            if verdict:
+                counts[verdicts[verdict]] += 1
     return counts
 
 
@@ -307,13 +339,13 @@ def tests_stage(stage: Stage) -> None:
 # ------------------------------------------------------------------------------------ inference
 
 
-def _inference(stage: Stage) -> Dict[str, Any]:
+def _inference(stage: Stage, batch_size: int, paths: Optional[Sequence[str]], repeats: int) -> Dict[str, Any]:
     from .inference_bench import run_inference_bench
 
     s = stage.sizes
     result = run_inference_bench(
-        stage.workdir, shape=s.inference_shape, batch_size=128, seq_len=25, n_batches=s.inference_batches,
-        warmup=1, repeats=s.inference_repeats, device=stage.device.type, isolate=s.isolate, progress=False,
+        stage.workdir, shape=s.inference_shape, batch_size=batch_size, seq_len=25, n_batches=s.inference_batches,
+        warmup=1, repeats=repeats, device=stage.device.type, isolate=s.isolate, progress=False, paths=paths,
     )
     rows = result["rows"]
     not_exact = [row["path"] for row in rows if row.get("exact") is False]
@@ -334,8 +366,23 @@ def _inference(stage: Stage) -> Dict[str, Any]:
     return out
 
 
+#: The large batch of the inference stage.
+LARGE_BATCH = 1024
+#: The paths the stage times on CUDA (and the reference): each with and without CUDA graphs.
+CUDA_PATHS = tuple(
+    variant
+    for path in ("exact", "bf16 autocast", "tf32")
+    for variant in (path, f"{path} without CUDA graphs")
+)
+
+
 def inference_stage(stage: Stage) -> None:
-    stage.case(f"{stage.sizes.inference_shape} shape, batch 128", _inference)
+    s = stage.sizes
+    if stage.device.type != "cuda":
+        stage.case(f"{s.inference_shape} shape, batch 128", _inference, 128, None, s.inference_repeats)
+        return
+    for batch_size in (128, LARGE_BATCH):
+        stage.case(f"{s.inference_shape} shape, batch {batch_size}", _inference, batch_size, CUDA_PATHS, 1)
 
 
 # ----------------------------------------------------------------------------------------- pipe

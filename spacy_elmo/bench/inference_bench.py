@@ -75,6 +75,9 @@ INT8 = "int8"
 INT8_CACHE = "int8 + token cache"
 #: The reduced-precision paths: (path, the biLM's precision mode, whether the token cache is on).
 REDUCED = {BF16: ("bf16", False), TF32: ("tf32", False), INT8: ("int8", False), INT8_CACHE: ("int8", True)}
+#: On CUDA, paths that repeat another without CUDA graphs (``BiLM.cuda_graphs``): what they gain.
+NO_GRAPHS = " without CUDA graphs"
+EAGER = EXACT + NO_GRAPHS
 #: Tokens of the one sentence whose latency each path reports (a short interactive request).
 LATENCY_TOKENS = 20
 LATENCY_RUNS = 5
@@ -88,6 +91,8 @@ def available_paths(device: torch.device, wanted: Optional[Sequence[str]] = None
     (``spacy_elmo.nn.precision.runs_on``); only those in ``wanted`` (and the reference) if given."""
     paths = [REFERENCE, EXACT, TOKEN_CACHE]
     paths += [path for path, (mode, _) in REDUCED.items() if runs_on(mode, device)]
+    if device.type == "cuda":
+        paths = [REFERENCE] + [variant for path in paths[1:] for variant in (path, path + NO_GRAPHS)]
     if wanted is not None:
         unknown = sorted(set(wanted) - set(paths) - {REFERENCE})
         if unknown:
@@ -130,10 +135,12 @@ def _prepared(
         with torch.no_grad():
             return bilm(char_ids)[0]
 
-    if path not in (EXACT, TOKEN_CACHE) and path not in REDUCED:
+    base = path.removesuffix(NO_GRAPHS)
+    if base not in (EXACT, TOKEN_CACHE) and base not in REDUCED:
         raise ValueError(f"unknown inference path {path!r}")
-    mode, cached = REDUCED.get(path, ("fp32", path == TOKEN_CACHE))
+    mode, cached = REDUCED.get(base, ("fp32", base == TOKEN_CACHE))
     bilm.precision = mode
+    bilm.cuda_graphs = base == path
     try:
         if cached:  # built in the path's precision, as the pipe builds it
             with Stopwatch(device) as clock:
@@ -144,6 +151,7 @@ def _prepared(
     finally:
         bilm.clear_token_cache()
         bilm.precision = "fp32"
+        bilm.cuda_graphs = True
 
 
 def measure_path(
@@ -347,7 +355,7 @@ def _measure_cell(
             if path == REFERENCE:
                 reference_row, reference_layers = row, layers
             else:
-                row.update(_compare(layers, reference_layers, masks, precise=path not in REDUCED))
+                row.update(_compare(layers, reference_layers, masks, precise=path.removesuffix(NO_GRAPHS) not in REDUCED))
             row["speedup"] = ratio(row["tokens_per_s"], reference_row["tokens_per_s"])
             row["memory_ratio"] = ratio(row["peak_mb"], reference_row["peak_mb"])
             device_rows[path] = row
