@@ -35,24 +35,60 @@ def _numpy_int8_product(x: np.ndarray, w: np.ndarray, weight_max: float) -> np.n
     return (xq @ wq.T) * xs * ws[None, :]
 
 
-@pytest.mark.parametrize("forced", [None, 63.0], ids=["this-cpu", "7-bit-weights"])
-def test_products_match_an_independent_numpy_quantization(monkeypatch, forced):
-    """On this CPU's weight range (127 with VNNI, 63 where the kernel saturates), and with 7-bit
-    weights forced, as an AVX2 CPU gets them."""
-    if forced is not None:
-        monkeypatch.setattr(int8, "_WEIGHT_LEVELS", forced)
-    levels = weight_levels()
+def _numpy_fbgemm_product(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Each row divided by ``absmax * 64 / 63`` and quantized to FBGEMM's fixed grid (scale 1/64,
+    zero point 64, 0..127: 7 bits); weights per output channel to +-127; integer dot products,
+    float64 rescaling by each row's divisor."""
+    divisors = np.maximum(np.abs(x).max(axis=1, keepdims=True), 1e-12) * 64.0 / 63.0
+    xq = np.clip(np.round(x / divisors * 64.0) + 64, 0, 127).astype(np.int64) - 64
+    ws = np.maximum(np.abs(w).max(axis=1), 1e-12) / 127.0
+    wq = np.round(w / ws[:, None]).astype(np.int64)
+    return (xq @ wq.T) * (divisors / 64.0) * ws[None, :]
+
+
+def _product_case():
     rng = np.random.default_rng(0)
     w = rng.standard_normal((48, 40)).astype(np.float32)
     x = (rng.uniform(-3, 3, (7, 40))).astype(np.float32)
-    x[3] = 0.0  # an all-zero row quantizes to zeros, not NaN
+    x[3] = 0.0  # an all-zero row gives zeros, not NaN
+    return x, w
+
+
+@pytest.mark.parametrize("forced", [None, 63.0], ids=["this-cpu", "7-bit-weights"])
+def test_int_mm_products_match_an_independent_numpy_quantization(monkeypatch, forced):
+    """The ``torch._int_mm`` kernel on this CPU's weight range (127, or 63 where the kernel
+    saturates), and with 7-bit weights forced, as a saturating AVX2 kernel gets them."""
+    monkeypatch.setattr(int8, "int8_backend", lambda: "int_mm")
+    if forced is not None:
+        monkeypatch.setattr(int8, "_WEIGHT_LEVELS", forced)
+    levels = weight_levels()
+    x, w = _product_case()
     weight = Int8Weight(torch.from_numpy(w))
-    assert int(weight.q_t.abs().max()) == levels
+    assert weight.backend == "int_mm" and int(weight.q_t.abs().max()) == levels
     ours = weight(torch.from_numpy(x)).numpy()
     np.testing.assert_allclose(ours, _numpy_int8_product(x, w, levels), rtol=1e-5, atol=1e-5)
     assert np.all(ours[3] == 0)
     q, scales = quantize_rows(torch.from_numpy(x))
     assert q.dtype == torch.int8 and int(q.abs().max()) == 127 and scales.shape == (7, 1)
+
+
+def test_fbgemm_products_match_an_independent_numpy_quantization(monkeypatch):
+    """FBGEMM's kernel (what a CPU without VNNI runs) against the per-row 7-bit quantization the
+    module builds on it; each row's output depends on that row alone."""
+    monkeypatch.setattr(int8, "int8_backend", lambda: "fbgemm")
+    x, w = _product_case()
+    weight = Int8Weight(torch.from_numpy(w))
+    ours = weight(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(ours, _numpy_fbgemm_product(x, w), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ours[3], 0, atol=1e-6)
+    alone = np.stack([weight(torch.from_numpy(x[i : i + 1])).numpy()[0] for i in range(len(x))])
+    np.testing.assert_array_equal(ours, alone)
+
+
+def test_the_kernel_follows_the_cpu():
+    """VNNI (or no FBGEMM): torch._int_mm; x86 without VNNI: FBGEMM."""
+    expected = "int_mm" if int8._cpu_has_vnni() or "fbgemm" not in torch.backends.quantized.supported_engines else "fbgemm"
+    assert int8.int8_backend() == expected
 
 
 def _layers(bilm, precision):

@@ -22,6 +22,22 @@ silently corrupt the sums (measured: per-token cosine 0.986 instead of 0.9999). 
 preparation therefore probes the kernel once with extreme values and, if it saturates, quantizes
 weights to 7 bits, whose pair sums cannot overflow.
 
+Two kernels, chosen once per process by the CPU (``int8_backend``):
+
+- ``"int_mm"``, ``torch._int_mm`` as above, on CPUs with VNNI (``avx512_vnni`` or ``avx_vnni``), and
+  wherever the other is missing;
+- ``"fbgemm"``, on x86 CPUs without VNNI: ``torch._int_mm`` ran there at 1 GMAC/s (1% of the
+  integer peak, 12x slower than float32; 2-core AMD EPYC, AVX2, PyTorch 2.13) while FBGEMM's
+  quantized linear, which PyTorch ships for this case, ran 30 to 45 GMAC/s. FBGEMM quantizes its
+  input per tensor, asymmetrically, to 7 bits (``reduce_range``, which keeps AVX2's int16 pair
+  sums from saturating). Per tensor would make a sentence's vectors depend on the others in its
+  batch (and on the thread split, and on the token cache), so each row is first divided by
+  ``absmax * 64 / 63`` and one constant row ``[63/64, -1, 0, ...]`` is added: the tensor's range
+  is then always [-1, 63/64], its scale 1/64 and zero point 64, an integer, and every row is
+  quantized on its own to 7 bits, which the rescaling of its output row undoes. Weights per
+  output channel as above. PyTorch has deprecated the quantized tensor types this needs; where
+  they are gone, ``"int_mm"`` runs.
+
 The prepared weights live beside the float ones (``Int8Weight.for_weight``), so a model keeps its
 float32 weights for saving and fine-tuning, and re-prepares when a weight changes (its version).
 """
@@ -29,6 +45,8 @@ float32 weights for saving and fine-tuning, and re-prepares when a weight change
 from __future__ import annotations
 
 import contextlib
+import functools
+import warnings
 from contextvars import ContextVar
 from typing import Iterator, Optional, Tuple
 
@@ -65,7 +83,8 @@ def quantize_rows(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
 
 
 class Int8Weight:
-    """A weight (out, in) quantized per output channel, ready for ``x @ weight.T``."""
+    """A weight (out, in) quantized per output channel, ready for ``x @ weight.T`` on the
+    process's kernel (``int8_backend``)."""
 
     def __init__(self, weight: torch.Tensor) -> None:
         if weight.device.type != "cpu":
@@ -73,12 +92,17 @@ class Int8Weight:
                 f"precision 'int8' runs on the CPU; this biLM is on {weight.device} (on a GPU use "
                 "'bf16' or 'tf32')"
             )
-        levels = weight_levels()
+        self.backend = int8_backend()
+        levels = 127.0 if self.backend == "fbgemm" else weight_levels()
         w = weight.detach().float()
         scale = w.abs().amax(dim=1).clamp_min(_TINY) / levels
-        #: (in, out) int8: the transposed view ``torch._int_mm`` reads as its right operand.
-        self.q_t = torch.round(w / scale[:, None]).to(torch.int8).t()
         self.scale = scale.contiguous()
+        self.shape = tuple(w.shape)
+        if self.backend == "fbgemm":
+            self.packed = _fbgemm_pack(w, self.scale)
+        else:
+            #: (in, out) int8: the transposed view ``torch._int_mm`` reads as its right operand.
+            self.q_t = torch.round(w / scale[:, None]).to(torch.int8).t()
         self._version = (weight._version, weight.data_ptr())
 
     @classmethod
@@ -93,19 +117,62 @@ class Int8Weight:
 
     @property
     def nbytes(self) -> int:
-        return self.q_t.numel() + self.scale.numel() * 4
+        return self.shape[0] * self.shape[1] + self.scale.numel() * 4
 
     def __call__(self, x: torch.Tensor, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
         """(n, in) float -> (n, out) float32 (+ bias)."""
-        return self.matmul_quantized(*quantize_rows(x), bias)
-
-    def matmul_quantized(
-        self, x_q: torch.Tensor, x_scales: torch.Tensor, bias: Optional[torch.Tensor] = None
-    ) -> torch.Tensor:
-        """Rows already quantized with ``quantize_rows`` (so one quantization serves several
-        products, or a slice of it one time step)."""
-        y = torch._int_mm(x_q, self.q_t).float().mul_(x_scales).mul_(self.scale)
+        if self.backend == "fbgemm":
+            x = x.float()
+            scales = x.abs().amax(dim=1, keepdim=True).clamp_min_(_TINY).mul_(64.0 / 63.0)
+            rows = torch.cat([x / scales, _range_row(x.shape[1])])
+            y = torch.ops.quantized.linear_dynamic(rows, self.packed, True)[:-1].mul_(scales)
+        else:
+            x_q, x_scales = quantize_rows(x)
+            y = torch._int_mm(x_q, self.q_t).float().mul_(x_scales).mul_(self.scale)
         return y if bias is None else y.add_(bias)
+
+
+@functools.lru_cache(maxsize=8)
+def _range_row(width: int) -> torch.Tensor:
+    """The row that fixes FBGEMM's per-tensor range to [-1, 63/64] (see the module docstring)."""
+    row = torch.zeros(1, width)
+    row[0, 0], row[0, 1 % width] = 63.0 / 64.0, -1.0
+    return row
+
+
+def _fbgemm_pack(w: torch.Tensor, scale: torch.Tensor):
+    """FBGEMM's packed form of ``w`` quantized per output channel with ``scale`` (zero points 0)."""
+    zero_points = torch.zeros(w.shape[0], dtype=torch.long)
+    with warnings.catch_warnings():  # the deprecation of quantized tensors: see the module docstring
+        warnings.simplefilter("ignore")
+        q = torch.quantize_per_channel(w, scale.double(), zero_points, 0, torch.qint8)
+        return torch.ops.quantized.linear_prepack(q, None)
+
+
+def _cpu_has_vnni() -> bool:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            flags = next((line for line in f if line.startswith("flags")), "").split()
+    except OSError:
+        return False
+    return "avx512_vnni" in flags or "avx_vnni" in flags
+
+
+@functools.lru_cache(maxsize=None)
+def int8_backend() -> str:
+    """``"fbgemm"`` on an x86 CPU without VNNI where FBGEMM's quantized linear runs, else
+    ``"int_mm"`` (the module docstring says why). Fixed for the process, so that outputs are
+    the same call to call."""
+    if _cpu_has_vnni() or "fbgemm" not in torch.backends.quantized.supported_engines:
+        return "int_mm"
+    try:
+        w = torch.linspace(-1, 1, 64 * 32).reshape(64, 32)
+        x = torch.linspace(-2, 2, 4 * 32).reshape(4, 32)
+        y = torch.ops.quantized.linear_dynamic(x, _fbgemm_pack(w, w.abs().amax(dim=1) / 127.0), True)
+    except (AttributeError, RuntimeError, NotImplementedError):  # a PyTorch without it
+        return "int_mm"
+    exact = x @ w.t()
+    return "fbgemm" if float((y - exact).abs().max()) < 0.05 * float(exact.abs().max()) else "int_mm"
 
 
 def int8_linear(linear: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:

@@ -20,8 +20,8 @@ runs its own loop, exact in float32:
 - from a zero state, no recurrent product at the first step.
 
 Under the "int8" precision (``nn/int8.py``) and without gradients, the layer runs a third loop:
-row-major states, each time step's input, recurrent and projection products on int8 weights,
-the input rows quantized once per layer; cell states and outputs float32.
+row-major states, the input products of all time steps at once and each step's recurrent and
+projection products on int8 weights; cell states and outputs float32.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence
 
-from .int8 import Int8Weight, int8_wanted, quantize_rows
+from .int8 import Int8Weight, int8_wanted
 
 LSTMState = Tuple[torch.Tensor, torch.Tensor]
 
@@ -154,13 +154,12 @@ class ClippedLSTM(nn.LSTM):
         self, data: torch.Tensor, batch_sizes: List[int], state: Optional[LSTMState]
     ) -> Tuple[torch.Tensor, LSTMState]:
         """The loop on int8 weights (``nn/int8.py``): row-major (rows, features) states; each
-        step's products are row-quantized inputs times per-channel int8 weights, which for the
-        few rows of a step is bound by reading the weights, a quarter of the float32 bytes."""
+        step's products are quantized inputs times per-channel int8 weights, which for the few
+        rows of a step is bound by reading the weights, a quarter of the float32 bytes."""
         w_ih = Int8Weight.for_weight(self.weight_ih_l0, self, "_int8_ih")
         w_hh = Int8Weight.for_weight(self.weight_hh_l0, self, "_int8_hh")
         w_hr = Int8Weight.for_weight(self.weight_hr_l0, self, "_int8_hr")
-        bias = (self.bias_ih_l0 + self.bias_hh_l0).float()
-        x_q, x_scales = quantize_rows(data)
+        x_gates = w_ih(data, (self.bias_ih_l0 + self.bias_hh_l0).float())
         h, c = (None, None) if state is None else (state[0].float(), state[1].float())
         outputs: List[torch.Tensor] = []
         finished_h: List[torch.Tensor] = []
@@ -169,7 +168,7 @@ class ClippedLSTM(nn.LSTM):
         for n_running in batch_sizes:
             rows = slice(start, start + n_running)
             start += n_running
-            gates = w_ih.matmul_quantized(x_q[rows], x_scales[rows], bias)
+            gates = x_gates[rows]
             if h is not None:
                 if n_running < h.shape[0]:
                     finished_h.append(h[n_running:])
