@@ -38,9 +38,10 @@ setup(
         # elmoformanylangs: the parity reference for ELMoForManyLangs models (tests/test_manylangs.py);
         # it does not import with overrides>=4, whose decorator checks signatures it fails.
         # setuptools and wheel: tests/test_wheel.py builds the wheel offline (--no-build-isolation).
+        # pytest-xdist: the README runs the suite on 2 workers (10 minutes on 2 cores, not 18).
         "test": [
             "pytest>=7", "matplotlib>=3.5", "elmoformanylangs==0.0.4.post2", "overrides<4",
-            "setuptools>=61", "wheel",
+            "setuptools>=61", "wheel", "pytest-xdist>=3",
         ],
         "plot": ["matplotlib>=3.5"],
     },
