@@ -22,10 +22,20 @@ LONG_BENCH = [
 ]
 
 
+#: Starts the bench as a terminal does: Ctrl-C's signal at its default. A process started where
+#: SIGINT is ignored (a pytest-xdist worker, a shell's background job) inherits that, and Python
+#: then keeps ignoring it, as it should; this sets it back, then becomes the bench (same pid).
+AS_FROM_A_TERMINAL = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)
+
+
 def _start_bench(tmp_root: Path) -> subprocess.Popen:
     env = {**subprocess_env(threads=1), "TMPDIR": str(tmp_root)}
+    python, *args = package_argv(LONG_BENCH)
     return subprocess.Popen(
-        package_argv(LONG_BENCH), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        [python, "-c", AS_FROM_A_TERMINAL, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
 
 
