@@ -53,3 +53,29 @@ def test_sentences_that_cannot_be_names_stop_the_run(tmp_path, fixture_files):
         assert "run without --use-sentence-keys" in result.stderr
         assert not (tmp_path / "out.hdf5").exists()  # stopped before the job started:
         assert not (tmp_path / "out.hdf5.parts").exists()  # no output, no chunks
+
+
+#: ``python -m spacy_elmo`` in a checkout that nobody installed: no package's entry points are
+#: visible to spaCy's registries (catalogue reads them once, into this variable).
+WITHOUT_ENTRY_POINTS = """
+import runpy, sys
+import catalogue
+catalogue.AVAILABLE_ENTRY_POINTS = {}
+sys.argv = ["spacy_elmo", *sys.argv[1:]]
+runpy.run_module("spacy_elmo", run_name="__main__")
+"""
+
+
+def test_embed_registers_the_pipe_itself_without_entry_points(tmp_path, fixture_files):
+    """The GPU machine ran the source checkout with no entry points installed, and ``embed``
+    failed with spaCy's E002 (no factory 'elmo'): the command must register what it adds."""
+    options, weights = map(str, fixture_files)
+    (tmp_path / "input.txt").write_text("The bank of the river .\n", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": checkout_pythonpath(), "OMP_NUM_THREADS": "1"}
+    args = ["embed", str(tmp_path / "input.txt"), str(tmp_path / "out.hdf5"), "--options-file", options, "--weight-file", weights]
+    run = subprocess.run(
+        [sys.executable, "-c", WITHOUT_ENTRY_POINTS, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr
+    with h5py.File(tmp_path / "out.hdf5", "r") as f:
+        assert 6 in f["0"].shape  # the sentence's six tokens
