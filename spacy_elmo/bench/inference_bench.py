@@ -78,6 +78,11 @@ REDUCED = {BF16: ("bf16", False), TF32: ("tf32", False), INT8: ("int8", False), 
 #: On CUDA, paths that repeat another without CUDA graphs (``BiLM.cuda_graphs``): what they gain.
 NO_GRAPHS = " without CUDA graphs"
 EAGER = EXACT + NO_GRAPHS
+
+
+def _base_path(path: str) -> str:
+    """The path that ``path`` repeats without CUDA graphs, or ``path`` itself."""
+    return path.removesuffix(NO_GRAPHS)
 #: Tokens of the one sentence whose latency each path reports (a short interactive request).
 LATENCY_TOKENS = 20
 LATENCY_RUNS = 5
@@ -135,7 +140,7 @@ def _prepared(
         with torch.no_grad():
             return bilm(char_ids)[0]
 
-    base = path.removesuffix(NO_GRAPHS)
+    base = _base_path(path)
     if base not in (EXACT, TOKEN_CACHE) and base not in REDUCED:
         raise ValueError(f"unknown inference path {path!r}")
     mode, cached = REDUCED.get(base, ("fp32", base == TOKEN_CACHE))
@@ -355,7 +360,7 @@ def _measure_cell(
             if path == REFERENCE:
                 reference_row, reference_layers = row, layers
             else:
-                row.update(_compare(layers, reference_layers, masks, precise=path.removesuffix(NO_GRAPHS) not in REDUCED))
+                row.update(_compare(layers, reference_layers, masks, precise=_base_path(path) not in REDUCED))
             row["speedup"] = ratio(row["tokens_per_s"], reference_row["tokens_per_s"])
             row["memory_ratio"] = ratio(row["peak_mb"], reference_row["peak_mb"])
             device_rows[path] = row

@@ -14,7 +14,7 @@ from ..indexers import ByteIndexer, TokenIndexer
 from ..options import BiLMOptions
 from .char_cnn import CharacterEncoder
 from .cuda_graphs import LSTMGraphs, pays_off
-from .lstm import DirectionalLSTM, DistinctInputs, LSTMState
+from .lstm import DirectionalLSTM, DistinctInputs, LSTMState, length_mask
 from .precision import get_precision, precision_context
 from .threads import run_side_by_side, torch_threads
 from .token_cache import TokenEmbeddingCache
@@ -440,11 +440,6 @@ def _scatter_tokens(distinct: DistinctInputs, mask: torch.Tensor) -> torch.Tenso
     tokens = distinct.rows.new_zeros(mask.shape + (distinct.rows.shape[-1],))
     tokens[mask] = distinct.rows[distinct.index[mask]]
     return tokens
-
-
-def length_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
-    """(batch,) lengths -> (batch, width) bool, True at the first ``lengths[i]`` positions."""
-    return torch.arange(width, device=lengths.device)[None, :] < lengths[:, None]
 
 
 def _needs_encoder_gradient(encoder: nn.Module) -> bool:

@@ -34,7 +34,7 @@ from typing import List, Optional, Tuple
 
 import torch
 
-from .lstm import DirectionalLSTM, LSTMState
+from .lstm import DirectionalLSTM, LSTMState, length_mask
 
 #: Batches of more rows run the eager loop. Measured on an H100, original shape, float32
 #: (docs/bench/gpu/): at 128 rows the graphs ran at 1.06x the eager loop's tokens/s and cut a
@@ -156,7 +156,7 @@ class LSTMGraphs:
         """The forward stack on the current stream and the backward stack on the side stream,
         joined before returning."""
         tokens, lengths = recorded.tokens, recorded.lengths
-        valid = torch.arange(tokens.shape[1], device=tokens.device)[None, :] < lengths[:, None]
+        valid = length_mask(lengths, tokens.shape[1])
         main = torch.cuda.current_stream(tokens.device)
         side = self._side_stream
         side.wait_stream(main)

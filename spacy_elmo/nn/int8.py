@@ -75,10 +75,15 @@ def int8_wanted(*weights: torch.Tensor) -> bool:
     return not (torch.is_grad_enabled() and any(w.requires_grad for w in weights))
 
 
+def _row_absmax(x: torch.Tensor) -> torch.Tensor:
+    """(n, k) float32 -> (n, 1): each row's largest magnitude, at least ``_TINY``."""
+    return x.abs().amax(dim=1, keepdim=True).clamp_min_(_TINY)
+
+
 def quantize_rows(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
     """(n, k) float -> (int8 (n, k), float32 scales (n, 1)), symmetric per row."""
     x = x.float()
-    scales = x.abs().amax(dim=1, keepdim=True).clamp_min_(_TINY).div_(127.0)
+    scales = _row_absmax(x).div_(127.0)
     return torch.round(x / scales).to(torch.int8), scales
 
 
@@ -123,7 +128,7 @@ class Int8Weight:
         """(n, in) float -> (n, out) float32 (+ bias)."""
         if self.backend == "fbgemm":
             x = x.float()
-            scales = x.abs().amax(dim=1, keepdim=True).clamp_min_(_TINY).mul_(64.0 / 63.0)
+            scales = _row_absmax(x).mul_(64.0 / 63.0)
             rows = torch.cat([x / scales, _range_row(x.shape[1])])
             y = torch.ops.quantized.linear_dynamic(rows, self.packed, True)[:-1].mul_(scales)
         else:

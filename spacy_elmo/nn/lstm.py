@@ -354,6 +354,11 @@ class DirectionalLSTM(nn.Module):
         return outputs, final_states
 
 
+def length_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
+    """(batch,) lengths -> (batch, width) bool, True at the first ``lengths[i]`` positions."""
+    return torch.arange(width, device=lengths.device)[None, :] < lengths[:, None]
+
+
 def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """Reverse each row of (batch, max_len, dim) within its length; padding stays in place."""
     max_len = x.shape[1]
