@@ -186,6 +186,7 @@ def inference_command(
         EXACT_TOLERANCE,
         INFERENCE_COLUMNS,
         SCALING_COLUMNS,
+        THREAD_MODES,
         run_inference_bench,
         thread_scaling,
     )
@@ -197,7 +198,7 @@ def inference_command(
                 directory, shape, seed, text, batch_size, seq_len, n_batches, warmup, repeats,
                 device, threads, isolate, sentences=sentences, weights=weights,
                 paths=None if paths is None else [p.strip() for p in paths.split(",")],
-                thread_modes=("split", "intra-op") if intra_op else ("split",), contention=contention,
+                thread_modes=THREAD_MODES if intra_op else THREAD_MODES[:1], contention=contention,
             )
     except (ValueError, FileNotFoundError) as err:
         fail(str(err))

@@ -18,7 +18,7 @@ Stages (``STAGES``):
   ``device`` fixture, then the whole suite (without this command's own CPU rehearsal);
 - ``inference``: ``bench inference`` (``inference_bench``) on the stage's device, the original
   shape, batches of 128 sentences of <= 25 tokens: tokens/s per path, ratio to the reference,
-  largest difference and per-token cosines; on CUDA the paths a GPU user picks (``CUDA_PATHS``:
+  largest difference and per-token cosines; on CUDA the paths a GPU user picks (``_cuda_paths``:
   float32, bf16 and tf32, each with and without CUDA graphs), at 128 and ``LARGE_BATCH``;
 - ``pipe``: ``nlp.pipe`` through the bundled model (``pipe_bench``), after ``spacy.require_gpu()``
   on CUDA; peak GPU memory; ``doc._.elmo`` a NumPy array on the CPU; a long doc without sentences;
@@ -368,12 +368,13 @@ def _inference(stage: Stage, batch_size: int, paths: Optional[Sequence[str]], re
 
 #: The large batch of the inference stage.
 LARGE_BATCH = 1024
-#: The paths the stage times on CUDA (and the reference): each with and without CUDA graphs.
-CUDA_PATHS = tuple(
-    variant
-    for path in ("exact", "bf16 autocast", "tf32")
-    for variant in (path, f"{path} without CUDA graphs")
-)
+
+
+def _cuda_paths() -> List[str]:
+    """The paths the stage times on CUDA (and the reference): each with and without CUDA graphs."""
+    from .inference_bench import BF16, EXACT, TF32, with_and_without_graphs
+
+    return with_and_without_graphs((EXACT, BF16, TF32))
 
 
 def inference_stage(stage: Stage) -> None:
@@ -382,7 +383,7 @@ def inference_stage(stage: Stage) -> None:
         stage.case(f"{s.inference_shape} shape, batch 128", _inference, 128, None, s.inference_repeats)
         return
     for batch_size in (128, LARGE_BATCH):
-        stage.case(f"{s.inference_shape} shape, batch {batch_size}", _inference, batch_size, CUDA_PATHS, 1)
+        stage.case(f"{s.inference_shape} shape, batch {batch_size}", _inference, batch_size, _cuda_paths(), 1)
 
 
 # ----------------------------------------------------------------------------------------- pipe

@@ -77,18 +77,21 @@ INT8_CACHE = "int8 + token cache"
 REDUCED = {BF16: ("bf16", False), TF32: ("tf32", False), INT8: ("int8", False), INT8_CACHE: ("int8", True)}
 #: On CUDA, paths that repeat another without CUDA graphs (``BiLM.cuda_graphs``): what they gain.
 NO_GRAPHS = " without CUDA graphs"
-EAGER = EXACT + NO_GRAPHS
+#: Tokens of the one sentence whose latency each path reports (a short interactive request).
+LATENCY_TOKENS = 20
+LATENCY_RUNS = 5
+#: How a path runs threads > 1: the pipe's way (``BiLM.threads``) or the earlier one (intra-op).
+THREAD_MODES = ("split", "intra-op")
+
+
+def with_and_without_graphs(paths: Sequence[str]) -> List[str]:
+    """Each path, then the same path without CUDA graphs."""
+    return [variant for path in paths for variant in (path, path + NO_GRAPHS)]
 
 
 def _base_path(path: str) -> str:
     """The path that ``path`` repeats without CUDA graphs, or ``path`` itself."""
     return path.removesuffix(NO_GRAPHS)
-#: Tokens of the one sentence whose latency each path reports (a short interactive request).
-LATENCY_TOKENS = 20
-LATENCY_RUNS = 5
-
-
-THREAD_MODES = ("split", "intra-op")
 
 
 def available_paths(device: torch.device, wanted: Optional[Sequence[str]] = None) -> List[str]:
@@ -97,7 +100,7 @@ def available_paths(device: torch.device, wanted: Optional[Sequence[str]] = None
     paths = [REFERENCE, EXACT, TOKEN_CACHE]
     paths += [path for path, (mode, _) in REDUCED.items() if runs_on(mode, device)]
     if device.type == "cuda":
-        paths = [REFERENCE] + [variant for path in paths[1:] for variant in (path, path + NO_GRAPHS)]
+        paths = [REFERENCE] + with_and_without_graphs(paths[1:])
     if wanted is not None:
         unknown = sorted(set(wanted) - set(paths) - {REFERENCE})
         if unknown:

@@ -59,7 +59,7 @@ def _process_exists(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:  # another user's process
-        return True
+        pass
     return True
 
 

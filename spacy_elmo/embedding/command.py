@@ -199,8 +199,6 @@ def _wait_for_chunks(parts: Path, n_chunks: int, progress: JobProgress) -> None:
     progress.poll(force=True)
 
 
-
-
 def _stop(message: str, speak: bool) -> NoReturn:
     """The job was refused: exit status 1, with the message if ``speak``. Every rank gives it to
     torchrun's report, whichever rank that report calls the root cause."""

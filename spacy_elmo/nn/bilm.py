@@ -181,9 +181,7 @@ class BiLM(nn.Module):
 
     def _inference_only(self, dropout: float) -> bool:
         """No gradient is needed and no dropout applies: the speed paths may run."""
-        return not (dropout > 0 and self.training) and not (
-            torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters())
-        )
+        return not (dropout > 0 and self.training) and not _needs_gradient(self)
 
     def _graphed(self, tokens: torch.Tensor, states: Optional[BiLMStates], dropout: float) -> bool:
         """Whether the LSTM stacks run as CUDA graphs in this call (``cuda_graphs``: CUDA, a batch
@@ -309,9 +307,9 @@ class BiLM(nn.Module):
         (balanced by tokens) times the two directions, each piece single-threaded; the pieces'
         outputs and final states are put back in batch order."""
         shards = _balanced_shards(lengths, max(1, min(self.threads // 2, tokens.shape[0])))
+        whole = len(shards) == 1
         tasks = []
         for rows in shards:
-            whole = len(shards) == 1
             shard_distinct = distinct if whole else _distinct_rows_of(distinct, rows, lengths)
             shard_tokens, shard_lengths = (tokens, lengths) if whole else (tokens[rows], lengths[rows])
             for lstm, lstm_states in (
@@ -323,7 +321,7 @@ class BiLM(nn.Module):
                 arguments = (shard_tokens, shard_lengths, lstm_states, 0.0, shard_distinct)
                 tasks.append(self._in_worker(lambda lstm=lstm, arguments=arguments: lstm(*arguments)))
         results = run_side_by_side(tasks)
-        if len(shards) == 1:
+        if whole:
             return results[0], results[1]
         order = torch.argsort(torch.cat(shards))
         return tuple(
@@ -347,7 +345,7 @@ class BiLM(nn.Module):
         masked). Each distinct token of the batch is encoded once: words repeat within a batch,
         and every row has ``<S>`` and ``</S>``."""
         unique, inverse = torch.unique(char_ids[mask], dim=0, return_inverse=True)
-        if self.token_cache is not None and not _needs_encoder_gradient(self.token_encoder):
+        if self.token_cache is not None and not _needs_gradient(self.token_encoder):
             self.token_cache.ensure_state(self._token_cache_state(), self._encode_tokens, char_ids.device)
             encoded = self.token_cache.encode(unique, self._encode_tokens)
         else:
@@ -426,10 +424,7 @@ def _gather_shards(
     n_layers = len(pieces[0][0])
     outputs = [torch.cat([p[0][i] for p in pieces]).index_select(0, order) for i in range(n_layers)]
     states = [
-        (
-            torch.cat([p[1][i][0] for p in pieces]).index_select(0, order),
-            torch.cat([p[1][i][1] for p in pieces]).index_select(0, order),
-        )
+        tuple(torch.cat([p[1][i][part] for p in pieces]).index_select(0, order) for part in (0, 1))
         for i in range(n_layers)
     ]
     return outputs, states
@@ -442,8 +437,8 @@ def _scatter_tokens(distinct: DistinctInputs, mask: torch.Tensor) -> torch.Tenso
     return tokens
 
 
-def _needs_encoder_gradient(encoder: nn.Module) -> bool:
-    return torch.is_grad_enabled() and any(p.requires_grad for p in encoder.parameters())
+def _needs_gradient(module: nn.Module) -> bool:
+    return torch.is_grad_enabled() and any(p.requires_grad for p in module.parameters())
 
 
 def _validate_char_ids(char_ids: torch.Tensor, indexer) -> torch.Tensor:

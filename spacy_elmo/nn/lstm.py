@@ -334,7 +334,6 @@ class DirectionalLSTM(nn.Module):
             outputs.append(padded if self.go_forward else reverse_padded(padded, lengths))
         return outputs, final_states
 
-
     def forward_dense(
         self, inputs: torch.Tensor, lengths: torch.Tensor, valid: torch.Tensor
     ) -> Tuple[List[torch.Tensor], List[LSTMState]]:

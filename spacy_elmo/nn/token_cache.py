@@ -104,12 +104,6 @@ class TokenEmbeddingCache:
         out[torch.tensor(hit_rows, device=out.device)] = hit_vectors.to(out.dtype)
         return out
 
-    def clear(self) -> None:
-        with self._lock:
-            self._slots.clear()
-            self._vectors = None
-            self.state = None
-
     def _insert(self, keys: Sequence[bytes], vectors: torch.Tensor) -> None:
         """Store ``vectors`` under ``keys`` (the lock held), evicting the least recently used."""
         if self._vectors is None:
