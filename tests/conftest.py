@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Callable, Dict, List, Sequence
 
 import h5py
 import numpy as np
@@ -25,6 +27,41 @@ def checkout_pythonpath() -> str:
     """PYTHONPATH for a subprocess that runs this checkout's code: the checkout first, then the
     caller's own PYTHONPATH (where some environments install packages: dropping it loses them)."""
     return os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+
+
+def run_in_threads(work: Callable[[Any], Any], items: Sequence[Any], n_threads: int, deadline_s: float = 300) -> List[Any]:
+    """``work`` on every item from ``n_threads`` threads at once (a web server's pool), results in
+    item order. A thread's error is raised here; a thread still running at the deadline (a hang)
+    fails the test instead of stalling the suite (the threads are daemons: they cannot keep the
+    process alive either)."""
+    results: List[Any] = [None] * len(items)
+    errors: List[BaseException] = []
+    pending = iter(range(len(items)))
+    lock = threading.Lock()
+
+    def worker() -> None:
+        while True:
+            with lock:
+                k = next(pending, None)
+            if k is None:
+                return
+            try:
+                results[k] = work(items[k])
+            except BaseException as err:  # re-raised in the test's thread
+                errors.append(err)
+                return
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(n_threads)]
+    for thread in threads:
+        thread.start()
+    end = time.monotonic() + deadline_s
+    for thread in threads:
+        thread.join(timeout=max(0.0, end - time.monotonic()))
+    if any(thread.is_alive() for thread in threads):
+        raise AssertionError(f"{n_threads} threads still running after {deadline_s} s: a hang")
+    if errors:
+        raise errors[0]
+    return results
 
 
 def make_options(

@@ -4,12 +4,12 @@ eager loop, on ``--device`` (on the CPU the graphs never apply, which is checked
 from __future__ import annotations
 
 import copy
-import threading
 
 import numpy as np
 import pytest
 import torch
 
+from conftest import run_in_threads
 from spacy_elmo import batch_to_ids, load_bilm
 from spacy_elmo.nn.cuda_graphs import MAX_GRAPHS, MAX_ROWS, bucket_length, bucket_rows, pays_off
 
@@ -80,20 +80,14 @@ def test_concurrent_callers_get_their_own_outputs(bilm):
     """A web server's threads on one biLM: each gets what it gets alone."""
     batches = [_sentences(n, 10 + n) for n in (2, 5, 7, 11)]
     alone = [_layers(bilm, b, graphs=True) for b in batches]
-    got = [None] * len(batches)
 
-    def work(k):
+    def work(sentences):
         for _ in range(3):
             with torch.no_grad():
-                layers, _ = bilm(torch.from_numpy(batch_to_ids(batches[k])).to(next(bilm.parameters()).device))
-            got[k] = layers.cpu()
+                layers, _ = bilm(torch.from_numpy(batch_to_ids(sentences)).to(next(bilm.parameters()).device))
+        return layers.cpu()
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(len(batches))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=300)
-    assert not any(t.is_alive() for t in threads)
+    got = run_in_threads(work, batches, n_threads=len(batches))
     for a, b in zip(got, alone):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 

@@ -269,7 +269,7 @@ def test_a_forked_child_drops_the_parents_workers():
     assert threads.run_side_by_side([lambda: 1, lambda: 2, lambda: 3]) == [1, 2, 3]
     assert threads._pool is not None
     with mp.get_context("fork").Pool(1) as pool:
-        assert pool.apply(_child_pool_state) == (True, 1, [1, 2])
+        assert pool.apply_async(_child_pool_state).get(timeout=120) == (True, 1, [1, 2])
 
 
 def _child_pool_state():

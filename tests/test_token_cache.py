@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import ELMO_FIXTURE
+from conftest import ELMO_FIXTURE, run_in_threads
 from spacy_elmo import batch_to_ids, load_bilm
 
 WORDS = (ELMO_FIXTURE / "vocab_test.txt").read_text(encoding="utf-8").split("\n")
@@ -133,13 +133,10 @@ def test_cache_is_bypassed_when_gradients_are_needed_and_never_saved(bilm):
 
 def test_concurrent_calls_from_four_threads_equal_sequential_ones(bilm):
     """A web server's threads running the same biLM at once: one cache, the same layers."""
-    from concurrent.futures import ThreadPoolExecutor
-
     batches = [SENTENCES[i % 3 :] + [WORDS[i * 7 : i * 7 + 9]] for i in range(12)]
     expected = [_layers(bilm, batch) for batch in batches]
     bilm.cache_token_embeddings(max_words=60)  # small: words are evicted while others read
-    with ThreadPoolExecutor(4) as pool:
-        got = list(pool.map(lambda batch: _layers(bilm, batch), batches * 2))
+    got = run_in_threads(lambda batch: _layers(bilm, batch), batches * 2, n_threads=4)
     for layers, reference in zip(got, expected * 2):
         np.testing.assert_allclose(layers, reference, atol=1e-6, rtol=0)
     assert len(bilm.token_cache) == 60 and bilm.token_cache.hits > 0
