@@ -119,3 +119,27 @@ def tf32_allowed(allowed: bool) -> Iterator[None]:
 def tf32_flags() -> tuple:
     """(matmul, cudnn) TF32 flags as they are now: what tests and benches check."""
     return torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+
+
+def autocast_dtype_now(device_type: str) -> Optional[torch.dtype]:
+    """The dtype of products under the ``torch.autocast`` in force on ``device_type``, None
+    outside one: for code that casts by hand (a custom autograd function)."""
+    if hasattr(torch, "get_autocast_dtype"):  # torch >= 2.4
+        if not torch.is_autocast_enabled(device_type):
+            return None
+        return torch.get_autocast_dtype(device_type)
+    if device_type == "cpu":
+        return torch.get_autocast_cpu_dtype() if torch.is_autocast_cpu_enabled() else None
+    return torch.get_autocast_gpu_dtype() if torch.is_autocast_enabled() else None
+
+
+def autocast_disabled(device_type: str) -> contextlib.AbstractContextManager:
+    """A block without autocast on ``device_type``, whose code casts by hand."""
+    return torch.autocast(device_type=device_type, enabled=False)
+
+
+def compiling() -> bool:
+    """Whether ``torch.compile`` is tracing the calling code (False on torch < 2.3, which cannot
+    say: the caller then takes its eager path)."""
+    is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    return bool(is_compiling and is_compiling())
