@@ -75,14 +75,17 @@ class CharacterEncoder(nn.Module):
         self.projection = nn.Linear(word_dim + self.n_filters, output_dim)
         self._max_width = max(width for width, _ in self.filters)
 
-    def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
-        """char_ids: (N, width) int64 -> (N, output_dim)."""
+    def forward(self, char_ids: torch.Tensor, all_positions: bool = False) -> torch.Tensor:
+        """char_ids: (N, width) int64 -> (N, output_dim). The convolutions skip the trailing
+        positions that cannot change the result (which reads the ids' longest token back to the
+        host) unless ``all_positions`` (a compiled or graphed step, whose shapes are fixed)."""
         if char_ids.shape[0] == 0:
             return char_ids.new_zeros((0, self.output_dim), dtype=self.projection.weight.dtype)
         words = None
         if self.word_embedding is not None:
             words, char_ids = self.word_embedding(char_ids[:, -1]), char_ids[:, :-1]
-        char_ids = char_ids[:, : self._positions_needed(char_ids)]
+        if not all_positions:
+            char_ids = char_ids[:, : self._positions_needed(char_ids)]
         # (N, embedding_dim, positions)
         embedded = self.char_embedding(char_ids).transpose(1, 2)
         act = torch.relu if self.activation == "relu" else torch.tanh

@@ -112,11 +112,11 @@ class ClippedLSTM(nn.LSTM):
         return lstm_kernels.packed_loop(self, x_gates, batch_sizes.tolist(), state)
 
     def run_dense(
-        self, x: torch.Tensor, valid: torch.Tensor, state: Optional[LSTMState] = None
+        self, x: torch.Tensor, valid: Optional[torch.Tensor], state: Optional[LSTMState] = None
     ) -> Tuple[torch.Tensor, LSTMState]:
         """Over padded rows with shapes that never depend on the data (``lstm_kernels.dense_loop``):
-        x (batch, T, input_size) in reading order, valid (batch, T) bool; returns (batch, T,
-        proj_size) outputs (zero at padding) and each row's final (h, c)."""
+        x (batch, T, input_size) in reading order, valid (batch, T) bool (None: all valid);
+        returns (batch, T, proj_size) outputs (zero at padding) and each row's final (h, c)."""
         return lstm_kernels.dense_loop(self, x, valid, state)
 
 
@@ -233,6 +233,31 @@ class DirectionalLSTM(nn.Module):
             final_states.append(state)
             outputs.append(y if self.go_forward else reverse_padded(y, lengths))
         return outputs, final_states
+
+    def forward_windows(
+        self,
+        inputs: torch.Tensor,
+        states: Optional[List[LSTMState]] = None,
+        dropout: float = 0.0,
+    ) -> Tuple[torch.Tensor, List[LSTMState]]:
+        """All layers over windows of running text (pretraining's ``"windows"`` batching): every
+        position a token, each row already in this direction's reading order (the backward
+        direction gets windows of reversed text), from ``states`` (per layer (h0, c0), or None
+        for zeros), each layer on ``ClippedLSTM.run_dense``: shapes fixed by the input's and no
+        reads back to the host, as a compiled or graphed training step needs.
+
+        Returns the top layer's (batch, T, proj_size) output and each layer's final (h, c).
+        ``dropout`` applies to each layer's input while training, as in ``forward``."""
+        x = inputs
+        final_states: List[LSTMState] = []
+        for i, layer in enumerate(self.layers):
+            layer_input = nn.functional.dropout(x, dropout, self.training) if dropout else x
+            y, state = layer.run_dense(layer_input, None, None if states is None else states[i])
+            if i > 0 and self.use_skip_connections:
+                y = y + x
+            x = y
+            final_states.append(state)
+        return x, final_states
 
 
 def length_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:

@@ -116,14 +116,18 @@ def int8_loop(
 
 
 def dense_loop(
-    layer: "ClippedLSTM", x: torch.Tensor, valid: torch.Tensor, state: Optional[LSTMState] = None
+    layer: "ClippedLSTM",
+    x: torch.Tensor,
+    valid: Optional[torch.Tensor],
+    state: Optional[LSTMState] = None,
 ) -> Tuple[torch.Tensor, LSTMState]:
     """Over padded rows with shapes that never depend on the data: every row runs every step, and
     a row's state stops changing after its last valid step.
 
     Args:
         x: (batch, T, input_size), each row in reading order, padding after its tokens.
-        valid: (batch, T) bool, True at each row's tokens.
+        valid: (batch, T) bool, True at each row's tokens; None: every position is a token
+            (pretraining's windows of running text).
         state: (h0 (batch, proj_size), c0 (batch, hidden_size)), or None for zeros.
     Returns:
         (batch, T, proj_size) outputs (zero at padding) and each row's final (h, c).
@@ -138,6 +142,10 @@ def dense_loop(
     for t in range(steps):
         out, c_new = layer.cell(torch.addmm(x_gates[:, t], h, w_hh), c, dim=1)
         h_new = layer.clip_output(out.mm(w_hr))
+        if valid is None:
+            h, c = h_new, c_new
+            outputs.append(h_new)
+            continue
         keep = valid[:, t, None]
         c = torch.where(keep, c_new, c)
         h = torch.where(keep, h_new, h)
