@@ -112,3 +112,4 @@ def test_dense_loop_equals_the_packed_loop_with_two_layers_and_skip_connections(
         for (h_a, c_a), (h_b, c_b) in zip(packed_states, dense_states):
             torch.testing.assert_close(h_b, h_a, rtol=1e-5, atol=1e-6)
             torch.testing.assert_close(c_b, c_a, rtol=1e-5, atol=1e-6)
+

@@ -73,6 +73,13 @@ max_sequence_length = 100
 on_decode_error = "skip"
 # Sequences shuffled together, then bucketed by length.
 shuffle_buffer = 10000
+# "sentences": batches of whole sentences (bucketed by length), each from zero LSTM states, as
+# the biLM reads text at inference time. "windows": bilm-tf's batches, rows of running text
+# (sentences one after another, split anywhere) of window_length tokens, training.batch_tokens /
+# window_length rows, each row's LSTM states carried on to the next batch; every batch the same
+# shape, which lets a GPU run the whole step as one graph (training.step).
+batching = "sentences"
+window_length = 20
 # Cap the tokens scored in each held-out evaluation (null: the whole dev file).
 dev_max_tokens = null
 
@@ -128,6 +135,14 @@ batch_tokens = 2560
 max_steps = 10000
 # "fp32", "bf16" or "fp16" (autocast; fp16 adds a gradient scaler).
 precision = "fp32"
+# How each update runs: "eager" (op by op), "cuda_graph" (the whole update recorded once and
+# replayed: windows on a GPU), "compile" (torch.compile; windows), or "auto": "cuda_graph" for
+# windows on a GPU, else "eager".
+step = "auto"
+# "cuda_graph" and "compile": the fixed number of distinct tokens the character CNN encodes per
+# batch (the batch's own, padded); a batch with more runs eagerly. null: one per position of
+# the forward windows (batch_tokens rounded down to whole windows).
+distinct_tokens = null
 eval_every = 1000
 checkpoint_every = 1000
 log_every = 50
@@ -195,6 +210,9 @@ class CorpusSection(CorpusSettings):
     dev: Optional[str]
     shuffle_buffer: PositiveInt
     dev_max_tokens: Optional[PositiveInt]
+    # Runs written before these keys existed batched sentences.
+    batching: Literal["sentences", "windows"] = "sentences"
+    window_length: Annotated[int, Field(ge=2)] = 20
 
     @field_validator("train")
     @classmethod
@@ -245,6 +263,9 @@ class TrainingSettings(Section):
     eval_every: PositiveInt
     checkpoint_every: PositiveInt
     log_every: PositiveInt
+    # Runs written before these keys existed ran eagerly.
+    step: Literal["auto", "eager", "cuda_graph", "compile"] = "auto"
+    distinct_tokens: Optional[PositiveInt] = None
 
 
 class PretrainSettings(Section):
@@ -345,16 +366,18 @@ def config_text_for_model(options: BiLMOptions, model_path: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def sparse_updates_wanted(settings: PretrainSettings, sampled: bool) -> bool:
-    """Whether the softmax rows are updated sparsely (see the [objective] comment)."""
+def sparse_updates_wanted(settings: PretrainSettings, sampled: bool, step_kind: str = "eager") -> bool:
+    """Whether the softmax rows are updated sparsely (see the [objective] comment): never in a
+    recorded or compiled step, whose gradients have fixed shapes."""
     wanted = settings.objective.sparse_updates
     o = settings.optimizer
-    possible = sampled and o.name == "adagrad" and not o.weight_decay
+    possible = sampled and o.name == "adagrad" and not o.weight_decay and step_kind == "eager"
     if wanted is True and not possible:
         raise ConfigError(
             "[objective] sparse_updates = true needs the sampled softmax, [optimizer] name = "
-            f"\"adagrad\" and weight_decay = 0 (got softmax "
-            f"{'sampled' if sampled else 'full'}, {o.name}, weight_decay {o.weight_decay})"
+            f"\"adagrad\", weight_decay = 0 and [training] step \"eager\" (got softmax "
+            f"{'sampled' if sampled else 'full'}, {o.name}, weight_decay {o.weight_decay}, "
+            f"step {step_kind})"
         )
     return possible if wanted == "auto" else wanted
 

@@ -3,20 +3,25 @@
 Each sequence is read as ``<S> w_1 .. w_n </S>``. The forward LM's top layer at position t predicts
 token t + 1; the backward LM's at position t predicts token t - 1. The loss is the mean of the two
 directions' mean negative log-likelihoods (Peters et al. 2018, eq. in section 3.1).
+
+Two kinds of batch: ``LMBatch``, whole sentences from zero LSTM states (``make_batch``), and
+``WindowBatch``, bilm-tf's windows of running text, whose LSTM states the caller carries from
+one batch to the next (``make_window_batch``); every shape of a window batch is fixed by the
+config, and its forward reads nothing back to the host.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Dict, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 from torch import nn
 
 from ..chars import BOS_TOKEN, EOS_TOKEN, tokens_to_ids
-from ..nn.bilm import BiLM
+from ..nn.bilm import BiLM, BiLMStates
 from ..nn.lstm import DistinctInputs
 from ..nn.precision import precision_context
 from ..nn.softmax import LMSoftmax
@@ -61,6 +66,61 @@ class LMBatch:
         return cls(torch.cat(chars), torch.cat(index), torch.cat(lengths), torch.cat(targets))
 
 
+@dataclass
+class WindowBatch:
+    """One batch of windows (``corpus.WindowStream``): B rows of T positions per direction.
+
+    char_ids: (U, 50) char ids of the distinct input tokens, all-padding rows after the first
+        ``n_distinct`` (a fixed U keeps the batch's shapes fixed).
+    index: (2, B, T) rows of char_ids holding each position's token: forward, backward.
+    targets: (2, B, T) vocabulary ids each position predicts: the next token of the row, in
+        either direction's reading order.
+    n_distinct: how many rows of char_ids are tokens (a host int).
+    """
+
+    char_ids: torch.Tensor
+    index: torch.Tensor
+    targets: torch.Tensor
+    n_distinct: int
+
+    @property
+    def n_targets(self) -> int:
+        """Predictions per direction: every position."""
+        return self.index.shape[1] * self.index.shape[2]
+
+    def to(self, device: torch.device) -> "WindowBatch":
+        return WindowBatch(
+            *(t.to(device, non_blocking=True) for t in (self.char_ids, self.index, self.targets)),
+            self.n_distinct,
+        )
+
+
+def make_window_batch(
+    forward: Sequence[Sequence[str]],
+    backward: Sequence[Sequence[str]],
+    vocab: Vocab,
+    distinct_rows: Optional[int] = None,
+) -> WindowBatch:
+    """Windows of ``length + 1`` tokens per row, in each direction's reading order, -> a
+    WindowBatch of ``length`` positions. Each distinct token is encoded once; ``distinct_rows``
+    pads its char ids to that many rows (it must be at least the batch's distinct tokens)."""
+    unique: Dict[str, int] = {}
+    index = np.zeros((2, len(forward), len(forward[0]) - 1), dtype=np.int64)
+    targets = np.zeros(index.shape, dtype=np.int64)
+    for direction, rows in enumerate((forward, backward)):
+        for row, tokens in enumerate(rows):
+            index[direction, row] = [unique.setdefault(t, len(unique)) for t in tokens[:-1]]
+            targets[direction, row] = vocab.ids(tokens[1:])
+    char_ids = tokens_to_ids(list(unique))
+    if distinct_rows is not None:
+        if len(unique) > distinct_rows:
+            raise ValueError(f"the batch holds {len(unique)} distinct tokens, more than {distinct_rows}")
+        char_ids = np.concatenate([char_ids, np.zeros((distinct_rows - len(unique), char_ids.shape[1]), char_ids.dtype)])
+    return WindowBatch(
+        torch.from_numpy(char_ids), torch.from_numpy(index), torch.from_numpy(targets), len(unique)
+    )
+
+
 def make_batch(sequences: Sequence[Sequence[str]], vocab: Vocab) -> LMBatch:
     """Token sequences -> LMBatch. Each distinct token string is encoded once."""
     width = max(len(s) for s in sequences) + 2
@@ -99,15 +159,57 @@ class BiLMLanguageModel(nn.Module):
 
     def forward(
         self,
-        batch: LMBatch,
+        batch: Union[LMBatch, WindowBatch],
         n_samples: Optional[int] = None,
         generator: Optional[torch.Generator] = None,
-    ) -> torch.Tensor:
-        """Returns (2,) float: summed NLL of the forward and of the backward LM.
+        states: Optional[BiLMStates] = None,
+    ) -> Union[torch.Tensor, Tuple[torch.Tensor, BiLMStates]]:
+        """Returns (2,) float: summed NLL of the forward and of the backward LM; for a
+        ``WindowBatch``, also the LSTM states the next window of each row starts from (detached),
+        ``states`` being those this one starts from (None: zeros).
 
-        ``n_samples`` None scores with the full softmax, else with the sampled softmax."""
-        with precision_context(self.precision, batch.lengths.device):
+        ``n_samples`` None scores with the full softmax, else with the sampled softmax, whose
+        negatives come from ``generator`` (None: torch's default one)."""
+        with precision_context(self.precision, batch.targets.device):
+            if isinstance(batch, WindowBatch):
+                return self._window_nll(batch, n_samples, generator, states)
             return self._nll(batch, n_samples, generator)
+
+    def zero_states(self, rows: int, device: torch.device) -> BiLMStates:
+        """Zero LSTM states of ``rows`` window rows: where the first window batch starts."""
+
+        def zeros(lstm) -> List[Tuple[torch.Tensor, torch.Tensor]]:
+            return [
+                (torch.zeros(rows, layer.proj_size, device=device), torch.zeros(rows, layer.hidden_size, device=device))
+                for layer in lstm.layers
+            ]
+
+        return BiLMStates(zeros(self.bilm.forward_lstm), zeros(self.bilm.backward_lstm))
+
+    def _window_nll(
+        self,
+        batch: WindowBatch,
+        n_samples: Optional[int],
+        generator: Optional[torch.Generator],
+        states: Optional[BiLMStates],
+    ) -> Tuple[torch.Tensor, BiLMStates]:
+        drop = self.dropout if self.training else 0.0
+        lstms = (self.bilm.forward_lstm, self.bilm.backward_lstm)
+        tops: List[torch.Tensor] = []
+        finals: List[list] = []
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.bilm_frozen):
+            vectors = self.bilm.token_encoder(batch.char_ids, all_positions=True)
+            for direction, lstm in enumerate(lstms):
+                start = None if states is None else (states.forward, states.backward)[direction]
+                top, final = lstm.forward_windows(vectors[batch.index[direction]], start, drop)
+                tops.append(nn.functional.dropout(top, drop, self.training).flatten(0, 1))
+                finals.append([(h.detach(), c.detach()) for h, c in final])
+        hidden, targets = torch.cat(tops), batch.targets.flatten()
+        if n_samples:
+            nll = self.softmax.sampled_nll(hidden, targets, n_samples, generator)
+        else:
+            nll = self.softmax.full_nll(hidden, targets)
+        return nll.view(2, -1).sum(1), BiLMStates(*finals)
 
     def _nll(
         self, batch: LMBatch, n_samples: Optional[int], generator: Optional[torch.Generator]
