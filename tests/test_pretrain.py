@@ -20,6 +20,7 @@ from safetensors.torch import load_file
 
 from conftest import ELMO_FIXTURE, FIXTURES, checkout_pythonpath
 from spacy_elmo import batch_to_ids, export_bilm_tf, load_bilm
+from spacy_elmo.nn.threads import run_side_by_side
 from spacy_elmo.pretrain import (
     CorpusError,
     Trainer,
@@ -757,3 +758,29 @@ def test_window_training_learns_and_a_resumed_run_equals_an_uninterrupted_one(tm
     pretrain(learned, tmp_path / "learned", show_progress=False)
     records = [r["loss"] for r in _metrics(tmp_path / "learned") if "loss" in r]
     assert np.mean(records[-5:]) < np.mean(records[:5]) - 0.5
+
+
+def test_two_threads_run_the_directions_side_by_side_and_train_as_one(tmp_path, monkeypatch):
+    """On two threads each LSTM direction runs its forward and backward on a thread of its own,
+    as one autograd node; with each direction's dropout from a generator of its own, the weights
+    are those of the one-thread run up to float rounding."""
+    from spacy_elmo.pretrain import model as model_module
+
+    calls = []
+
+    def counting(tasks):
+        calls.append(len(tasks))
+        return run_side_by_side(tasks)
+
+    monkeypatch.setattr(model_module, "run_side_by_side", counting)
+    weights = {}
+    for threads in (1, 2):
+        settings = tiny_settings(**{"system.threads": threads, "objective.softmax": "sampled", "objective.n_negative_samples": 40})
+        trainer = Trainer(settings, tmp_path / str(threads), show_progress=False)
+        batches = trainer.batches()
+        for _ in range(3):
+            trainer.train_step(next(batches))
+        weights[threads] = trainer.model.state_dict()
+    assert calls == [2, 2] * 3  # forward and backward of each step at 2 threads, none at 1
+    for name, value in weights[1].items():
+        torch.testing.assert_close(weights[2][name], value, rtol=1e-5, atol=1e-6, msg=name)

@@ -158,6 +158,7 @@ class DirectionalLSTM(nn.Module):
         states: Optional[List[LSTMState]] = None,
         dropout: float = 0.0,
         distinct: Optional[DistinctInputs] = None,
+        generator: Optional[torch.Generator] = None,
     ) -> Tuple[List[torch.Tensor], List[LSTMState]]:
         """Run all layers.
 
@@ -169,6 +170,8 @@ class DirectionalLSTM(nn.Module):
             distinct: ``inputs`` as distinct rows and a (batch, max_len) index into them (tokens
                 repeat within a batch): the first layer then computes its input products once
                 per distinct token. Ignored while input dropout applies.
+            generator: where the dropout masks come from (default: torch's generator); one per
+                direction keeps them the same whichever thread runs the direction when.
         Returns:
             per layer, (batch, max_len, proj_size) outputs in reading order of the original
             positions (padding rows zero), and per layer the final (h, c) in batch order.
@@ -196,7 +199,7 @@ class DirectionalLSTM(nn.Module):
         outputs: List[torch.Tensor] = []
         final_states: List[LSTMState] = []
         for i, layer in enumerate(self.layers):
-            layer_input = nn.functional.dropout(x, dropout, self.training) if dropout else x
+            layer_input = _dropout(x, dropout, self.training, generator)
             state = None
             if states is not None:
                 h0, c0 = states[i]
@@ -239,6 +242,7 @@ class DirectionalLSTM(nn.Module):
         inputs: torch.Tensor,
         states: Optional[List[LSTMState]] = None,
         dropout: float = 0.0,
+        generator: Optional[torch.Generator] = None,
     ) -> Tuple[torch.Tensor, List[LSTMState]]:
         """All layers over windows of running text (pretraining's ``"windows"`` batching): every
         position a token, each row already in this direction's reading order (the backward
@@ -251,13 +255,25 @@ class DirectionalLSTM(nn.Module):
         x = inputs
         final_states: List[LSTMState] = []
         for i, layer in enumerate(self.layers):
-            layer_input = nn.functional.dropout(x, dropout, self.training) if dropout else x
+            layer_input = _dropout(x, dropout, self.training, generator)
             y, state = layer.run_dense(layer_input, None, None if states is None else states[i])
             if i > 0 and self.use_skip_connections:
                 y = y + x
             x = y
             final_states.append(state)
         return x, final_states
+
+
+def _dropout(
+    x: torch.Tensor, p: float, training: bool, generator: Optional[torch.Generator]
+) -> torch.Tensor:
+    """``nn.functional.dropout``, its mask drawn from ``generator`` when one is given."""
+    if not p or not training:
+        return x
+    if generator is None:
+        return nn.functional.dropout(x, p, training)
+    keep = torch.empty_like(x).bernoulli_(1.0 - p, generator=generator)
+    return x * keep.div_(1.0 - p)
 
 
 def length_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:

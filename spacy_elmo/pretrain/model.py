@@ -22,9 +22,10 @@ from torch import nn
 
 from ..chars import BOS_TOKEN, EOS_TOKEN, tokens_to_ids
 from ..nn.bilm import BiLM, BiLMStates
-from ..nn.lstm import DistinctInputs
-from ..nn.precision import precision_context
+from ..nn.lstm import DistinctInputs, length_mask
+from ..nn.precision import get_precision, precision_context
 from ..nn.softmax import LMSoftmax
+from ..nn.threads import run_side_by_side, torch_threads
 from .vocab import Vocab
 
 
@@ -220,12 +221,9 @@ class BiLMLanguageModel(nn.Module):
         drop = self.dropout if self.training else 0.0
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.bilm_frozen):
             vectors = self.bilm.token_encoder(batch.unique_char_ids)
-            acts = self.bilm.contextualize(
-                DistinctInputs(vectors, batch.token_index), lengths, None, drop
-            )
-        forward_layers, backward_layers = acts.forward, acts.backward
-        forward_top = nn.functional.dropout(forward_layers[-1], drop, self.training)
-        backward_top = nn.functional.dropout(backward_layers[-1], drop, self.training)
+            tops = self._directions(DistinctInputs(vectors, batch.token_index), lengths, drop)
+        forward_top = nn.functional.dropout(tops[0], drop, self.training)
+        backward_top = nn.functional.dropout(tops[1], drop, self.training)
 
         # forward: position t < length - 1 predicts t + 1; backward: 1 <= t < length predicts t - 1
         predicts = (positions < lengths[:, None] - 1)[:, : width - 1]
@@ -237,6 +235,82 @@ class BiLMLanguageModel(nn.Module):
             nll = self.softmax.full_nll(hidden, targets)
         n = int(predicts.sum())
         return torch.stack([nll[:n].sum(), nll[n:].sum()])
+
+    def _directions(
+        self, distinct: DistinctInputs, lengths: torch.Tensor, dropout: float
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The top layers (batch, T, dim) of the forward and the backward LSTM stacks over the
+        distinct tokens' vectors. Each direction's dropout masks come from a generator of its
+        own (seeded from torch's), so that the numbers are the same whether the directions run
+        one after the other or side by side: on the CPU with two or more threads each direction
+        runs forward and backward on a thread of its own (``_SideBySide``), where PyTorch would
+        split each small op of the per-step loop over its threads."""
+        mask = length_mask(lengths, distinct.index.shape[1])
+        tokens = torch.where(mask[:, :, None], distinct.rows[distinct.index], 0.0)
+        generators = [None, None]
+        if dropout and self.training:
+            seeds = torch.randint(2**62, (2,)).tolist()
+            generators = [torch.Generator().manual_seed(seed) for seed in seeds]
+        lstms = (self.bilm.forward_lstm, self.bilm.backward_lstm)
+        runs = [
+            lambda x, lstm=lstm, g=g: lstm(x, lengths, None, dropout, distinct, g)[0][-1]
+            for lstm, g in zip(lstms, generators)
+        ]
+        if tokens.device.type != "cpu" or torch.get_num_threads() < 2:
+            return runs[0](tokens), runs[1](tokens)
+        params = [list(lstm.parameters()) for lstm in lstms]
+        modes = (torch.is_grad_enabled(), get_precision(self.precision).autocast_dtype)
+        return _SideBySide.apply(runs, params, modes, tokens, *params[0], *params[1])
+
+
+class _SideBySide(torch.autograd.Function):
+    """Two computations from the same input, each forward and backward on a thread of its own
+    with one PyTorch thread (``nn/threads.py`` ``run_side_by_side``), as one autograd node: the
+    caller's backward (and DDP's gradient hooks) see the node's parameters' gradients as usual.
+
+    forward(runs, params, (grad, autocast), x, *all params): ``runs[k](x)`` builds its own graph
+    on a detached copy of ``x``, with the caller's grad mode and autocast dtype (both per thread:
+    each task enters them); ``params[k]``: the parameters ``runs[k]`` uses. Returns the runs'
+    outputs."""
+
+    @staticmethod
+    def forward(ctx, runs, params, modes, x, *all_params):
+        grad, autocast = modes
+        leaves = [x.detach().requires_grad_(grad and x.requires_grad) for _ in runs]
+
+        def task(run, leaf):
+            def work():
+                with torch.set_grad_enabled(grad):
+                    if autocast is None:
+                        return run(leaf)
+                    with torch.autocast(device_type="cpu", dtype=autocast):
+                        return run(leaf)
+
+            return work
+
+        with torch_threads(1):
+            outputs = run_side_by_side([task(run, leaf) for run, leaf in zip(runs, leaves)])
+        ctx.graphs = list(zip(leaves, outputs, params))
+        return tuple(output.detach() for output in outputs)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, *grads):
+        def task(leaf, output, params, grad):
+            inputs = ([leaf] if leaf.requires_grad else []) + params
+            return lambda: torch.autograd.grad(output, inputs, grad, allow_unused=True)
+
+        graphs, ctx.graphs = ctx.graphs, None
+        with torch_threads(1):
+            results = run_side_by_side([task(*graph, g) for graph, g in zip(graphs, grads)])
+        x_grad = None
+        param_grads: List[Optional[torch.Tensor]] = []
+        for (leaf, _, _), result in zip(graphs, results):
+            if leaf.requires_grad:
+                x_grad = result[0] if x_grad is None else x_grad + result[0]
+                result = result[1:]
+            param_grads += list(result)
+        return (None, None, None, x_grad, *param_grads)
 
 
 def init_bilm_tf_style(bilm: BiLM) -> None:
