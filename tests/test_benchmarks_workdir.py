@@ -6,18 +6,19 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from spacy_elmo.bench.subprocesses import package_argv, subprocess_env
-from spacy_elmo.bench.workdir import SIGTERM_STATUS, bench_workdir
+from benchmarks.subprocesses import subprocess_env
+from benchmarks.workdir import SIGTERM_STATUS, bench_workdir
 
 PREFIX = "spacy-elmo-bench-"
 # Long enough to be stopped in the middle: a fresh process per path and round.
 LONG_BENCH = [
-    "bench", "inference", "--shape", "fixture", "--batch-size", "2", "--seq-len", "5",
+    "inference", "--shape", "fixture", "--batch-size", "2", "--seq-len", "5",
     "--n-batches", "1", "--repeats", "50", "--device", "cpu",
 ]
 
@@ -33,9 +34,8 @@ AS_FROM_A_TERMINAL = (
 
 def _start_bench(tmp_root: Path) -> subprocess.Popen:
     env = {**subprocess_env(threads=1), "TMPDIR": str(tmp_root)}
-    python, *args = package_argv(LONG_BENCH)
     return subprocess.Popen(
-        [python, "-c", AS_FROM_A_TERMINAL, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-c", AS_FROM_A_TERMINAL, "-m", "benchmarks", *LONG_BENCH], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
 
 
