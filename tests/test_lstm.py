@@ -4,6 +4,7 @@ against a step-by-step loop of the cell equations in NumPy."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from spacy_elmo.nn.lstm import DirectionalLSTM, reverse_padded
@@ -113,3 +114,22 @@ def test_dense_loop_equals_the_packed_loop_with_two_layers_and_skip_connections(
             torch.testing.assert_close(h_b, h_a, rtol=1e-5, atol=1e-6)
             torch.testing.assert_close(c_b, c_a, rtol=1e-5, atol=1e-6)
 
+
+
+def test_torchs_fused_lstm_over_windows_equals_the_dense_loop(device):
+    """``fused_dense`` (torch's LSTM, cuDNN on a GPU: the "fast" recipe's windows) against the
+    dense loop, from given states, for an unclipped layer; a clipped one is refused."""
+    from spacy_elmo.nn import lstm_kernels
+    from spacy_elmo.nn.lstm import ClippedLSTM
+
+    torch.manual_seed(0)
+    layer = ClippedLSTM(5, 7, 4).to(device)
+    x = torch.randn(3, 6, 5, device=device)
+    state = (torch.randn(3, 4, device=device), torch.randn(3, 7, device=device))
+    with torch.no_grad(), precision_context("fp32", device):
+        fused, (h, c) = lstm_kernels.fused_dense(layer, x, state)
+        dense, (h2, c2) = lstm_kernels.dense_loop(layer, x, None, state)
+    for a, b in ((fused, dense), (h, h2), (c, c2)):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="no cell or projection clipping"):
+        lstm_kernels.fused_dense(ClippedLSTM(5, 7, 4, cell_clip=3.0), x.cpu(), None)

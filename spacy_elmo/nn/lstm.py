@@ -116,7 +116,10 @@ class ClippedLSTM(nn.LSTM):
     ) -> Tuple[torch.Tensor, LSTMState]:
         """Over padded rows with shapes that never depend on the data (``lstm_kernels.dense_loop``):
         x (batch, T, input_size) in reading order, valid (batch, T) bool (None: all valid);
-        returns (batch, T, proj_size) outputs (zero at padding) and each row's final (h, c)."""
+        returns (batch, T, proj_size) outputs (zero at padding) and each row's final (h, c).
+        Unclipped layers on CUDA with every position valid run torch's fused LSTM (cuDNN)."""
+        if valid is None and not self.clipped and x.is_cuda:
+            return lstm_kernels.fused_dense(self, x, state)
         return lstm_kernels.dense_loop(self, x, valid, state)
 
 

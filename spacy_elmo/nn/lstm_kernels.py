@@ -13,7 +13,8 @@ and differs only in how it lays out the states and runs the products:
   depend on the data and nothing is read back to the host, as CUDA graphs need.
 - ``int8_loop``: without gradients, inside ``int8_products``: row-major states, each step's
   recurrent and projection products on int8 weights (``nn/int8.py``); cell states float32.
-- ``fused_packed``: torch's own LSTM (cuDNN on a GPU), for unclipped layers only.
+- ``fused_packed`` and ``fused_dense``: torch's own LSTM (cuDNN on a GPU), for unclipped layers
+  only: over packed rows, and over rows of running text from given states (pretraining's windows).
 """
 
 from __future__ import annotations
@@ -166,3 +167,17 @@ def fused_packed(
         layer, PackedSequence(data, batch_sizes), (state[0][None], state[1][None])
     )
     return output.data, (h_n[0], c_n[0])
+
+
+def fused_dense(layer: "ClippedLSTM", x: torch.Tensor, state: Optional[LSTMState]) -> Tuple[torch.Tensor, LSTMState]:
+    """torch's own LSTM over rows that are all tokens (pretraining's windows) from given states
+    (cuDNN on a GPU); unclipped layers only. x (batch, T, input_size) -> (batch, T, proj_size),
+    and each row's final (h, c)."""
+    if layer.clipped:
+        raise ValueError("fused_dense: torch's LSTM has no cell or projection clipping")
+    if state is None:
+        state = zero_state(layer, x.shape[0], x)
+    output, (h_n, c_n) = torch.nn.LSTM.forward(
+        layer, x.transpose(0, 1), (state[0][None].to(x.dtype), state[1][None].to(x.dtype))
+    )
+    return output.transpose(0, 1), (h_n[0], c_n[0])

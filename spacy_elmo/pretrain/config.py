@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from ..nn.precision import TRAINING_PRECISIONS
+from ..nn.threads import resolve_threads
 from ..options import ACTIVATIONS, BiLMOptions
 from .corpus import CorpusSettings
 from .optimizers import Fraction, OptimizerSettings
@@ -36,11 +37,12 @@ init_bilm = null
 
 [system]
 seed = 0
-# CPU threads for torch (torch.set_num_threads), at least 1 (like every --threads of the CLI).
-# 1 is safe on a shared machine (two processes each running a pool of all the cores' threads
-# can be many times slower than either alone) and gives the same numbers on every machine: the
-# weights are bitwise reproducible for the same seed and thread count only. On a dedicated
-# machine, set it to the cores you want to use (--threads N).
+# CPU threads for torch (torch.set_num_threads), at least 1 (like every --threads of the CLI), or
+# "auto": 2 where the process may use two cores (the two LSTM directions then train side by
+# side, each on a thread of its own), else 1. 1 is safe on a shared machine (two processes each
+# running a pool of all the cores' threads can be many times slower than either alone) and gives
+# the same numbers on every machine: the weights are bitwise reproducible for the same seed and
+# thread count only. On a dedicated machine, set it to the cores you want to use (--threads N).
 threads = 1
 
 # The biLM's shape: the fields of the released options.json. The defaults are a small model
@@ -160,11 +162,27 @@ def _auto_or_bool(value: Any) -> Union[str, bool]:
     return value
 
 
+def _threads(value: Any) -> Union[int, str]:
+    if value == "auto" and isinstance(value, str):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError('must be an integer >= 1 or "auto"')
+    if value < 1:
+        raise ValueError("must be >= 1")
+    return value
+
+
 class SystemSettings(Section):
     seed: int
-    #: CPU threads of torch's intra-op pool (torch.set_num_threads), at least 1. Results are
-    #: bitwise reproducible only at the same thread count.
-    threads: Annotated[int, Field(ge=1)] = 1
+    #: CPU threads of torch's intra-op pool (torch.set_num_threads), at least 1, or "auto"
+    #: (``nn.threads.resolve_threads``). Results are bitwise reproducible only at the same
+    #: thread count.
+    threads: Annotated[Union[int, str], BeforeValidator(_threads)] = 1
+
+    @property
+    def thread_count(self) -> int:
+        """``threads`` with "auto" resolved for this process."""
+        return resolve_threads(self.threads)
 
 
 class ModelSettings(Section):
@@ -351,19 +369,79 @@ def model_overrides(options: BiLMOptions) -> Dict[str, Any]:
     }
 
 
-def config_text_for_model(options: BiLMOptions, model_path: str) -> str:
-    """The documented default config (comments kept) with [model] set to ``options`` and
-    ``paths.init_bilm`` to ``model_path``."""
-    values = {**model_overrides(options), "paths.init_bilm": model_path}
-    lines, section = [], ""
+#: The released "original" biLM's shape (93.6M parameters).
+ORIGINAL_SHAPE = {
+    "model.char_embedding_dim": 16,
+    "model.filters": [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]],
+    "model.n_highway": 2,
+    "model.activation": "relu",
+    "model.lstm_dim": 4096,
+    "model.projection_dim": 512,
+    "model.n_layers": 2,
+    "model.use_skip_connections": True,
+}
+
+#: bilm-tf's training of the original model (bilm/train.py, the paper's section 3): cell and
+#: projection clip 3, windows of 20 tokens in rows of 128, sampled softmax with 8,192
+#: negatives, Adagrad at 0.2 (accumulators from 1.0), gradients clipped to norm 10, dropout 0.1,
+#: the words seen at least 3 times (793,471 in the 1B Word Benchmark).
+BILM_TF_RECIPE = {
+    **ORIGINAL_SHAPE,
+    "model.cell_clip": 3.0,
+    "model.proj_clip": 3.0,
+    "corpus.batching": "windows",
+    "corpus.window_length": 20,
+    "training.batch_tokens": 2560,
+    "vocab.size": 800000,
+    "vocab.min_count": 3,
+    "objective.softmax": "sampled",
+    "objective.n_negative_samples": 8192,
+    "objective.dropout": 0.1,
+    "optimizer.name": "adagrad",
+    "optimizer.learning_rate": 0.2,
+    "optimizer.initial_accumulator_value": 1.0,
+    "optimizer.clip_norm": 10.0,
+    "optimizer.warmup_steps": 0,
+    "optimizer.schedule": "constant",
+}
+
+#: Named starting points of ``init-config --recipe``: overrides of the documented default.
+#: "default": a small model that trains on a CPU, on sentences. "bilm-tf": the released
+#: original shape as bilm-tf trained it. "fast": the same without cell and projection clipping,
+#: which lets torch's fused LSTM (cuDNN) run on a GPU; docs/manual.md gives what it costs in
+#: held-out perplexity.
+RECIPES: Dict[str, Dict[str, Any]] = {
+    "default": {},
+    "bilm-tf": BILM_TF_RECIPE,
+    "fast": {**BILM_TF_RECIPE, "model.cell_clip": None, "model.proj_clip": None},
+}
+
+
+def config_text(recipe: str = "default", values: Optional[Dict[str, Any]] = None) -> str:
+    """The documented default config (comments kept) with ``RECIPES[recipe]`` and then
+    ``values`` (``{"section.key": value}``, keys of the default config) set in it."""
+    if recipe not in RECIPES:
+        raise ConfigError(f"no recipe {recipe!r}: choose one of {', '.join(RECIPES)}")
+    values = {**RECIPES[recipe], **(values or {})}
+    lines, section, written = [], "", set()
     for line in DEFAULT_CONFIG.lstrip("\n").splitlines():
         if line.startswith("["):
             section = line.strip("[] ")
         key, sep, _ = line.partition(" = ")
         if sep and f"{section}.{key}" in values:
             line = f"{key} = {json.dumps(values[f'{section}.{key}'])}"
+            written.add(f"{section}.{key}")
         lines.append(line)
+    missing = set(values) - written
+    if missing:
+        raise ConfigError(f"not keys of the default config: {', '.join(sorted(missing))}")
     return "\n".join(lines) + "\n"
+
+
+def config_text_for_model(options: BiLMOptions, model_path: str, recipe: str = "default") -> str:
+    """``config_text(recipe)`` with [model] set to ``options`` and ``paths.init_bilm`` to
+    ``model_path``."""
+    return config_text(recipe, {**model_overrides(options), "paths.init_bilm": model_path})
 
 
 def sparse_updates_wanted(settings: PretrainSettings, sampled: bool, step_kind: str = "eager") -> bool:

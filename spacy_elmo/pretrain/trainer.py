@@ -92,7 +92,7 @@ class Trainer:
                 f"{type(settings).__name__}"
             )
         self.settings = settings
-        torch.set_num_threads(settings.system.threads)
+        torch.set_num_threads(settings.system.thread_count)
         self.output_dir = Path(output_dir)
         self.ctx = DistributedContext.from_env(gpu_id)
         self.device = self.ctx.device
@@ -522,7 +522,7 @@ def pretrain(
     """Train a biLM as ``config`` says, writing everything to ``output_dir``; torch's CPU thread
     count is ``[system] threads`` during the run and restored after it."""
     settings = parse_settings(config)
-    with torch_threads(settings.system.threads):
+    with torch_threads(settings.system.thread_count):
         trainer = Trainer(settings, output_dir, gpu_id, resume, show_progress)
         try:
             return trainer.train()
