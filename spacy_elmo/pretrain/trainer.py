@@ -226,13 +226,13 @@ class Trainer:
         return model.to(self.device)
 
     def _wrap_distributed(self, model: BiLMLanguageModel) -> torch.nn.Module:
+        """DDP over the parameters whose gradients it averages: all of them, or without the
+        softmax's when its rows are updated sparsely (``publish_row_gradients`` exchanges
+        those)."""
         if not self.ctx.distributed:
             return model
-        if self.sparse_updates:
-            # Their row gradients are exchanged by publish_row_gradients, not by DDP.
-            DDP._set_params_and_buffers_to_ignore_for_model(model, ["softmax.weight", "softmax.bias"])
         device_ids = [self.device.index] if self.device.type == "cuda" else None
-        return DDP(model, device_ids)
+        return DDP(_BiLMPart(model) if self.sparse_updates else model, device_ids)
 
     def _seed_rank(self) -> torch.Generator:
         """Per-rank seeds of Python, NumPy and torch; the softmax sampler's generator."""
@@ -528,6 +528,19 @@ def pretrain(
             return trainer.train()
         finally:
             trainer.ctx.shutdown()
+
+
+class _BiLMPart(torch.nn.Module):
+    """The LM as DDP sees it under sparse softmax updates: its forward is the whole model's, its
+    parameters (the ones DDP averages) only the biLM's; the softmax is no submodule of it."""
+
+    def __init__(self, model: BiLMLanguageModel) -> None:
+        super().__init__()
+        self.bilm = model.bilm
+        self.run = model.forward  # a bound method: not registered, so its softmax is not either
+
+    def forward(self, *args, **kwargs):
+        return self.run(*args, **kwargs)
 
 
 class _Pending:
