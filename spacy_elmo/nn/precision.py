@@ -47,8 +47,9 @@ PRECISIONS: Dict[str, Precision] = {
     )
 }
 
-#: The modes the pretraining loop accepts ("tf32" and "int8" are inference speed settings).
-TRAINING_PRECISIONS = ("fp32", "bf16", "fp16")
+#: The modes the pretraining loop accepts ("int8" is an inference speed setting; "tf32" is
+#: "fp32" off CUDA).
+TRAINING_PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 
 
 def get_precision(name: str, what: str = "precision") -> Precision:

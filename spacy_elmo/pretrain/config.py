@@ -135,7 +135,8 @@ softmax_only_steps = 0
 # Padded tokens per batch and per process, boundary tokens included (bilm-tf: 128 x 20).
 batch_tokens = 2560
 max_steps = 10000
-# "fp32", "bf16" or "fp16" (autocast; fp16 adds a gradient scaler).
+# "fp32", "tf32" (TensorFloat-32 products on a GPU), "bf16" or "fp16" (autocast; fp16 adds a
+# gradient scaler).
 precision = "fp32"
 # How each update runs: "eager" (op by op), "cuda_graph" (the whole update recorded once and
 # replayed: windows on a GPU), "compile" (torch.compile; windows), or "auto": "cuda_graph" for

@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 from torch import nn
+from torch.profiler import record_function
 
 from ..chars import BOS_TOKEN, EOS_TOKEN, tokens_to_ids
 from ..nn.bilm import BiLM, BiLMStates
@@ -27,6 +28,17 @@ from ..nn.precision import get_precision, precision_context
 from ..nn.softmax import LMSoftmax
 from ..nn.threads import run_side_by_side, torch_threads
 from .vocab import Vocab
+
+#: The parts of a training step as the profiler names them (``torch.profiler.record_function``
+#: ranges, cheap when no profiler runs): what ``benchmarks pretrain`` splits a step's time by.
+PHASES = {
+    "batch": "pretrain.batch",
+    "char_cnn": "pretrain.char_cnn",
+    "lstm": "pretrain.lstm",
+    "softmax": "pretrain.softmax",
+    "backward": "pretrain.backward",
+    "optimizer": "pretrain.optimizer",
+}
 
 
 @dataclass
@@ -199,18 +211,29 @@ class BiLMLanguageModel(nn.Module):
         tops: List[torch.Tensor] = []
         finals: List[list] = []
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.bilm_frozen):
-            vectors = self.bilm.token_encoder(batch.char_ids, all_positions=True)
-            for direction, lstm in enumerate(lstms):
-                start = None if states is None else (states.forward, states.backward)[direction]
-                top, final = lstm.forward_windows(vectors[batch.index[direction]], start, drop)
-                tops.append(nn.functional.dropout(top, drop, self.training).flatten(0, 1))
-                finals.append([(h.detach(), c.detach()) for h, c in final])
-        hidden, targets = torch.cat(tops), batch.targets.flatten()
-        if n_samples:
-            nll = self.softmax.sampled_nll(hidden, targets, n_samples, generator)
-        else:
-            nll = self.softmax.full_nll(hidden, targets)
+            with record_function(PHASES["char_cnn"]):
+                vectors = self.bilm.token_encoder(batch.char_ids, all_positions=True)
+            with record_function(PHASES["lstm"]):
+                for direction, lstm in enumerate(lstms):
+                    start = None if states is None else (states.forward, states.backward)[direction]
+                    top, final = lstm.forward_windows(vectors[batch.index[direction]], start, drop)
+                    tops.append(nn.functional.dropout(top, drop, self.training).flatten(0, 1))
+                    finals.append([(h.detach(), c.detach()) for h, c in final])
+        with record_function(PHASES["softmax"]):
+            hidden, targets = torch.cat(tops), batch.targets.flatten()
+            nll = self._score(hidden, targets, n_samples, generator)
         return nll.view(2, -1).sum(1), BiLMStates(*finals)
+
+    def _score(
+        self,
+        hidden: torch.Tensor,
+        targets: torch.Tensor,
+        n_samples: Optional[int],
+        generator: Optional[torch.Generator],
+    ) -> torch.Tensor:
+        if n_samples:
+            return self.softmax.sampled_nll(hidden, targets, n_samples, generator)
+        return self.softmax.full_nll(hidden, targets)
 
     def _nll(
         self, batch: LMBatch, n_samples: Optional[int], generator: Optional[torch.Generator]
@@ -220,19 +243,19 @@ class BiLMLanguageModel(nn.Module):
         positions = torch.arange(width, device=lengths.device)[None, :]
         drop = self.dropout if self.training else 0.0
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.bilm_frozen):
-            vectors = self.bilm.token_encoder(batch.unique_char_ids)
-            tops = self._directions(DistinctInputs(vectors, batch.token_index), lengths, drop)
-        forward_top = nn.functional.dropout(tops[0], drop, self.training)
-        backward_top = nn.functional.dropout(tops[1], drop, self.training)
-
-        # forward: position t < length - 1 predicts t + 1; backward: 1 <= t < length predicts t - 1
-        predicts = (positions < lengths[:, None] - 1)[:, : width - 1]
-        hidden = torch.cat([forward_top[:, :-1][predicts], backward_top[:, 1:][predicts]])
-        targets = torch.cat([batch.targets[:, 1:][predicts], batch.targets[:, :-1][predicts]])
-        if n_samples:
-            nll = self.softmax.sampled_nll(hidden, targets, n_samples, generator)
-        else:
-            nll = self.softmax.full_nll(hidden, targets)
+            with record_function(PHASES["char_cnn"]):
+                vectors = self.bilm.token_encoder(batch.unique_char_ids)
+            with record_function(PHASES["lstm"]):
+                tops = self._directions(DistinctInputs(vectors, batch.token_index), lengths, drop)
+        with record_function(PHASES["softmax"]):
+            forward_top = nn.functional.dropout(tops[0], drop, self.training)
+            backward_top = nn.functional.dropout(tops[1], drop, self.training)
+            # forward: position t < length - 1 predicts t + 1; backward: 1 <= t < length
+            # predicts t - 1
+            predicts = (positions < lengths[:, None] - 1)[:, : width - 1]
+            hidden = torch.cat([forward_top[:, :-1][predicts], backward_top[:, 1:][predicts]])
+            targets = torch.cat([batch.targets[:, 1:][predicts], batch.targets[:, :-1][predicts]])
+            nll = self._score(hidden, targets, n_samples, generator)
         n = int(predicts.sum())
         return torch.stack([nll[:n].sum(), nll[n:].sum()])
 

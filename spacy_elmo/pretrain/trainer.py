@@ -20,6 +20,7 @@ import torch
 from confection import Config
 from safetensors.torch import load_file
 from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.profiler import record_function
 from tqdm import tqdm
 
 from ..distributed import DistributedContext
@@ -56,6 +57,7 @@ from .corpus import (
 )
 from .evaluate import EvalResult, held_out_nll
 from .model import (
+    PHASES,
     BiLMLanguageModel,
     LMBatch,
     WindowBatch,
@@ -321,7 +323,8 @@ class Trainer:
         s = self.settings
         self.model.train()
         self.model.bilm_frozen = self.step < s.initialize.softmax_only_steps
-        batch = batch.to(self.device)
+        with record_function(PHASES["batch"]):
+            batch = batch.to(self.device)
         count = 2 * batch.n_targets
         if isinstance(batch, WindowBatch):
             if self.static_step is not None and self.static_step.accepts(batch):
@@ -342,9 +345,10 @@ class Trainer:
         nll = self.ddp_model(batch, n_samples, self.generator)
         loss = nll.sum() / normaliser()
         self.optimizer.zero_grad(set_to_none=True)
-        self.scaler.scale(loss).backward()
-        if self.sparse_updates:
-            self.model.softmax.publish_row_gradients(self.ctx.gather_rows)
+        with record_function(PHASES["backward"]):
+            self.scaler.scale(loss).backward()
+            if self.sparse_updates:
+                self.model.softmax.publish_row_gradients(self.ctx.gather_rows)
         self.clip_and_step()
         return nll.detach()
 
@@ -366,20 +370,22 @@ class Trainer:
         nll, states = forward(batch, n_samples, None, self.carried.states)
         # Every rank holds the same number of predictions: DDP's average is the global mean.
         loss = nll.sum() / float(2 * batch.n_targets)
-        self.scaler.scale(loss).backward()
-        self.carried.update(states)  # after backward, which reads the states this step began from
-        if self.sparse_updates:
-            self.model.softmax.publish_row_gradients(self.ctx.gather_rows)
+        with record_function(PHASES["backward"]):
+            self.scaler.scale(loss).backward()
+            self.carried.update(states)  # after backward, which reads the states it began from
+            if self.sparse_updates:
+                self.model.softmax.publish_row_gradients(self.ctx.gather_rows)
         (self.clip_and_step if update is None else update)()
         return nll.detach()
 
     def clip_and_step(self) -> None:
         """Clip the gradients' global norm (``[optimizer] clip_norm``) and step the optimizer."""
-        if self.settings.optimizer.clip_norm:
-            self.scaler.unscale_(self.optimizer)
-            clip_grad_norm(self.model.parameters(), self.settings.optimizer.clip_norm)
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
+        with record_function(PHASES["optimizer"]):
+            if self.settings.optimizer.clip_norm:
+                self.scaler.unscale_(self.optimizer)
+                clip_grad_norm(self.model.parameters(), self.settings.optimizer.clip_norm)
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
 
     def _normaliser(self, count: int):
         """What the summed NLL is divided by, so that DDP's average of the ranks' gradients is the
