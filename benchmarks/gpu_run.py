@@ -26,8 +26,11 @@ Stages (``STAGES``):
   on CUDA; peak GPU memory; ``doc._.elmo`` a NumPy array on the CPU; a long doc without sentences;
 - ``train``: a tagger and an NER through the listener, ``spacy train`` on the project's configs
   and its demo corpora (a subprocess, ``--gpu-id 0`` on CUDA), a few hundred steps;
-- ``pretrain``: ``python -m spacy_elmo pretrain`` under torchrun for a few steps, then
-  ``benchmarks pretrain`` (``pretrain_bench``) in fp32 and bf16;
+- ``pretrain``: ``benchmarks pretrain`` (``pretrain_bench``) in steady state, one subprocess per
+  case, both recipes (``bilm-tf``, ``fast``) at 128 x 20 over precisions and step kinds in
+  ``Sizes.pretrain_plan``'s order, then ``python -m spacy_elmo pretrain`` under torchrun;
+- ``pretrain-scale``: the largest batches that fit and the compiled steps
+  (``Sizes.pretrain_scale_plan``), and ``torchrun --nproc-per-node 1`` against one process;
 - ``embed``: ``python -m spacy_elmo embed`` in one process and under torchrun (a rank per GPU; 2
   on the CPU) on real sentences, and whether both wrote the same vectors.
 
