@@ -1,4 +1,5 @@
-"""Shared fixtures: the bilm-tf test model and randomly initialised weight files of any shape."""
+"""Shared fixtures: the bilm-tf test model and randomly initialised weight files of any shape;
+the check that no test leaves a process running (``process_tree.py``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import h5py
 import numpy as np
 import pytest
 import torch
+
+from process_tree import become_subreaper, no_process_left_behind, pytest_sessionfinish  # noqa: F401  (the checks)
 
 # The test models are tiny: extra threads only add overhead, and on a busy shared machine a
 # two-thread pool makes each small op wait for a core (100x slower runs were seen).
@@ -141,6 +144,9 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "uses_device: takes the `device` fixture (set on collection)")
+    become_subreaper()  # orphans of the tests come back here, where the checks below see them
+
+
 
 
 def pytest_collection_modifyitems(config, items):
