@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from process_tree import describe, running_in_group
 from spacy_elmo.bench.subprocesses import package_argv, subprocess_env
 from spacy_elmo.bench.workdir import SIGTERM_STATUS, bench_workdir
 
@@ -32,11 +33,24 @@ AS_FROM_A_TERMINAL = (
 
 
 def _start_bench(tmp_root: Path) -> subprocess.Popen:
+    """The bench in a process group of its own: its measuring process (spawned, one per path) and
+    that process's resource tracker are in it, and ``_end_group`` ends them all, as a terminal's
+    kill of the job would (a SIGKILL of the bench alone leaves them running)."""
     env = {**subprocess_env(threads=1), "TMPDIR": str(tmp_root)}
     python, *args = package_argv(LONG_BENCH)
     return subprocess.Popen(
-        [python, "-c", AS_FROM_A_TERMINAL, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        [python, "-c", AS_FROM_A_TERMINAL, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
     )
+
+
+def _end_group(bench: subprocess.Popen) -> None:
+    """SIGKILL to the bench's process group (whatever is left of it), then reap the bench."""
+    try:
+        os.killpg(bench.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    bench.wait(timeout=60)
 
 
 def _wait_for_workdir(bench: subprocess.Popen, tmp_root: Path, deadline_s: float = 120) -> Path:
@@ -47,7 +61,6 @@ def _wait_for_workdir(bench: subprocess.Popen, tmp_root: Path, deadline_s: float
             return found[0]
         assert bench.poll() is None, bench.stderr.read()
         time.sleep(0.2)
-    bench.kill()
     pytest.fail("the bench made no work folder in time")
 
 
@@ -58,10 +71,11 @@ def test_a_stopped_bench_removes_its_temporary_folder(tmp_path, stop):
         folder = _wait_for_workdir(bench, tmp_path)
         bench.send_signal(stop)
         status = bench.wait(timeout=60)
+        left = running_in_group(bench.pid, grace_s=10)  # its measuring process ends with it
     finally:
-        if bench.poll() is None:
-            bench.kill()
+        _end_group(bench)  # on a failure too, and the measuring process if it outlived the bench
     assert not folder.exists()
+    assert not left, describe(left)
     assert status == (SIGTERM_STATUS if stop == signal.SIGTERM else 130), bench.stderr.read()[-2000:]
 
 
@@ -70,8 +84,7 @@ def test_the_next_bench_removes_the_folder_of_a_killed_one(tmp_path, monkeypatch
     try:
         folder = _wait_for_workdir(bench, tmp_path)
     finally:
-        bench.kill()  # SIGKILL: nothing in the bench can clean up
-        bench.wait(timeout=60)
+        _end_group(bench)  # SIGKILL: nothing in the bench can clean up
     assert folder.exists()
     alive = tmp_path / f"{PREFIX}{os.getpid()}-other"  # a running process's folder stays
     alive.mkdir()
