@@ -25,6 +25,7 @@ from spacy_elmo.cli import app
 from spacy_elmo.compare import (
     SystemMetrics,
     SystemRuns,
+    comparison_figure,
     comparison_table,
     plot_comparison,
     read_system,
@@ -177,6 +178,23 @@ def test_plot_is_a_png(tmp_path):
     seeds = [seed_runs("ELMo", [0.94, 0.93], [0.2, 0.22]), seed_runs("base", [0.93, 0.92], [0.1, 0.12])]
     png = plot_comparison(seeds, tmp_path / "seeds.png")
     assert png.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_every_axis_of_the_chart_starts_at_zero():
+    """An axis fitted to the values makes a 1-point gap at 94% look like a doubling; from 0, the
+    bars and points are to scale (the means are written beside the points)."""
+    import matplotlib.pyplot as plt
+
+    seeds = [seed_runs("ELMo", [0.94, 0.93], [0.2, 0.22]), seed_runs("base", [0.93, 0.92], [0.1, 0.12])]
+    fig = comparison_figure(seeds, title="Test sets")
+    try:
+        assert len(fig.axes) >= 3
+        for ax in fig.axes:
+            bottom, top = ax.get_ylim()
+            heights = [y for line in ax.get_lines() for y in line.get_ydata()] + [b.get_height() for b in ax.patches]
+            assert bottom == 0 and top >= max(heights), (ax.get_title() or ax.get_ylabel(), bottom, top)
+    finally:
+        plt.close(fig)
 
 
 def test_compare_command(tmp_path):
