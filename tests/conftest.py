@@ -32,6 +32,21 @@ def checkout_pythonpath() -> str:
     return os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
 
 
+def cli_commands(command=None, path=()):
+    """(path, click command) of ``python -m spacy_elmo``, every group and every command below it,
+    through click's own lookup (the app loads a command's module when it is looked up)."""
+    import typer
+
+    from spacy_elmo.cli import app
+
+    command = typer.main.get_command(app) if command is None else command
+    yield path, command
+    if hasattr(command, "list_commands"):  # a group
+        ctx = typer.Context(command)
+        for name in command.list_commands(ctx):
+            yield from cli_commands(command.get_command(ctx, name), (*path, name))
+
+
 def run_in_threads(work: Callable[[Any], Any], items: Sequence[Any], n_threads: int, deadline_s: float = 300) -> List[Any]:
     """``work`` on every item from ``n_threads`` threads at once (a web server's pool), results in
     item order. A thread's error is raised here; a thread still running at the deadline (a hang)

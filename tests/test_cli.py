@@ -11,6 +11,7 @@ import torch
 from spacy.tokens import Doc, DocBin
 from typer.testing import CliRunner
 
+from conftest import cli_commands
 from spacy_elmo import batch_to_ids, load_bilm
 from spacy_elmo.bench.senses import DATA_FILE, read_senses
 from spacy_elmo.cli import app
@@ -260,16 +261,12 @@ def test_pretraining_commands_are_in_spacys_cli(tmp_path):
 
 def _threads_options():
     """(command path, option) of every --threads option of the CLI, sub-apps included."""
-    import typer
-
-    def walk(command, path=()):
-        for param in command.params:
-            if "--threads" in getattr(param, "opts", ()):
-                yield path, param
-        for name, sub in sorted(getattr(command, "commands", {}).items()):
-            yield from walk(sub, (*path, name))
-
-    return list(walk(typer.main.get_command(app)))
+    return [
+        (path, param)
+        for path, command in cli_commands()
+        for param in command.params
+        if "--threads" in getattr(param, "opts", ())
+    ]
 
 
 THREADS_OPTIONS = _threads_options()

@@ -49,7 +49,7 @@ def embed(
     ),
     batch_size: int = typer.Option(64, "--batch-size", min=1, help="Sentences per batch"),
     gpu_id: int = typer.Option(
-        -1, "--gpu-id", help="GPU to run on; -1 for the CPU. Under torchrun, any id >= 0: each rank on the GPU of its local rank"
+        -1, "--gpu-id", help="GPU to run on; -1 for the CPU. Under torchrun, any id >= 0: each rank (process) on the GPU of its local rank, its number on its machine"
     ),
     forget_sentences: bool = typer.Option(False, "--forget-sentences", help="Do not write the sentence_to_index dataset"),
     use_sentence_keys: bool = typer.Option(
@@ -59,7 +59,7 @@ def embed(
     precision: str = PRECISION,
     chunk_size: Optional[int] = typer.Option(
         None, "--chunk-size", min=1, show_default=False,
-        help="Sentences per chunk file: the unit of work of a rank, of resumption and of progress "
+        help="Sentences per chunk file: the unit of work of a rank (process), of resumption and of progress "
         "[default: 1000, fewer for a small input, so that every process gets about 4 chunks]",
     ),
     resume: bool = typer.Option(
@@ -69,6 +69,9 @@ def embed(
     """Write ELMo vectors of a text or .spacy file to HDF5, as AllenNLP's elmo command did; in one
     process, or sharded over many under torchrun (one GPU, or one CPU thread, per rank):
     torchrun --nproc-per-node N -m spacy_elmo embed INPUT OUT.hdf5 ...
+
+    Under torchrun each process is a rank (numbered from 0): rank 0 shows the progress and
+    merges; every rank embeds its own chunks.
 
     One dataset per sentence, named by its number ("0", "1", ...), plus "sentence_to_index", a
     JSON object mapping each sentence's text to its dataset name. With --use-sentence-keys the
