@@ -557,7 +557,38 @@ class Elmo(TrainablePipe):
 
     def from_disk(self, path, *, exclude=tuple()) -> "Elmo":
         torch_device()
-        return super().from_disk(path, exclude=exclude)
+        try:
+            return super().from_disk(path, exclude=exclude)
+        except (ValueError, OSError, KeyError) as err:  # a cut or damaged file of the saved pipe
+            raise unreadable_saved_pipe(self.name, path, err) from err
+
+
+def unreadable_saved_pipe(name: str, directory, err: Exception) -> ValueError:
+    """The error for a saved elmo pipe that ``from_disk`` could not read: which of its files
+    (``cfg``, ``model``) is damaged, its size, and what to do; the reader's own message last."""
+    from pathlib import Path
+
+    import srsly
+
+    directory = Path(directory)
+    damaged = None
+    for file_name, parse in (("cfg", srsly.read_json), ("model", lambda f: srsly.msgpack_loads(f.read_bytes()))):
+        file = directory / file_name
+        try:
+            parse(file)
+        except Exception:  # any reader's error: this is the file
+            damaged = file
+            break
+    what = (
+        f"{damaged} ({damaged.stat().st_size:,} bytes) is not whole" if damaged is not None and damaged.exists()
+        else f"{damaged} is missing" if damaged is not None
+        else f"its files in {directory} do not load"
+    )
+    return ValueError(
+        f"elmo pipe '{name}' of the saved pipeline: {what}, so the pipeline cannot be loaded: it was "
+        "cut short or damaged (an interrupted copy or download, a full disk). Copy the pipeline "
+        f"folder again, or save it again with nlp.to_disk(). ({type(err).__name__}: {err})"
+    )
 
 
 # Extensions and vector hooks: module-level functions, so that docs with hooks still pickle.
