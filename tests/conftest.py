@@ -32,6 +32,16 @@ def checkout_pythonpath() -> str:
     return os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
 
 
+#: ``python -c AS_FROM_A_TERMINAL ARGS...`` runs ``python ARGS...`` with Ctrl-C's signal at its
+#: default, as a terminal starts a command. A process started where SIGINT is ignored (a
+#: pytest-xdist worker, a shell's background job) inherits that, and Python then keeps ignoring
+#: it, as it should; this sets it back, then becomes the command (same pid).
+AS_FROM_A_TERMINAL = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)
+
+
 def cli_commands(command=None, path=()):
     """(path, click command) of ``python -m spacy_elmo``, every group and every command below it,
     through click's own lookup (the app loads a command's module when it is looked up)."""

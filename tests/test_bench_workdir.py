@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import AS_FROM_A_TERMINAL
 from process_tree import describe, running_in_group
 from spacy_elmo.bench.subprocesses import package_argv, subprocess_env
 from spacy_elmo.bench.workdir import SIGTERM_STATUS, bench_workdir
@@ -22,14 +23,6 @@ LONG_BENCH = [
     "--n-batches", "1", "--repeats", "50", "--device", "cpu",
 ]
 
-
-#: Starts the bench as a terminal does: Ctrl-C's signal at its default. A process started where
-#: SIGINT is ignored (a pytest-xdist worker, a shell's background job) inherits that, and Python
-#: then keeps ignoring it, as it should; this sets it back, then becomes the bench (same pid).
-AS_FROM_A_TERMINAL = (
-    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
-)
 
 
 def _start_bench(tmp_root: Path) -> subprocess.Popen:
