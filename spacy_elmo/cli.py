@@ -71,6 +71,15 @@ COMMANDS: Dict[str, Entry] = {
         "spacy_elmo.pretrain.commands:evaluate_lm_command",
         "Held-out perplexity (forward, backward, average; full softmax) of a pretrained biLM.",
     ),
+    "config": Entry(
+        "spacy_elmo.training_config:config_command",
+        "Write a spaCy training config for components on ELMo, as spacy init config does for spaCy's own: "
+        "python -m spacy train CONFIG --output MODEL_DIR trains it.",
+    ),
+    "convert-textcat": Entry(
+        "spacy_elmo.textcat_jsonl:convert_textcat_command",
+        "Convert labelled texts in JSONL (spaCy's text classification format) to .spacy files.",
+    ),
     "compare": Entry(
         "spacy_elmo.compare:compare_command",
         "Compare systems' test scores and training times: a Markdown table and a chart.",
