@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional
 
@@ -113,21 +114,39 @@ def load_command(name: str) -> Any:
     return typer.main.get_command(prepare_help(single))
 
 
+class _LoadedOnLookup(Mapping):
+    """The app's commands by name: every name of ``COMMANDS`` at once (typer suggests the closest
+    one for a typo), each command loaded when it is looked up."""
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in COMMANDS:
+            raise KeyError(name)
+        return load_command(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(COMMANDS)
+
+    def __len__(self) -> int:
+        return len(COMMANDS)
+
+
 class LazyCommands(HelpGroup):
     """The app's group: a command is loaded when it is looked up, except while the app's own help
     is written, which lists the summaries of ``COMMANDS`` instead."""
 
     _listing = False
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands = _LoadedOnLookup()
+
     def list_commands(self, ctx: typer.Context) -> List[str]:
         return list(COMMANDS)
 
     def get_command(self, ctx: typer.Context, cmd_name: str) -> Optional[Any]:
-        if cmd_name not in COMMANDS:
-            return None
-        if self._listing:
+        if self._listing and cmd_name in COMMANDS:
             return TyperCommand(cmd_name, help=COMMANDS[cmd_name].summary)
-        return load_command(cmd_name)
+        return self.commands.get(cmd_name)
 
     def format_help(self, ctx: typer.Context, formatter: Any) -> None:
         with self._summaries_only():

@@ -155,3 +155,9 @@ def test_each_listed_summary_is_the_first_paragraph_of_the_commands_help(name):
     what each command's own help says first."""
     command = load_command(name)
     assert command.help.split("\n\n")[0] == COMMANDS[name].summary
+
+
+def test_a_typo_gets_the_closest_command():
+    result = CliRunner().invoke(app, ["embd", "in.txt"], env={"COLUMNS": "100", "TERM": "dumb"})
+    assert result.exit_code == 2
+    assert "No such command 'embd'. Did you mean 'embed'?" in " ".join(result.output.replace("│", " ").split())
