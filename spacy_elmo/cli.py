@@ -94,7 +94,9 @@ COMMANDS: Dict[str, Entry] = {
     "download": Entry("spacy_elmo.hub.commands:download_cli", "Download an ELMo model into the cache, once."),
     "list": Entry("spacy_elmo.hub.commands:list_cli", "Show the cached models: name, size, shape, path, state."),
     "bench": Entry(
-        "spacy_elmo.bench.cli:app", "Benchmarks: speed and memory, as ratios measured side by side in one run."
+        "spacy_elmo.bench.command:bench_command",
+        "Measure the elmo pipe's tokens/s and peak memory on this machine, per precision and thread count, "
+        "each cell in a fresh process; ratios are to the first cell.",
     ),
 }
 

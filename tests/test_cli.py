@@ -8,14 +8,16 @@ import numpy as np
 import pytest
 import spacy
 import torch
+import typer
 from spacy.tokens import Doc, DocBin
 from typer.testing import CliRunner
 
+from benchmarks.cli import app as kit_app
 from conftest import cli_commands
 from spacy_elmo import batch_to_ids, load_bilm
-from spacy_elmo.bench.senses import DATA_FILE, read_senses
 from spacy_elmo.cli import app
 from spacy_elmo.demo import demo_words
+from spacy_elmo.senses import DATA_FILE, read_senses
 
 runner = CliRunner()
 
@@ -259,17 +261,19 @@ def test_pretraining_commands_are_in_spacys_cli(tmp_path):
     assert run("elmo-pretrain", "--help").returncode == 0
 
 
-def _threads_options():
-    """(command path, option) of every --threads option of the CLI, sub-apps included."""
+def _threads_options(root=None, prefix=()):
+    """(command path, option) of every --threads option of the CLI (or of ``root``, a click
+    command, under ``prefix``), sub-apps included."""
     return [
         (path, param)
-        for path, command in cli_commands()
+        for path, command in cli_commands(root, prefix)
         for param in command.params
         if "--threads" in getattr(param, "opts", ())
     ]
 
 
-THREADS_OPTIONS = _threads_options()
+#: The package's commands and the checkout's measurement kit (``python -m benchmarks``).
+THREADS_OPTIONS = _threads_options() + _threads_options(typer.main.get_command(kit_app), ("benchmarks",))
 
 
 @pytest.mark.parametrize(
@@ -278,8 +282,6 @@ THREADS_OPTIONS = _threads_options()
 def test_every_threads_option_takes_an_integer_of_at_least_1(path, option):
     """One rule for --threads (pretrain, embed, demo, bench ...): 0 (or less) is refused, naming
     the option; 1 is taken."""
-    import typer
-
     ctx = typer.Context(typer.main.get_command(app), info_name=path[-1])
     for refused in ("0", "-1"):
         with pytest.raises(typer.BadParameter) as err:
@@ -287,7 +289,7 @@ def test_every_threads_option_takes_an_integer_of_at_least_1(path, option):
         message = err.value.format_message()
         assert "'--threads'" in message
         assert "greater than or equal to 1" in message or "x>=1" in message
-    assert option.process_value(ctx, "1") in (1, [1])  # bench inference takes a list: 1,2
+    assert option.process_value(ctx, "1") in (1, [1])  # bench and benchmarks inference take a list: 1,2
 
 
 def test_pretrain_refuses_threads_0_naming_the_option(tmp_path):
@@ -309,9 +311,8 @@ def test_pretrain_refuses_threads_0_naming_the_option(tmp_path):
     [
         (["pretrain"], "torchrun --nproc-per-node N -m spacy_elmo pretrain", "nproc_per_node"),
         (["init-config"], "--model <str> Continue pretraining this biLM: a model directory", "--model <path>"),
-        (["bench", "gpu"], "Measure and test every GPU code path", "lent"),
     ],
-    ids=["pretrain", "init-config", "bench-gpu"],
+    ids=["pretrain", "init-config"],
 )
 def test_help_speaks_to_users(command, says, never):
     result = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "200"})

@@ -24,7 +24,7 @@ from spacy.training.converters import conllu_to_docs
 from thinc.api import Config
 from typer.testing import CliRunner
 
-from spacy_elmo.bench.subprocesses import subprocess_env
+from benchmarks.subprocesses import subprocess_env
 from spacy_elmo.cli import app
 from spacy_elmo.textcat_jsonl import read_docs
 from spacy_elmo.training_config import components, training_config

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from spacy_elmo.bench.subprocesses import subprocess_env
+from benchmarks.subprocesses import subprocess_env
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -1,6 +1,7 @@
 """LSTM with a projected hidden state and optional cell/projection clipping (the ELMo cell).
 
-Per time step, in torch's gate order (i, f, g, o)::
+The recurrence, written once (``ClippedLSTM.cell`` and ``ClippedLSTM.clip_output``), in torch's
+gate order (i, f, g, o)::
 
     gates = x W_ih^T + h W_hh^T + b_ih + b_hh
     c = clip(sigmoid(f) * c + sigmoid(i) * tanh(g), cell_clip)
@@ -8,45 +9,29 @@ Per time step, in torch's gate order (i, f, g, o)::
 
 Without clipping this is exactly ``torch.nn.LSTM(proj_size=...)``, so the layer *is* one: the
 parameters carry torch's names (``weight_ih_l0``, ``weight_hh_l0``, ``bias_ih_l0``, ``bias_hh_l0``,
-``weight_hr_l0``) and unclipped layers on GPU run cuDNN. Otherwise (clipping, which cuDNN lacks,
-or the CPU, where torch's packed LSTM backward zero-fills a full gradient per time step) the layer
-runs its own loop, exact in float32:
-
-- the input products of all time steps in one matrix product (in the first layer, once per
-  distinct token of the batch), split once into time steps (whose backward is one concatenation);
-- a loop over time that touches only the sequences still running (packed, length-sorted rows), so
-  padding costs nothing, with states kept feature-major so that each step's products are
-  tall-skinny ``W @ h`` (about twice as fast on CPU BLAS as ``h @ W^T`` for a few rows);
-- from a zero state, no recurrent product at the first step.
-
-Under the "int8" precision (``nn/int8.py``) and without gradients, the layer runs a third loop:
-row-major states, the input products of all time steps at once and each step's recurrent and
-projection products on int8 weights; cell states and outputs float32.
+``weight_hr_l0``). How the steps are run is a kernel's business (``nn/lstm_kernels.py``): the
+packed float loop, the dense static-shape loop (CUDA graphs), the int8 loop and torch's fused
+LSTM; every kernel but the fused one calls the cell above, and ``ClippedLSTM.run_packed`` picks
+one for packed input.
 """
 
 from __future__ import annotations
 
-from typing import List, NamedTuple, Optional, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence
 
-from .int8 import Int8Weight, int8_wanted
+from . import lstm_kernels
+from .int8 import int8_wanted
+from .lstm_kernels import DistinctInputs, LSTMState
 
-LSTMState = Tuple[torch.Tensor, torch.Tensor]
-
-
-class DistinctInputs(NamedTuple):
-    """Inputs that repeat, stored once: ``rows`` (n_distinct, input_size) and ``index``, for each
-    input position, the row holding its vector."""
-
-    rows: torch.Tensor
-    index: torch.Tensor
+__all__ = ["ClippedLSTM", "DirectionalLSTM", "DistinctInputs", "LSTMState", "length_mask", "reverse_padded"]
 
 
 class ClippedLSTM(nn.LSTM):
-    """One unidirectional layer over packed, length-sorted input.
+    """One unidirectional layer: the parameters, the clip settings and the cell equation.
 
     Args:
         input_size: width of the input vectors.
@@ -71,6 +56,26 @@ class ClippedLSTM(nn.LSTM):
     def clipped(self) -> bool:
         return self.cell_clip is not None or self.proj_clip is not None
 
+    def cell(
+        self, gates: torch.Tensor, c: Optional[torch.Tensor], dim: int
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The cell update of one step: ``gates`` holds (i, f, g, o) along ``dim`` (0 for the
+        feature-major states of the packed loop, 1 for row-major), ``c`` the previous cell
+        state or None for zeros. Returns ``(sigmoid(o) * tanh(c_new), c_new)``: the output before
+        the projection, and the (clipped) new cell state."""
+        hidden = self.hidden_size
+        input_forget = torch.sigmoid(gates.narrow(dim, 0, 2 * hidden))
+        i, f = input_forget.narrow(dim, 0, hidden), input_forget.narrow(dim, hidden, hidden)
+        candidate = torch.tanh(gates.narrow(dim, 2 * hidden, hidden))
+        c_new = i * candidate if c is None else torch.addcmul(f * c, i, candidate)
+        if self.cell_clip is not None:
+            c_new = c_new.clamp(-self.cell_clip, self.cell_clip)
+        return torch.sigmoid(gates.narrow(dim, 3 * hidden, hidden)) * torch.tanh(c_new), c_new
+
+    def clip_output(self, h: torch.Tensor) -> torch.Tensor:
+        """The projected output, clipped to ``proj_clip``."""
+        return h if self.proj_clip is None else h.clamp(-self.proj_clip, self.proj_clip)
+
     def run_packed(
         self,
         data: torch.Tensor,
@@ -78,164 +83,41 @@ class ClippedLSTM(nn.LSTM):
         state: Optional[LSTMState],
         distinct: Optional[DistinctInputs] = None,
     ) -> Tuple[torch.Tensor, LSTMState]:
-        """Run over packed input whose rows are sorted by decreasing length.
+        """Run over packed input whose rows are sorted by decreasing length, on the kernel that
+        fits: torch's fused LSTM (cuDNN) for unclipped layers on CUDA, the int8 loop inside
+        ``int8_products`` where no gradient is needed, else the packed float loop.
 
         Args:
             data: (n_tokens, input_size), time-major packed rows (PackedSequence.data).
             batch_sizes: (max_len,) CPU int64, rows still running at each step.
             state: (h0 (batch, proj_size), c0 (batch, hidden_size)) in sorted row order, or None
-                for zeros (the first step then skips its recurrent product, which is zero).
+                for zeros.
             distinct: the distinct rows of ``data`` and, per packed row, the index of its distinct
                 row: the input products are then computed once per distinct row (exact).
         Returns:
             output (n_tokens, proj_size) packed like ``data``, and the final (h, c) of every row.
         """
         if not self.clipped and data.is_cuda:
-            if state is None:
-                state = _zeros(self, int(batch_sizes[0]), data)
-            packed = PackedSequence(data, batch_sizes)
-            output, (h_n, c_n) = super().forward(packed, (state[0][None], state[1][None]))
-            return output.data, (h_n[0], c_n[0])
+            if distinct is not None:
+                data = distinct.rows.index_select(0, distinct.index)
+            return lstm_kernels.fused_packed(self, data, batch_sizes, state)
         if int8_wanted(self.weight_ih_l0, self.weight_hh_l0, self.weight_hr_l0):
             if distinct is not None:
                 data = distinct.rows.index_select(0, distinct.index)
-            return self._run_int8_loop(data, batch_sizes.tolist(), state)
+            return lstm_kernels.int8_loop(self, data, batch_sizes.tolist(), state)
         if distinct is None:
-            x_gates = self._input_gates(data)
+            x_gates = lstm_kernels.input_gates(self, data)
         else:
-            x_gates = self._input_gates(distinct.rows).index_select(1, distinct.index)
-        return self._run_loop(x_gates, batch_sizes.tolist(), state)
+            x_gates = lstm_kernels.input_gates(self, distinct.rows).index_select(1, distinct.index)
+        return lstm_kernels.packed_loop(self, x_gates, batch_sizes.tolist(), state)
 
-    def _input_gates(self, x: torch.Tensor) -> torch.Tensor:
-        """(n, input_size) -> feature-major (4 * hidden_size, n): x W_ih^T + b_ih + b_hh."""
-        bias = (self.bias_ih_l0 + self.bias_hh_l0)[:, None]
-        return torch.addmm(bias, self.weight_ih_l0, x.t())
-
-    def _run_loop(
-        self, x_gates: torch.Tensor, batch_sizes: List[int], state: Optional[LSTMState]
+    def run_dense(
+        self, x: torch.Tensor, valid: torch.Tensor, state: Optional[LSTMState] = None
     ) -> Tuple[torch.Tensor, LSTMState]:
-        """The loop keeps states and gates feature-major, (features, rows): the recurrent product
-        becomes ``W_hh @ h^T``, a tall-skinny matrix product that BLAS runs about twice as fast
-        as ``h @ W_hh^T`` for the few rows of one time step (and more as rows finish)."""
-        hidden = self.hidden_size
-        w_hh, w_hr = self.weight_hh_l0, self.weight_hr_l0
-        steps = x_gates.split(batch_sizes, dim=1)
-        if state is None:
-            # Zero state: the first step's gates are its input products alone.
-            h, c = _zeros(self, batch_sizes[0], x_gates)
-            h, c = h.t(), c.t()
-            gates = steps[0]
-        else:
-            h, c = state[0].t(), state[1].t()
-            gates = None
-        outputs: List[torch.Tensor] = []
-        finished_h: List[torch.Tensor] = []
-        finished_c: List[torch.Tensor] = []
-        for step_gates in steps:
-            n_running = step_gates.shape[1]
-            if n_running < h.shape[1]:
-                # The shortest rows (at the end, as rows are sorted) have ended: keep their state.
-                finished_h.append(h[:, n_running:])
-                finished_c.append(c[:, n_running:])
-                h, c = h[:, :n_running], c[:, :n_running]
-            if gates is None:
-                gates = torch.addmm(step_gates, w_hh, h)
-            c = self._clip_cell(_cell_update(gates, c, hidden))
-            h = self._clip_output(w_hr.mm(torch.sigmoid(gates[3 * hidden :]) * torch.tanh(c)))
-            outputs.append(h)
-            gates = None
-        finished_h.append(h)
-        finished_c.append(c)
-        h_n = torch.cat(finished_h[::-1], dim=1).t()
-        c_n = torch.cat(finished_c[::-1], dim=1).t()
-        return torch.cat(outputs, dim=1).t().contiguous(), (h_n, c_n)
-
-    def _run_int8_loop(
-        self, data: torch.Tensor, batch_sizes: List[int], state: Optional[LSTMState]
-    ) -> Tuple[torch.Tensor, LSTMState]:
-        """The loop on int8 weights (``nn/int8.py``): row-major (rows, features) states; each
-        step's products are quantized inputs times per-channel int8 weights, which for the few
-        rows of a step is bound by reading the weights, a quarter of the float32 bytes."""
-        w_ih = Int8Weight.for_weight(self.weight_ih_l0, self, "_int8_ih")
-        w_hh = Int8Weight.for_weight(self.weight_hh_l0, self, "_int8_hh")
-        w_hr = Int8Weight.for_weight(self.weight_hr_l0, self, "_int8_hr")
-        x_gates = w_ih(data, (self.bias_ih_l0 + self.bias_hh_l0).float())
-        h, c = (None, None) if state is None else (state[0].float(), state[1].float())
-        outputs: List[torch.Tensor] = []
-        finished_h: List[torch.Tensor] = []
-        finished_c: List[torch.Tensor] = []
-        start = 0
-        for n_running in batch_sizes:
-            rows = slice(start, start + n_running)
-            start += n_running
-            gates = x_gates[rows]
-            if h is not None:
-                if n_running < h.shape[0]:
-                    finished_h.append(h[n_running:])
-                    finished_c.append(c[n_running:])
-                    h, c = h[:n_running], c[:n_running]
-                gates += w_hh(h)
-            i, f, g, o = gates.chunk(4, dim=1)
-            candidate = torch.sigmoid(i) * torch.tanh(g)
-            c = self._clip_cell(candidate if c is None else candidate.addcmul_(torch.sigmoid(f), c))
-            h = self._clip_output(w_hr(torch.sigmoid(o) * torch.tanh(c)))
-            outputs.append(h)
-        finished_h.append(h)
-        finished_c.append(c)
-        return torch.cat(outputs), (torch.cat(finished_h[::-1]), torch.cat(finished_c[::-1]))
-
-    def run_dense(self, x: torch.Tensor, valid: torch.Tensor) -> Tuple[torch.Tensor, LSTMState]:
-        """Over padded rows from zero states, with shapes that never depend on the data: every row
-        runs every step, and a row's state stops changing after its last valid step. The products
-        of ``_run_loop`` on all rows at once, for CUDA graphs (``nn/cuda_graphs.py``), whose
-        replays need static shapes and no reads back to the CPU.
-
-        Args:
-            x: (batch, T, input_size), each row in reading order, padding after its tokens.
-            valid: (batch, T) bool, True at each row's tokens.
-        Returns:
-            (batch, T, proj_size) outputs (zero at padding) and each row's final (h, c).
-        """
-        batch, steps, _ = x.shape
-        hidden = self.hidden_size
-        bias = self.bias_ih_l0 + self.bias_hh_l0
-        x_gates = torch.addmm(bias, x.reshape(batch * steps, -1), self.weight_ih_l0.t())
-        x_gates = x_gates.view(batch, steps, 4 * hidden)
-        h, c = _zeros(self, batch, x_gates)
-        w_hh, w_hr = self.weight_hh_l0.t(), self.weight_hr_l0.t()
-        outputs: List[torch.Tensor] = []
-        for t in range(steps):
-            i, f, g, o = torch.addmm(x_gates[:, t], h, w_hh).chunk(4, dim=1)
-            c_new = self._clip_cell(torch.addcmul(torch.sigmoid(f) * c, torch.sigmoid(i), torch.tanh(g)))
-            h_new = self._clip_output((torch.sigmoid(o) * torch.tanh(c_new)).mm(w_hr))
-            keep = valid[:, t, None]
-            c = torch.where(keep, c_new, c)
-            h = torch.where(keep, h_new, h)
-            outputs.append(h_new * keep)
-        return torch.stack(outputs, dim=1), (h, c)
-
-    def _clip_cell(self, c: torch.Tensor) -> torch.Tensor:
-        return c if self.cell_clip is None else c.clamp(-self.cell_clip, self.cell_clip)
-
-    def _clip_output(self, h: torch.Tensor) -> torch.Tensor:
-        return h if self.proj_clip is None else h.clamp(-self.proj_clip, self.proj_clip)
-
-
-def _zeros(layer: ClippedLSTM, batch_size: int, like: torch.Tensor) -> LSTMState:
-    """Zero (h, c) for ``batch_size`` rows, at least float32 (under autocast the cell state stays
-    float32 while the products run in bf16)."""
-    dtype = torch.promote_types(like.dtype, torch.float32)
-    return (
-        like.new_zeros(batch_size, layer.proj_size, dtype=dtype),
-        like.new_zeros(batch_size, layer.hidden_size, dtype=dtype),
-    )
-
-
-def _cell_update(gates: torch.Tensor, c: torch.Tensor, hidden: int) -> torch.Tensor:
-    """c_new = sigmoid(f) * c + sigmoid(i) * tanh(g), feature-major gates in (i, f, g, o) order."""
-    input_forget = torch.sigmoid(gates[: 2 * hidden])
-    candidate = torch.tanh(gates[2 * hidden : 3 * hidden])
-    return torch.addcmul(input_forget[hidden:] * c, input_forget[:hidden], candidate)
+        """Over padded rows with shapes that never depend on the data (``lstm_kernels.dense_loop``):
+        x (batch, T, input_size) in reading order, valid (batch, T) bool; returns (batch, T,
+        proj_size) outputs (zero at padding) and each row's final (h, c)."""
+        return lstm_kernels.dense_loop(self, x, valid, state)
 
 
 class DirectionalLSTM(nn.Module):

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
-from ..formats import WeightSource
-from ..layers.bilm_model import BiLMSettings
-from ..sources import resolve_weight_source
+from spacy_elmo.formats import WeightSource
+from spacy_elmo.layers.bilm_model import BiLMSettings
+from spacy_elmo.sources import resolve_weight_source
+
 from .shapes import cached_model
 
 #: The model block's keys that name the weights (``--weights`` ... set them, not ``--set``).

@@ -1,4 +1,4 @@
-"""``bench inference``: the biLM's forward pass against a per-time-step reference loop.
+"""``benchmarks inference``: the biLM's forward pass against a per-time-step reference loop.
 
 Paths, all on the same random weights and the same batches of real sentences:
 
@@ -49,18 +49,20 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from ..chars import batch_to_ids
-from ..layers.mix import default_mix_weights
-from ..nn.bilm import BiLM
-from ..nn.precision import precision_context, runs_on
-from ..sources import load_bilm, resolve_weight_source
+from spacy_elmo.bench.measure import MB, PeakMemory, Stopwatch
+from spacy_elmo.bench.report import ratio
+from spacy_elmo.bench.system import system_info
+from spacy_elmo.bench.text import default_text_path, text_lines
+from spacy_elmo.chars import batch_to_ids
+from spacy_elmo.layers.mix import default_mix_weights
+from spacy_elmo.nn.bilm import BiLM
+from spacy_elmo.nn.precision import precision_context, runs_on
+from spacy_elmo.sources import load_bilm, resolve_weight_source
+
 from .isolate import run_isolated
-from .measure import MB, PeakMemory, Stopwatch
 from .reference import ReferenceBiLM, max_abs_differences
-from .report import ratio
 from .shapes import cached_model, shape_source
-from .system import resolve_devices, system_info
-from .text import default_text_path, sentence_batches, text_lines, words_by_frequency
+from .text import sentence_batches, words_by_frequency
 from .text import sentences as text_sentences
 
 EXACT_TOLERANCE = 1e-5
@@ -92,6 +94,19 @@ def with_and_without_graphs(paths: Sequence[str]) -> List[str]:
 def _base_path(path: str) -> str:
     """The path that ``path`` repeats without CUDA graphs, or ``path`` itself."""
     return path.removesuffix(NO_GRAPHS)
+
+
+def resolve_devices(device: str) -> List[torch.device]:
+    """``cpu``, ``cuda`` or ``all`` (the CPU, and CUDA when PyTorch sees a GPU)."""
+    if device == "cpu":
+        return [torch.device("cpu")]
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"--device cuda: PyTorch {torch.__version__} sees no CUDA device")
+        return [torch.device("cuda")]
+    if device == "all":
+        return [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
+    raise ValueError(f"--device must be cpu, cuda or all, got {device!r}")
 
 
 def available_paths(device: torch.device, wanted: Optional[Sequence[str]] = None) -> List[str]:

@@ -6,39 +6,38 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import AS_FROM_A_TERMINAL
+from benchmarks.subprocesses import subprocess_env
+from benchmarks.workdir import SIGTERM_STATUS, bench_workdir
+from conftest import AS_FROM_A_TERMINAL  # Ctrl-C's signal at its default, as from a terminal
 from process_tree import describe, running_in_group
-from spacy_elmo.bench.subprocesses import package_argv, subprocess_env
-from spacy_elmo.bench.workdir import SIGTERM_STATUS, bench_workdir
 
 PREFIX = "spacy-elmo-bench-"
 # Long enough to be stopped in the middle: a fresh process per path and round.
 LONG_BENCH = [
-    "bench", "inference", "--shape", "fixture", "--batch-size", "2", "--seq-len", "5",
+    "inference", "--shape", "fixture", "--batch-size", "2", "--seq-len", "5",
     "--n-batches", "1", "--repeats", "50", "--device", "cpu",
 ]
 
 
 
 def _start_bench(tmp_root: Path) -> subprocess.Popen:
-    """The bench in a process group of its own: its measuring process (spawned, one per path) and
-    that process's resource tracker are in it, and ``_end_group`` ends them all, as a terminal's
-    kill of the job would (a SIGKILL of the bench alone leaves them running)."""
+    """The bench in a process group of its own, so that the test can end it with the processes
+    it spawned (a SIGKILL of the bench alone leaves its pool worker behind)."""
     env = {**subprocess_env(threads=1), "TMPDIR": str(tmp_root)}
-    python, *args = package_argv(LONG_BENCH)
     return subprocess.Popen(
-        [python, "-c", AS_FROM_A_TERMINAL, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        text=True, start_new_session=True,
+        [sys.executable, "-c", AS_FROM_A_TERMINAL, "-m", "benchmarks", *LONG_BENCH], env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )
 
 
-def _end_group(bench: subprocess.Popen) -> None:
-    """SIGKILL to the bench's process group (whatever is left of it), then reap the bench."""
+def _kill_group(bench: subprocess.Popen) -> None:
+    """SIGKILL to the bench and every process of its group (its spawned workers)."""
     try:
         os.killpg(bench.pid, signal.SIGKILL)
     except ProcessLookupError:
@@ -54,6 +53,7 @@ def _wait_for_workdir(bench: subprocess.Popen, tmp_root: Path, deadline_s: float
             return found[0]
         assert bench.poll() is None, bench.stderr.read()
         time.sleep(0.2)
+    _kill_group(bench)
     pytest.fail("the bench made no work folder in time")
 
 
@@ -66,7 +66,7 @@ def test_a_stopped_bench_removes_its_temporary_folder(tmp_path, stop):
         status = bench.wait(timeout=60)
         left = running_in_group(bench.pid, grace_s=10)  # its measuring process ends with it
     finally:
-        _end_group(bench)  # on a failure too, and the measuring process if it outlived the bench
+        _kill_group(bench)  # whatever the bench left running, on a failure too
     assert not folder.exists()
     assert not left, describe(left)
     assert status == (SIGTERM_STATUS if stop == signal.SIGTERM else 130), bench.stderr.read()[-2000:]
@@ -77,7 +77,7 @@ def test_the_next_bench_removes_the_folder_of_a_killed_one(tmp_path, monkeypatch
     try:
         folder = _wait_for_workdir(bench, tmp_path)
     finally:
-        _end_group(bench)  # SIGKILL: nothing in the bench can clean up
+        _kill_group(bench)  # SIGKILL: nothing in the bench can clean up
     assert folder.exists()
     alive = tmp_path / f"{PREFIX}{os.getpid()}-other"  # a running process's folder stays
     alive.mkdir()

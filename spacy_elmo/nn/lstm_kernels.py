@@ -1,0 +1,160 @@
+"""The ways to run the steps of one ``ClippedLSTM`` layer: each a function of the layer.
+
+Every kernel runs the same recurrence, the layer's ``cell`` and ``clip_output`` (``nn/lstm.py``),
+and differs only in how it lays out the states and runs the products:
+
+- ``packed_loop``: float, over packed length-sorted rows. The input products of all time steps
+  come in as one matrix product (``input_gates``); the loop touches only the rows still running,
+  so padding costs nothing; states are feature-major ``(features, rows)`` so that each step's
+  products are tall-skinny ``W @ h`` (about twice as fast on CPU BLAS as ``h @ W^T`` for a few
+  rows); from a zero state the first step has no recurrent product. Exact in float32; what the
+  CPU runs, for inference and training.
+- ``dense_loop``: every row every step, states frozen after a row's last valid step: shapes never
+  depend on the data and nothing is read back to the host, as CUDA graphs need.
+- ``int8_loop``: without gradients, inside ``int8_products``: row-major states, each step's
+  recurrent and projection products on int8 weights (``nn/int8.py``); cell states float32.
+- ``fused_packed``: torch's own LSTM (cuDNN on a GPU), for unclipped layers only.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, List, NamedTuple, Optional, Tuple
+
+import torch
+from torch.nn.utils.rnn import PackedSequence
+
+from .int8 import Int8Weight
+
+if TYPE_CHECKING:
+    from .lstm import ClippedLSTM
+
+LSTMState = Tuple[torch.Tensor, torch.Tensor]
+
+
+class DistinctInputs(NamedTuple):
+    """Inputs that repeat, stored once: ``rows`` (n_distinct, input_size) and ``index``, for each
+    input position, the row holding its vector."""
+
+    rows: torch.Tensor
+    index: torch.Tensor
+
+
+def zero_state(layer: "ClippedLSTM", batch_size: int, like: torch.Tensor) -> LSTMState:
+    """Zero (h, c) for ``batch_size`` rows, at least float32 (under autocast the cell state stays
+    float32 while the products run in bf16)."""
+    dtype = torch.promote_types(like.dtype, torch.float32)
+    return (
+        like.new_zeros(batch_size, layer.proj_size, dtype=dtype),
+        like.new_zeros(batch_size, layer.hidden_size, dtype=dtype),
+    )
+
+
+def input_gates(layer: "ClippedLSTM", x: torch.Tensor) -> torch.Tensor:
+    """(n, input_size) -> feature-major (4 * hidden_size, n): x W_ih^T + b_ih + b_hh."""
+    bias = (layer.bias_ih_l0 + layer.bias_hh_l0)[:, None]
+    return torch.addmm(bias, layer.weight_ih_l0, x.t())
+
+
+def packed_loop(
+    layer: "ClippedLSTM", x_gates: torch.Tensor, batch_sizes: List[int], state: Optional[LSTMState]
+) -> Tuple[torch.Tensor, LSTMState]:
+    """x_gates: feature-major (4 * hidden, n_tokens) input products, packed; batch_sizes: rows
+    running at each step; state in sorted row order or None. Returns the packed (n_tokens,
+    proj_size) outputs and every row's final (h, c)."""
+    w_hh, w_hr = layer.weight_hh_l0, layer.weight_hr_l0
+    steps = x_gates.split(batch_sizes, dim=1)
+    h, c = (None, None) if state is None else (state[0].t(), state[1].t())
+    outputs: List[torch.Tensor] = []
+    finished: List[LSTMState] = []
+    for step_gates in steps:
+        gates = step_gates
+        if h is not None:
+            n_running = step_gates.shape[1]
+            if n_running < h.shape[1]:
+                # The shortest rows (at the end, as rows are sorted) have ended: keep their state.
+                finished.append((h[:, n_running:], c[:, n_running:]))
+                h, c = h[:, :n_running], c[:, :n_running]
+            gates = torch.addmm(step_gates, w_hh, h)
+        out, c = layer.cell(gates, c, dim=0)
+        h = layer.clip_output(w_hr.mm(out))
+        outputs.append(h)
+    finished.append((h, c))
+    h_n = torch.cat([part[0] for part in reversed(finished)], dim=1).t()
+    c_n = torch.cat([part[1] for part in reversed(finished)], dim=1).t()
+    return torch.cat(outputs, dim=1).t().contiguous(), (h_n, c_n)
+
+
+def int8_loop(
+    layer: "ClippedLSTM", data: torch.Tensor, batch_sizes: List[int], state: Optional[LSTMState]
+) -> Tuple[torch.Tensor, LSTMState]:
+    """The packed loop on int8 weights: row-major (rows, features) states; each step's products
+    are quantized inputs times per-channel int8 weights, which for the few rows of a step is
+    bound by reading the weights, a quarter of the float32 bytes."""
+    w_ih = Int8Weight.for_weight(layer.weight_ih_l0, layer, "_int8_ih")
+    w_hh = Int8Weight.for_weight(layer.weight_hh_l0, layer, "_int8_hh")
+    w_hr = Int8Weight.for_weight(layer.weight_hr_l0, layer, "_int8_hr")
+    x_gates = w_ih(data, (layer.bias_ih_l0 + layer.bias_hh_l0).float())
+    h, c = (None, None) if state is None else (state[0].float(), state[1].float())
+    outputs: List[torch.Tensor] = []
+    finished: List[LSTMState] = []
+    start = 0
+    for n_running in batch_sizes:
+        gates = x_gates[start : start + n_running]
+        start += n_running
+        if h is not None:
+            if n_running < h.shape[0]:
+                finished.append((h[n_running:], c[n_running:]))
+                h, c = h[:n_running], c[:n_running]
+            gates = gates + w_hh(h)
+        out, c = layer.cell(gates, c, dim=1)
+        h = layer.clip_output(w_hr(out))
+        outputs.append(h)
+    finished.append((h, c))
+    h_n = torch.cat([part[0] for part in reversed(finished)])
+    c_n = torch.cat([part[1] for part in reversed(finished)])
+    return torch.cat(outputs), (h_n, c_n)
+
+
+def dense_loop(
+    layer: "ClippedLSTM", x: torch.Tensor, valid: torch.Tensor, state: Optional[LSTMState] = None
+) -> Tuple[torch.Tensor, LSTMState]:
+    """Over padded rows with shapes that never depend on the data: every row runs every step, and
+    a row's state stops changing after its last valid step.
+
+    Args:
+        x: (batch, T, input_size), each row in reading order, padding after its tokens.
+        valid: (batch, T) bool, True at each row's tokens.
+        state: (h0 (batch, proj_size), c0 (batch, hidden_size)), or None for zeros.
+    Returns:
+        (batch, T, proj_size) outputs (zero at padding) and each row's final (h, c).
+    """
+    batch, steps, _ = x.shape
+    bias = layer.bias_ih_l0 + layer.bias_hh_l0
+    x_gates = torch.addmm(bias, x.reshape(batch * steps, -1), layer.weight_ih_l0.t())
+    x_gates = x_gates.view(batch, steps, -1)
+    h, c = zero_state(layer, batch, x_gates) if state is None else state
+    w_hh, w_hr = layer.weight_hh_l0.t(), layer.weight_hr_l0.t()
+    outputs: List[torch.Tensor] = []
+    for t in range(steps):
+        out, c_new = layer.cell(torch.addmm(x_gates[:, t], h, w_hh), c, dim=1)
+        h_new = layer.clip_output(out.mm(w_hr))
+        keep = valid[:, t, None]
+        c = torch.where(keep, c_new, c)
+        h = torch.where(keep, h_new, h)
+        outputs.append(h_new * keep)
+    return torch.stack(outputs, dim=1), (h, c)
+
+
+def fused_packed(
+    layer: "ClippedLSTM", data: torch.Tensor, batch_sizes: torch.Tensor, state: Optional[LSTMState]
+) -> Tuple[torch.Tensor, LSTMState]:
+    """torch's own LSTM over the packed rows (cuDNN on a GPU); it has no clipping, so only for
+    unclipped layers."""
+    if layer.clipped:
+        raise ValueError("fused_packed: torch's LSTM has no cell or projection clipping")
+    if state is None:
+        state = zero_state(layer, int(batch_sizes[0]), data)
+    output, (h_n, c_n) = torch.nn.LSTM.forward(
+        layer, PackedSequence(data, batch_sizes), (state[0][None], state[1][None])
+    )
+    return output.data, (h_n[0], c_n[0])
