@@ -35,7 +35,7 @@ def test_the_default_config_parses_to_its_own_values():
     "override, message",
     [
         ({"training.batch_tokens": -3}, r"^\[training\] batch_tokens: must be > 0, got -3$"),
-        ({"training.precision": "tf32"}, r"^\[training\] precision: must be 'fp32', 'bf16' or 'fp16', got 'tf32'$"),
+        ({"training.precision": "int8"}, r"^\[training\] precision: must be 'fp32', 'tf32', 'bf16' or 'fp16', got 'int8'$"),
         ({"objective.dropout": 1.0}, r"^\[objective\] dropout: must be < 1, got 1.0$"),
         ({"objective.softmax": "hierarchical"}, r"^\[objective\] softmax: must be 'auto', 'full' or 'sampled'"),
         ({"objective.sparse_updates": 1}, r'^\[objective\] sparse_updates: must be "auto", true or false, got 1$'),

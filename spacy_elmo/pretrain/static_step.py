@@ -20,15 +20,30 @@ the softmax-only steps of ``[initialize]`` run eagerly: the same update.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Protocol
 
 import torch
 
 from .config import ConfigError
-from .model import WindowBatch
+from .model import BiLMLanguageModel, WindowBatch
 
-if TYPE_CHECKING:
-    from .trainer import Trainer
+
+class WindowTrainer(Protocol):
+    """What a static step uses of ``trainer.Trainer``."""
+
+    model: BiLMLanguageModel
+    ddp_model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    device: torch.device
+
+    @property
+    def ctx(self) -> Any: ...
+
+    def window_update(
+        self, batch: WindowBatch, forward: Optional[Callable] = None, update: Optional[Callable] = None
+    ) -> torch.Tensor: ...
+
+    def clip_and_step(self) -> None: ...
 
 #: ``[training] step`` values.
 STEP_KINDS = ("auto", "eager", "cuda_graph", "compile")
@@ -78,7 +93,7 @@ class StaticStep:
 
     def __init__(
         self,
-        trainer: "Trainer",
+        trainer: WindowTrainer,
         kind: str,
         distinct_rows: int,
         compile_options: Optional[Dict[str, Any]] = None,
