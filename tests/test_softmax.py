@@ -117,3 +117,21 @@ def test_sampled_nll_under_bf16_autocast_is_close_to_float32():
         low = softmax.sampled_nll(hidden, targets, 100, torch.Generator().manual_seed(0))
     assert low.dtype == torch.float32
     torch.testing.assert_close(low, exact, rtol=0.03, atol=0.05)
+
+
+def test_two_losses_before_one_backward_do_not_share_the_kept_logits():
+    """The logits' memory is lent to one loss at a time: a second loss before the first's
+    backward gets its own, so both gradients stay right; after a backward it is lent again."""
+    torch.manual_seed(0)
+    softmax = LMSoftmax(vocab_size=60, dim=5)
+    hidden = [torch.randn(20, 5, requires_grad=True) for _ in range(2)]
+    targets = torch.randint(0, 60, (20,))
+    losses = [softmax.sampled_nll(h, targets, 30, torch.Generator().manual_seed(k)) for k, h in enumerate(hidden)]
+    (losses[0].sum() + losses[1].sum()).backward()
+    for k, h in enumerate(hidden):
+        sampled = softmax.sampler.sample(30, h.device, torch.Generator().manual_seed(k))
+        h64 = h.detach().double().requires_grad_()
+        _reference_sampled_nll(softmax, h64, targets, sampled).sum().backward()
+        torch.testing.assert_close(h.grad.double(), h64.grad, rtol=1e-5, atol=1e-6)
+    kept = softmax._workspace.take((20, 31), hidden[0])
+    assert kept is not None and softmax._workspace.take((20, 31), hidden[0]) is None

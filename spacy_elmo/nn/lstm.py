@@ -64,13 +64,15 @@ class ClippedLSTM(nn.LSTM):
         state or None for zeros. Returns ``(sigmoid(o) * tanh(c_new), c_new)``: the output before
         the projection, and the (clipped) new cell state."""
         hidden = self.hidden_size
-        input_forget = torch.sigmoid(gates.narrow(dim, 0, 2 * hidden))
-        i, f = input_forget.narrow(dim, 0, hidden), input_forget.narrow(dim, hidden, hidden)
-        candidate = torch.tanh(gates.narrow(dim, 2 * hidden, hidden))
+        # One split (its backward is one concatenation; a narrow's backward fills a gates-sized
+        # tensor with zeros, four of them a step where gradients flow).
+        input_forget, candidate, output = gates.split([2 * hidden, hidden, hidden], dim)
+        i, f = torch.sigmoid(input_forget).split(hidden, dim)
+        candidate = torch.tanh(candidate)
         c_new = i * candidate if c is None else torch.addcmul(f * c, i, candidate)
         if self.cell_clip is not None:
             c_new = c_new.clamp(-self.cell_clip, self.cell_clip)
-        return torch.sigmoid(gates.narrow(dim, 3 * hidden, hidden)) * torch.tanh(c_new), c_new
+        return torch.sigmoid(output) * torch.tanh(c_new), c_new
 
     def clip_output(self, h: torch.Tensor) -> torch.Tensor:
         """The projected output, clipped to ``proj_clip``."""

@@ -58,6 +58,7 @@ class LMSoftmax(nn.Module):
         self.sampler = LogUniformSampler(vocab_size)
         self.row_sparse_gradients = False
         self._used_rows: Optional[Tuple[torch.Tensor, torch.Tensor]] = None
+        self._workspace = LogitsWorkspace()
 
     @property
     def vocab_size(self) -> int:
@@ -88,7 +89,9 @@ class LMSoftmax(nn.Module):
         # Each logit's correction -log(expected count) goes into its row's bias column.
         rows[:, -1] -= self.sampler.log_expected_count(ids, n_samples).to(rows.dtype)
         n = targets.shape[0]
-        return _SampledSoftmaxLoss.apply(hidden, rows[:n], rows[n:], targets, sampled)
+        # Without gradients no backward will hand the workspace back.
+        workspace = self._workspace if torch.is_grad_enabled() else None
+        return _SampledSoftmaxLoss.apply(hidden, rows[:n], rows[n:], targets, sampled, workspace)
 
     def _rows(self, ids: torch.Tensor) -> torch.Tensor:
         """[weight | bias] rows of ``ids``: (len(ids), dim + 1), a new tensor."""
@@ -126,6 +129,32 @@ def _sparse(ids: torch.Tensor, values: torch.Tensor, shape: Tuple[int, ...]) -> 
     return grad.coalesce()
 
 
+class LogitsWorkspace:
+    """The memory of the sampled softmax's N x (1 + S) logits, kept from one step to the next on
+    the CPU: a fresh tensor of that size (80 MB for the bundled recipe) comes from the system
+    every step, page by page, which cost about a third of the forward's matrix product there.
+
+    ``take`` lends it to one loss at a time, until that loss's backward gives it back; another
+    loss meanwhile (or a compiled graph, or another dtype) gets a fresh tensor."""
+
+    def __init__(self) -> None:
+        self._buffer: Optional[torch.Tensor] = None
+        self._lent = False
+
+    def take(self, shape: Tuple[int, int], like: torch.Tensor) -> Optional[torch.Tensor]:
+        """A float32 CPU tensor of ``shape`` on the kept memory, or None (allocate one)."""
+        if self._lent or like.dtype != torch.float32 or like.device.type != "cpu" or compiling():
+            return None
+        numel = shape[0] * shape[1]
+        if self._buffer is None or self._buffer.numel() < numel:
+            self._buffer = torch.empty(numel)
+        self._lent = True
+        return self._buffer[:numel].view(shape)
+
+    def release(self) -> None:
+        self._lent = False
+
+
 class _SampledSoftmaxLoss(torch.autograd.Function):
     """``logsumexp([true; sampled]) - true`` per row, with its gradient worked out in the forward.
 
@@ -138,26 +167,29 @@ class _SampledSoftmaxLoss(torch.autograd.Function):
 
     Args (forward): hidden (N, dim); true_rows (N, dim + 1) and sampled_rows (S, dim + 1): the
     [weight | corrected bias] rows of the targets and of the negatives; targets (N,), sampled
-    (S,) ids. Returns the (N,) loss. Under autocast the products run in its dtype and the
-    softmax in float32.
+    (S,) ids; a ``LogitsWorkspace`` (or None). Returns the (N,) loss. Under autocast the
+    products run in its dtype and the softmax in float32.
     """
 
     @staticmethod
-    def forward(ctx, hidden, true_rows, sampled_rows, targets, sampled):
+    def forward(ctx, hidden, true_rows, sampled_rows, targets, sampled, workspace):
         compute = autocast_dtype_now(hidden.device.type) or true_rows.dtype
         n = hidden.shape[0]
         hidden1 = torch.cat([hidden.to(compute), hidden.new_ones(n, 1, dtype=compute)], dim=1)
-        true_rows, sampled_rows = true_rows.to(compute), sampled_rows.to(compute)
+        true_rows = true_rows.to(compute)
         with autocast_disabled(hidden.device.type):
-            zero_row = sampled_rows.new_zeros(1, sampled_rows.shape[1])
-            logits = torch.mm(hidden1, torch.cat([zero_row, sampled_rows]).t())
+            # Row 0 of the table is zeros: column 0 of the product is left for the true logit.
+            table = torch.cat([sampled_rows.new_zeros(1, sampled_rows.shape[1]), sampled_rows]).to(compute)
+            out = None if workspace is None else workspace.take((n, table.shape[0]), hidden1)
+            ctx.workspace = workspace if out is not None else None
+            logits = torch.mm(hidden1, table.t()) if out is None else torch.mm(hidden1, table.t(), out=out)
             logits[:, 0] = (hidden1 * true_rows).sum(1)
             _mask_hits(logits, targets, sampled)
             if logits.dtype == torch.float32:
                 log_p = torch.log_softmax(logits, dim=1, out=logits)
             else:
                 log_p = torch.log_softmax(logits, dim=1, dtype=torch.float32)
-        ctx.save_for_backward(hidden1, true_rows, sampled_rows, log_p)
+        ctx.save_for_backward(hidden1, true_rows, table, log_p)
         ctx.consumed = False
         return -log_p[:, 0]
 
@@ -170,7 +202,7 @@ class _SampledSoftmaxLoss(torch.autograd.Function):
                 "compute the loss again instead of backward(retain_graph=True) twice"
             )
         ctx.consumed = True
-        hidden1, true_rows, sampled_rows, log_p = ctx.saved_tensors
+        hidden1, true_rows, table, log_p = ctx.saved_tensors
         dim = hidden1.shape[1] - 1
         with autocast_disabled(hidden1.device.type):
             # d loss / d logits = softmax - one_hot(0): exp in place (the saved log-softmax is
@@ -181,9 +213,12 @@ class _SampledSoftmaxLoss(torch.autograd.Function):
             scaled = hidden1 * grad[:, None].to(hidden1.dtype)
             sampled_grad = torch.mm(probs.t(), scaled)[1:]
             true_grad = scaled * probs[:, :1]
-            hidden_grad = torch.mm(probs[:, 1:], sampled_rows[:, :dim])
+            hidden_grad = torch.mm(probs, table[:, :dim])  # the zero row: nothing from column 0
             hidden_grad = hidden_grad.addcmul_(probs[:, :1], true_rows[:, :dim]).mul_(grad[:, None])
-        return hidden_grad, true_grad, sampled_grad, None, None
+        if ctx.workspace is not None:
+            ctx.workspace.release()
+            ctx.workspace = None
+        return hidden_grad, true_grad, sampled_grad, None, None, None
 
 
 def _mask_hits(logits: torch.Tensor, targets: torch.Tensor, sampled: torch.Tensor) -> None:
