@@ -10,7 +10,7 @@ from .formats import WeightFileError, WeightSource, build_bilm
 from .formats.bilm_tf import export_bilm_tf, read_bilm_tf_weights, write_bilm_tf_weights
 from .formats.manylangs import is_manylangs_dir, load_manylangs_bilm
 from .formats.native import save_bilm
-from .nn import BiLM, ScalarMix
+from .nn import BiLM, BiLMRunner, ScalarMix
 from .options import BiLMOptions, OptionsError
 from .sources import DEFAULT_MODEL, load_bilm, load_bilm_from, resolve_weight_source
 
@@ -19,6 +19,7 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_MODEL",
     "BiLM",
+    "BiLMRunner",
     "BiLMOptions",
     "OptionsError",
     "ScalarMix",

@@ -1,5 +1,5 @@
 """Weights that enter at ``initialize`` through the registered loader
-(``spacy_elmo.WeightLoader.v2``; v1 still resolves): the pipe's own config then holds no paths."""
+(``spacy_elmo.WeightLoader.v2``): the pipe's own config then holds no paths."""
 
 from __future__ import annotations
 
@@ -56,11 +56,3 @@ def test_loader_settings_are_checked_when_the_config_is_resolved():
     nlp = spacy.util.load_model_from_config(Config().from_str(bad), auto_fill=True)
     with pytest.raises(ValueError, match="options_file is missing"):
         nlp.initialize()
-
-
-def test_the_first_loader_version_still_resolves(fixture_bilm):
-    v1 = CONFIG.replace('"spacy_elmo.WeightLoader.v2"\nweights', '"spacy_elmo.WeightLoader.v1"\nmodel_path')
-    assert "WeightLoader.v1" in v1
-    nlp = spacy.util.load_model_from_config(Config().from_str(v1), auto_fill=True)
-    nlp.initialize()
-    assert nlp.get_pipe("elmo").bilm.options == fixture_bilm.options

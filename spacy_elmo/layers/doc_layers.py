@@ -5,7 +5,7 @@ replaced by its own copy of the biLM). How docs become biLM sequences: each sent
 sequence when the doc has sentence boundaries; otherwise, and for sentences longer than
 ``max_sequence_length``, the tokens are cut into the fewest windows of at most
 ``max_sequence_length`` tokens, of near-equal length. Whitespace tokens are left out (zero rows).
-The sizes and the thread count are the biLM model's settings (``bilm_model.BiLMSettings``).
+The sizes are the biLM model's settings (``bilm_model.BiLMSettings``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from thinc.api import Model
 from thinc.types import Floats3d
 
 from ..batching import batch_by_length
-from ..nn.threads import threads_in_this_process, torch_threads
 from .bilm_model import bilm_settings, ensure_bilm
 
 
@@ -100,17 +99,11 @@ def doc_layers(
     the model's device; whitespace rows zero), and a backprop that sends per-doc gradients into
     the biLM (``is_train``; the cache is bypassed then, since the weights change). ``model`` is
     an ``ElmoModel``; its weights are read first if it has none."""
-    bilm = ensure_bilm(model)
+    runner = ensure_bilm(model)
     settings = bilm_settings(model)
-    threads = threads_in_this_process(settings.threads)
-    # Inference splits each batch over the threads (BiLM.threads: the two directions side by
-    # side, one op thread each, so every op around them runs on one thread too); training runs
-    # on PyTorch's intra-op threads, the one parallelism autograd's backward has.
-    bilm.threads = threads or 1
-    op_threads = 1 if threads and threads > 1 and not is_train else threads
     ops = model.ops
     texts = [[token.text for token in doc] for doc in docs]
-    outputs = [ops.alloc3f(bilm.n_output_layers, len(doc), bilm.output_dim) for doc in docs]
+    outputs = [ops.alloc3f(runner.n_output_layers, len(doc), runner.output_dim) for doc in docs]
     sequences = [
         (d, rows)
         for d, doc in enumerate(docs)
@@ -125,24 +118,22 @@ def doc_layers(
         else:
             outputs[d][:, rows] = ops.asarray(cached)
     backprops = []
-    with torch_threads(op_threads):
-        for batch in batch_by_length([len(sequences[k][1]) for k in todo], settings.max_batch_tokens):
-            ks = [todo[b] for b in batch]
-            if is_train:
-                arrays, backprop_batch = model.begin_update([words[k] for k in ks])
-                backprops.append((ks, backprop_batch))
-            else:
-                arrays = model.predict([words[k] for k in ks])
-            for k, layers in zip(ks, arrays):
-                d, rows = sequences[k]
-                outputs[d][:, rows] = layers
-                if cache is not None and not is_train:
-                    cache.put(tuple(words[k]), ops.to_numpy(layers))
+    for batch in batch_by_length([len(sequences[k][1]) for k in todo], settings.max_batch_tokens):
+        ks = [todo[b] for b in batch]
+        if is_train:
+            arrays, backprop_batch = model.begin_update([words[k] for k in ks])
+            backprops.append((ks, backprop_batch))
+        else:
+            arrays = model.predict([words[k] for k in ks])
+        for k, layers in zip(ks, arrays):
+            d, rows = sequences[k]
+            outputs[d][:, rows] = layers
+            if cache is not None and not is_train:
+                cache.put(tuple(words[k]), ops.to_numpy(layers))
 
     def backprop(d_outputs: List[Floats3d]) -> List:
-        with torch_threads(threads):
-            for ks, backprop_batch in backprops:
-                backprop_batch([d_outputs[sequences[k][0]][:, sequences[k][1]] for k in ks])
+        for ks, backprop_batch in backprops:
+            backprop_batch([d_outputs[sequences[k][0]][:, sequences[k][1]] for k in ks])
         return []
 
     return outputs, backprop
