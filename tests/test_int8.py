@@ -230,3 +230,56 @@ def test_int8_matmul_is_the_exact_int32_product():
     got = int8.int8_matmul(torch.from_numpy(a), torch.from_numpy(b).t().contiguous().t())
     assert got.dtype == torch.int32
     np.testing.assert_array_equal(got.numpy(), a.astype(np.int64) @ b.astype(np.int64))
+
+
+def _real_sentences() -> list:
+    """Hundreds of sentences of real text: the package's bench text (WikiText-2, news-like
+    encyclopedia prose) and its demo sentences, cut as the bench cuts them."""
+    from spacy_elmo.bench.text import DEMO_TEXT, sentences, text_lines
+
+    return list(sentences(text_lines(), 64))[:170] + list(sentences(text_lines(DEMO_TEXT), 64))
+
+
+@pytest.mark.parametrize("backend", ["this-cpu", "fbgemm"])
+def test_int8_vectors_of_real_text_are_the_same_alone_and_in_any_batch_bit_for_bit(monkeypatch, backend):
+    """The bundled model on real sentences: each sentence's int8 layers alone equal its layers in
+    batches of 3, 8 and 32 (neighbours shuffled), on 1, 2 and 4 biLM threads, on 1 and 2 PyTorch
+    threads, and through the token cache, bit for bit (the worst before: 0.04, one news sentence
+    alone and in a batch of 8, on FBGEMM). FBGEMM's kernel, what a CPU without VNNI runs, on the
+    first 80 sentences. (The token layer runs in fixed-shape
+    chunks, ``CharacterEncoder.encode_in_chunks``; the other products are integer.)"""
+    from spacy_elmo import DEFAULT_MODEL
+    from spacy_elmo.nn.threads import torch_threads
+
+    if backend == "fbgemm":
+        if "fbgemm" not in torch.backends.quantized.supported_engines:
+            pytest.skip("this PyTorch has no FBGEMM")
+        monkeypatch.setattr(int8, "int8_backend", lambda: "fbgemm")
+    runner = BiLMRunner(load_bilm(DEFAULT_MODEL), "int8")
+    sentences = _real_sentences()
+    assert len(sentences) > 200
+    if backend == "fbgemm":
+        sentences = sentences[:80]
+
+    def layers(batch):
+        with torch.no_grad():
+            out, _ = runner(torch.from_numpy(runner.batch_to_ids(batch)))
+        return [out[:, i, : len(s)] for i, s in enumerate(batch)]
+
+    alone = [layers([s])[0] for s in sentences]
+    rng = np.random.default_rng(0)
+    for batch_size, threads, op_threads in [(3, 1, 1), (8, 2, 2), (32, 4, 1)]:
+        runner.threads = threads
+        order = rng.permutation(len(sentences))
+        with torch_threads(op_threads):
+            for start in range(0, len(order), batch_size):
+                picked = order[start : start + batch_size]
+                for k, got in zip(picked, layers([sentences[k] for k in picked])):
+                    assert torch.equal(got, alone[k]), (batch_size, threads, op_threads, sentences[k])
+    runner.threads = 2
+    runner.cache_token_embeddings(max_words=500)  # smaller than the text's vocabulary: evictions
+    for start in range(0, len(sentences), 16):
+        batch = sentences[start : start + 16]
+        for k, got in enumerate(layers(batch), start):
+            assert torch.equal(got, alone[k]), ("token cache", sentences[k])
+    assert runner.token_cache.hits > 0

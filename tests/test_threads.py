@@ -299,7 +299,8 @@ def test_the_split_runs_without_gradients_only_and_leaves_the_thread_count(fixtu
     layers.sum().backward()
     assert calls == [] and torch.get_num_threads() == 2
     _bilm_layers(bilm, SENTENCES, 4)
-    assert calls == [4, 4] and torch.get_num_threads() == 2  # char CNN in 4 pieces, 2 shards x 2 directions
+    # the char CNN's chunks in up to 4 pieces, then 2 shards x 2 directions
+    assert len(calls) == 2 and 2 <= calls[0] <= 4 and calls[1] == 4 and torch.get_num_threads() == 2
 
 
 @pytest.mark.parametrize("bad", ["four", "Auto", 1.5])

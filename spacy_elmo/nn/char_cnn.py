@@ -3,17 +3,34 @@
 Under the "int8" precision the highway and projection products run on int8 weights
 (``nn/int8.py``); the convolutions stay float32 (about a tenth of the biLM's CPU time at the
 original shape, and the token cache skips them for frequent words).
+
+Two ways to run it, the same equations: ``forward`` encodes a batch of tokens at once (training,
+GPUs); ``encode_in_chunks`` gives every token the vector it gets alone, bit for bit. BLAS and
+oneDNN choose their kernels by the shape of a product, so a token's float32 vector differs in its
+last bits with the number of tokens beside it; int8's rounding of the next layer's inputs turns
+such differences into visible ones. In chunks, every product runs on exactly ``CHUNK_ROWS``
+tokens (the last chunk padded) of one character-length bucket, so its shape never depends on
+the batch. What CPU inference runs (``nn/runner.py``).
 """
 
 from __future__ import annotations
 
-from typing import Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
 
 from ..chars import N_CHARACTERS, PADDING
 from .int8 import int8_linear
+
+#: Tokens per product in ``encode_in_chunks``. Chunks of 16 and 32 gave each token the same
+#: vector at 1 to 8 threads on this project's CPU (AMD EPYC, oneDNN and MKL kernels); chunks of 8
+#: did not (another kernel at 2 threads).
+CHUNK_ROWS = 32
+#: Character positions a chunk keeps: the token's own need rounded up to a multiple of this.
+POSITION_STEP = 16
+#: Runs a function over chunks, in order: a plain loop, or pieces on threads (the runner's).
+ChunkMap = Callable[[Callable[[torch.Tensor, int], torch.Tensor], List[Tuple[torch.Tensor, int]]], List[torch.Tensor]]
 
 
 class Highway(nn.Module):
@@ -76,13 +93,46 @@ class CharacterEncoder(nn.Module):
         self._max_width = max(width for width, _ in self.filters)
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
-        """char_ids: (N, width) int64 -> (N, output_dim)."""
+        """char_ids: (N, width) int64 -> (N, output_dim), the batch at once."""
         if char_ids.shape[0] == 0:
-            return char_ids.new_zeros((0, self.output_dim), dtype=self.projection.weight.dtype)
+            return self._empty(char_ids)
+        return self._encode(char_ids, int(self._positions_needed(self._characters(char_ids)).max()))
+
+    def encode_in_chunks(self, char_ids: torch.Tensor, map_chunks: Optional[ChunkMap] = None) -> torch.Tensor:
+        """char_ids: (N, width) int64 -> (N, output_dim), each token's vector the one it gets
+        alone: the tokens grouped by the character positions they need (``POSITION_STEP``), each
+        group encoded ``CHUNK_ROWS`` tokens at a time. ``map_chunks(encode, chunks)`` runs
+        ``encode(ids, positions)`` over the chunks (default: one after the other)."""
+        n = char_ids.shape[0]
+        if n == 0:
+            return self._empty(char_ids)
+        width = self._characters(char_ids).shape[1]
+        needed = self._positions_needed(self._characters(char_ids))
+        buckets = ((needed + POSITION_STEP - 1) // POSITION_STEP * POSITION_STEP).clamp_(max=width)
+        chunks, rows = [], []
+        for positions in sorted(set(buckets.tolist())):
+            members = (buckets == positions).nonzero()[:, 0]
+            for piece in members.split(CHUNK_ROWS):
+                ids = char_ids[piece]
+                if len(piece) < CHUNK_ROWS:
+                    ids = torch.cat([ids, ids.new_zeros((CHUNK_ROWS - len(piece), ids.shape[1]))])
+                chunks.append((ids, positions))
+                rows.append(piece)
+        if map_chunks is None:
+            vectors = [self._encode(ids, positions) for ids, positions in chunks]
+        else:
+            vectors = map_chunks(self._encode, chunks)
+        out = vectors[0].new_empty((n, self.output_dim))
+        for piece, chunk in zip(rows, vectors):
+            out[piece] = chunk[: len(piece)]
+        return out
+
+    def _encode(self, char_ids: torch.Tensor, positions: int) -> torch.Tensor:
+        """(N, width) ids -> (N, output_dim), the characters cut to their first ``positions``."""
         words = None
         if self.word_embedding is not None:
             words, char_ids = self.word_embedding(char_ids[:, -1]), char_ids[:, :-1]
-        char_ids = char_ids[:, : self._positions_needed(char_ids)]
+        char_ids = char_ids[:, :positions]
         # (N, embedding_dim, positions)
         embedded = self.char_embedding(char_ids).transpose(1, 2)
         act = torch.relu if self.activation == "relu" else torch.tanh
@@ -94,13 +144,19 @@ class CharacterEncoder(nn.Module):
             x = torch.cat([words.to(x.dtype), x], dim=-1)
         return int8_linear(self.projection, x)
 
-    def _positions_needed(self, char_ids: torch.Tensor) -> int:
-        """How many of the character positions change the max-pooled result.
+    def _empty(self, char_ids: torch.Tensor) -> torch.Tensor:
+        return char_ids.new_zeros((0, self.output_dim), dtype=self.projection.weight.dtype)
+
+    def _characters(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """The character columns of the ids (without an ELMoForManyLangs word id)."""
+        return char_ids if self.word_embedding is None else char_ids[:, :-1]
+
+    def _positions_needed(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """(N,): how many of each token's character positions change its max-pooled result.
 
         Every window lying wholly in the trailing padding sees the same input, so gives the same
-        value. Keeping ``longest + max_width`` positions keeps one such window for each token
-        (or all positions when that is not possible), so the max is unchanged, exactly.
+        value. Keeping ``length + max_width`` positions keeps one such window (or all positions
+        when that is not possible), so the max is unchanged, exactly.
         """
         real = (char_ids != 0) & (char_ids != self.padding_id)
-        longest = int(real.sum(dim=-1).max())
-        return min(char_ids.shape[1], longest + self._max_width)
+        return (real.sum(dim=-1) + self._max_width).clamp_(max=char_ids.shape[1])

@@ -10,9 +10,13 @@ for speed: ``runner(char_ids)`` returns the biLM's ``(layers, mask)`` in float32
 - side by side on ``threads`` threads (default 1) on the CPU where no gradient is needed: the
   forward and the backward LSTM stacks, which share nothing after the token layer, each on a
   thread, and with 4, 6, ... threads on that many shards of the batch (rows balanced by tokens)
-  times the two directions; the character CNN and highway layers split the batch's distinct
-  tokens. Each piece runs the ops of the one-thread path, so the outputs are
+  times the two directions; the character CNN and highway layers split the chunks of the
+  batch's distinct tokens. Each piece runs the ops of the one-thread path, so the outputs are
   those of ``threads = 1`` up to float rounding (``nn/threads.py`` ``run_side_by_side``);
+- on the CPU where no gradient is needed, the token layer in fixed-shape chunks, so that each
+  token's vector is the one it gets alone (``CharacterEncoder.encode_in_chunks``): with int8,
+  whose other products are integer, a sentence's vectors are then the same alone and in any
+  batch, bit for bit;
 - with a token cache (``cache_token_embeddings``), where no gradient is needed: the token
   vectors of words seen before are looked up instead of computed;
 - else eagerly (``BiLM.forward``), which is also what every path computes.
@@ -134,16 +138,24 @@ class BiLMRunner(nn.Module):
         return self.token_cache.encode(unique, self._encode_tokens)
 
     def _encode_tokens(self, char_ids: torch.Tensor) -> torch.Tensor:
-        """(N, width) ids -> (N, dim) token vectors; split over ``threads`` (``_side_by_side``)."""
+        """(N, width) ids -> (N, dim) token vectors. On the CPU without gradients, each token's
+        vector is the one it gets alone (``CharacterEncoder.encode_in_chunks``), its chunks split
+        over ``threads`` (``_side_by_side``); else the batch at once."""
         encoder = self.bilm.token_encoder
-        n_pieces = min(self.threads, char_ids.shape[0])
-        if n_pieces < 2 or not self._side_by_side(char_ids.device):
+        if char_ids.device.type != "cpu" or _needs_gradient(encoder):
             return encoder(char_ids)
+        return encoder.encode_in_chunks(char_ids, self._map_chunks if self._side_by_side(char_ids.device) else None)
+
+    def _map_chunks(self, encode, chunks: List[tuple]) -> List[torch.Tensor]:
+        """``encode`` over the chunks, in ``threads`` pieces side by side."""
+        device = chunks[0][0].device
+        pieces = [chunks[k :: self.threads] for k in range(min(self.threads, len(chunks)))]
         tasks = [
-            self._in_worker(lambda piece=piece: encoder(piece), char_ids.device)
-            for piece in char_ids.tensor_split(n_pieces)
+            self._in_worker(lambda piece=piece: [encode(ids, positions) for ids, positions in piece], device)
+            for piece in pieces
         ]
-        return torch.cat(run_side_by_side(tasks))
+        results = run_side_by_side(tasks)
+        return [results[k % len(pieces)][k // len(pieces)] for k in range(len(chunks))]
 
     def _directions(
         self,
