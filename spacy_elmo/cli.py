@@ -8,7 +8,7 @@ from __future__ import annotations
 import typer
 
 from . import commands
-from .bench.cli import app as bench_app
+from .bench.command import bench_command
 from .cli_help import prepare_help
 from .compare import compare_command
 from .embedding import embed
@@ -35,7 +35,7 @@ app.command("convert")(commands.convert)
 app.command("pretrain", context_settings=EXTRA_ARGS)(pretrain_command)
 app.command("init-config")(init_config_command)
 app.command("plot-curve")(plot_curve_command)
-app.add_typer(bench_app, name="bench")
+app.command("bench")(bench_command)
 app.command("evaluate-lm")(evaluate_lm_command)
 app.command("compare")(compare_command)
 app.command("inspect")(inspect_command)

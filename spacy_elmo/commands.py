@@ -98,11 +98,10 @@ def demo(
 ) -> None:
     """Show which senses of ambiguous words the vectors tell apart, measured.
 
-    Each sentence of the sense benchmark (bench senses) is a query: its word's vector is compared
+    Each sentence of the sense benchmark (data/senses.jsonl) is a query: its word's vector is compared
     with the word's other sentences, grouped by sense (mean cosine), in context and with the
     context-free token layer; the right sense wins when its group is closest.
     """
-    from .bench.senses import DATA_FILE, read_senses
     from .demo import (
         IN_CONTEXT,
         RELEASED_FOR_MEANING,
@@ -117,6 +116,7 @@ def demo(
         summary_lines,
     )
     from .hub.cache import download_command
+    from .senses import DATA_FILE, read_senses
 
     settings = weight_settings(weights, options_file, weight_file)
     nlp = elmo_pipeline({**settings, "threads": threads, "precision": precision}, "en")
@@ -147,8 +147,8 @@ def demo(
     )
     rule = "chosen with --word" if words else "whose senses differ in part of speech"
     typer.echo(
-        f"{len(shown)} of the {len(known)} words of the sense benchmark ({DATA_FILE.name}, bench "
-        f"senses), those {rule}.\nEach row: a query sentence (the first of each sense); own / "
+        f"{len(shown)} of the {len(known)} words of the sense benchmark ({DATA_FILE.name}), "
+        f"those {rule}.\nEach row: a query sentence (the first of each sense); own / "
         "other = mean cosine of its word to the word in the other sentences of its own sense / of "
         "the other sense; wins = own is higher."
     )

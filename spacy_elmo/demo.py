@@ -2,7 +2,7 @@
 
 A nearest-neighbour list for one hand-picked sentence says little (one robbery "bank" next to a
 river query looks like "not contextual" even when the model separates senses on average). So the
-demo scores the sentences of the sense benchmark (``bench senses``, ``data/senses.jsonl``): each
+demo scores the sentences of the sense data (:mod:`spacy_elmo.senses`, ``data/senses.jsonl``): each
 sentence in turn is the query, and its target word's vector is compared with the word's other
 sentences, grouped by sense. The right sense *wins* when the mean cosine to the query's own sense
 group beats every other group's by more than float noise. The same is done with the context-free
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from .bench.report import table
-from .bench.senses import TIE_TOLERANCE, SenseSentence, has_one_tag, unit_rows
+from .senses import TIE_TOLERANCE, SenseSentence, has_one_tag, unit_rows
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -167,7 +167,7 @@ def score_user_queries(
 
 def demo_words(sentences: Sequence[SenseSentence]) -> List[str]:
     """The words the table shows by default, in data order: those whose senses differ in part of
-    speech (a play / to play), what a small biLM separates (``bench senses``: margin, POS
+    speech (a play / to play), what a small biLM separates (``python -m benchmarks senses``: margin, POS
     differs). Without ``pos`` in the data: every word."""
     words = list(dict.fromkeys(s.word for s in sentences))
     if sentences[0].pos is None:

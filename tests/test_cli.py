@@ -11,10 +11,11 @@ import torch
 from spacy.tokens import Doc, DocBin
 from typer.testing import CliRunner
 
+from benchmarks.cli import app as kit_app
 from spacy_elmo import batch_to_ids, load_bilm
-from spacy_elmo.bench.senses import DATA_FILE, read_senses
 from spacy_elmo.cli import app
 from spacy_elmo.demo import demo_words
+from spacy_elmo.senses import DATA_FILE, read_senses
 
 runner = CliRunner()
 
@@ -258,8 +259,8 @@ def test_pretraining_commands_are_in_spacys_cli(tmp_path):
     assert run("elmo-pretrain", "--help").returncode == 0
 
 
-def _threads_options():
-    """(command path, option) of every --threads option of the CLI, sub-apps included."""
+def _threads_options(cli=app, prefix=()):
+    """(command path, option) of every --threads option of ``cli``, sub-apps included."""
     import typer
 
     def walk(command, path=()):
@@ -269,10 +270,11 @@ def _threads_options():
         for name, sub in sorted(getattr(command, "commands", {}).items()):
             yield from walk(sub, (*path, name))
 
-    return list(walk(typer.main.get_command(app)))
+    return list(walk(typer.main.get_command(cli), prefix))
 
 
-THREADS_OPTIONS = _threads_options()
+#: The package's commands and the checkout's measurement kit (``python -m benchmarks``).
+THREADS_OPTIONS = _threads_options() + _threads_options(kit_app, ("benchmarks",))
 
 
 @pytest.mark.parametrize(
@@ -290,7 +292,7 @@ def test_every_threads_option_takes_an_integer_of_at_least_1(path, option):
         message = err.value.format_message()
         assert "'--threads'" in message
         assert "greater than or equal to 1" in message or "x>=1" in message
-    assert option.process_value(ctx, "1") in (1, [1])  # bench inference takes a list: 1,2
+    assert option.process_value(ctx, "1") in (1, [1])  # bench and benchmarks inference take a list: 1,2
 
 
 def test_pretrain_refuses_threads_0_naming_the_option(tmp_path):
@@ -312,9 +314,8 @@ def test_pretrain_refuses_threads_0_naming_the_option(tmp_path):
     [
         (["pretrain"], "torchrun --nproc-per-node N -m spacy_elmo pretrain", "nproc_per_node"),
         (["init-config"], "--model <str> Continue pretraining this biLM: a model directory", "--model <path>"),
-        (["bench", "gpu"], "Measure and test every GPU code path", "lent"),
     ],
-    ids=["pretrain", "init-config", "bench-gpu"],
+    ids=["pretrain", "init-config"],
 )
 def test_help_speaks_to_users(command, says, never):
     result = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "200"})

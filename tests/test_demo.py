@@ -4,7 +4,6 @@ rules that choose what the table shows. The command itself runs in test_cli.py."
 import numpy as np
 import pytest
 
-from spacy_elmo.bench.senses import DATA_FILE, SenseSentence, read_senses
 from spacy_elmo.demo import (
     IN_CONTEXT,
     TOKEN_LAYER,
@@ -16,6 +15,7 @@ from spacy_elmo.demo import (
     leave_one_out,
     summary_lines,
 )
+from spacy_elmo.senses import DATA_FILE, SenseSentence, read_senses
 
 
 def _sentence(word, sense, pos=None):

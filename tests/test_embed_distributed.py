@@ -24,8 +24,8 @@ from spacy.tokens import Doc, DocBin
 from spacy.vocab import Vocab
 from typer.testing import CliRunner
 
+from benchmarks.subprocesses import descendants
 from conftest import FIXTURES, checkout_pythonpath
-from spacy_elmo.bench.subprocesses import descendants
 from spacy_elmo.cli import app
 from spacy_elmo.embedding import chunks as chunks_module
 from spacy_elmo.embedding.chunks import finished_chunks, parts_folder

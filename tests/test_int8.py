@@ -235,9 +235,13 @@ def test_int8_matmul_is_the_exact_int32_product():
 def _real_sentences() -> list:
     """Hundreds of sentences of real text: the package's bench text (WikiText-2, news-like
     encyclopedia prose) and its demo sentences, cut as the bench cuts them."""
-    from spacy_elmo.bench.text import DEMO_TEXT, sentences, text_lines
+    from spacy_elmo.bench.text import DEMO_TEXT, text_lines
+    from spacy_elmo.sentences import split_sentences
 
-    return list(sentences(text_lines(), 64))[:170] + list(sentences(text_lines(DEMO_TEXT), 64))
+    def sentences(lines):
+        return [s for line in lines for s in split_sentences(line.split(), 64)]
+
+    return sentences(text_lines())[:170] + sentences(text_lines(DEMO_TEXT))
 
 
 @pytest.mark.parametrize("backend", ["this-cpu", "fbgemm"])

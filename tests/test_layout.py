@@ -1,7 +1,8 @@
 """The package's structure, as a newcomer relies on it: ``nn/`` is plain PyTorch, modules import
-only from their own layer or below (never upward, never in a cycle), the core names no weight
-format, one function decides which weights a reference means, and every registered function
-resolves in a fresh process from the installed entry points alone."""
+only from their own layer or below (never upward, never in a cycle) and never the checkout's
+measurement kit, the core names no weight format, one function decides which weights a reference
+means, and every registered function resolves in a fresh process from the installed entry points
+alone."""
 
 import ast
 import re
@@ -71,7 +72,7 @@ LAYERS = [
     ("the weights resolver", ["sources"]),
     ("Thinc layers", ["layers", "loaders", "architectures"]),
     ("spaCy pipe", ["pipe"]),
-    ("commands", ["commands", "demo", "hub.commands", "cli_weights", "compare", "inspection", "embedding", "pretrain", "bench", "cli", "spacy_commands", "__main__"]),
+    ("commands", ["commands", "demo", "senses", "hub.commands", "cli_weights", "compare", "inspection", "embedding", "pretrain", "bench", "cli", "spacy_commands", "__main__"]),
 ]
 
 
@@ -87,6 +88,16 @@ def _layer(module: str) -> int:
                 best, best_length = index, len(prefix)
     assert best is not None, f"{module} is in no layer of LAYERS: add it"
     return best
+
+
+def test_the_package_never_imports_the_measurement_kit():
+    """``benchmarks/`` sits beside the package in a checkout and is not installed: an import of it
+    from ``spacy_elmo`` works in a checkout and fails for every user of the wheel."""
+    importers = sorted(
+        _module_name(path) for path in PACKAGE.rglob("*.py")
+        if any(name == "benchmarks" or name.startswith("benchmarks.") for name in _imports(path))
+    )
+    assert not importers, importers
 
 
 def test_no_module_imports_upward():

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from spacy_elmo.bench.subprocesses import subprocess_env
+from benchmarks.subprocesses import subprocess_env
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -1,4 +1,5 @@
-"""The sense benchmark (``bench senses``): its data, its two figures, and the bundled model.
+"""The sense benchmark (``python -m benchmarks senses``): its data (``spacy_elmo.senses``), its
+two figures, and the bundled model.
 
 The figures are checked against a four-vector example computed by hand and against a pair-by-pair
 NumPy loop; the bundled model must show what a context-free layer cannot do.
@@ -16,26 +17,23 @@ import pytest
 import spacy
 import srsly
 
-from conftest import checkout_pythonpath
-from spacy_elmo import DEFAULT_MODEL, load_bilm
-from spacy_elmo.bench.senses import (
-    DATA_FILE,
-    HELDOUT_FILE,
+from benchmarks.senses import (
     PIPE_DEFAULT,
     POINT_VARIANCE,
     candidate_outputs,
     draw_projection,
-    has_one_tag,
     layer_norm,
     per_word_rows,
     plot_words,
     project_2d,
-    read_senses,
     run_senses_bench,
     sense_projection,
     sense_scores,
     word_scores,
 )
+from conftest import checkout_pythonpath
+from spacy_elmo import DEFAULT_MODEL, load_bilm
+from spacy_elmo.senses import DATA_FILE, HELDOUT_FILE, has_one_tag, read_senses
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -239,7 +237,7 @@ def test_cli_per_word_prints_every_word(tmp_path):
         pytest.skip(f"the bundled model is not in this checkout ({DEFAULT_MODEL})")
     env = {**os.environ, "PYTHONPATH": checkout_pythonpath(), "OMP_NUM_THREADS": "1"}
     run = subprocess.run(
-        [sys.executable, "-m", "spacy_elmo", "bench", "senses", "--heldout", "--per-word"],
+        [sys.executable, "-m", "benchmarks", "senses", "--heldout", "--per-word"],
         cwd=tmp_path, env=env, capture_output=True, text=True,
     )
     assert run.returncode == 0, run.stderr
@@ -254,7 +252,7 @@ def test_cli_writes_json(tmp_path):
     out = tmp_path / "senses.json"
     env = {**os.environ, "PYTHONPATH": checkout_pythonpath(), "OMP_NUM_THREADS": "1"}
     run = subprocess.run(
-        [sys.executable, "-m", "spacy_elmo", "bench", "senses", "--output", str(out)],
+        [sys.executable, "-m", "benchmarks", "senses", "--output", str(out)],
         cwd=tmp_path, env=env, capture_output=True, text=True,
     )
     assert run.returncode == 0, run.stderr
@@ -272,7 +270,7 @@ def test_cli_writes_json(tmp_path):
 def test_cli_heldout_and_data_are_exclusive(tmp_path):
     env = {**os.environ, "PYTHONPATH": checkout_pythonpath(), "OMP_NUM_THREADS": "1"}
     run = subprocess.run(
-        [sys.executable, "-m", "spacy_elmo", "bench", "senses", "--heldout", "--data", str(DATA_FILE)],
+        [sys.executable, "-m", "benchmarks", "senses", "--heldout", "--data", str(DATA_FILE)],
         cwd=tmp_path, env=env, capture_output=True, text=True,
     )
     assert run.returncode != 0 and "--heldout and --data" in run.stderr + run.stdout
@@ -359,7 +357,7 @@ def test_cli_plot_writes_the_png_and_its_data(tmp_path):
     env = {**os.environ, "PYTHONPATH": checkout_pythonpath(), "OMP_NUM_THREADS": "1"}
     png, out = tmp_path / "senses.png", tmp_path / "senses.json"
     run = subprocess.run(
-        [sys.executable, "-m", "spacy_elmo", "bench", "senses", "--plot", str(png), "--output", str(out)],
+        [sys.executable, "-m", "benchmarks", "senses", "--plot", str(png), "--output", str(out)],
         cwd=tmp_path, env=env, capture_output=True, text=True,
     )
     assert run.returncode == 0, run.stderr

@@ -12,7 +12,7 @@ from typing import List
 import h5py
 import pytest
 
-from spacy_elmo.bench.subprocesses import package_argv, subprocess_env
+from benchmarks.subprocesses import package_argv, subprocess_env
 from spacy_elmo.embedding.job import EmbedOptions, JobRefused, auto_chunk_size, prepare_job
 
 DATA = Path(__file__).resolve().parents[1] / "spacy_elmo" / "data" / "wikitext2_valid_head.txt"

@@ -1,11 +1,12 @@
 """The built wheel, installed into a fresh virtual environment, run from outside the checkout.
 
-Every default the package offers (the bundled model, its shape and recipe, the benchmarks' text)
+Every default the package offers (the bundled model, its shape and recipe, the bench's text)
 must come from the installed package: a module that reads the source tree passes every other
 test in a checkout and quietly measures something else once installed. So the wheel is built,
-installed (not editable) into a new venv, and ``demo`` and the default case of every ``bench``
-subcommand run there with no model arguments, only the smallest sizes each offers; their JSON
-must name files inside the venv's site-packages.
+installed (not editable) into a new venv, and ``demo`` and ``bench`` run there with no model
+arguments, only the smallest sizes they offer; the bench's JSON must name files inside the
+venv's site-packages. The project's measurement kit (``benchmarks/``, run from a checkout) must
+not be in the wheel.
 
 Where torch and spaCy come from, with no network: the interpreter running the tests, which may
 itself be a venv (the README's commands run in one). A venv made from a venv is based on the base
@@ -33,7 +34,8 @@ from typing import Dict, List
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = ("setup.py", "setup.cfg", "README.md", "spacy_elmo")
+#: What the wheel is built from: the checkout's files, the measurement kit beside the package included.
+SOURCES = ("setup.py", "setup.cfg", "README.md", "spacy_elmo", "benchmarks")
 
 pytestmark = pytest.mark.slow
 
@@ -135,82 +137,27 @@ def test_demo_runs_the_bundled_model(installed):
     assert "ELMo: 3 layers of width 256" in run.stdout and "Right sense wins for" in run.stdout
 
 
-def test_bench_load_bundled_shape(installed):
-    result = _bench(installed, "load", "--shape", "bundled", "--repeats", "1", name="load")
-    assert result["settings"]["shape_source"] == str(installed["package"] / "models" / "en_wikitext_small" / "options.json")
-    assert result["n_parameters"] == 3_004_640 and result["identical_tensors"]
-
-
-def test_bench_inference_default_text(installed):
+def test_bench_runs_the_bundled_model_on_the_packaged_text(installed):
+    """The user's bench (python -m spacy_elmo bench) measures the wheel's bundled model on the
+    wheel's text, each cell in a process of its own (spawned from the venv's interpreter)."""
     result = _bench(
-        installed, "inference", "--shape", "bundled", "--batch-size", "2", "--seq-len", "8",
-        "--n-batches", "1", "--warmup", "0", "--repeats", "1", "--device", "cpu", name="inference",
+        installed, "--precision", "fp32", "--threads", "1", "--batch-size", "4", "--warmup", "0",
+        "--batches", "1", "--rounds", "1", name="bench",
     )
     package = installed["package"]
     assert result["settings"]["text"] == str(package / "data" / "wikitext2_valid_head.txt")
-    assert result["settings"]["shape_source"] == str(package / "models" / "en_wikitext_small" / "options.json")
-    assert all(row.get("exact", True) for row in result["rows"])
+    assert str(package / "models" / "en_wikitext_small" / "model.safetensors") in result["settings"]["weights"]
+    (cell,) = result["cells"]
+    assert cell["model_block"] == {"precision": "fp32", "threads": 1} and cell["tokens"] > 0
 
 
-def test_bench_pipe_default_model(installed):
-    result = _bench(installed, "pipe", "--max-tokens", "200", "--batch-size", "16", name="pipe")
-    model_dir = installed["package"] / "models" / "en_wikitext_small"
-    model = result["settings"]["model"]
-    assert model["weight_file"] == str(model_dir / "model.safetensors")
-    assert model["description"].startswith("the bundled model: ")
-    assert f"model: the bundled model: {model_dir / 'model.safetensors'}" in result["_stdout"]
-    assert result["settings"]["text"] == str(installed["package"] / "data" / "wikitext2_valid_head.txt")
-    assert result["rows"][0]["tokens"] >= 200
-
-
-def test_bench_memory_default_model(installed):
-    result = _bench(installed, "memory", "--size", "300", "--allocator", "default", name="memory")
-    model_dir = installed["package"] / "models" / "en_wikitext_small"
-    assert result["settings"]["model"]["weight_file"] == str(model_dir / "model.safetensors")
-    assert result["settings"]["text"] == str(installed["package"] / "data" / "wikitext2_valid_head.txt")
-    assert [row["tokens"] for row in result["rows"]] == [300]
-
-
-def test_bench_pretrain_bundled_recipe(installed):
-    """The bundled case trains the packaged recipe: sampled softmax, 4,096 negatives, Adam, a
-    40,000-word vocabulary (not the package default config's full softmax)."""
-    result = _bench(
-        installed, "pretrain", "--case", "bundled", "--batch-size", "2", "--seq-len", "4",
-        "--warmup", "0", "--steps", "1", "--device", "cpu", name="pretrain",
+def test_the_measurement_kit_is_not_installed(installed):
+    """benchmarks/ sits beside the package in the checkout the wheel was built from (copied into
+    its source): it is the project's, not the users', and stays out of the wheel."""
+    with zipfile.ZipFile(installed["wheel"]) as wheel:
+        assert not [name for name in wheel.namelist() if name.startswith("benchmarks/")]
+    probe = subprocess.run(
+        [installed["python"], "-c", "import benchmarks"], cwd=installed["work"], env=installed["env"],
+        capture_output=True, text=True, timeout=120,
     )
-    recipe = installed["package"] / "models" / "en_wikitext_small" / "config.cfg"
-    assert result["settings"]["cases"]["bundled"]["config"] == str(recipe)
-    (row,) = result["rows"]
-    assert (row["softmax"], row["n_negative_samples"], row["vocab_size"]) == ("sampled", 4096, 40000)
-    assert row["optimizer"] == "adam" and row["bilm_parameters"] == 3_004_640
-
-
-def test_bench_senses_default_model(installed):
-    result = _bench(installed, "senses", name="senses")
-    model_dir = installed["package"] / "models" / "en_wikitext_small"
-    assert result["weights"]["weight_file"] == str(model_dir / "model.safetensors")
-    assert str(model_dir) in result["model"]
-    assert result["data"]["file"] == str(installed["package"] / "data" / "senses.jsonl")
-    assert result["data"]["words"] >= 24
-
-
-def test_bench_embed_default_model(installed):
-    """One process x 2 threads and torchrun 2 x 1 from the installed package, the bundled model."""
-    result = _bench(installed, "embed", "--tokens", "1500", "--rounds", "1", name="embed")
-    assert result["settings"]["model"] == "the bundled model"
-    assert result["settings"]["text"] == str(installed["package"] / "data" / "wikitext2_valid_head.txt")
-    rows = {row["setup"]: row for row in result["rows"]}
-    assert set(rows) == {"1 process x 2 threads", "2 processes x 1 thread"}
-    assert all(row["tokens"] >= 1500 for row in rows.values())
-    assert len(rows["2 processes x 1 thread"]["peak_rss_mb_by_rank"]) == 2
-
-
-def test_bench_gpu_inference_rehearsal(installed):
-    """bench gpu's stages that need no checkout run from the wheel (its CPU rehearsal)."""
-    out = installed["work"] / "gpu"
-    _run(
-        [installed["python"], "-m", "spacy_elmo", "bench", "gpu", "--stage", "inference", "--out", str(out), "--device", "cpu", "--smoke"],
-        installed["work"], installed["env"],
-    )
-    data = json.loads((out / "inference.json").read_text())
-    assert data["stage"] == "inference" and all(case["ok"] for case in data["cases"])
+    assert probe.returncode != 0 and "No module named 'benchmarks'" in probe.stderr

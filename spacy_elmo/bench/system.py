@@ -115,16 +115,3 @@ def _load_average() -> float | None:
         return round(os.getloadavg()[0], 2)
     except (AttributeError, OSError):
         return None
-
-
-def resolve_devices(device: str) -> List[torch.device]:
-    """``cpu``, ``cuda`` or ``all`` (the CPU, and CUDA when PyTorch sees a GPU)."""
-    if device == "cpu":
-        return [torch.device("cpu")]
-    if device == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(f"--device cuda: PyTorch {torch.__version__} sees no CUDA device")
-        return [torch.device("cuda")]
-    if device == "all":
-        return [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
-    raise ValueError(f"--device must be cpu, cuda or all, got {device!r}")

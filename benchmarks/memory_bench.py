@@ -1,4 +1,4 @@
-"""``bench memory``: does the elmo pipe's memory grow with the doc or with its windows?
+"""``benchmarks memory``: does the elmo pipe's memory grow with the doc or with its windows?
 
 A doc without sentence boundaries is cut into windows of ``max_sequence_length`` tokens, run in
 batches of at most ``max_batch_tokens`` padded tokens (both settings of the pipe's model block).
@@ -33,11 +33,13 @@ from typing import Any, Dict, List, Optional, Sequence
 import torch
 from tqdm import tqdm
 
+from spacy_elmo.bench.measure import MB, PeakMemory, current_rss_bytes
+from spacy_elmo.bench.system import system_info
+from spacy_elmo.bench.text import default_text_path, text_lines
+
 from .isolate import run_isolated
-from .measure import MB, PeakMemory, current_rss_bytes
 from .pipeline import ModelSource, elmo_pipeline
-from .system import system_info
-from .text import default_text_path, text_lines, token_stream
+from .text import token_stream
 
 
 def measure_doc(

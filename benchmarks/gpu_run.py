@@ -1,8 +1,8 @@
-"""``bench gpu``: every GPU path of the package, in stages sized for a rarely lent GPU machine.
+"""``python -m benchmarks gpu``: every GPU path of the package, in stages with deadlines.
 
-A GPU is lent to this project rarely and briefly (30 minutes in all, 10 a command), so the runs
-are prepared here and rehearsed on the CPU (``--device cpu --smoke``: tiny shapes, a few steps),
-so that none of its minutes goes to a typo. Each stage:
+GPU time is scarce, so the runs are prepared in the checkout and rehearsed on the CPU
+(``--device cpu --smoke``: tiny shapes, a few steps), so that no GPU minute goes to a typo;
+docs/gpu_run.md says how a session is planned. Each stage:
 
 - runs its cases in turn, each wrapped: a failure is recorded with its traceback's tail and the
   next case runs;
@@ -14,23 +14,24 @@ so that none of its minutes goes to a typo. Each stage:
 
 Stages (``STAGES``):
 
-- ``tests``: the test suite with ``--device cuda`` in a subprocess: first the tests that take the
-  ``device`` fixture, then the whole suite (without this command's own CPU rehearsal);
-- ``inference``: ``bench inference`` (``inference_bench``) on the stage's device, the original
-  shape, batches of 128 sentences of <= 25 tokens: tokens/s per path, ratio to the reference,
-  largest difference and per-token cosines; on CUDA the paths a GPU user picks (``_cuda_paths``:
-  float32, bf16 and tf32, each with and without CUDA graphs), at 128 and ``LARGE_BATCH``;
+- ``tests``: the checkout's test suite with ``--device cuda`` in a subprocess: first the tests
+  that take the ``device`` fixture, then the whole suite (without this command's own CPU
+  rehearsal);
+- ``inference``: ``benchmarks inference`` (``inference_bench``) on the stage's device, the
+  original shape, batches of 128 sentences of <= 25 tokens: tokens/s per path, ratio to the
+  reference, largest difference and per-token cosines; on CUDA the paths a GPU user picks
+  (``_cuda_paths``: float32, bf16 and tf32, each with and without CUDA graphs), at 128 and
+  ``LARGE_BATCH``;
 - ``pipe``: ``nlp.pipe`` through the bundled model (``pipe_bench``), after ``spacy.require_gpu()``
   on CUDA; peak GPU memory; ``doc._.elmo`` a NumPy array on the CPU; a long doc without sentences;
 - ``train``: a tagger and an NER through the listener, ``spacy train`` on the project's configs
   and its demo corpora (a subprocess, ``--gpu-id 0`` on CUDA), a few hundred steps;
 - ``pretrain``: ``python -m spacy_elmo pretrain`` under torchrun for a few steps, then
-  ``bench pretrain`` (``pretrain_bench``) in fp32 and bf16;
+  ``benchmarks pretrain`` (``pretrain_bench``) in fp32 and bf16;
 - ``embed``: ``python -m spacy_elmo embed`` in one process and under torchrun (a rank per GPU; 2
   on the CPU) on real sentences, and whether both wrote the same vectors.
 
-The tests and train stages read the source checkout (``tests/``, ``project/``): this is a tool for
-a checkout, not for an installed package, and says so where they are missing.
+The tests and train stages read the checkout's ``tests/`` and ``project/``.
 """
 
 from __future__ import annotations
@@ -54,12 +55,10 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import torch
 
-from .subprocesses import PACKAGE_ROOT, descendants, package_argv, subprocess_env
+from .subprocesses import CHECKOUT, descendants, package_argv, subprocess_env
 
 STAGES = ("tests", "inference", "pipe", "train", "pretrain", "embed")
 STAGE_CHOICES = (*STAGES, "all")
-#: The source checkout holding this package (``tests/`` and ``project/`` are read from it).
-REPO = PACKAGE_ROOT
 #: Characters of a subprocess's output kept in the stage log, and of an error in the JSON.
 LOG_TAIL = 2_000_000
 ERROR_TAIL = 3_000
@@ -68,7 +67,7 @@ MAX_FAILURES = 10
 #: Seconds a stopped subprocess gets to end its own workers (torchrun forwards SIGTERM).
 GRACE_S = 15
 #: This command's own CPU rehearsal, left out of the suite on the GPU (minutes, and no GPU).
-OWN_TESTS = "tests/test_bench_gpu.py"
+OWN_TESTS = "tests/test_benchmarks_gpu.py"
 
 
 @dataclass(frozen=True)
@@ -85,7 +84,7 @@ class Sizes:
     train_steps: int
     train_eval_every: int
     train_dev_limit: int  # 0: the whole dev set
-    pretrain_cases: Tuple[str, ...]  # bench pretrain's CASES, or "fixture" (tiny)
+    pretrain_cases: Tuple[str, ...]  # benchmarks pretrain's CASES, or "fixture" (tiny)
     pretrain_batch: int
     pretrain_seq_len: int
     pretrain_steps: int
@@ -241,7 +240,7 @@ def _gpu_id(device: torch.device) -> str:
 
 
 def _checkout_path(*parts: str) -> Path:
-    path = REPO.joinpath(*parts)
+    path = CHECKOUT.joinpath(*parts)
     if not path.exists():
         raise FileNotFoundError(f"{path} is missing: this stage runs from a source checkout of spacy_elmo")
     return path
@@ -252,16 +251,16 @@ def _checkout_path(*parts: str) -> Path:
 
 def _pytest(stage: Stage, only_device_tests: bool) -> Dict[str, Any]:
     """The suite (or the tests taking the ``device`` fixture) on the stage's device."""
-    paths = [str(_checkout_path(p).relative_to(REPO)) for p in stage.sizes.test_paths]
+    paths = [str(_checkout_path(p).relative_to(CHECKOUT)) for p in stage.sizes.test_paths]
     # -v names each test as it ends, so a run stopped at the deadline still says what failed.
     argv = [sys.executable, "-m", "pytest", *paths, "--device", stage.device.type, "-v", "-rfE", "-p", "no:cacheprovider"]
     if only_device_tests:
         argv += ["-m", "uses_device"]
     else:
         argv += [f"--maxfail={MAX_FAILURES}", *_parallel_workers()]
-        if (REPO / OWN_TESTS).is_file() and "tests" in paths:
+        if (CHECKOUT / OWN_TESTS).is_file() and "tests" in paths:
             argv += ["--ignore", OWN_TESTS]
-    code, output, seconds = stage.run(argv, cwd=REPO)
+    code, output, seconds = stage.run(argv, cwd=CHECKOUT)
     counts = pytest_counts(output)
     failures = failed_tests(output)
     result: Dict[str, Any] = {
@@ -280,8 +279,8 @@ def _pytest(stage: Stage, only_device_tests: bool) -> Dict[str, Any]:
 
 
 def _parallel_workers() -> List[str]:
-    """``-n 8`` where pytest-xdist is installed and the machine has the cores (the lent GPU
-    machine has both: the suite then fits a call), else nothing."""
+    """``-n 8`` where pytest-xdist is installed and the machine has 16 cores or more, else
+    nothing."""
     import importlib.util
 
     return ["-n", "8"] if importlib.util.find_spec("xdist") and (os.cpu_count() or 1) >= 16 else []
@@ -411,7 +410,8 @@ def _register_spacy_parts() -> List[str]:
 
 
 def _pipe_throughput(stage: Stage) -> Dict[str, Any]:
-    from .measure import MB, PeakMemory
+    from spacy_elmo.bench.measure import MB, PeakMemory
+
     from .pipe_bench import run_pipe_bench
     from .pipeline import model_source
 
@@ -438,8 +438,9 @@ def _doc_output_on_cpu(stage: Stage) -> Dict[str, Any]:
     code and ``doc.to_bytes``)."""
     import numpy
 
+    from spacy_elmo.bench.text import DEMO_TEXT, text_lines
+
     from .pipeline import elmo_pipeline, model_source
-    from .text import DEMO_TEXT, text_lines
 
     _register_spacy_parts()
     _spacy_on_device(stage.device)
@@ -472,9 +473,11 @@ def _long_doc(stage: Stage) -> Dict[str, Any]:
     import numpy
     from spacy.tokens import Doc
 
-    from .measure import MB, PeakMemory, Stopwatch
+    from spacy_elmo.bench.measure import MB, PeakMemory, Stopwatch
+    from spacy_elmo.bench.text import text_lines
+
     from .pipeline import elmo_pipeline, model_source
-    from .text import text_lines, token_stream
+    from .text import token_stream
 
     _register_spacy_parts()
     _spacy_on_device(stage.device)
@@ -566,7 +569,7 @@ def _train(stage: Stage, component: str) -> Dict[str, Any]:
     meta = json.loads((output / "model-last" / "meta.json").read_text(encoding="utf-8"))
     scores = meta.get("performance", {})
     return {
-        "config": str(config.relative_to(REPO)),
+        "config": str(config.relative_to(CHECKOUT)),
         "corpus": f"{corpus_name} demo slice (project/demo_data)",
         "steps": s.train_steps,
         "wall_s": seconds,
@@ -584,9 +587,10 @@ def train_stage(stage: Stage) -> None:
 
 
 def fixture_pretrain_case():
-    """``bench pretrain`` on the tiny AllenNLP test shape, a full softmax over 500 words: the
+    """``benchmarks pretrain`` on the tiny AllenNLP test shape, a full softmax over 500 words: the
     rehearsal's case (the released shapes take minutes on a CPU)."""
-    from ..pretrain.config import model_overrides
+    from spacy_elmo.pretrain.config import model_overrides
+
     from .pretrain_bench import PretrainCase
     from .shapes import shape_options
 
@@ -630,8 +634,9 @@ TINY_PRETRAIN = {
 def _torchrun_pretrain(stage: Stage) -> Dict[str, Any]:
     """The pretrain command as users scale it out: torchrun, a rank per GPU (NCCL when there are
     several ranks on CUDA, Gloo on the CPU), the bundled model's recipe, a few steps."""
+    from spacy_elmo.bench.text import default_text_path
+
     from .shapes import bundled_recipe_path
-    from .text import default_text_path
 
     ranks = _ranks(stage.device)
     steps = stage.sizes.torchrun_pretrain_steps
@@ -768,7 +773,7 @@ RUNNERS: Dict[str, Callable[[Stage], None]] = {
 
 
 def _system() -> Dict[str, Any]:
-    from .system import system_info
+    from spacy_elmo.bench.system import system_info
 
     try:
         return system_info()
@@ -790,7 +795,7 @@ def _jsonable(value: Any) -> Any:
 @contextlib.contextmanager
 def _stage_log(name: str, path: Path) -> Iterator[logging.Logger]:
     """Plain lines with a time stamp in ``path`` (no progress bars: a log read afterwards)."""
-    log = logging.getLogger(f"spacy_elmo.bench.gpu.{name}")
+    log = logging.getLogger(f"benchmarks.gpu.{name}")
     log.setLevel(logging.INFO)
     log.propagate = False
     handler = logging.FileHandler(path, mode="w", encoding="utf-8")

@@ -1,4 +1,4 @@
-"""``bench pipe``: ``nlp.pipe`` end to end on real text, and where its time goes.
+"""``benchmarks pipe``: ``nlp.pipe`` end to end on real text, and where its time goes.
 
 The pipeline is a blank English tokenizer (+ sentencizer, by default) and the ``elmo`` pipe.
 Three clocks on the same texts, in one run:
@@ -25,11 +25,12 @@ from typing import Any, Dict, List, Optional
 import torch
 from tqdm import tqdm
 
-from ..nn.precision import runs_on
-from .measure import synchronize
+from spacy_elmo.bench.measure import synchronize
+from spacy_elmo.bench.system import system_info
+from spacy_elmo.bench.text import DEMO_TEXT, default_text_path, text_lines
+from spacy_elmo.nn.precision import runs_on
+
 from .pipeline import WEIGHT_KEYS, ModelSource, elmo_pipeline
-from .system import system_info
-from .text import DEMO_TEXT, default_text_path, text_lines
 
 
 class ForwardClock:

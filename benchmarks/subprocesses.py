@@ -1,8 +1,8 @@
-"""How the benches start the package's own commands as separate processes, under torchrun too.
+"""How the benchmarks start the package's own commands as separate processes, under torchrun too.
 
-``bench embed`` and ``bench gpu`` run ``python -m spacy_elmo ...`` as users do; both need the
-same environment (this package importable, no torchrun variables of an outer launcher) and the
-same view of a process tree (to sample or to stop torchrun's workers).
+``benchmarks embed`` and ``benchmarks gpu`` run ``python -m spacy_elmo ...`` as users do; both
+need the same environment (this checkout's package importable, no torchrun variables of an outer
+launcher) and the same view of a process tree (to sample or to stop torchrun's workers).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional
 
-#: The folder that holds this package (a checkout's root, or site-packages).
-PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+#: The source checkout: it holds ``benchmarks/`` beside ``spacy_elmo/``, ``tests/`` and ``project/``.
+CHECKOUT = Path(__file__).resolve().parents[1]
 #: ``python -m torch.distributed.run`` on one machine: torchrun, as its console script runs it.
 TORCHRUN = ("-m", "torch.distributed.run", "--standalone")
 #: What torchrun sets in its workers; a bench started under torchrun must not pass them on.
@@ -21,11 +21,11 @@ RANK_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_POR
 
 
 def subprocess_env(threads: Optional[int] = None) -> Dict[str, str]:
-    """This environment with the package's folder first on PYTHONPATH (the subprocess imports
-    this package, installed or not), no torchrun variables, unbuffered plain-text output, and
-    ``OMP_NUM_THREADS`` when ``threads`` is given."""
+    """This environment with the checkout first on PYTHONPATH (the subprocess imports the
+    checkout's package, as this process does), no torchrun variables, unbuffered plain-text
+    output, and ``OMP_NUM_THREADS`` when ``threads`` is given."""
     env = {key: value for key, value in os.environ.items() if key not in RANK_VARIABLES}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), os.environ.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CHECKOUT), os.environ.get("PYTHONPATH")]))
     env["PYTHONUNBUFFERED"] = "1"
     env["ANSI_COLORS_DISABLED"] = env["NO_COLOR"] = "1"
     if threads is not None:

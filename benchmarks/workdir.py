@@ -1,6 +1,6 @@
 """Where a bench keeps its files: the folder the user named (kept), or a temporary one.
 
-A temporary folder (``bench inference`` writes its random-weight models there, ~360 MB for the
+A temporary folder (``benchmarks inference`` writes its random-weight models there, ~360 MB for the
 original shape) is removed when the bench ends, fails, is interrupted (Ctrl-C) or gets SIGTERM.
 SIGKILL cannot be caught: the folder's name holds the bench's process id
 (``spacy-elmo-bench-<pid>-...``), and the next bench removes the folders of processes that are

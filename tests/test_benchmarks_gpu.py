@@ -1,5 +1,5 @@
-"""``python -m spacy_elmo bench gpu``: the rehearsal on the CPU (``--device cpu --smoke``) of the
-runs prepared for a rarely lent GPU machine. Every stage writes one JSON with the machine and its
+"""``python -m benchmarks gpu``: the rehearsal on the CPU (``--device cpu --smoke``) of the runs
+prepared for a GPU machine. Every stage writes one JSON with the machine and its
 cases and one log; a failing case is recorded and the stage goes on; the deadline stops a stage,
 not the JSON; an unknown stage is refused before anything runs."""
 
@@ -15,16 +15,16 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from spacy_elmo.bench import gpu_run
-from spacy_elmo.bench.gpu_run import SMOKE, STAGES, Stage, failed_tests, pytest_counts
-from spacy_elmo.cli import app
+from benchmarks import gpu_run
+from benchmarks.cli import app
+from benchmarks.gpu_run import SMOKE, STAGES, Stage, failed_tests, pytest_counts
 
 SYSTEM_FIELDS = ("python", "torch", "cpu", "gpu", "gpu_driver", "cuda", "cudnn", "cupy", "spacy")
 MAX_FILE_BYTES = 16 * 2**20
 
 
 def _bench_gpu(out: Path, *args: str):
-    return CliRunner().invoke(app, ["bench", "gpu", "--out", str(out), "--device", "cpu", "--smoke", *args])
+    return CliRunner().invoke(app, ["gpu", "--out", str(out), "--device", "cpu", "--smoke", *args])
 
 
 def _read(out: Path, stage: str) -> dict:
@@ -151,7 +151,15 @@ def test_an_unknown_stage_is_refused(tmp_path):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal where there is no GPU")
 def test_cuda_without_a_gpu_is_refused(tmp_path):
-    result = CliRunner().invoke(app, ["bench", "gpu", "--stage", "pipe", "--out", str(tmp_path)])
+    result = CliRunner().invoke(app, ["gpu", "--stage", "pipe", "--out", str(tmp_path)])
     assert result.exit_code == 1
     assert "--device cuda: PyTorch" in result.output and "sees no CUDA device" in result.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_help_speaks_to_users():
+    """The command's help says what it does, not which machine it was written for."""
+    result = CliRunner().invoke(app, ["gpu", "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.replace("│", " ").split())
+    assert "Measure and test every GPU code path" in text and "lent" not in text, text

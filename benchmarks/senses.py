@@ -1,11 +1,10 @@
-"""``bench senses``: does a biLM output separate the senses of ambiguous words?
+"""``python -m benchmarks senses``: does a biLM output separate the senses of ambiguous words?
 
-The data (``spacy_elmo/data/senses.jsonl``, one sentence per line: ``word``, ``sense``,
-``text`` and, optionally, ``pos``: the target's Universal Dependencies tag) holds ambiguous
-English words, each with two senses and several sentences per sense;
-``senses_heldout.jsonl`` holds 24 other words, written after the pipe's default mix and the bundled
-model were chosen on the first set, to check that those choices carry over (``--heldout``);
-the target is the token of ``text`` equal to ``word`` (spaCy's English tokenizer), exactly once.
+The data is the package's (:mod:`spacy_elmo.senses`: ``data/senses.jsonl``, ambiguous English
+words, each with two senses and several sentences per sense); ``--heldout`` scores
+``senses_heldout.jsonl``, 24 other words written after the pipe's default mix and the bundled
+model were chosen on the first set, to check that those choices carry over.
+
 Every sentence is run through the biLM alone (the package's public path: ``bilm.batch_to_ids`` and
 ``BiLM.forward``, stateless, so a sentence's vectors do not depend on its batch), and the target
 token's vector is taken from each candidate output:
@@ -37,25 +36,17 @@ alone separates):
 
 from __future__ import annotations
 
-from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
-import srsly
 import torch
 from thinc.api import NumpyOps
 
-from ..layers import mix
-from ..nn import BiLM
-from ..plots import pyplot
-
-DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "senses.jsonl"
-HELDOUT_FILE = DATA_FILE.with_name("senses_heldout.jsonl")
-
-#: Cosines within this distance of the best one count as tied (float32 noise of equal vectors).
-TIE_TOLERANCE = 1e-5
+from spacy_elmo.layers import mix
+from spacy_elmo.nn import BiLM
+from spacy_elmo.plots import pyplot
+from spacy_elmo.senses import DATA_FILE, TIE_TOLERANCE, SenseSentence, has_one_tag, read_senses, unit_rows
 
 #: The output the ``elmo`` pipe writes to ``doc._.elmo`` with its default config.
 PIPE_DEFAULT = "contextual mix"
@@ -75,82 +66,6 @@ POS_COLUMNS = [
     ("margin_same_pos", "margin, same POS", ".3f"),
     ("margin_pos_differs", "margin, POS differs", ".3f"),
 ]
-
-#: Universal Dependencies part-of-speech tags, what ``pos`` may hold.
-UPOS_TAGS = frozenset(
-    "ADJ ADP ADV AUX CCONJ DET INTJ NOUN NUM PART PRON PROPN PUNCT SCONJ SYM VERB X".split()
-)
-
-
-@dataclass(frozen=True)
-class SenseSentence:
-    """One benchmark sentence: ``word`` occurs in ``tokens`` exactly once, at ``target``."""
-
-    word: str
-    sense: str
-    text: str
-    tokens: Tuple[str, ...]
-    target: int
-    pos: Optional[str] = None
-
-
-def read_senses(path: Path = DATA_FILE, tokenizer: Any = None) -> List[SenseSentence]:
-    """The sentences of ``path`` (JSON lines with ``word``, ``sense``, ``text``), tokenized with
-    ``tokenizer`` (default: ``spacy.blank("en")``'s). Raises ValueError naming the line when a
-    field is missing, the word is not one token of the text exactly once or ``pos`` is not a UD
-    tag (or given on some lines only), and when a word has fewer than 2 senses or a sense fewer
-    than 2 sentences (no pairs to compare)."""
-    if tokenizer is None:
-        import spacy
-
-        tokenizer = spacy.blank("en").tokenizer
-    path = Path(path)
-    sentences = []
-    for number, record in enumerate(srsly.read_jsonl(path), start=1):
-        missing = [key for key in ("word", "sense", "text") if not record.get(key)]
-        if missing:
-            raise ValueError(
-                f"{path}, line {number}: missing {missing}, expected word, sense, text"
-            )
-        tokens = tuple(token.text for token in tokenizer(record["text"]))
-        hits = [i for i, token in enumerate(tokens) if token == record["word"]]
-        if len(hits) != 1:
-            raise ValueError(
-                f"{path}, line {number}: {record['word']!r} is {len(hits)} tokens of "
-                f"{list(tokens)}, expected exactly 1"
-            )
-        pos = record.get("pos")
-        if pos is not None and pos not in UPOS_TAGS:
-            raise ValueError(
-                f"{path}, line {number}: pos {pos!r} is not a Universal Dependencies tag "
-                f"({' '.join(sorted(UPOS_TAGS))})"
-            )
-        sentences.append(
-            SenseSentence(
-                record["word"], record["sense"], record["text"], tokens, hits[0], pos
-            )
-        )
-    tagged = sum(s.pos is not None for s in sentences)
-    if 0 < tagged < len(sentences):
-        raise ValueError(
-            f"{path}: {tagged} of {len(sentences)} lines give pos: give it on every line or none"
-        )
-    _check_design(path, sentences)
-    return sentences
-
-
-def _check_design(path: Path, sentences: Sequence[SenseSentence]) -> None:
-    counts: Dict[str, Dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for s in sentences:
-        counts[s.word][s.sense] += 1
-    if not counts:
-        raise ValueError(f"{path}: no sentences")
-    for word, senses in counts.items():
-        if len(senses) < 2 or min(senses.values()) < 2:
-            raise ValueError(
-                f"{path}: {word!r} has senses {dict(senses)}, expected >= 2 senses with >= 2 "
-                "sentences each"
-            )
 
 
 @torch.no_grad()
@@ -225,13 +140,6 @@ def candidate_outputs(
     return outputs
 
 
-def unit_rows(matrix: np.ndarray) -> np.ndarray:
-    """Rows scaled to length 1 (zero rows left at 0), in float64: cosines become dot products."""
-    matrix = np.asarray(matrix, dtype=np.float64)
-    norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
-    return matrix / np.where(norms == 0, 1, norms)
-
-
 def cosine_matrix(vectors: np.ndarray) -> np.ndarray:
     """(n, width) -> (n, n) cosines, in float64."""
     if not np.all(np.asarray(vectors).any(axis=1)):
@@ -298,15 +206,6 @@ def per_word_rows(row: Dict[str, Any]) -> List[Dict[str, Any]]:
         {"output": word, **{key: scores[key] for key in SCORE_KEYS}}
         for word, scores in sorted(per_word.items(), key=lambda item: item[1]["margin"])
     ]
-
-
-def has_one_tag(words: Sequence[str], pos: Sequence[str]) -> Dict[str, bool]:
-    """word -> whether all its occurrences have the same part of speech (``pos``, one tag per
-    occurrence): the words whose senses only meaning can tell apart."""
-    tags: Dict[str, set] = defaultdict(set)
-    for word, tag in zip(words, pos):
-        tags[word].add(tag)
-    return {word: len(word_tags) == 1 for word, word_tags in tags.items()}
 
 
 def run_senses_bench(
@@ -441,7 +340,7 @@ def draw_projection(projection: Dict[str, Any], path: Path, title: str = "") -> 
     points coloured by sense; all panels share one scale (cosine geometry), so the token layer's
     single point and the contextual layers' spread compare at a glance. Raises ImportError with
     the install command when matplotlib is missing."""
-    plt = pyplot("bench senses --plot")
+    plt = pyplot("benchmarks senses --plot")
 
     words, outputs = projection["words"], projection["outputs"]
     fig, axes = plt.subplots(

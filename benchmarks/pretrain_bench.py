@@ -1,4 +1,4 @@
-"""``bench pretrain``: training throughput of the pretraining model, shape against shape.
+"""``benchmarks pretrain``: training throughput of the pretraining model, shape against shape.
 
 Cases, each timed in a fresh process with the package's own training step (the ``Trainer``'s
 forward, loss, backward, gradient clipping and optimizer step):
@@ -29,12 +29,14 @@ from typing import Any, Dict, List, Optional, Sequence
 import torch
 from tqdm import tqdm
 
-from ..nn.precision import TRAINING_PRECISIONS, runs_on
+from spacy_elmo.bench.measure import MB, PeakMemory, Stopwatch
+from spacy_elmo.bench.system import system_info
+from spacy_elmo.bench.text import default_text_path, text_lines
+from spacy_elmo.nn.precision import TRAINING_PRECISIONS, runs_on
+
 from .isolate import run_isolated
-from .measure import MB, PeakMemory, Stopwatch
 from .shapes import FIXED_SHAPES, bundled_recipe_path
-from .system import system_info
-from .text import default_text_path, text_lines, token_stream, words_by_frequency
+from .text import token_stream, words_by_frequency
 
 ORIGINAL_VOCAB_SIZE = 793_471
 
@@ -52,8 +54,8 @@ class PretrainCase:
 
 
 def original_case() -> PretrainCase:
-    from ..options import BiLMOptions
-    from ..pretrain.config import model_overrides
+    from spacy_elmo.options import BiLMOptions
+    from spacy_elmo.pretrain.config import model_overrides
 
     return PretrainCase(
         name="original",
@@ -136,9 +138,9 @@ def measure_training(
     progress: bool = True,
 ) -> Dict[str, Any]:
     """Time ``steps`` training steps after ``warmup`` (meant to run in a fresh process)."""
-    from ..pretrain.config import load_config, parse_settings
-    from ..pretrain.model import make_batch
-    from ..pretrain.trainer import Trainer
+    from spacy_elmo.pretrain.config import load_config, parse_settings
+    from spacy_elmo.pretrain.model import make_batch
+    from spacy_elmo.pretrain.trainer import Trainer
 
     device = torch.device(device_name)
     lines = text_lines(Path(text) if text else None)

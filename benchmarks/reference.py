@@ -1,4 +1,4 @@
-"""A plain, per-time-step biLM in AllenNLP's style: the baseline of ``bench inference`` and an
+"""A plain, per-time-step biLM in AllenNLP's style: the baseline of ``benchmarks inference`` and an
 independent check of the package's numbers.
 
 Written from the formulas (``REFERENCE.md``; Peters et al. 2018; the bilm-tf cell), not from the
@@ -26,7 +26,7 @@ from typing import Dict, List
 import torch
 from torch.nn import functional as F
 
-from ..nn.bilm import BiLM
+from spacy_elmo.nn.bilm import BiLM
 
 # bilm-tf's character mapping, +1: begin-of-word, the sentence marker, end-of-word, padding.
 _BOW, _EOW, _PAD, _BOS, _EOS = 259, 260, 261, 257, 258

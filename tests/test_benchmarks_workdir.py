@@ -6,18 +6,19 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from spacy_elmo.bench.subprocesses import package_argv, subprocess_env
-from spacy_elmo.bench.workdir import SIGTERM_STATUS, bench_workdir
+from benchmarks.subprocesses import subprocess_env
+from benchmarks.workdir import SIGTERM_STATUS, bench_workdir
 
 PREFIX = "spacy-elmo-bench-"
 # Long enough to be stopped in the middle: a fresh process per path and round.
 LONG_BENCH = [
-    "bench", "inference", "--shape", "fixture", "--batch-size", "2", "--seq-len", "5",
+    "inference", "--shape", "fixture", "--batch-size", "2", "--seq-len", "5",
     "--n-batches", "1", "--repeats", "50", "--device", "cpu",
 ]
 
@@ -32,11 +33,22 @@ AS_FROM_A_TERMINAL = (
 
 
 def _start_bench(tmp_root: Path) -> subprocess.Popen:
+    """The bench in a process group of its own, so that the test can end it with the processes
+    it spawned (a SIGKILL of the bench alone leaves its pool worker behind)."""
     env = {**subprocess_env(threads=1), "TMPDIR": str(tmp_root)}
-    python, *args = package_argv(LONG_BENCH)
     return subprocess.Popen(
-        [python, "-c", AS_FROM_A_TERMINAL, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-c", AS_FROM_A_TERMINAL, "-m", "benchmarks", *LONG_BENCH], env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )
+
+
+def _kill_group(bench: subprocess.Popen) -> None:
+    """SIGKILL to the bench and every process of its group (its spawned workers)."""
+    try:
+        os.killpg(bench.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    bench.wait(timeout=60)
 
 
 def _wait_for_workdir(bench: subprocess.Popen, tmp_root: Path, deadline_s: float = 120) -> Path:
@@ -47,7 +59,7 @@ def _wait_for_workdir(bench: subprocess.Popen, tmp_root: Path, deadline_s: float
             return found[0]
         assert bench.poll() is None, bench.stderr.read()
         time.sleep(0.2)
-    bench.kill()
+    _kill_group(bench)
     pytest.fail("the bench made no work folder in time")
 
 
@@ -59,8 +71,7 @@ def test_a_stopped_bench_removes_its_temporary_folder(tmp_path, stop):
         bench.send_signal(stop)
         status = bench.wait(timeout=60)
     finally:
-        if bench.poll() is None:
-            bench.kill()
+        _kill_group(bench)  # whatever the bench left running, on a failure too
     assert not folder.exists()
     assert status == (SIGTERM_STATUS if stop == signal.SIGTERM else 130), bench.stderr.read()[-2000:]
 
@@ -70,8 +81,7 @@ def test_the_next_bench_removes_the_folder_of_a_killed_one(tmp_path, monkeypatch
     try:
         folder = _wait_for_workdir(bench, tmp_path)
     finally:
-        bench.kill()  # SIGKILL: nothing in the bench can clean up
-        bench.wait(timeout=60)
+        _kill_group(bench)  # SIGKILL: nothing in the bench can clean up
     assert folder.exists()
     alive = tmp_path / f"{PREFIX}{os.getpid()}-other"  # a running process's folder stays
     alive.mkdir()

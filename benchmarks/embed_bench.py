@@ -1,4 +1,4 @@
-"""``bench embed``: the ``embed`` command as users run it, in subprocesses.
+"""``benchmarks embed``: the ``embed`` command as users run it, in subprocesses.
 
 - Throughput: one process with 2 threads against ``torchrun --nproc-per-node 2`` with one thread
   per rank, on the same input and model, the order alternating over rounds (a drifting machine
@@ -10,8 +10,8 @@
   = mean of the last quarter of the samples minus the mean of the first quarter, after the
   warm-up (the first tenth of the run: model load, first batches, the vocabulary filling up).
 
-The input is the text's sentences (``bench.text``: paragraphs cut at sentence ends, at most
-``MAX_SENTENCE`` tokens), one per line, until the token count is reached.
+The input is the text's sentences (:func:`.text.sentences`: paragraphs cut at sentence ends, at
+most ``MAX_SENTENCE`` tokens), one per line, until the token count is reached.
 """
 
 from __future__ import annotations
@@ -26,13 +26,15 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import typer
 
-from ..cli_errors import fail
-from ..cli_weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS
-from . import report
-from .measure import MB
+from spacy_elmo.bench import report
+from spacy_elmo.bench.measure import MB
+from spacy_elmo.bench.system import system_info
+from spacy_elmo.bench.text import default_text_path, text_lines
+from spacy_elmo.cli_errors import fail
+from spacy_elmo.cli_weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS
+
 from .subprocesses import descendants, package_argv, subprocess_env
-from .system import system_info
-from .text import default_text_path, sentences, text_lines
+from .text import sentences
 from .workdir import bench_workdir
 
 MAX_SENTENCE = 100
@@ -236,7 +238,7 @@ def soak_growth(samples: List[Tuple[float, float]]) -> Dict[str, Any]:
 
 def embed_bench_command(
     text: Optional[Path] = typer.Option(
-        None, "--text", help="Tokenized text, a paragraph per line (default: the benches' default text, bench.text)"
+        None, "--text", help="Tokenized text, a paragraph per line (default: the benches' default text, spacy_elmo.bench.text)"
     ),
     weights: Optional[str] = WEIGHTS,
     options_file: Optional[Path] = OPTIONS_FILE,

@@ -1,4 +1,4 @@
-"""The baseline of ``bench load``: reading a bilm-tf HDF5 file the way AllenNLP's ELMo does.
+"""The baseline of ``benchmarks load``: reading a bilm-tf HDF5 file the way AllenNLP's ELMo does.
 
 AllenNLP first builds every module with random initial weights, then reads the datasets and
 copies each (transposed, gate blocks reordered) into its parameter. AllenNLP opens the HDF5 file
@@ -22,8 +22,8 @@ import h5py
 import numpy as np
 import torch
 
-from ..nn.bilm import BiLM
-from ..options import BiLMOptions
+from spacy_elmo.nn.bilm import BiLM
+from spacy_elmo.options import BiLMOptions
 
 PathLike = Union[str, Path]
 Convert = Callable[[np.ndarray], np.ndarray]

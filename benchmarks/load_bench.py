@@ -1,4 +1,4 @@
-"""``bench load``: how long it takes to get a released-format model into memory.
+"""``benchmarks load``: how long it takes to get a released-format model into memory.
 
 Three loaders on one random-weight model of a released shape, written once to the work
 directory: ``load_bilm`` on the bilm-tf HDF5 file, the AllenNLP-style per-tensor loader on the
@@ -19,11 +19,12 @@ from typing import Any, Dict, List
 import torch
 from tqdm import tqdm
 
-from ..nn.bilm import BiLM
-from ..sources import load_bilm
+from spacy_elmo.bench.system import system_info
+from spacy_elmo.nn.bilm import BiLM
+from spacy_elmo.sources import load_bilm
+
 from .per_tensor_loader import load_bilm_per_tensor
 from .shapes import cached_model, model_files, shape_source
-from .system import system_info
 
 BASELINE = "per-tensor h5py (AllenNLP style)"
 

@@ -1,4 +1,4 @@
-"""The benchmarks (``python -m spacy_elmo bench``) on tiny shapes.
+"""The measurement kit (``python -m benchmarks``, a checkout's ``benchmarks/``) on tiny shapes.
 
 These tests check what could silently be wrong in a benchmark: that its baselines compute the
 same thing as the package (so a speed ratio compares equals), and that every result is complete
@@ -7,7 +7,6 @@ and well formed. They never assert a timing or a speed-up: those are measured, n
 
 from __future__ import annotations
 
-import ast
 import json
 import math
 import os
@@ -20,9 +19,8 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from conftest import ELMO_FIXTURE, FIXTURES, make_options, write_random_bilm_tf
-from spacy_elmo import DEFAULT_MODEL, batch_to_ids, load_bilm
-from spacy_elmo.bench.inference_bench import (
+from benchmarks.cli import app
+from benchmarks.inference_bench import (
     BF16,
     EXACT,
     INT8,
@@ -33,17 +31,19 @@ from spacy_elmo.bench.inference_bench import (
     available_paths,
     run_inference_bench,
 )
-from spacy_elmo.bench.isolate import run_isolated
-from spacy_elmo.bench.load_bench import run_load_bench
-from spacy_elmo.bench.memory_bench import run_memory_bench
-from spacy_elmo.bench.per_tensor_loader import load_bilm_per_tensor
-from spacy_elmo.bench.pipe_bench import run_pipe_bench
-from spacy_elmo.bench.pipeline import elmo_pipeline, model_source, random_model_source
-from spacy_elmo.bench.pretrain_bench import CASES, PretrainCase, run_pretrain_bench
-from spacy_elmo.bench.reference import ReferenceBiLM
-from spacy_elmo.bench.shapes import BUNDLED_RECIPE_NAME, shape_options
-from spacy_elmo.bench.text import DEFAULT_TEXT, DEFAULT_TEXT_NOTICE, default_text_path, sentence_batches, text_lines
-from spacy_elmo.cli import app
+from benchmarks.isolate import run_isolated
+from benchmarks.load_bench import run_load_bench
+from benchmarks.memory_bench import run_memory_bench
+from benchmarks.per_tensor_loader import load_bilm_per_tensor
+from benchmarks.pipe_bench import run_pipe_bench
+from benchmarks.pipeline import elmo_pipeline, model_source, random_model_source
+from benchmarks.pretrain_bench import CASES, PretrainCase, run_pretrain_bench
+from benchmarks.reference import ReferenceBiLM
+from benchmarks.shapes import BUNDLED_RECIPE_NAME, shape_options
+from benchmarks.text import sentence_batches
+from conftest import ELMO_FIXTURE, make_options, write_random_bilm_tf
+from spacy_elmo import DEFAULT_MODEL, batch_to_ids, load_bilm
+from spacy_elmo.bench.text import DEFAULT_TEXT, text_lines
 from spacy_elmo.nn.precision import PRECISIONS, runs_on
 from spacy_elmo.options import BiLMOptions
 from spacy_elmo.pretrain.config import model_overrides
@@ -79,7 +79,7 @@ def _package_layers(bilm, sentences):
     ids=["relu-clipped", "tanh-unclipped", "3-layers-no-skip", "1-layer-no-highway"],
 )
 def test_reference_loop_matches_the_package(tmp_path, options):
-    """The baseline of ``bench inference`` is an independent re-implementation: it must give the
+    """The baseline of ``benchmarks inference`` is an independent re-implementation: it must give the
     package's layers (random weights written straight in the bilm-tf layout by conftest)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # options without skip connections warn on load
@@ -143,7 +143,7 @@ def test_inference_bench_result(tmp_path):
 def test_the_token_cache_path_caches_the_texts_frequent_words_not_the_timed_ones(tmp_path, monkeypatch):
     """A pipe caches a vocabulary's head; caching exactly the timed words would make every lookup
     a hit and flatter the path. Words outside the cache still go through the character CNN."""
-    monkeypatch.setattr("spacy_elmo.bench.inference_bench.CACHE_WORDS", 20)
+    monkeypatch.setattr("benchmarks.inference_bench.CACHE_WORDS", 20)
     result = run_inference_bench(
         tmp_path, shape="fixture", batch_size=3, seq_len=8, n_batches=2, warmup=0, repeats=1,
         device="cpu", threads=1, isolate=False, progress=False,
@@ -191,8 +191,8 @@ def test_inference_contention_and_thread_modes_give_the_issues_table(tmp_path, m
     the busy process is gone afterwards."""
     import os
 
-    import spacy_elmo.bench.inference_bench as inference
-    from spacy_elmo.bench.inference_bench import busy_process, thread_scaling
+    import benchmarks.inference_bench as inference
+    from benchmarks.inference_bench import busy_process, thread_scaling
 
     pids = []
     real_busy = inference.busy_process
@@ -257,15 +257,15 @@ def test_inference_bench_on_trained_weights(tmp_path):
 
 
 def test_inference_cli_refuses_a_bad_list(tmp_path):
-    from spacy_elmo.cli import app
+    from benchmarks.cli import app
 
     for option, value in (("--batch-size", "8,0"), ("--threads", "two"), ("--batch-size", "")):
-        run = CliRunner().invoke(app, ["bench", "inference", option, value, "--device", "cpu"])
+        run = CliRunner().invoke(app, ["inference", option, value, "--device", "cpu"])
         assert run.exit_code == 2 and f"'{option}'" in run.output and "greater than or equal to 1" in run.output
 
 
 def test_inference_rounds_alternate_the_order_of_the_paths(tmp_path, monkeypatch):
-    import spacy_elmo.bench.inference_bench as inference
+    import benchmarks.inference_bench as inference
 
     calls = []
 
@@ -283,42 +283,6 @@ def test_inference_rounds_alternate_the_order_of_the_paths(tmp_path, monkeypatch
     assert calls == paths + paths[::-1]  # no path always first or last
     for row in result["rows"]:
         assert len(row["pass_all_s"]) == 2 and row["pass_s"] == min(row["pass_all_s"])
-
-
-def test_the_default_text_is_package_data():
-    """Every bench reads the same text without --text, in a checkout or installed: a slice of
-    WikiText-2 valid in the package, with its attribution and licence beside it."""
-    package = Path(__import__("spacy_elmo").__file__).parent
-    assert default_text_path() == DEFAULT_TEXT and DEFAULT_TEXT.parent == package / "data"
-    data = DEFAULT_TEXT.read_bytes()
-    assert 60_000 <= len(data) <= 80_000 and data.endswith(b"\n")  # whole lines
-    assert len(text_lines()) > 100
-    notice = DEFAULT_TEXT_NOTICE.read_text(encoding="utf-8")
-    assert "CC BY-SA 3.0" in notice and "Merity" in notice
-    import spacy_elmo.bench.text as text_module
-
-    assert "CC BY-SA 3.0" in text_module.__doc__
-    # The same lines as the test fixture cut independently from WikiText-2's valid.txt.
-    assert (FIXTURES / "wikitext_tiny" / "valid_head400.txt").read_bytes().startswith(data)
-
-
-def test_no_bench_module_reads_the_source_tree():
-    """The benches ship in the wheel: none may look for the checkout's project/, tests/ or the
-    data beside it (an installed package would quietly measure something else). The one
-    exception is gpu_run.py, the prepared GPU run, whose tests and train stages run the checkout's
-    test suite and project configs by design and say so where they are missing (its other stages
-    run from the wheel: test_wheel.py)."""
-    bench = Path(__import__("spacy_elmo.bench").bench.__file__).parent
-    for path in bench.glob("*.py"):
-        if path.name == "gpu_run.py":
-            continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
-        strings = {
-            node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
-        }
-        assert "REPO_ROOT" not in names, path
-        assert not strings & {"project", "tests", "fixtures", "shared", "configs"}, path
 
 
 def test_runs_on_says_where_each_precision_runs():
@@ -453,7 +417,7 @@ def test_pretrain_bench_bundled_full_case_runs_the_full_softmax():
 
 @pytest.mark.skipif(not PROJECT_RECIPE.is_file(), reason="no spaCy project in this checkout")
 def test_the_packaged_recipe_is_the_projects():
-    """The bundled model's recipe ships with it (bench pretrain --case bundled reads it from the
+    """The bundled model's recipe ships with it (benchmarks pretrain --case bundled reads it from the
     package): it must stay the project's pretraining config, comments aside."""
     from confection import Config
 
@@ -474,7 +438,7 @@ def test_the_bundled_shape_is_the_bundled_models_options_and_its_recipes_model()
 def test_cli_writes_every_figure_to_json(tmp_path):
     output = tmp_path / "inference.json"
     args = [
-        "bench", "inference", "--shape", "fixture", "--batch-size", "2", "--seq-len", "5",
+        "inference", "--shape", "fixture", "--batch-size", "2", "--seq-len", "5",
         "--n-batches", "1", "--repeats", "1", "--device", "cpu", "--no-isolate",
         "--workdir", str(tmp_path / "work"), "--output", str(output),
     ]
@@ -487,7 +451,7 @@ def test_cli_writes_every_figure_to_json(tmp_path):
     assert {"tokens_per_s", "peak_mb", "speedup", "pass_s", "device", "path"} <= set(data["rows"][1])
 
     output = tmp_path / "load.json"
-    args = ["bench", "load", "--shape", "fixture", "--repeats", "1", "--output", str(output)]
+    args = ["load", "--shape", "fixture", "--repeats", "1", "--output", str(output)]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     data = json.loads(output.read_text())
@@ -498,20 +462,20 @@ def test_cli_pipe_and_senses_take_the_weight_options(tmp_path):
     """--options-file/--weight-file (and --weights) name the model; the run says which."""
     output = tmp_path / "pipe.json"
     files = ["--options-file", str(FIXTURE_FILES[0]), "--weight-file", str(FIXTURE_FILES[1])]
-    args = ["bench", "pipe", *files, "--max-tokens", "50", "--batch-size", "8", "--output", str(output)]
+    args = ["pipe", *files, "--max-tokens", "50", "--batch-size", "8", "--output", str(output)]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert f"model: {FIXTURE_SOURCE.source.describe()}" in result.output
     assert json.loads(output.read_text())["settings"]["model"]["weight_file"] == str(FIXTURE_FILES[1])
 
     for args, message in (
-        (["bench", "pipe", "--random-shape", "fixture", "--weights", "small"], "--random-shape"),
-        (["bench", "pipe", "--random-shape", "tiny"], "--random-shape must be one of"),
-        (["bench", "memory", "--options-file", str(FIXTURE_FILES[0])], "go together"),
-        (["bench", "senses", "--weight-file", str(FIXTURE_FILES[1])], "go together"),
-        (["bench", "senses", "--weights", str(tmp_path / "missing")], "does not exist"),
-        (["bench", "pipe", *files, "--set", "precision=tf32"], "does not run on cpu"),
-        (["bench", "pipe", "--set", "weight_file=x"], "--weights"),
+        (["pipe", "--random-shape", "fixture", "--weights", "small"], "--random-shape"),
+        (["pipe", "--random-shape", "tiny"], "--random-shape must be one of"),
+        (["memory", "--options-file", str(FIXTURE_FILES[0])], "go together"),
+        (["senses", "--weight-file", str(FIXTURE_FILES[1])], "go together"),
+        (["senses", "--weights", str(tmp_path / "missing")], "does not exist"),
+        (["pipe", *files, "--set", "precision=tf32"], "does not run on cpu"),
+        (["pipe", "--set", "weight_file=x"], "--weights"),
     ):
         result = runner.invoke(app, args)
         assert result.exit_code != 0 and message in result.output, (args, result.output)
@@ -519,7 +483,7 @@ def test_cli_pipe_and_senses_take_the_weight_options(tmp_path):
 
 def test_embed_soak_growth_leaves_out_the_warm_up():
     """Growth = last-quarter mean minus first-quarter mean of the samples after the first tenth."""
-    from spacy_elmo.bench.embed_bench import soak_growth
+    from benchmarks.embed_bench import soak_growth
 
     warm_up = [(float(t), 100.0 * t) for t in range(5)]  # steep, as the model loads
     flat = [(5.0 + t, 1000.0 + (t % 2)) for t in range(80)]
@@ -534,14 +498,14 @@ def test_embed_soak_growth_leaves_out_the_warm_up():
 
 
 def test_embed_bench_soak_samples_the_real_command(tmp_path):
-    """bench embed --soak runs `python -m spacy_elmo embed` on the bundled model and samples its
+    """benchmarks embed --soak runs `python -m spacy_elmo embed` on the bundled model and samples its
     resident memory; the input is the text's sentences up to the token count."""
-    from spacy_elmo.cli import app
+    from benchmarks.cli import app
 
     output = tmp_path / "soak.json"
     run = CliRunner().invoke(
         app,
-        ["bench", "embed", "--soak", "--tokens", "3000", "--interval", "0.2", "--workdir", str(tmp_path / "w"), "--output", str(output)],
+        ["embed", "--soak", "--tokens", "3000", "--interval", "0.2", "--workdir", str(tmp_path / "w"), "--output", str(output)],
     )
     assert run.exit_code == 0, run.output
     result = json.loads(output.read_text())
@@ -554,7 +518,23 @@ def test_embed_bench_soak_samples_the_real_command(tmp_path):
 
 
 def test_embed_bench_refuses_half_a_pair_of_files(tmp_path):
-    from spacy_elmo.cli import app
+    from benchmarks.cli import app
 
-    run = CliRunner().invoke(app, ["bench", "embed", "--options-file", str(tmp_path / "o.json")])
+    run = CliRunner().invoke(app, ["embed", "--options-file", str(tmp_path / "o.json")])
     assert run.exit_code != 0 and "--options-file and --weight-file go together" in run.output
+
+
+@pytest.mark.slow
+def test_embed_bench_compares_one_process_with_torchrun_on_the_bundled_model(tmp_path):
+    """One process x 2 threads and torchrun 2 x 1 on the bundled model and the package's text,
+    each run as users run `python -m spacy_elmo embed`."""
+    output = tmp_path / "embed.json"
+    run = runner.invoke(app, ["embed", "--tokens", "1500", "--rounds", "1", "--output", str(output)])
+    assert run.exit_code == 0, run.output
+    result = json.loads(output.read_text())
+    assert result["settings"]["model"] == "the bundled model"
+    assert result["settings"]["text"] == str(DEFAULT_TEXT)
+    rows = {row["setup"]: row for row in result["rows"]}
+    assert set(rows) == {"1 process x 2 threads", "2 processes x 1 thread"}
+    assert all(row["tokens"] >= 1500 for row in rows.values())
+    assert len(rows["2 processes x 1 thread"]["peak_rss_mb_by_rank"]) == 2

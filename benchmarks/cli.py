@@ -1,5 +1,5 @@
-"""``python -m spacy_elmo bench ...``: the typer sub-app. Each command runs one benchmark module,
-prints its table and, with ``--output``, writes every figure to JSON."""
+"""``python -m benchmarks ...``: the typer app. Each command runs one benchmark module, prints its
+table and, with ``--output``, writes every figure to JSON."""
 
 from __future__ import annotations
 
@@ -10,17 +10,20 @@ from typing import Any, Dict, List, Optional, Union
 import torch
 import typer
 
-from ..cli_errors import fail
-from ..cli_weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS, weight_source
-from . import report
+from spacy_elmo.bench import report
+from spacy_elmo.bench.text import DEFAULT_TEXT
+from spacy_elmo.cli_errors import fail
+from spacy_elmo.cli_help import prepare_help
+from spacy_elmo.cli_weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS, weight_source
+
 from .embed_bench import embed_bench_command
 from .shapes import SHAPE_NAMES
-from .text import DEFAULT_TEXT
 from .workdir import bench_workdir
 
 app = typer.Typer(
-    name="bench",
-    help="Benchmarks: speed and memory, as ratios measured side by side in one run.",
+    name="benchmarks",
+    help="The project's benchmarks (run from a checkout): speed and memory, as ratios measured "
+    "side by side in one run.",
     no_args_is_help=True,
     add_completion=False,
 )
@@ -484,10 +487,12 @@ def senses_command(
     (per word, then averaged); accuracy = leave-one-out nearest occurrence of the same sense.
     Default model: the bundled one.
     """
-    from ..sources import load_bilm_from
+    from spacy_elmo.bench.system import system_info
+    from spacy_elmo.bench.text import text_lines
+    from spacy_elmo.senses import DATA_FILE, HELDOUT_FILE
+    from spacy_elmo.sources import load_bilm_from
+
     from .senses import (
-        DATA_FILE,
-        HELDOUT_FILE,
         PIPE_DEFAULT,
         POS_COLUMNS,
         SENSE_COLUMNS,
@@ -496,8 +501,7 @@ def senses_command(
         run_senses_bench,
         sense_projection,
     )
-    from .system import system_info
-    from .text import sentences, text_lines
+    from .text import sentences
 
     _threads(threads)
     if heldout and data is not None:
@@ -560,7 +564,7 @@ def senses_command(
     _finish(result, output)
 
 
-# bench embed keeps its options beside its subprocess runs, in embed_bench.py.
+# embed keeps its options beside its subprocess runs, in embed_bench.py.
 app.command("embed")(embed_bench_command)
 
 
@@ -596,3 +600,6 @@ def gpu_command(
         run_stages(stage, out, device, smoke, deadline_s, echo=typer.echo)
     except ValueError as err:
         fail(str(err))
+
+
+prepare_help(app)

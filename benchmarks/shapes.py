@@ -8,9 +8,8 @@ the released shapes (the released files are not needed, nor downloadable here):
 - ``bundled``: the shape of the bundled English model (its own ``options.json``, from the package);
 - ``fixture``: the tiny model of the AllenNLP test fixture (for tests and quick checks).
 
-The bundled model's recipe, what ``bench pretrain --case bundled`` trains, ships beside it too
-(``BUNDLED_RECIPE_NAME``): nothing here reads a source checkout, so an installed package measures
-what a checkout does.
+The bundled model's recipe, what ``benchmarks pretrain --case bundled`` trains, ships beside it
+in the package (``BUNDLED_RECIPE_NAME``).
 """
 
 from __future__ import annotations
@@ -21,13 +20,13 @@ from typing import Any, Dict
 
 import torch
 
-from ..chars import N_CHARACTERS
-from ..formats.base import OPTIONS_NAME, WeightSource
-from ..formats.bilm_tf import HDF5_NAME, write_bilm_tf_weights
-from ..formats.native import SAFETENSORS_NAME, save_bilm
-from ..nn.bilm import BiLM
-from ..options import BiLMOptions
-from ..sources import resolve_weight_source
+from spacy_elmo.chars import N_CHARACTERS
+from spacy_elmo.formats.base import OPTIONS_NAME, WeightSource
+from spacy_elmo.formats.bilm_tf import HDF5_NAME, write_bilm_tf_weights
+from spacy_elmo.formats.native import SAFETENSORS_NAME, save_bilm
+from spacy_elmo.nn.bilm import BiLM
+from spacy_elmo.options import BiLMOptions
+from spacy_elmo.sources import resolve_weight_source
 
 RELEASED_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
 #: The pretraining config the bundled model was trained with, in its directory (package data; a
@@ -117,7 +116,7 @@ def shape_options(name: str) -> BiLMOptions:
 def random_bilm(options: BiLMOptions, seed: int = 0) -> BiLM:
     """A biLM with bilm-tf's initialisation (realistic magnitudes: forget bias 1, highway
     carry gates mostly closed), the same for the same seed."""
-    from ..pretrain.model import init_bilm_tf_style
+    from spacy_elmo.pretrain.model import init_bilm_tf_style
 
     torch.manual_seed(seed)
     bilm = BiLM(options)

@@ -1,0 +1,277 @@
+"""``python -m spacy_elmo bench``: tokens/s and peak memory of the elmo pipe, per precision and
+thread count, on the user's machine and text (PyTorch on one op thread in each cell's process,
+the biLM splitting its batches over the cell's ``threads``).
+
+Sized like ``spacy benchmark speed``: the pipeline (blank English + sentencizer + elmo, or a saved
+pipeline directory) reads whole lines of the text as docs; ``--warmup`` batches of
+``--batch-size`` docs run untimed, then ``--batches`` batches are timed. Each cell (a precision
+and a thread count, set in the elmo pipe's model block) runs in a fresh process (``spawn``), so
+that its threads and its memory are its own; the cells run ``--rounds`` times, the order reversed
+every other round so that a drift in the machine's load favours none, and each cell's best round
+counts. Tokens/s are spaCy tokens of the timed batches over their wall time; ratios are to the
+first cell, measured in the same run. Memory: the resident memory with the pipeline loaded and
+warmed up, and the peak above it while the timed batches ran (:class:`.measure.PeakMemory`; GPU
+memory with ``--gpu-id``).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+import typer
+
+from ..cli_errors import fail
+from ..cli_weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS, weight_settings, weight_source
+from ..nn.precision import get_precision
+from . import report
+from .measure import MB, PeakMemory, current_rss_bytes
+from .system import system_info
+from .text import DEFAULT_TEXT, text_lines
+
+#: The elmo model block's ``threads``: a count, or "auto".
+Threads = Union[int, str]
+Cell = Tuple[str, Threads]
+
+COLUMNS = [
+    ("precision", "precision", ""),
+    ("threads", "threads", ""),
+    ("tokens", "tokens", ","),
+    ("tokens_per_s", "tokens/s", ",.0f"),
+    ("x_first", "x first", ".2f"),
+    ("loaded_mb", "loaded MB", ",.0f"),
+    ("peak_mb", "peak +MB", ",.0f"),
+]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What every cell runs: the pipeline (a saved directory and its elmo component's name, or
+    None for blank English + sentencizer + elmo with the weight keys ``model``), the docs, the
+    batch size, the untimed batches first, and the GPU (-1: the CPU)."""
+
+    pipeline: Optional[Path]
+    component: str
+    model: Optional[Dict[str, Optional[str]]]
+    texts: List[str]
+    batch_size: int
+    warmup: int
+    gpu_id: int = -1
+
+
+def _precisions(value: Union[str, List[str]]) -> List[str]:
+    if isinstance(value, list):  # already parsed (typer runs callbacks on defaults too)
+        return value
+    names = [name.strip() for name in value.split(",")]
+    for name in names:
+        try:
+            get_precision(name, "--precision")
+        except ValueError as err:
+            raise typer.BadParameter(str(err), param_hint="'--precision'") from None
+    return names
+
+
+def _thread_counts(value: Union[str, List[Threads]]) -> List[Threads]:
+    if isinstance(value, list):
+        return value
+    counts: List[Threads] = []
+    for item in (part.strip() for part in value.split(",")):
+        number = int(item) if item.lstrip("-").isdigit() else 0
+        if item != "auto" and number < 1:
+            raise typer.BadParameter(
+                "takes auto or integers greater than or equal to 1, separated by commas (e.g. "
+                f"auto,1,2), got {value!r}",
+                param_hint="'--threads'",
+            )
+        counts.append(item if item == "auto" else number)
+    return counts
+
+
+def bench_command(
+    pipeline: Optional[Path] = typer.Argument(
+        None,
+        help="A saved pipeline directory with an elmo pipe (default: blank English + sentencizer "
+        "+ elmo with the weights the weight options name)",
+        show_default=False,
+    ),
+    weights: Optional[str] = WEIGHTS,
+    options_file: Optional[Path] = OPTIONS_FILE,
+    weight_file: Optional[Path] = WEIGHT_FILE,
+    precisions: str = typer.Option(
+        "fp32,int8", "--precision", callback=_precisions,
+        help="The elmo model block's precisions to compare, comma-separated",
+    ),
+    threads: str = typer.Option(
+        "auto", "--threads", callback=_thread_counts,
+        help="The elmo model block's thread counts to compare, comma-separated (auto or >= 1)",
+    ),
+    text: Path = typer.Option(
+        DEFAULT_TEXT, "--text", show_default=False,
+        help=f"Text, a doc per line (default: {DEFAULT_TEXT.name}, shipped with the package)",
+    ),
+    batch_size: int = typer.Option(32, "--batch-size", min=1, help="Docs per nlp.pipe batch"),
+    warmup: int = typer.Option(1, "--warmup", min=0, help="Untimed batches first"),
+    batches: int = typer.Option(4, "--batches", min=1, help="Timed batches per cell"),
+    rounds: int = typer.Option(2, "--rounds", min=1, help="Runs of every cell; the best counts"),
+    gpu_id: int = typer.Option(-1, "--gpu-id", help="GPU for spaCy and the biLM; -1 for the CPU"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write every figure to this JSON file"),
+) -> None:
+    """Measure the elmo pipe's tokens/s and peak memory on this machine, per precision and
+    thread count, each cell in a fresh process; ratios are to the first cell."""
+    import torch
+
+    from ..nn.precision import runs_on
+
+    if pipeline is not None and (weights or options_file or weight_file):
+        fail("PIPELINE brings its own weights: give it or --weights/--options-file/--weight-file")
+    model = None if pipeline is not None else weight_settings(weights, options_file, weight_file)
+    measured = str(pipeline) if pipeline is not None else weight_source(weights, options_file, weight_file).describe()
+    typer.echo(f"measuring: {measured}")
+    component = "elmo" if pipeline is None else _elmo_component(pipeline)
+    if gpu_id >= 0 and not torch.cuda.is_available():
+        fail(f"--gpu-id {gpu_id}: PyTorch {torch.__version__} sees no CUDA device")
+    device = torch.device(f"cuda:{gpu_id}" if gpu_id >= 0 else "cpu")
+    for name in precisions:
+        if not runs_on(name, device):
+            fail(f"--precision {name} does not run on {device}: compare others, e.g. --precision fp32,bf16")
+    try:
+        lines = text_lines(text)
+    except (OSError, ValueError) as err:
+        fail(str(err))
+    texts = [lines[i % len(lines)] for i in range((warmup + batches) * batch_size)]
+    work = Workload(pipeline, component, model, texts, batch_size, warmup, gpu_id)
+    try:
+        rows = measure_cells(work, [(p, t) for p in precisions for t in threads], rounds)
+    except (OSError, ValueError) as err:  # a weight file or pipeline that does not load
+        fail(str(err))
+    except BrokenProcessPool:
+        fail("a cell's process ended without a result (killed, or out of memory); try fewer --batch-size docs")
+    described = str(pipeline) if pipeline is not None else "blank en + sentencizer + elmo"
+    result = {
+        "benchmark": "bench",
+        "settings": {
+            "pipeline": described,
+            "model": model,
+            "weights": measured if pipeline is None else None,
+            "text": str(text),
+            "batch_size": batch_size,
+            "warmup_batches": warmup,
+            "timed_batches": batches,
+            "rounds": rounds,
+            "device": str(device),
+        },
+        "cells": rows,
+        "system": system_info(),
+    }
+    report.echo_table(
+        f"{described} on {device}: {batches} timed batches of {batch_size} docs after {warmup} "
+        f"warm-up, best of {rounds} round(s), each cell in a fresh process",
+        rows,
+        COLUMNS,
+    )
+    typer.echo(
+        "loaded MB = resident memory with the pipeline loaded and warmed up; peak +MB = the peak "
+        f"above it while timed ({rows[0]['peak_method']})\n"
+    )
+    report.echo_system(result["system"])
+    report.write_json(result, output)
+
+
+def _elmo_component(pipeline: Path) -> str:
+    """The name of the saved pipeline's component made by the elmo factory, or exit naming the
+    problem."""
+    from spacy.util import load_config
+
+    if not (pipeline / "config.cfg").is_file():
+        fail(f"{pipeline}: not a saved pipeline (no config.cfg); save one with nlp.to_disk(PATH)")
+    components = load_config(pipeline / "config.cfg")["components"]
+    names = [name for name, block in components.items() if block.get("factory") == "elmo"]
+    if not names:
+        fail(f"{pipeline}: no elmo pipe among its components ({', '.join(components) or 'none'})")
+    return names[0]
+
+
+def measure_cells(work: Workload, cells: List[Cell], rounds: int) -> List[Dict[str, Any]]:
+    """Every (precision, threads) cell ``rounds`` times, each run in a fresh process, the order
+    reversed every other round: per cell its best run, the tokens/s and process id of every run,
+    and the ratio of its tokens/s to the first cell's."""
+    runs: Dict[Cell, List[Dict[str, Any]]] = {cell: [] for cell in cells}
+    for round_ in range(rounds):
+        for cell in cells if round_ % 2 == 0 else cells[::-1]:
+            run = _in_fresh_process(work, *cell)
+            runs[cell].append(run)
+            typer.echo(f"round {round_ + 1}/{rounds}: {cell[0]}, threads {cell[1]}: {run['tokens_per_s']:,.0f} tokens/s")
+    rows = []
+    for cell in cells:
+        best = max(runs[cell], key=lambda run: run["tokens_per_s"])
+        rows.append({
+            **best,
+            "rounds_tokens_per_s": [run["tokens_per_s"] for run in runs[cell]],
+            "process_ids": [run["process_id"] for run in runs[cell]],
+        })
+    for row in rows:
+        row["x_first"] = report.ratio(row["tokens_per_s"], rows[0]["tokens_per_s"])
+    return rows
+
+
+def _in_fresh_process(work: Workload, precision: str, threads: Threads) -> Dict[str, Any]:
+    """:func:`run_cell` in a new process (``spawn``: a fork would inherit this one's threads and
+    memory), so a cell's figures are its own."""
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        return pool.submit(run_cell, work, precision, threads).result()
+
+
+def run_cell(work: Workload, precision: str, threads: Threads) -> Dict[str, Any]:
+    """Load the pipeline with ``precision`` and ``threads`` in its elmo pipe's model block, run
+    the warm-up batches, then time the others one by one. The cell's process is a command's:
+    PyTorch on one op thread, set once, so that ``threads`` is what the biLM splits over (as
+    ``python -m spacy_elmo demo`` and ``embed`` run)."""
+    import spacy
+    import torch
+
+    from .. import pipe  # noqa: F401  registers the factory where no entry point does (a checkout)
+
+    torch.set_num_threads(1)
+    if work.gpu_id >= 0:
+        spacy.require_gpu(work.gpu_id)
+    device = torch.device(f"cuda:{work.gpu_id}" if work.gpu_id >= 0 else "cpu")
+    settings = {"precision": precision, "threads": threads}
+    if work.pipeline is None:
+        nlp = spacy.blank("en")
+        nlp.add_pipe("sentencizer")
+        nlp.add_pipe("elmo", config={"model": {**(work.model or {}), **settings}}).initialize()
+    else:
+        nlp = spacy.load(work.pipeline, config={"components": {work.component: {"model": settings}}})
+    size = work.batch_size
+    batches = [work.texts[i : i + size] for i in range(0, len(work.texts), size)]
+    for batch in batches[: work.warmup]:
+        list(nlp.pipe(batch, batch_size=size))
+    loaded = current_rss_bytes() or 0
+    seconds, tokens = [], 0
+    with PeakMemory(device) as peak:
+        for batch in batches[work.warmup :]:
+            start = time.perf_counter()
+            tokens += sum(len(doc) for doc in nlp.pipe(batch, batch_size=size))
+            seconds.append(time.perf_counter() - start)
+    block = nlp.config["components"][work.component]["model"]
+    return {
+        "precision": precision,
+        "threads": threads,
+        "model_block": {key: block[key] for key in settings},  # as the loaded pipeline holds them
+        "process_id": os.getpid(),
+        "docs": len(work.texts) - work.warmup * size,
+        "tokens": tokens,
+        "seconds": sum(seconds),
+        "batch_seconds": seconds,
+        "tokens_per_s": tokens / sum(seconds),
+        "loaded_mb": loaded / MB,
+        "peak_mb": peak.mb,
+        "peak_method": peak.method,
+    }
