@@ -306,6 +306,13 @@ def test_cache_is_on_for_the_pipes_life_when_set_and_reuses_exact_layers():
         cache.put(("w", i), np.zeros((3, 2, 16), dtype=np.float32))  # 384 bytes each
     assert cache.nbytes <= 1000 and len(cache) == 2
     assert cache.get(("w", 9)) is not None and cache.get(("w", 0)) is None
+    # A copy or pickle (a spawned worker's pipe) starts empty, with its bound and its own lock.
+    import pickle
+
+    copied = pickle.loads(pickle.dumps(cache))
+    assert len(copied) == 0 and copied.max_bytes == 1000
+    copied.put(("w", 1), np.zeros((3, 2, 16), dtype=np.float32))
+    assert len(copied) == 1 and len(cache) == 2
 
 
 def test_a_listener_is_a_plain_thinc_model_whose_copy_keeps_working():

@@ -11,6 +11,7 @@ The sizes are the biLM model's settings (``bilm_model.BiLMSettings``).
 from __future__ import annotations
 
 import math
+import threading
 from collections import OrderedDict
 from typing import Callable, Hashable, List, Optional, Sequence, Tuple
 
@@ -52,7 +53,8 @@ class LayerCache:
 
     Bounded by ``max_bytes`` of stored arrays (float32 NumPy, ``(n_layers + 1, n, width)`` each).
     Training a frozen biLM's listeners sees the same sentences every epoch: from the second epoch
-    on they cost a dictionary look-up. The values are the exact arrays the biLM returned.
+    on they cost a dictionary look-up. The values are the exact arrays the biLM returned. A lock
+    keeps it whole when a web server's threads run the same pipe.
     """
 
     def __init__(self, max_bytes: int) -> None:
@@ -61,31 +63,42 @@ class LayerCache:
         self.hits = 0
         self.misses = 0
         self._store: "OrderedDict[Hashable, np.ndarray]" = OrderedDict()
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._store)
 
+    def __getstate__(self) -> dict:
+        """A copy or a pickle (a spawned worker of ``nlp.pipe(n_process=N)``) starts empty."""
+        return {"max_bytes": self.max_bytes}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["max_bytes"])
+
     def get(self, key: Hashable) -> Optional[np.ndarray]:
-        value = self._store.get(key)
-        if value is None:
-            self.misses += 1
-            return None
-        self._store.move_to_end(key)
-        self.hits += 1
-        return value
+        with self._lock:
+            value = self._store.get(key)
+            if value is None:
+                self.misses += 1
+                return None
+            self._store.move_to_end(key)
+            self.hits += 1
+            return value
 
     def put(self, key: Hashable, value: np.ndarray) -> None:
-        if value.nbytes > self.max_bytes or key in self._store:
-            return
-        self._store[key] = value
-        self.nbytes += value.nbytes
-        while self.nbytes > self.max_bytes:
-            _, evicted = self._store.popitem(last=False)
-            self.nbytes -= evicted.nbytes
+        with self._lock:
+            if value.nbytes > self.max_bytes or key in self._store:
+                return
+            self._store[key] = value
+            self.nbytes += value.nbytes
+            while self.nbytes > self.max_bytes:
+                _, evicted = self._store.popitem(last=False)
+                self.nbytes -= evicted.nbytes
 
     def clear(self) -> None:
-        self._store.clear()
-        self.nbytes = 0
+        with self._lock:
+            self._store.clear()
+            self.nbytes = 0
 
 
 def doc_layers(
