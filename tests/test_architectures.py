@@ -9,7 +9,7 @@ from thinc.api import Config, ConfigValidationError, CupyOps, NumpyOps, set_curr
 from conftest import make_options, write_random_bilm_tf
 from spacy_elmo import batch_to_ids, load_bilm
 from spacy_elmo.architectures import elmo_model_v2
-from spacy_elmo.layers.bilm_model import BiLMShim, bilm_settings, get_bilm, get_runner, set_bilm
+from spacy_elmo.layers.bilm_model import BiLMShim, bilm_settings, get_runner, set_bilm
 
 SENTENCES = [["The", "bank", "of", "the", "river", "."], ["Money", "!"], ["x"]]
 
@@ -31,7 +31,7 @@ def test_architecture_resolves_from_a_config_block():
     config = Config().from_str('[model]\n@architectures = "spacy_elmo.ElmoModel.v2"\nprecision = "bf16"\nthreads = 2\n')
     model = spacy.registry.resolve(config)["model"]
     assert model.name == "elmo"
-    assert get_bilm(model) is None
+    assert get_runner(model) is None
     assert bilm_settings(model).precision == "bf16" and bilm_settings(model).threads == 2
     assert spacy.registry.architectures.get("spacy_elmo.ElmoModel.v2") is elmo_model_v2
     for gone in ("spacy_elmo.ElmoModel.v1", "spacy_elmo.ElmoEmbedder.v1"):
@@ -78,7 +78,7 @@ def test_bytes_carry_options_and_weights(tmp_path):
     model = elmo_model_v2()
     set_bilm(model, load_bilm(options, weights))
     restored = elmo_model_v2().from_bytes(model.to_bytes())
-    assert get_bilm(restored).options == get_bilm(model).options
+    assert get_runner(restored).bilm.options == get_runner(model).bilm.options
     assert restored.get_dim("nO") == 10
     for a, b in zip(model.predict(SENTENCES), restored.predict(SENTENCES)):
         assert a.shape == (4, a.shape[1], 10)
@@ -112,7 +112,7 @@ def test_gradients_reach_the_bilm(elmo_model):
     """Not used by the frozen pipe, but what a fine-tuning listener will rely on."""
     outputs, backprop = elmo_model.begin_update(SENTENCES[:2])
     backprop([np.ones_like(o) for o in outputs])
-    bilm = get_bilm(elmo_model)
+    bilm = get_runner(elmo_model).bilm
     assert float(bilm.token_encoder.projection.weight.grad.abs().sum()) > 0
     assert float(bilm.backward_lstm.layers[1].weight_hh_l0.grad.abs().sum()) > 0
 

@@ -538,3 +538,16 @@ def test_embed_bench_compares_one_process_with_torchrun_on_the_bundled_model(tmp
     assert set(rows) == {"1 process x 2 threads", "2 processes x 1 thread"}
     assert all(row["tokens"] >= 1500 for row in rows.values())
     assert len(rows["2 processes x 1 thread"]["peak_rss_mb_by_rank"]) == 2
+
+
+def test_token_chunks_bench_times_both_ways_alternately():
+    """Every (batch size, threads) cell times the chunked convolutions and the batch at once,
+    ``rounds`` passes each, and leaves the runner as it found it (the package's way)."""
+    from benchmarks.token_chunks import run_token_chunks_bench
+
+    result = run_token_chunks_bench(str(ELMO_FIXTURE), "the fixture", batch_sizes=(1, 4), threads=(1, 2), sentences=4, rounds=2)
+    assert [(r["batch_size"], r["threads"]) for r in result["rows"]] == [(1, 1), (1, 2), (4, 1), (4, 2)]
+    for row in result["rows"]:
+        assert all(len(row["seconds"][way]) == 2 for way in ("chunks", "at_once"))
+        assert row["tokens"] > 0 and row["chunks_over_at_once"] > 0 and row["precision"] == "int8"
+    assert result["model"] == "the fixture" and "cpu" in result["system"]

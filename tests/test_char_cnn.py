@@ -55,12 +55,11 @@ def test_trimming_padding_positions_is_exact():
     torch.testing.assert_close(encoder(ids), expected, rtol=0, atol=1e-6)
 
 
-def test_in_chunks_each_token_gets_the_vector_it_gets_alone_bit_for_bit():
-    """encode_in_chunks (CPU inference): every convolution on CHUNK_ROWS tokens of one length
-    bucket, so that with int8 (whose other products are integer) a token's vector does not
-    change in its last bits with the batch; the same numbers as the batch at once, up to float
-    rounding. (Float32 products of shapes as tiny as these can also depend on a row's place in
-    its chunk: MKL's small-matrix kernels did here.)"""
+def test_chunked_with_int8_each_token_gets_the_vector_it_gets_alone_bit_for_bit():
+    """``chunked``: every convolution on CHUNK_ROWS tokens of one length bucket, so that with
+    int8 (whose products are integer) a token's vector does not change in its last bits with
+    the tokens beside it, whatever their number and order; the same numbers as the batch at
+    once, up to float rounding."""
     from spacy_elmo.nn.char_cnn import CHUNK_ROWS
     from spacy_elmo.nn.int8 import int8_products
 
@@ -68,13 +67,9 @@ def test_in_chunks_each_token_gets_the_vector_it_gets_alone_bit_for_bit():
     words = [f"w{i}" * (1 + i % 9) for i in range(2 * CHUNK_ROWS + 5)] + ["", "🙂", "x" * 80]
     ids = torch.from_numpy(tokens_to_ids(words))
     with torch.no_grad(), int8_products():
-        alone = torch.cat([encoder.encode_in_chunks(ids[i : i + 1]) for i in range(len(words))])
+        alone = torch.cat([encoder(ids[i : i + 1], chunked=True) for i in range(len(words))])
         for order in (torch.arange(len(words)), torch.randperm(len(words), generator=torch.Generator().manual_seed(0))):
-            batched = encoder.encode_in_chunks(ids[order])
-            assert torch.equal(batched, alone[order])
-        seen = []
-        mapped = encoder.encode_in_chunks(ids, lambda encode, chunks: seen.append(len(chunks)) or [encode(*c) for c in chunks])
-        assert torch.equal(mapped, alone) and seen and seen[0] >= 3
+            assert torch.equal(encoder(ids[order], chunked=True), alone[order])
         torch.testing.assert_close(encoder(ids), alone, rtol=0, atol=1e-5)
     with torch.no_grad():
-        torch.testing.assert_close(encoder.encode_in_chunks(ids), encoder(ids), rtol=0, atol=1e-5)
+        torch.testing.assert_close(encoder(ids, chunked=True), encoder(ids), rtol=0, atol=1e-5)

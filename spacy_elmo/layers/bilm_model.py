@@ -115,23 +115,9 @@ def bilm_settings(model: Model) -> BiLMSettings:
     return model.attrs[SETTINGS]
 
 
-def set_settings(model: Model, settings: BiLMSettings) -> None:
-    """Replace the runtime settings (weights they name are read at the next init)."""
-    model.attrs[SETTINGS] = settings
-    runner = _shim(model).runner
-    if runner is not None:
-        _apply_settings(model, runner)
-
-
 def get_runner(model: Model) -> Optional[BiLMRunner]:
     """The runner inside an ``ElmoModel``, or None before its weights are there."""
     return _shim(model).runner
-
-
-def get_bilm(model: Model) -> Optional[BiLM]:
-    """The BiLM inside an ``ElmoModel``, or None before its weights are there."""
-    runner = get_runner(model)
-    return None if runner is None else runner.bilm
 
 
 def configured_source(model: Model) -> WeightSource:

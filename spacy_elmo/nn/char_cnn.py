@@ -4,18 +4,19 @@ Under the "int8" precision the highway and projection products run on int8 weigh
 (``nn/int8.py``); the convolutions stay float32 (about a tenth of the biLM's CPU time at the
 original shape, and the token cache skips them for frequent words).
 
-Two ways to run it, the same equations: ``forward`` encodes a batch of tokens at once (training,
-GPUs); ``encode_in_chunks`` gives every token the vector it gets alone, bit for bit. BLAS and
-oneDNN choose their kernels by the shape of a product, so a token's float32 vector differs in its
-last bits with the number of tokens beside it; int8's rounding of the next layer's inputs turns
-such differences into visible ones. In chunks, every product runs on exactly ``CHUNK_ROWS``
-tokens (the last chunk padded) of one character-length bucket, so its shape never depends on
-the batch. What CPU inference runs (``nn/runner.py``).
+The convolutions run on the batch at once, or (``chunked``) on exactly ``CHUNK_ROWS`` tokens of
+one character-length bucket at a time, the last chunk padded, so that their shapes never depend
+on the batch. oneDNN chooses its kernel by the shape, so a token's float32 features differ in
+their last bits with the number of tokens beside it, and int8's rounding of the next products'
+inputs turns such differences into visible ones. With int8, whose products are integer (exact
+whatever the rows beside), chunked convolutions give every token the vector it gets alone, bit
+for bit: what the runner runs for int8 on the CPU (``nn/runner.py``). The convolutions are a
+small share of the biLM's time, so their padding costs little.
 """
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Sequence, Tuple
 
 import torch
 from torch import nn
@@ -23,14 +24,12 @@ from torch import nn
 from ..chars import N_CHARACTERS, PADDING
 from .int8 import int8_linear
 
-#: Tokens per product in ``encode_in_chunks``. Chunks of 16 and 32 gave each token the same
-#: vector at 1 to 8 threads on this project's CPU (AMD EPYC, oneDNN and MKL kernels); chunks of 8
-#: did not (another kernel at 2 threads).
-CHUNK_ROWS = 32
-#: Character positions a chunk keeps: the token's own need rounded up to a multiple of this.
+#: Tokens per chunked convolution. Chunks of 16 and 32 gave each token the same features in any
+#: position and at 1 to 8 threads on this project's CPU (AMD EPYC, oneDNN); chunks of 8 did not
+#: (another kernel at 2 threads).
+CHUNK_ROWS = 16
+#: Character positions a chunk keeps: its tokens' own need rounded up to a multiple of this.
 POSITION_STEP = 16
-#: Runs a function over chunks, in order: a plain loop, or pieces on threads (the runner's).
-ChunkMap = Callable[[Callable[[torch.Tensor, int], torch.Tensor], List[Tuple[torch.Tensor, int]]], List[torch.Tensor]]
 
 
 class Highway(nn.Module):
@@ -92,64 +91,42 @@ class CharacterEncoder(nn.Module):
         self.projection = nn.Linear(word_dim + self.n_filters, output_dim)
         self._max_width = max(width for width, _ in self.filters)
 
-    def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
-        """char_ids: (N, width) int64 -> (N, output_dim), the batch at once."""
+    def forward(self, char_ids: torch.Tensor, chunked: bool = False) -> torch.Tensor:
+        """char_ids: (N, width) int64 -> (N, output_dim); ``chunked``: the convolutions in
+        fixed-shape chunks (see the module docstring)."""
         if char_ids.shape[0] == 0:
-            return self._empty(char_ids)
-        return self._encode(char_ids, int(self._positions_needed(self._characters(char_ids)).max()))
-
-    def encode_in_chunks(self, char_ids: torch.Tensor, map_chunks: Optional[ChunkMap] = None) -> torch.Tensor:
-        """char_ids: (N, width) int64 -> (N, output_dim), each token's vector the one it gets
-        alone: the tokens grouped by the character positions they need (``POSITION_STEP``), each
-        group encoded ``CHUNK_ROWS`` tokens at a time. ``map_chunks(encode, chunks)`` runs
-        ``encode(ids, positions)`` over the chunks (default: one after the other)."""
-        n = char_ids.shape[0]
-        if n == 0:
-            return self._empty(char_ids)
-        width = self._characters(char_ids).shape[1]
-        needed = self._positions_needed(self._characters(char_ids))
-        buckets = ((needed + POSITION_STEP - 1) // POSITION_STEP * POSITION_STEP).clamp_(max=width)
-        chunks, rows = [], []
-        for positions in sorted(set(buckets.tolist())):
-            members = (buckets == positions).nonzero()[:, 0]
-            for piece in members.split(CHUNK_ROWS):
-                ids = char_ids[piece]
-                if len(piece) < CHUNK_ROWS:
-                    ids = torch.cat([ids, ids.new_zeros((CHUNK_ROWS - len(piece), ids.shape[1]))])
-                chunks.append((ids, positions))
-                rows.append(piece)
-        if map_chunks is None:
-            vectors = [self._encode(ids, positions) for ids, positions in chunks]
-        else:
-            vectors = map_chunks(self._encode, chunks)
-        out = vectors[0].new_empty((n, self.output_dim))
-        for piece, chunk in zip(rows, vectors):
-            out[piece] = chunk[: len(piece)]
-        return out
-
-    def _encode(self, char_ids: torch.Tensor, positions: int) -> torch.Tensor:
-        """(N, width) ids -> (N, output_dim), the characters cut to their first ``positions``."""
+            return char_ids.new_zeros((0, self.output_dim), dtype=self.projection.weight.dtype)
         words = None
         if self.word_embedding is not None:
             words, char_ids = self.word_embedding(char_ids[:, -1]), char_ids[:, :-1]
-        char_ids = char_ids[:, :positions]
-        # (N, embedding_dim, positions)
-        embedded = self.char_embedding(char_ids).transpose(1, 2)
-        act = torch.relu if self.activation == "relu" else torch.tanh
-        pooled = [act(conv(embedded).amax(dim=-1)) for conv in self.convolutions]
-        x = torch.cat(pooled, dim=-1)
+        needed = self._positions_needed(char_ids)
+        x = self._convolved_in_chunks(char_ids, needed) if chunked else self._convolved(char_ids[:, : int(needed.max())])
         for highway in self.highways:
             x = highway(x)
         if words is not None:
             x = torch.cat([words.to(x.dtype), x], dim=-1)
         return int8_linear(self.projection, x)
 
-    def _empty(self, char_ids: torch.Tensor) -> torch.Tensor:
-        return char_ids.new_zeros((0, self.output_dim), dtype=self.projection.weight.dtype)
+    def _convolved(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """(N, positions) ids -> (N, n_filters): each convolution max-pooled, then activated."""
+        embedded = self.char_embedding(char_ids).transpose(1, 2)  # (N, embedding_dim, positions)
+        act = torch.relu if self.activation == "relu" else torch.tanh
+        return torch.cat([act(conv(embedded).amax(dim=-1)) for conv in self.convolutions], dim=-1)
 
-    def _characters(self, char_ids: torch.Tensor) -> torch.Tensor:
-        """The character columns of the ids (without an ELMoForManyLangs word id)."""
-        return char_ids if self.word_embedding is None else char_ids[:, :-1]
+    def _convolved_in_chunks(self, char_ids: torch.Tensor, needed: torch.Tensor) -> torch.Tensor:
+        """``_convolved`` on ``CHUNK_ROWS`` tokens at a time, each chunk of one bucket of needed
+        positions (``POSITION_STEP``), the last of a bucket padded with all-padding tokens."""
+        buckets = ((needed + POSITION_STEP - 1) // POSITION_STEP * POSITION_STEP).clamp_(max=char_ids.shape[1])
+        out = None
+        for positions in sorted(set(buckets.tolist())):
+            for rows in (buckets == positions).nonzero()[:, 0].split(CHUNK_ROWS):
+                ids = char_ids[rows, :positions]
+                ids = torch.cat([ids, ids.new_zeros((CHUNK_ROWS - len(rows), positions))])
+                features = self._convolved(ids)[: len(rows)]
+                if out is None:
+                    out = features.new_empty((char_ids.shape[0], features.shape[1]))
+                out[rows] = features
+        return out
 
     def _positions_needed(self, char_ids: torch.Tensor) -> torch.Tensor:
         """(N,): how many of each token's character positions change its max-pooled result.

@@ -10,13 +10,11 @@ for speed: ``runner(char_ids)`` returns the biLM's ``(layers, mask)`` in float32
 - side by side on ``threads`` threads (default 1) on the CPU where no gradient is needed: the
   forward and the backward LSTM stacks, which share nothing after the token layer, each on a
   thread, and with 4, 6, ... threads on that many shards of the batch (rows balanced by tokens)
-  times the two directions; the character CNN and highway layers split the chunks of the
-  batch's distinct tokens. Each piece runs the ops of the one-thread path, so the outputs are
-  those of ``threads = 1`` up to float rounding (``nn/threads.py`` ``run_side_by_side``);
-- on the CPU where no gradient is needed, the token layer in fixed-shape chunks, so that each
-  token's vector is the one it gets alone (``CharacterEncoder.encode_in_chunks``): with int8,
-  whose other products are integer, a sentence's vectors are then the same alone and in any
-  batch, bit for bit;
+  times the two directions; the character CNN and highway layers split the batch's distinct
+  tokens. Each piece runs the ops of the one-thread path, so the outputs are those of
+  ``threads = 1`` up to float rounding (``nn/threads.py`` ``run_side_by_side``); with int8, bit
+  for bit: int8's products are exact and its character convolutions run in fixed-shape chunks
+  (``CharacterEncoder``), so a sentence's vectors are the same alone and in any batch;
 - with a token cache (``cache_token_embeddings``), where no gradient is needed: the token
   vectors of words seen before are looked up instead of computed;
 - else eagerly (``BiLM.forward``), which is also what every path computes.
@@ -138,24 +136,20 @@ class BiLMRunner(nn.Module):
         return self.token_cache.encode(unique, self._encode_tokens)
 
     def _encode_tokens(self, char_ids: torch.Tensor) -> torch.Tensor:
-        """(N, width) ids -> (N, dim) token vectors. On the CPU without gradients, each token's
-        vector is the one it gets alone (``CharacterEncoder.encode_in_chunks``), its chunks split
-        over ``threads`` (``_side_by_side``); else the batch at once."""
+        """(N, width) ids -> (N, dim) token vectors, split over ``threads`` (``_side_by_side``).
+        int8 (the CPU, no gradient) runs the convolutions in fixed-shape chunks: each token's
+        vector is then the one it gets alone (``CharacterEncoder``), and so, the int8 products
+        being exact, is every sentence's."""
         encoder = self.bilm.token_encoder
-        if char_ids.device.type != "cpu" or _needs_gradient(encoder):
-            return encoder(char_ids)
-        return encoder.encode_in_chunks(char_ids, self._map_chunks if self._side_by_side(char_ids.device) else None)
-
-    def _map_chunks(self, encode, chunks: List[tuple]) -> List[torch.Tensor]:
-        """``encode`` over the chunks, in ``threads`` pieces side by side."""
-        device = chunks[0][0].device
-        pieces = [chunks[k :: self.threads] for k in range(min(self.threads, len(chunks)))]
+        chunked = get_precision(self.precision).int8 and char_ids.device.type == "cpu"
+        n_pieces = min(self.threads, char_ids.shape[0])
+        if n_pieces < 2 or not self._side_by_side(char_ids.device):
+            return encoder(char_ids, chunked)
         tasks = [
-            self._in_worker(lambda piece=piece: [encode(ids, positions) for ids, positions in piece], device)
-            for piece in pieces
+            self._in_worker(lambda piece=piece: encoder(piece, chunked), char_ids.device)
+            for piece in char_ids.tensor_split(n_pieces)
         ]
-        results = run_side_by_side(tasks)
-        return [results[k % len(pieces)][k // len(pieces)] for k in range(len(chunks))]
+        return torch.cat(run_side_by_side(tasks))
 
     def _directions(
         self,

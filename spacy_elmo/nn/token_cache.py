@@ -8,9 +8,9 @@ words, the least recently used evicted first. A word list (AllenNLP's ``vocab_to
 
 Keys are a token's row of ids (50 character ids for the released models) as bytes, so the cache
 works on whatever the biLM's ``batch_to_ids`` produced and a hit is an exact match of the ids.
-The vectors are those the encoder returned for the same ids: on the CPU the ones it returns in
-any batch, bit for bit (the runner encodes the tokens in fixed-shape chunks), elsewhere up to
-float rounding (a batch's products may round differently from another's). The runner
+The vectors are those the encoder returned for the same ids: with int8 the ones it returns in
+any batch, bit for bit (its convolutions run in fixed-shape chunks), otherwise up to float
+rounding (a batch's products may round differently from another's). The runner
 (``nn/runner.py``) empties the cache when what the vectors depend on changes (``state``: the
 precision, the encoder's weights, their device and dtype) and never uses it where gradients
 flow. A lock makes it safe for a web server's threads to run the
