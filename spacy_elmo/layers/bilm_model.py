@@ -82,24 +82,20 @@ class BiLMSettings:
 
 
 class BiLMShim(PyTorchShim):
-    """Thinc's PyTorch shim, holding a ``BiLMRunner`` (None until the weights arrive). The one
-    place that reads the module Thinc's shim holds (``tests/test_architectures.py`` checks that it
-    is the module the shim runs and restores)."""
+    """Thinc's PyTorch shim, holding one ``BiLMRunner`` for the model's life: weights arrive in
+    it (``BiLMRunner.replace_bilm``: from files, or from bytes), never as a new module, so that
+    ``runner`` is always the module the shim runs, copies included (a copy copies both at once)."""
 
-    @property
-    def runner(self) -> Optional[BiLMRunner]:
-        return self._model
-
-    @runner.setter
-    def runner(self, runner: BiLMRunner) -> None:
-        self._model = runner
+    def __init__(self, runner: BiLMRunner, **kwargs) -> None:
+        super().__init__(runner, **kwargs)
+        self.runner = runner
 
 
 def elmo_model(settings: BiLMSettings) -> Model[List[List[str]], List[Floats3d]]:
     """The biLM model, without weights until its init reads the configured ones,
     ``load_weights`` gives it some, or ``from_bytes`` restores them."""
     shim = BiLMShim(
-        None, device=torch_device(), serialize_model=_runner_to_bytes, deserialize_model=_runner_from_bytes
+        BiLMRunner(), device=torch_device(), serialize_model=_runner_to_bytes, deserialize_model=_runner_from_bytes
     )
     return Model(
         "elmo",
@@ -117,7 +113,8 @@ def bilm_settings(model: Model) -> BiLMSettings:
 
 def get_runner(model: Model) -> Optional[BiLMRunner]:
     """The runner inside an ``ElmoModel``, or None before its weights are there."""
-    return _shim(model).runner
+    runner = _shim(model).runner
+    return runner if runner.bilm is not None else None
 
 
 def configured_source(model: Model) -> WeightSource:
@@ -154,8 +151,8 @@ def load_weights(model: Model, source: WeightSource) -> BiLMRunner:
 
 def set_bilm(model: Model, bilm: BiLM) -> BiLMRunner:
     """Put ``bilm`` (eval mode) into an ``ElmoModel``, on the device of the current Thinc ops."""
-    runner = BiLMRunner(bilm.to(torch_device()).eval())
-    _shim(model).runner = runner
+    runner = _shim(model).runner
+    runner.replace_bilm(bilm.to(torch_device()).eval())
     model.set_dim("nO", bilm.output_dim, force=True)
     _apply_settings(model, runner)
     return runner
@@ -212,20 +209,22 @@ def _init(model: Model, X=None, Y=None) -> Model:
     return model
 
 
-def _runner_to_bytes(runner: Optional[BiLMRunner]) -> bytes:
-    return bilm_to_bytes(None if runner is None else runner.bilm)
+def _runner_to_bytes(runner: BiLMRunner) -> bytes:
+    return bilm_to_bytes(runner.bilm)
 
 
-def _runner_from_bytes(current: Optional[BiLMRunner], data: bytes, device: torch.device) -> Optional[BiLMRunner]:
+def _runner_from_bytes(runner: BiLMRunner, data: bytes, device: torch.device) -> BiLMRunner:
+    """The weights of ``data`` in the shim's own runner (see ``BiLMShim``)."""
     bilm = bilm_from_bytes(data)
-    return None if bilm is None else BiLMRunner(bilm.to(device))
+    runner.replace_bilm(None if bilm is None else bilm.to(device))
+    return runner
 
 
 def _forward(model: Model, sequences: List[List[str]], is_train: bool) -> Tuple[List[Floats3d], Callable]:
     """Token sequences -> one (n_layers + 1, n_i, width) array per sequence; the backward pass
     pads the gradients back into the batch tensor and runs PyTorch's backward."""
     shim = _shim(model)
-    runner = shim.runner
+    runner = get_runner(model)
     if runner is None:
         raise ValueError(
             "spacy_elmo.ElmoModel has no weights yet: call model.initialize() or "

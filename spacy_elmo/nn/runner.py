@@ -41,10 +41,11 @@ from .versions import weights_key
 
 class BiLMRunner(nn.Module):
     """Runs ``bilm`` (a submodule: the runner's parameters are the biLM's) the fastest way that
-    gives its outputs; see the module docstring for the settings."""
+    gives its outputs; see the module docstring for the settings. ``bilm`` None: a runner that
+    waits for its weights (``replace_bilm``)."""
 
     def __init__(
-        self, bilm: BiLM, precision: str = "fp32", threads: int = 1, cuda_graphs: bool = True
+        self, bilm: Optional[BiLM] = None, precision: str = "fp32", threads: int = 1, cuda_graphs: bool = True
     ) -> None:
         super().__init__()
         self.bilm = bilm
@@ -53,6 +54,13 @@ class BiLMRunner(nn.Module):
         self.cuda_graphs = cuda_graphs
         self.token_cache: Optional[TokenEmbeddingCache] = None
         self._graphs: Optional[LSTMGraphs] = None
+
+    def replace_bilm(self, bilm: Optional[BiLM]) -> None:
+        """Run ``bilm`` from now on; the recorded graphs and the token cache, which belong to
+        the previous one, go (a cache comes back with its settings: ``cache_token_embeddings``)."""
+        self.bilm = bilm
+        self.token_cache = None
+        self._graphs = None
 
     @property
     def precision(self) -> str:
