@@ -18,7 +18,7 @@ setup(
     python_requires=">=3.9",
     packages=find_packages(include=["spacy_elmo", "spacy_elmo.*"]),
     include_package_data=True,
-    package_data={"spacy_elmo": ["py.typed", "data/*.txt", "data/*.jsonl", "models/*/*", "hub/*.json"]},
+    package_data={"spacy_elmo": ["py.typed", "data/*.txt", "data/*.jsonl", "models/*/*", "hub/*.json", "configs/*.cfg"]},
     install_requires=[
         "spacy>=3.7,<4",
         "thinc>=8.2,<9",
@@ -52,6 +52,7 @@ setup(
             "spacy_elmo.ElmoListener.v1 = spacy_elmo.architectures:elmo_listener_v1",
             "spacy_elmo.ElmoEmbedder.v2 = spacy_elmo.architectures:elmo_embedder_v2",
         ],
+        "spacy_readers": ["spacy_elmo.TextCatCorpus.v1 = spacy_elmo.textcat_jsonl:textcat_corpus"],
         "spacy_misc": [
             "spacy_elmo.WeightLoader.v2 = spacy_elmo.loaders:weight_loader_v2",
         ],

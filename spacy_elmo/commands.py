@@ -43,8 +43,10 @@ def convert(
     ELMoForManyLangs model directory to a native checkpoint. SOURCE may name a downloaded model
     (python -m spacy_elmo list).
 
-    bilm-tf layout: options.json + weights.hdf5 (what AllenNLP reads); native checkpoint:
-    options.json + model.safetensors. The converted model is checked to give the same vectors.
+    bilm-tf: the released models' format, named after the TensorFlow code that trained them,
+    options.json + weights.hdf5 (what AllenNLP reads). Native checkpoint: this package's own
+    format, options.json + model.safetensors (what pretrain writes). The converted model is checked
+    to give the same vectors.
     """
     if to not in ("auto", "native", "bilm-tf"):
         fail(f"--to must be native, bilm-tf or auto, got {to!r}")

@@ -471,9 +471,40 @@ class Elmo(TrainablePipe):
 
     def from_disk(self, path, *, exclude=tuple()) -> "Elmo":
         torch_device()
-        super().from_disk(path, exclude=exclude)
+        try:
+            super().from_disk(path, exclude=exclude)
+        except (ValueError, OSError, KeyError) as err:  # a cut or damaged file of the saved pipe
+            raise unreadable_saved_pipe(self.name, path, err) from err
         self._link_listener_dims()
         return self
+
+
+def unreadable_saved_pipe(name: str, directory, err: Exception) -> ValueError:
+    """The error for a saved elmo pipe that ``from_disk`` could not read: which of its files
+    (``cfg``, ``model``) is damaged, its size, and what to do; the reader's own message last."""
+    from pathlib import Path
+
+    import srsly
+
+    directory = Path(directory)
+    damaged = None
+    for file_name, parse in (("cfg", srsly.read_json), ("model", lambda f: srsly.msgpack_loads(f.read_bytes()))):
+        file = directory / file_name
+        try:
+            parse(file)
+        except Exception:  # any reader's error: this is the file
+            damaged = file
+            break
+    what = (
+        f"{damaged} ({damaged.stat().st_size:,} bytes) is not whole" if damaged is not None and damaged.exists()
+        else f"{damaged} is missing" if damaged is not None
+        else f"its files in {directory} do not load"
+    )
+    return ValueError(
+        f"elmo pipe '{name}' of the saved pipeline: {what}, so the pipeline cannot be loaded: it was "
+        "cut short or damaged (an interrupted copy or download, a full disk). Copy the pipeline "
+        f"folder again, or save it again with nlp.to_disk(). ({type(err).__name__}: {err})"
+    )
 
 
 # Extensions and vector hooks: module-level functions, so that docs with hooks still pickle.
@@ -488,21 +519,47 @@ def install_extensions() -> None:
     Span.set_extension("elmo", getter=span_vector, force=True)
 
 
+def restore(docs: Union[Doc, Iterable[Doc]]) -> Union[Doc, Iterator[Doc]]:
+    """Give docs that went through bytes their ELMo ``.vector`` and contextual ``.similarity()``
+    back: a doc, or lazily each doc of a stream (``nlp.pipe(texts, n_process=2)``,
+    ``DocBin.get_docs``, ``Doc.from_bytes``), as ``add_vector_hooks`` does for one.
+
+    spaCy drops user hooks when it serialises a doc (the workers of ``n_process > 1`` send their
+    docs back as bytes) and a DocBin keeps no ``doc.tensor``, so two tokens with the same text
+    compare as 1.0 and a DocBin's tokens have no vector; the ELMo output itself travels in
+    ``doc._.elmo_output`` (a DocBin keeps it with ``store_user_data=True``). Exported as
+    ``spacy_elmo.restore``."""
+    if isinstance(docs, Doc):
+        return add_vector_hooks(docs)
+    return _restore_each(docs)
+
+
+def _restore_each(docs: Iterable[Doc]) -> Iterator[Doc]:
+    for number, doc in enumerate(docs):
+        try:
+            yield add_vector_hooks(doc)
+        except ValueError as err:
+            raise ValueError(f"restore: doc {number} of the stream ({doc.text[:40]!r}): {err}") from None
+
+
 def add_vector_hooks(doc: Doc) -> Doc:
     """Make ``.vector``, ``.has_vector`` and ``.similarity()`` of the doc, its spans and tokens
     use ``doc._.elmo``, and put the vectors back into ``doc.tensor`` when it is empty.
 
     The pipe does this. Docs restored from bytes or ``n_process > 1`` need it only for static
     vectors in the vocab and for ``similarity`` of same-text tokens; docs from a DocBin (which
-    stores no tensor) need it for ``.vector`` too."""
+    stores no tensor) need it for ``.vector`` too. For a stream of docs: ``restore``."""
     if _output(doc) is None:
-        raise ValueError("add_vector_hooks: the doc has no ELMo output (run the elmo pipe first)")
+        raise ValueError(
+            "the doc has no ELMo output: run the elmo pipe on it first; a DocBin keeps the output "
+            "only when it is saved with DocBin(store_user_data=True)"
+        )
     vectors = _get_elmo_vectors(doc)
     if vectors is None:
         raise ValueError(
-            "add_vector_hooks: the doc has no ELMo vectors: it comes from a DocBin (which keeps no "
-            "doc.tensor) of docs made with store_layers = false (so the layers to recompute them "
-            "from are not stored either); keep store_layers = true, or save docs with doc.to_bytes()"
+            "the doc has no ELMo vectors: it comes from a DocBin (which keeps no doc.tensor) of "
+            "docs made with store_layers = false (so the layers to recompute them from are not "
+            "stored either); keep store_layers = true, or save docs with doc.to_bytes()"
         )
     if doc.tensor.size == 0 and len(doc):
         doc.tensor = vectors

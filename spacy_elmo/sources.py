@@ -13,23 +13,34 @@ benches):
   also names by its name, ``en_wikitext_small``.
 
 ``resolve_weight_source`` decides, checking that the files exist and naming the setting (``what``)
-in its errors; ``load_bilm_from`` then reads them with their format's reader. Resolving stats
-files and reads no weights, so callers resolve early (a typo is reported when a pipe is made)
-and load late.
+in its errors; ``load_bilm_from`` then reads them with their format's reader. Resolving reads no
+weights, only the weight file's header and the shapes in it (a cut download or a mismatched
+options.json is reported with the file's size and how to get a whole copy), so callers resolve
+early (when a pipe is made) and load late.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional, Union
+from typing import Callable, List, Optional, Union
 
 import torch
 
-from .formats import OPTIONS_NAME, WeightSource, locate_model_dir, read_bilm, weight_file_source
+from .formats import (
+    OPTIONS_NAME,
+    OptionsMismatchError,
+    WeightFileError,
+    WeightSource,
+    check_weight_files,
+    locate_model_dir,
+    read_bilm,
+    weight_file_source,
+)
 from .formats.base import PathLike
-from .hub.cache import ModelNotCachedError, model_dir
-from .hub.catalog import get_release
+from .hub.cache import ModelNotCachedError, download_command, model_dir, read_manifest
+from .hub.catalog import get_release, releases
 from .nn.bilm import BiLM
+from .options import OptionsError
 
 #: The small English model bundled with the package: the weights when none are named.
 DEFAULT_MODEL = Path(__file__).parent / "models" / "en_wikitext_small"
@@ -55,12 +66,12 @@ def resolve_weight_source(
         options_path = Path(options_file)
         if options_path.is_dir():
             options_path = options_path / OPTIONS_NAME
-        return weight_file_source(options_path, Path(weight_file))
+        return _checked(weight_file_source(options_path, Path(weight_file)), _your_files)
     if weights is None:
         return _bundled_model(what)
     path = Path(weights)
     if path.is_dir():
-        return locate_model_dir(path, what)
+        return _checked(locate_model_dir(path, what), _your_files)
     if path.exists():
         raise ValueError(f"{what} {path}: give a model directory, or an options file and a weight file")
     if str(weights) == DEFAULT_MODEL.name:
@@ -68,6 +79,38 @@ def resolve_weight_source(
     if len(path.parts) == 1 and not path.suffix:
         return _cached_model(str(weights), what)
     raise FileNotFoundError(f"{what} {path} does not exist")
+
+
+def _checked(source: WeightSource, next_step: Callable[[WeightSource], str]) -> WeightSource:
+    """``source`` once its files pass their format's cheap check; else the check's error (which
+    names the file, its size and what was expected) with ``next_step(source)``: how to get whole,
+    matching files."""
+    try:
+        check_weight_files(source)
+    except (OptionsMismatchError, OptionsError) as err:
+        raise type(err)(
+            f"{err}. Use the options.json written with these weights (a released model's comes with "
+            "it: python -m spacy_elmo download NAME)"
+        ) from None
+    except WeightFileError as err:
+        raise type(err)(f"{err}. {next_step(source)}") from None
+    return source
+
+
+def _your_files(source: WeightSource) -> str:
+    """The next step for files the user named: where such files come from."""
+    if source.format == "native":
+        origin = (
+            "A native checkpoint is written by python -m spacy_elmo pretrain or convert: copy it "
+            "again from where it was made, or make it again"
+        )
+    else:
+        origin = (
+            "Copy the files again from where they came from; a released model is best fetched into "
+            f"the cache, which checks every byte: python -m spacy_elmo download NAME (names: "
+            f"{', '.join(releases())}), then weights = NAME"
+        )
+    return f"{origin}."
 
 
 def check_weight_settings(
@@ -95,7 +138,11 @@ def _cached_model(name: str, what: str) -> WeightSource:
         raise type(err)(
             f"{what} {name!r} is neither a model directory nor a downloaded model: {err}"
         ) from None
-    return locate_model_dir(directory, f"{what} {name!r}:")
+    return _checked(
+        locate_model_dir(directory, f"{what} {name!r}:"),
+        lambda _: f"The downloaded model '{name}' is damaged: download it again with "
+        f"{download_command(name, read_manifest(directory), force=True)}",
+    )
 
 
 def _bundled_model(what: str) -> WeightSource:
@@ -105,7 +152,11 @@ def _bundled_model(what: str) -> WeightSource:
             "this installation; name a model directory, a downloaded model "
             "(python -m spacy_elmo download small), or an options file and a weight file"
         )
-    return locate_model_dir(DEFAULT_MODEL, "the bundled model")
+    return _checked(
+        locate_model_dir(DEFAULT_MODEL, "the bundled model"),
+        lambda _: "The model bundled with spacy-elmo is damaged: reinstall the package "
+        "(pip install --force-reinstall --no-deps spacy-elmo; in a checkout: pip install -e .)",
+    )
 
 
 #: The biLM held by a resolved ``WeightSource``, in eval mode (its format's reader).

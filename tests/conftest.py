@@ -1,4 +1,5 @@
-"""Shared fixtures: the bilm-tf test model and randomly initialised weight files of any shape."""
+"""Shared fixtures: the bilm-tf test model and randomly initialised weight files of any shape;
+the check that no test leaves a process running (``process_tree.py``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import numpy as np
 import pytest
 import torch
 
+from process_tree import become_subreaper, no_process_left_behind, pytest_sessionfinish  # noqa: F401  (the checks)
+
 # The test models are tiny: extra threads only add overhead, and on a busy shared machine a
 # two-thread pool makes each small op wait for a core (100x slower runs were seen).
 torch.set_num_threads(1)
@@ -27,6 +30,31 @@ def checkout_pythonpath() -> str:
     """PYTHONPATH for a subprocess that runs this checkout's code: the checkout first, then the
     caller's own PYTHONPATH (where some environments install packages: dropping it loses them)."""
     return os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+
+
+#: ``python -c AS_FROM_A_TERMINAL ARGS...`` runs ``python ARGS...`` with Ctrl-C's signal at its
+#: default, as a terminal starts a command. A process started where SIGINT is ignored (a
+#: pytest-xdist worker, a shell's background job) inherits that, and Python then keeps ignoring
+#: it, as it should; this sets it back, then becomes the command (same pid).
+AS_FROM_A_TERMINAL = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)
+
+
+def cli_commands(command=None, path=()):
+    """(path, click command) of ``python -m spacy_elmo``, every group and every command below it,
+    through click's own lookup (the app loads a command's module when it is looked up)."""
+    import typer
+
+    from spacy_elmo.cli import app
+
+    command = typer.main.get_command(app) if command is None else command
+    yield path, command
+    if hasattr(command, "list_commands"):  # a group
+        ctx = typer.Context(command)
+        for name in command.list_commands(ctx):
+            yield from cli_commands(command.get_command(ctx, name), (*path, name))
 
 
 def run_in_threads(work: Callable[[Any], Any], items: Sequence[Any], n_threads: int, deadline_s: float = 300) -> List[Any]:
@@ -141,6 +169,9 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "uses_device: takes the `device` fixture (set on collection)")
+    become_subreaper()  # orphans of the tests come back here, where the checks below see them
+
+
 
 
 def pytest_collection_modifyitems(config, items):

@@ -14,6 +14,8 @@ import pytest
 
 from benchmarks.subprocesses import subprocess_env
 from benchmarks.workdir import SIGTERM_STATUS, bench_workdir
+from conftest import AS_FROM_A_TERMINAL  # Ctrl-C's signal at its default, as from a terminal
+from process_tree import describe, running_in_group
 
 PREFIX = "spacy-elmo-bench-"
 # Long enough to be stopped in the middle: a fresh process per path and round.
@@ -22,14 +24,6 @@ LONG_BENCH = [
     "--n-batches", "1", "--repeats", "50", "--device", "cpu",
 ]
 
-
-#: Starts the bench as a terminal does: Ctrl-C's signal at its default. A process started where
-#: SIGINT is ignored (a pytest-xdist worker, a shell's background job) inherits that, and Python
-#: then keeps ignoring it, as it should; this sets it back, then becomes the bench (same pid).
-AS_FROM_A_TERMINAL = (
-    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
-)
 
 
 def _start_bench(tmp_root: Path) -> subprocess.Popen:
@@ -70,9 +64,11 @@ def test_a_stopped_bench_removes_its_temporary_folder(tmp_path, stop):
         folder = _wait_for_workdir(bench, tmp_path)
         bench.send_signal(stop)
         status = bench.wait(timeout=60)
+        left = running_in_group(bench.pid, grace_s=10)  # its measuring process ends with it
     finally:
         _kill_group(bench)  # whatever the bench left running, on a failure too
     assert not folder.exists()
+    assert not left, describe(left)
     assert status == (SIGTERM_STATUS if stop == signal.SIGTERM else 130), bench.stderr.read()[-2000:]
 
 

@@ -8,10 +8,12 @@ import numpy as np
 import pytest
 import spacy
 import torch
+import typer
 from spacy.tokens import Doc, DocBin
 from typer.testing import CliRunner
 
 from benchmarks.cli import app as kit_app
+from conftest import cli_commands
 from spacy_elmo import batch_to_ids, load_bilm
 from spacy_elmo.cli import app
 from spacy_elmo.demo import demo_words
@@ -259,22 +261,19 @@ def test_pretraining_commands_are_in_spacys_cli(tmp_path):
     assert run("elmo-pretrain", "--help").returncode == 0
 
 
-def _threads_options(cli=app, prefix=()):
-    """(command path, option) of every --threads option of ``cli``, sub-apps included."""
-    import typer
-
-    def walk(command, path=()):
-        for param in command.params:
-            if "--threads" in getattr(param, "opts", ()):
-                yield path, param
-        for name, sub in sorted(getattr(command, "commands", {}).items()):
-            yield from walk(sub, (*path, name))
-
-    return list(walk(typer.main.get_command(cli), prefix))
+def _threads_options(root=None, prefix=()):
+    """(command path, option) of every --threads option of the CLI (or of ``root``, a click
+    command, under ``prefix``), sub-apps included."""
+    return [
+        (path, param)
+        for path, command in cli_commands(root, prefix)
+        for param in command.params
+        if "--threads" in getattr(param, "opts", ())
+    ]
 
 
 #: The package's commands and the checkout's measurement kit (``python -m benchmarks``).
-THREADS_OPTIONS = _threads_options() + _threads_options(kit_app, ("benchmarks",))
+THREADS_OPTIONS = _threads_options() + _threads_options(typer.main.get_command(kit_app), ("benchmarks",))
 
 
 @pytest.mark.parametrize(
@@ -283,8 +282,6 @@ THREADS_OPTIONS = _threads_options() + _threads_options(kit_app, ("benchmarks",)
 def test_every_threads_option_takes_an_integer_of_at_least_1(path, option):
     """One rule for --threads (pretrain, embed, demo, bench ...): 0 (or less) is refused, naming
     the option; 1 is taken."""
-    import typer
-
     ctx = typer.Context(typer.main.get_command(app), info_name=path[-1])
     for refused in ("0", "-1"):
         with pytest.raises(typer.BadParameter) as err:

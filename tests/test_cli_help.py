@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
-from conftest import checkout_pythonpath
-from spacy_elmo.cli import app
+import spacy_elmo
+from conftest import checkout_pythonpath, cli_commands
+from spacy_elmo.cli import COMMANDS, app, load_command
 from spacy_elmo.cli_help import reflow
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,14 +41,10 @@ def _cut_short(description: list) -> list:
     return cut
 
 
-def _commands(typer_app, prefix=()):
-    for command in typer_app.registered_commands:
-        yield (*prefix, command.name)
-    for group in typer_app.registered_groups:
-        yield from _commands(group.typer_instance, (*prefix, group.name))
+CLICK_COMMANDS = list(cli_commands())
 
 
-@pytest.mark.parametrize("command", list(_commands(app)), ids=" ".join)
+@pytest.mark.parametrize("command", [path for path, _ in CLICK_COMMANDS if path], ids=" ".join)
 def test_every_command_wraps_its_help_once(command):
     result = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": str(WIDTH), "TERM": "dumb"})
     assert result.exit_code == 0, result.output
@@ -89,14 +85,6 @@ def test_reflow_joins_paragraph_lines_and_keeps_lists():
     assert reflow(text) == "First line.\n\nA paragraph cut in two.\n\n- an item\n  continued\n- another item\n\n\b\nkept   as\nis"
 
 
-def _click_commands(command, path=()):
-    """(path, click command) of the app, every group and every command below it."""
-    yield path, command
-    for name, sub in sorted(getattr(command, "commands", {}).items()):
-        yield from _click_commands(sub, (*path, name))
-
-
-CLICK_COMMANDS = list(_click_commands(typer.main.get_command(app)))
 # The first line of an option's row in the options panel: a "*" if required, its names, then
 # the type column ("│ --threads  <int>  ...", "│ *  --output  -o  <path>  ...", "│ --force  ...").
 OPTION_ROW = re.compile(r"^│ [* ]{0,3}((?:-{1,2}[\w-]+ +)+)(<[^>]*>)?")
@@ -125,3 +113,51 @@ def test_switches_show_no_value_placeholder(path, command):
     assert flags <= shown and valued <= shown, result.output
     assert {name: rows[name] for name in flags if rows[name]} == {}, result.output
     assert all(rows[name] for name in valued), result.output  # e.g. "--threads <int>" stays
+
+
+# ``python -m spacy_elmo --help`` and ``--version`` as a user types them: neither imports PyTorch
+# nor spaCy (seconds of start-up), and the listed summaries are the commands' own.
+LISTED_ONLY = """
+import runpy, sys
+sys.argv = ["spacy_elmo", *sys.argv[1:]]
+try:
+    runpy.run_module("spacy_elmo", run_name="__main__")
+except SystemExit as stop:
+    assert stop.code in (0, None), stop.code
+print("imported:", sorted(m for m in ("torch", "spacy", "thinc", "numpy") if m in sys.modules))
+"""
+
+
+@pytest.mark.parametrize("option", ["--help", "--version"])
+def test_the_apps_help_and_version_import_neither_torch_nor_spacy(option):
+    env = {**os.environ, "PYTHONPATH": checkout_pythonpath(), "COLUMNS": str(WIDTH)}
+    result = subprocess.run([sys.executable, "-c", LISTED_ONLY, option], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "imported: []", result.stdout
+    if option == "--help":
+        for name in COMMANDS:
+            assert f"│ {name} " in result.stdout, name
+        for word in ("bilm-tf:", "native checkpoint:", "rank:"):  # the words the commands use, said once
+            assert f"- {word}" in result.stdout
+    else:
+        assert result.stdout.splitlines()[0] == f"spacy-elmo {spacy_elmo.__version__}"
+
+
+def test_the_console_script_shows_the_version():
+    script = Path(sys.executable).with_name("spacy-elmo")  # installed by pip with the package
+    result = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout == f"spacy-elmo {spacy_elmo.__version__}\n", result.stderr
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_each_listed_summary_is_the_first_paragraph_of_the_commands_help(name):
+    """The app's --help lists COMMANDS' summaries without loading the commands: they must say
+    what each command's own help says first."""
+    command = load_command(name)
+    assert command.help.split("\n\n")[0] == COMMANDS[name].summary
+
+
+def test_a_typo_gets_the_closest_command():
+    result = CliRunner().invoke(app, ["embd", "in.txt"], env={"COLUMNS": "100", "TERM": "dumb"})
+    assert result.exit_code == 2
+    assert "No such command 'embd'. Did you mean 'embed'?" in " ".join(result.output.replace("│", " ").split())

@@ -25,7 +25,7 @@ from spacy.vocab import Vocab
 from typer.testing import CliRunner
 
 from benchmarks.subprocesses import descendants
-from conftest import FIXTURES, checkout_pythonpath
+from conftest import AS_FROM_A_TERMINAL, FIXTURES, checkout_pythonpath
 from spacy_elmo.cli import app
 from spacy_elmo.embedding import chunks as chunks_module
 from spacy_elmo.embedding.chunks import finished_chunks, parts_folder
@@ -347,3 +347,91 @@ def test_the_int8_cpu_path_sharded(tmp_path):
     _assert_same_output(tmp_path / "two.hdf5", tmp_path / "one.hdf5")
     int8, fp32 = _read(tmp_path / "one.hdf5")[0], _read(tmp_path / "fp32.hdf5")[0]
     assert max(float(np.abs(int8[k] - fp32[k]).max(initial=0)) for k in int8) > 1e-3
+
+
+# Stopped by a signal: Ctrl-C in a terminal (SIGINT, to the whole foreground process group) or
+# SIGTERM (kill, a job scheduler). The command says which chunks are finished and the command
+# that finishes the job, exits with the shell's status for that signal, and leaves no chunk half
+# written; the printed command, run as printed, finishes it.
+STOPS = {signal.SIGINT: ("Ctrl-C (SIGINT)", 130), signal.SIGTERM: ("SIGTERM", 143)}
+
+
+def _stop_when_a_chunk_is_done(argv: List[str], cwd: Path, stop: int, to_group: bool) -> Tuple[int, str]:
+    """Start ``argv`` (Ctrl-C's signal at its default, as from a terminal), send ``stop`` once a
+    chunk is on disk, and return its status and stderr; a deadline ends its process group."""
+    job = subprocess.Popen(
+        [sys.executable, "-c", AS_FROM_A_TERMINAL, *argv[1:]], cwd=cwd, env=_env(),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    try:
+        parts = parts_folder(cwd / "out.hdf5")
+        deadline = time.monotonic() + 180
+        while not finished_chunks(parts) and job.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert job.poll() is None, "the job ended before it could be stopped"
+        (os.killpg if to_group else os.kill)(job.pid, stop)
+        _, stderr = job.communicate(timeout=120)
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.communicate()
+    return job.returncode, stderr
+
+
+def _finish_as_printed(text: str, cwd: Path) -> subprocess.CompletedProcess:
+    """Run the command on the last line of ``text`` (what a stopped job printed), with this
+    interpreter as its ``python`` and its ``torchrun``."""
+    import shlex
+
+    command = shlex.split(text.strip().splitlines()[-1])
+    if command[0] == "torchrun":
+        argv = [sys.executable, "-m", "torch.distributed.run", *command[1:]]
+    else:
+        assert command[:3] == ["python", "-m", "spacy_elmo"], command
+        argv = [sys.executable, *command[1:]]
+    return subprocess.run(argv, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=240)
+
+
+@pytest.mark.parametrize("stop", list(STOPS), ids=["Ctrl-C", "SIGTERM"])
+def test_a_stopped_embed_says_what_is_done_and_how_to_finish(tmp_path, fixture_files, stop):
+    (tmp_path / "in.txt").write_text("\n".join(_lines(3000)) + "\n", encoding="utf-8")
+    args = ["--chunk-size", "50", "--layers", "top", *_model(fixture_files)]
+    argv = [sys.executable, "-m", "spacy_elmo", "embed", "in.txt", "out.hdf5", *args]
+    status, stderr = _stop_when_a_chunk_is_done(argv, tmp_path, stop, to_group=stop == signal.SIGINT)
+    name, expected_status = STOPS[stop]
+    parts = parts_folder(tmp_path / "out.hdf5")
+    done = finished_chunks(parts)
+    assert status == expected_status, stderr[-3000:]
+    assert f"embed: stopped by {name}: {len(done)} of 60 chunks (" in stderr, stderr[-3000:]
+    assert stderr.rstrip().endswith(
+        f"Finish the job with:\n    python -m spacy_elmo embed in.txt out.hdf5 {' '.join(args)} --resume"
+    ), stderr[-3000:]
+    assert 0 < len(done) < 60 and not list(parts.glob("*.tmp")) and not (tmp_path / "out.hdf5").exists()
+    if stop == signal.SIGTERM:  # the printed command finishes the job
+        finished = _finish_as_printed(stderr, tmp_path)
+        assert finished.returncode == 0, finished.stderr[-3000:]
+        assert f"resuming: {len(done)} of 60 chunks" in finished.stderr
+        data, index = _read(tmp_path / "out.hdf5")
+        assert len(data) == 3000 and len(index) == len(set(_lines(3000)))
+
+
+@pytest.mark.parametrize("stop", list(STOPS), ids=["Ctrl-C to the group", "SIGTERM to torchrun"])
+def test_a_stopped_torchrun_embed_says_it_on_rank_0(tmp_path, fixture_files, stop):
+    """torchrun passes the stop to its workers; rank 0 says what is done and how to finish (the
+    same number of processes on one machine), then torchrun ends with its own status (1) and its
+    traceback, which no worker can leave out."""
+    (tmp_path / "in.txt").write_text("\n".join(_lines(3000)) + "\n", encoding="utf-8")
+    args = ["--chunk-size", "50", "--layers", "top", *_model(fixture_files)]
+    status, stderr = _stop_when_a_chunk_is_done(
+        _torchrun_argv("in.txt", "out.hdf5", *args), tmp_path, stop, to_group=stop == signal.SIGINT
+    )
+    name, _ = STOPS[stop]
+    done = finished_chunks(parts_folder(tmp_path / "out.hdf5"))
+    assert status != 0 and 0 < len(done) < 60, stderr[-3000:]
+    assert stderr.count(f"embed: stopped by {name}: ") == 1, stderr[-3000:]  # rank 0 only
+    resume = f"torchrun --standalone --nproc-per-node 2 -m spacy_elmo embed in.txt out.hdf5 {' '.join(args)} --resume"
+    assert f"Finish the job with:\n    {resume}\n" in stderr, stderr[-3000:]
+    if stop == signal.SIGTERM:
+        finished = _finish_as_printed(resume, tmp_path)
+        assert finished.returncode == 0, finished.stderr[-3000:]
+        assert len(_read(tmp_path / "out.hdf5")[0]) == 3000

@@ -72,7 +72,7 @@ LAYERS = [
     ("the weights resolver", ["sources"]),
     ("Thinc layers", ["layers", "loaders", "architectures"]),
     ("spaCy pipe", ["pipe"]),
-    ("commands", ["commands", "demo", "senses", "hub.commands", "cli_weights", "compare", "inspection", "embedding", "pretrain", "bench", "cli", "spacy_commands", "__main__"]),
+    ("commands", ["commands", "demo", "senses", "hub.commands", "cli_weights", "compare", "inspection", "embedding", "pretrain", "bench", "textcat_jsonl", "training_config", "cli", "spacy_commands", "__main__"]),
 ]
 
 
@@ -192,7 +192,8 @@ def test_every_registered_function_resolves_in_a_fresh_process():
     setup = (ROOT / "setup.py").read_text(encoding="utf-8")
     architectures = re.findall(r'"(spacy_elmo\.\w+\.v\d+) = spacy_elmo\.architectures:', setup)
     misc = re.findall(r'"(spacy_elmo\.\w+\.v\d+) = spacy_elmo\.loaders:', setup)
-    assert "spacy_elmo.ElmoEmbedder.v2" in architectures and misc
+    readers = re.findall(r'"(spacy_elmo\.\w+\.v\d+) = spacy_elmo\.textcat_jsonl:', setup)
+    assert "spacy_elmo.ElmoEmbedder.v2" in architectures and misc and readers
     script = textwrap.dedent(
         f"""
         import sys
@@ -202,13 +203,15 @@ def test_every_registered_function_resolves_in_a_fresh_process():
             assert callable(registry.architectures.get(name)), name
         for name in {misc!r}:
             assert callable(registry.misc.get(name)), name
+        for name in {readers!r}:
+            assert callable(registry.readers.get(name)), name
         import spacy
         assert spacy.blank("en").add_pipe("elmo").name == "elmo"
-        print("resolved", len({architectures!r}) + len({misc!r}))
+        print("resolved", len({architectures!r}) + len({misc!r}) + len({readers!r}))
         """
     )
     result = subprocess.run(
         [sys.executable, "-c", script], cwd="/", capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    assert f"resolved {len(architectures) + len(misc)}" in result.stdout
+    assert f"resolved {len(architectures) + len(misc) + len(readers)}" in result.stdout

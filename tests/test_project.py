@@ -25,6 +25,7 @@ from spacy_elmo.cli import app
 from spacy_elmo.compare import (
     SystemMetrics,
     SystemRuns,
+    comparison_figure,
     comparison_table,
     plot_comparison,
     read_system,
@@ -177,6 +178,23 @@ def test_plot_is_a_png(tmp_path):
     seeds = [seed_runs("ELMo", [0.94, 0.93], [0.2, 0.22]), seed_runs("base", [0.93, 0.92], [0.1, 0.12])]
     png = plot_comparison(seeds, tmp_path / "seeds.png")
     assert png.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_every_axis_of_the_chart_starts_at_zero():
+    """An axis fitted to the values makes a 1-point gap at 94% look like a doubling; from 0, the
+    bars and points are to scale (the means are written beside the points)."""
+    import matplotlib.pyplot as plt
+
+    seeds = [seed_runs("ELMo", [0.94, 0.93], [0.2, 0.22]), seed_runs("base", [0.93, 0.92], [0.1, 0.12])]
+    fig = comparison_figure(seeds, title="Test sets")
+    try:
+        assert len(fig.axes) >= 3
+        for ax in fig.axes:
+            bottom, top = ax.get_ylim()
+            heights = [y for line in ax.get_lines() for y in line.get_ydata()] + [b.get_height() for b in ax.patches]
+            assert bottom == 0 and top >= max(heights), (ax.get_title() or ax.get_ylabel(), bottom, top)
+    finally:
+        plt.close(fig)
 
 
 def test_compare_command(tmp_path):
@@ -362,6 +380,84 @@ def test_prepare_data_checks_an_asset_already_in_place(tmp_path):
     )  # fmt: skip
     assert result.returncode != 0
     assert "assets/wikitext-2/valid.txt is in place, but its md5 differs" in result.stderr
+
+
+def _workflow_assets() -> dict:
+    """Per workflow: the assets its commands read (deps under assets/) and those it prepares."""
+    project = srsly.read_yaml(PROJECT / "project.yml")
+    commands = {c["name"]: c for c in project["commands"]}
+    found = {}
+    for name, steps in project["workflows"].items():
+        read = {d for step in steps for d in commands[step].get("deps", []) if d.startswith("assets/")}
+        prepared = {o for step in steps if step.startswith("prepare-") for o in commands[step]["outputs"]}
+        found[name] = (read, prepared)
+    return found
+
+
+@pytest.mark.parametrize("workflow", list(_workflow_assets()))
+def test_each_workflow_prepares_its_own_assets_and_no_others(workflow):
+    read, prepared = _workflow_assets()[workflow]
+    assert read == prepared
+
+
+def test_the_sst5_workflow_asks_for_sst5_only(tmp_path):
+    """Without the corpora, `spacy project run sst5` names what it needs: SST-5, not WikiText-2,
+    EWT or WNUT17 (it asked for all 11 assets before)."""
+    project = copy_project(tmp_path / "project")
+    result = subprocess.run(
+        [sys.executable, "-m", "spacy", "project", "run", "sst5", str(project), "--vars.shared_data", str(tmp_path / "none")],
+        capture_output=True, text=True, env=subprocess_env(), timeout=120,
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert output.count("(not in ") == 3 and "assets/sst5/stsa.fine.train" in output, output[-3000:]
+    assert not any(corpus in output for corpus in ("wikitext-2/", "ud-english-ewt/", "wnut17/")), output[-3000:]
+
+
+def test_prepare_data_refuses_an_unknown_corpus(tmp_path):
+    project = copy_project(tmp_path / "project")
+    result = subprocess.run(
+        [sys.executable, "scripts/prepare_data.py", str(tmp_path / "none"), "--only", "sst5,imdb"],
+        cwd=project, capture_output=True, text=True, env=subprocess_env(), timeout=120,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "--only imdb: not a corpus of project.yml; its corpora: sst5, ud-english-ewt, wikitext-2, wnut17" in result.stderr
+
+
+@pytest.mark.slow
+def test_the_own_workflow_trains_on_your_files_alone(tmp_path):
+    """`spacy project run own` with nothing but a user's JSONL files (absolute paths): corpus,
+    config, training (a short budget), evaluation."""
+    project = copy_project(tmp_path / "project")
+    data = tmp_path / "my_data"
+    data.mkdir()
+    for split, offset, n in (("train", 0, 30), ("dev", 100, 10)):
+        lines = [
+            {"text": f"{'a wonderful film' if i % 2 else 'a dull film'} , said reviewer {offset + i} .",
+             "label": "POS" if i % 2 else "NEG"}
+            for i in range(n)
+        ]  # fmt: skip
+        (data / f"{split}.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    result = subprocess.run(
+        [sys.executable, "-m", "spacy", "project", "run", "own", str(project),
+         "--vars.own_train", str(data / "train.jsonl"), "--vars.own_dev", str(data / "dev.jsonl"),
+         "--vars.own_max_steps", "6", "--vars.own_eval_frequency", "3"],
+        capture_output=True, text=True, env=subprocess_env(), timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    scores = srsly.read_json(project / "metrics" / "own" / "scores.json")
+    assert "cats_score" in scores and set(scores["cats_f_per_type"]) == {"POS", "NEG"}
+    assert not (project / "assets").exists() or not any((project / "assets").iterdir())
+
+
+def test_the_own_workflow_says_which_files_to_give(tmp_path):
+    project = copy_project(tmp_path / "project")
+    result = subprocess.run(
+        [sys.executable, "-m", "spacy", "project", "run", "own-corpus", str(project)],
+        capture_output=True, text=True, env=subprocess_env(), timeout=120,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "--vars.own_train /path/to/train.jsonl --vars.own_dev /path/to/dev.jsonl" in result.stderr, result.stderr
 
 
 # ---------------------------------------------------------------------------- demo workflow

@@ -171,3 +171,55 @@ def test_elmo_before_a_tok2vec_listener_is_refused(parser_nlp):
         elmo.initialize(nlp=nlp)
     nlp.remove_pipe("elmo")
     nlp.add_pipe("elmo").initialize(nlp=nlp)  # last: fine
+
+
+README_TEXT = "The river bank flooded. The bank raised its rates."  # the README's two "bank"s: 2 and 6
+
+
+@pytest.fixture(scope="module")
+def readme_nlp():
+    """The README's pipeline: a sentencizer, then the elmo pipe with the bundled model."""
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    nlp.add_pipe("elmo")
+    return nlp
+
+
+def test_spacy_elmo_restore_brings_back_what_bytes_drop(readme_nlp, tmp_path):
+    """The README's example through n_process=2, a DocBin on disk and doc bytes: without restore,
+    spaCy compares the two "bank"s as 1.0 and a DocBin's tokens have no vector; spacy_elmo.restore
+    gives back the in-process cosine and vectors, for a stream and for one doc."""
+    import spacy_elmo
+
+    nlp = readme_nlp
+    doc = nlp(README_TEXT)
+    cosine = doc[2].similarity(doc[6])
+    assert doc[2].text == doc[6].text == "bank" and cosine < 0.99
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # W007: similarity without vectors in the vocab
+        workers = list(nlp.pipe([README_TEXT] * 4, n_process=2, batch_size=1))
+        assert workers[0][2].similarity(workers[0][6]) == 1.0  # spaCy's same-word shortcut
+        DocBin(store_user_data=True, docs=workers).to_disk(tmp_path / "docs.spacy")
+        from_disk = list(DocBin().from_disk(tmp_path / "docs.spacy").get_docs(nlp.vocab))
+        assert from_disk[0][2].vector.size == 0
+        from_bytes = Doc(nlp.vocab).from_bytes(doc.to_bytes())
+    restored = [*spacy_elmo.restore(workers), *spacy_elmo.restore(iter(from_disk)), spacy_elmo.restore(from_bytes)]
+    assert len(restored) == 9
+    for again in restored:
+        assert again[2].similarity(again[6]) == pytest.approx(cosine, abs=1e-5)
+        _assert_elmo_vectors(again, doc._.elmo if again is from_bytes else again._.elmo)
+        np.testing.assert_allclose(again._.elmo, doc._.elmo, atol=1e-5)
+
+
+def test_restore_names_the_doc_without_an_elmo_output(readme_nlp, tmp_path):
+    """A DocBin saved without user data keeps no ELMo output: restore says which doc of the
+    stream and how to save it; a doc the pipe never saw gets the same answer."""
+    import spacy_elmo
+
+    nlp = readme_nlp
+    DocBin(docs=nlp.pipe([README_TEXT, "Rates rose again."])).to_disk(tmp_path / "plain.spacy")
+    docs = spacy_elmo.restore(DocBin().from_disk(tmp_path / "plain.spacy").get_docs(nlp.vocab))
+    with pytest.raises(ValueError, match=r"restore: doc 0 of the stream \('The river bank flooded.*DocBin\(store_user_data=True\)"):
+        next(docs)
+    with pytest.raises(ValueError, match="run the elmo pipe on it first"):
+        spacy_elmo.restore(nlp.make_doc("Never annotated."))

@@ -1,9 +1,11 @@
 """Offline route to the assets: copy them from a local mirror instead of downloading them.
 
-python scripts/prepare_data.py MIRROR_DIR
+python scripts/prepare_data.py MIRROR_DIR [--only CORPUS,CORPUS]
 
 For every asset in project.yml that is not marked `extra` and not in place yet, copies
-MIRROR_DIR/<dest without the leading "assets/"> to its dest. Checks the md5 project.yml gives of
+MIRROR_DIR/<dest without the leading "assets/"> to its dest; with --only, just the assets of those
+corpora (the folders under assets/: wikitext-2, ud-english-ewt, wnut17, sst5), so that each
+workflow asks only for its own data. Checks the md5 project.yml gives of
 every asset, copied or already in place (a changed file must not train silently). Fails, naming
 the missing files, when an asset is neither in place nor in the mirror: then fetch them with
 `python -m spacy project assets`.
@@ -18,11 +20,19 @@ import srsly
 import typer
 
 
-def main(mirror: Path = typer.Argument(..., help="A directory laid out like assets/")) -> None:
-    assets = srsly.read_yaml("project.yml").get("assets", [])
+def main(
+    mirror: Path = typer.Argument(..., help="A directory laid out like assets/"),
+    only: str = typer.Option("", "--only", help="Comma-separated corpora (folders under assets/); default: all"),
+) -> None:
+    assets = [a for a in srsly.read_yaml("project.yml").get("assets", []) if not a.get("extra")]
+    corpora = sorted({Path(a["dest"]).parts[1] for a in assets})
+    wanted = [name for name in only.split(",") if name]
+    unknown = [name for name in wanted if name not in corpora]
+    if unknown:
+        sys.exit(f"--only {','.join(unknown)}: not a corpus of project.yml; its corpora: {', '.join(corpora)}")
     missing = []
     for asset in assets:
-        if asset.get("extra"):
+        if wanted and Path(asset["dest"]).parts[1] not in wanted:
             continue
         dest = Path(asset["dest"])
         checksum = asset.get("checksum")

@@ -110,9 +110,11 @@ class ChunkWriter:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        if self._file is not None:
-            try:
+        try:
+            if self._file is not None:
                 self._file.close()
-            finally:
-                self._file = None
-                self.temporary.unlink(missing_ok=True)
+        finally:
+            self._file = None
+            # Whatever stopped the writer (an error, a signal, even between finish's close and its
+            # rename), no temporary file stays; a finished chunk's was renamed: nothing to remove.
+            self.temporary.unlink(missing_ok=True)

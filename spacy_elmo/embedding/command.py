@@ -27,6 +27,7 @@ from ..cli_weights import OPTIONS_FILE, PRECISION, WEIGHT_FILE, WEIGHTS
 from ..commands import elmo_pipeline
 from ..distributed import DistributedContext, env_rank
 from .chunks import finished_chunks, parts_folder
+from .interruption import Interrupted, interruption_report, stop_on_signals
 from .items import open_input
 from .job import EMBED_LAYERS, EmbedOptions, JobPlan, JobRefused, prepare_job
 from .merge import merge_chunks
@@ -49,7 +50,7 @@ def embed(
     ),
     batch_size: int = typer.Option(64, "--batch-size", min=1, help="Sentences per batch"),
     gpu_id: int = typer.Option(
-        -1, "--gpu-id", help="GPU to run on; -1 for the CPU. Under torchrun, any id >= 0: each rank on the GPU of its local rank"
+        -1, "--gpu-id", help="GPU to run on; -1 for the CPU. Under torchrun, any id >= 0: each rank (process) on the GPU of its local rank, its number on its machine"
     ),
     forget_sentences: bool = typer.Option(False, "--forget-sentences", help="Do not write the sentence_to_index dataset"),
     use_sentence_keys: bool = typer.Option(
@@ -59,7 +60,7 @@ def embed(
     precision: str = PRECISION,
     chunk_size: Optional[int] = typer.Option(
         None, "--chunk-size", min=1, show_default=False,
-        help="Sentences per chunk file: the unit of work of a rank, of resumption and of progress "
+        help="Sentences per chunk file: the unit of work of a rank (process), of resumption and of progress "
         "[default: 1000, fewer for a small input, so that every process gets about 4 chunks]",
     ),
     resume: bool = typer.Option(
@@ -69,6 +70,9 @@ def embed(
     """Write ELMo vectors of a text or .spacy file to HDF5, as AllenNLP's elmo command did; in one
     process, or sharded over many under torchrun (one GPU, or one CPU thread, per rank):
     torchrun --nproc-per-node N -m spacy_elmo embed INPUT OUT.hdf5 ...
+
+    Under torchrun each process is a rank (numbered from 0): rank 0 shows the progress and
+    merges; every rank embeds its own chunks.
 
     One dataset per sentence, named by its number ("0", "1", ...), plus "sentence_to_index", a
     JSON object mapping each sentence's text to its dataset name. With --use-sentence-keys the
@@ -119,24 +123,31 @@ def run_embed(o: EmbedOptions) -> None:
     except RuntimeError as err:
         fail(f"{prefix}{err}")
     plan: Optional[JobPlan] = None
-    try:
-        plan, verdict, message, chunk_size = _handshake(context, o)
-        o = replace(o, chunk_size=chunk_size)
-        if verdict == "refused":  # rank 0 said why; one more line per other machine
-            _stop(message, local_rank == 0 and not context.is_main)
-        if verdict == "complete":
-            if context.is_main:
-                typer.echo(f"{o.output_path} is complete (the same input, model and options); nothing to do")
-            return
-        if plan is not None:
-            for note in plan.notes:
-                typer.echo(note, err=True)
-        _work(context, o, plan, prefix)
-    finally:
-        if plan is not None:
-            plan.release()
-        context.shutdown()
-
+    with stop_on_signals():  # a second signal, during the report or the clean-up, is let pass
+        try:
+            try:
+                plan, verdict, message, chunk_size = _handshake(context, o)
+                o = replace(o, chunk_size=chunk_size)
+                if verdict == "refused":  # rank 0 said why; one more line per other machine
+                    _stop(message, local_rank == 0 and not context.is_main)
+                if verdict == "complete":
+                    if context.is_main:
+                        typer.echo(f"{o.output_path} is complete (the same input, model and options); nothing to do")
+                    return
+                if plan is not None:
+                    for note in plan.notes:
+                        typer.echo(note, err=True)
+                _work(context, o, plan, prefix)
+            finally:
+                if plan is not None:
+                    plan.release()
+                context.shutdown()
+        except Interrupted as stop:  # Ctrl-C or SIGTERM: rank 0 says what is done and how to finish
+            if plan is not None:
+                report = interruption_report(stop, parts_folder(o.output_path), o.output_path, plan.n_chunks, plan.total)
+                typer.echo(report, err=True)
+                record_for_torchrun(report.replace("\n   ", ""))
+            raise typer.Exit(stop.exit_status) from None
 
 def _handshake(
     context: DistributedContext, o: EmbedOptions
@@ -168,15 +179,15 @@ def _work(context: DistributedContext, o: EmbedOptions, plan: Optional[JobPlan],
             chunk_size=o.chunk_size, batch_size=o.batch_size, layers=o.layers,
             done=finished_chunks(parts), progress=progress,
         )
+        if plan is None:  # not rank 0: its chunks are on disk, rank 0 merges
+            return
+        _wait_for_chunks(parts, plan.n_chunks, progress)
     except RankFailure as err:
-        progress.close()
         fail(f"{prefix}{err}")
-    if plan is None:  # not rank 0: its chunks are on disk, rank 0 merges
-        return
-    _wait_for_chunks(parts, plan.n_chunks, progress)
-    embed_seconds = progress.elapsed
-    tokens_now = progress.tokens
-    progress.close()
+    finally:  # the bar ends before any message below it
+        embed_seconds = progress.elapsed
+        tokens_now = progress.tokens
+        progress.close()
     merged = merge_chunks(parts, o.output_path, plan.n_chunks, plan.manifest, o.use_sentence_keys, o.forget_sentences)
     processes = f"{context.world_size} process{'es' if context.world_size > 1 else ''}"
     typer.echo(

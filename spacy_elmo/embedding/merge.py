@@ -48,21 +48,25 @@ def merge_chunks(
     sentence_to_index: Dict[str, str] = {}
     number = tokens = 0
     by_rank: Dict[int, int] = {}
-    with h5py.File(temporary, "w") as out:
-        out.attrs[JOB_ATTR] = json.dumps(manifest, sort_keys=True)
-        for chunk in range(n_chunks):
-            with h5py.File(chunk_path(parts, chunk), "r") as source:
-                tokens += int(source.attrs["tokens"])
-                rank = int(source.attrs.get("rank", 0))
-                by_rank[rank] = by_rank.get(rank, 0) + int(source.attrs["sentences"])
-                for position, key in enumerate(chunk_keys(source)):
-                    name = key if use_sentence_keys else str(number)
-                    source.copy(source[str(position)], out, name=name)
-                    sentence_to_index[key] = name
-                    number += 1
-        if not forget_sentences and not use_sentence_keys:
-            index = out.create_dataset(SENTENCE_TO_INDEX, (1,), dtype=h5py.string_dtype())
-            index[0] = json.dumps(sentence_to_index)
+    try:
+        with h5py.File(temporary, "w") as out:
+            out.attrs[JOB_ATTR] = json.dumps(manifest, sort_keys=True)
+            for chunk in range(n_chunks):
+                with h5py.File(chunk_path(parts, chunk), "r") as source:
+                    tokens += int(source.attrs["tokens"])
+                    rank = int(source.attrs.get("rank", 0))
+                    by_rank[rank] = by_rank.get(rank, 0) + int(source.attrs["sentences"])
+                    for position, key in enumerate(chunk_keys(source)):
+                        name = key if use_sentence_keys else str(number)
+                        source.copy(source[str(position)], out, name=name)
+                        sentence_to_index[key] = name
+                        number += 1
+            if not forget_sentences and not use_sentence_keys:
+                index = out.create_dataset(SENTENCE_TO_INDEX, (1,), dtype=h5py.string_dtype())
+                index[0] = json.dumps(sentence_to_index)
+    except BaseException:  # stopped or failed: no half-merged file is left beside the parts
+        temporary.unlink(missing_ok=True)
+        raise
     os.replace(temporary, output)
     shutil.rmtree(parts)
     return MergeResult(number, tokens, time.perf_counter() - start, dict(sorted(by_rank.items())))

@@ -22,6 +22,7 @@ from .base import (
     OPTIONS_NAME,
     VOCAB_NAME,
     LoadedWeights,
+    OptionsMismatchError,
     WeightFileError,
     WeightFormat,
     WeightSource,
@@ -62,6 +63,12 @@ def weight_file_source(options_file: Path, weight_file: Path) -> WeightSource:
     raise WeightFileError(f"{weight_file}: not a weight file of any known format")
 
 
+def check_weight_files(source: WeightSource) -> None:
+    """The cheap checks of ``source``'s files by their format (``WeightFormat.check``): a cut or
+    corrupt header, or parameters whose shapes are not the options', without reading weights."""
+    _BY_NAME[source.format].check(source)
+
+
 def read_bilm(
     source: WeightSource, stateful: bool = False, device: Union[str, torch.device, None] = None
 ) -> BiLM:
@@ -80,10 +87,12 @@ __all__ = [
     "OPTIONS_NAME",
     "VOCAB_NAME",
     "LoadedWeights",
+    "OptionsMismatchError",
     "WeightFileError",
     "WeightFormat",
     "WeightSource",
     "build_bilm",
+    "check_weight_files",
     "locate_model_dir",
     "read_bilm",
     "weight_file_source",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, Optional, Union
+from typing import Callable, Dict, Mapping, Optional, Tuple, Union
 
 import torch
 
@@ -24,6 +24,11 @@ VOCAB_NAME = "vocab.txt"
 
 class WeightFileError(ValueError):
     """A weight file that is unreadable or does not match its options."""
+
+
+class OptionsMismatchError(WeightFileError):
+    """A readable weight file whose parameters are not those its options describe: the options
+    file of another model (or a whole weight file beside a wrong options.json)."""
 
 
 @dataclass(frozen=True)
@@ -65,13 +70,45 @@ class WeightFormat:
         one (a directory that is this format's but broken raises, naming what is wrong);
     accepts(weight_file): whether a weight file named on its own (with an options file) is this
         format's;
-    read(source): the files' options, state dict and indexer, checked against each other.
+    read(source): the files' options, state dict and indexer, checked against each other;
+    check(source): the cheap part of ``read``'s checks, run when the weights are resolved (a pipe
+        is added, a command starts): the weight file's header is whole and every parameter in it
+        has the shape the options give it, without reading the weights (WeightFileError or
+        OptionsError otherwise, naming the file).
     """
 
     name: str
     locate: Callable[[Path], Optional[WeightSource]]
     accepts: Callable[[Path], bool]
     read: Callable[[WeightSource], LoadedWeights]
+    check: Callable[[WeightSource], None]
+
+
+def parameter_shapes(options: BiLMOptions, indexer: Optional[TokenIndexer] = None) -> Dict[str, Tuple[int, ...]]:
+    """The shape of every parameter of the biLM ``options`` describe (this package's names), from
+    a model on the meta device: no memory, no weights."""
+    indexer = ByteIndexer() if indexer is None else indexer
+    with torch.device("meta"):
+        bilm = BiLM(options, indexer=indexer)
+    return {name: tuple(tensor.shape) for name, tensor in bilm.state_dict().items()}
+
+
+def check_parameter_shapes(
+    expected: Mapping[str, Tuple[int, ...]], found: Mapping[str, Tuple[int, ...]], source: str
+) -> None:
+    """The parameters ``found`` in ``source`` are those the options need, with their shapes."""
+    missing = sorted(set(expected) - set(found))
+    unexpected = sorted(set(found) - set(expected))
+    if missing or unexpected:
+        raise OptionsMismatchError(
+            f"{source}: parameters do not match the options: missing {missing[:5]}, "
+            f"unexpected {unexpected[:5]}"
+        )
+    for name, shape in expected.items():
+        if tuple(found[name]) != tuple(shape):
+            raise OptionsMismatchError(
+                f"{source}: parameter '{name}' has shape {tuple(found[name])}, the options need {tuple(shape)}"
+            )
 
 
 def build_bilm(
@@ -87,20 +124,8 @@ def build_bilm(
     indexer.check_options(options, source)
     with torch.device("meta"):
         bilm = BiLM(options, stateful=stateful, indexer=indexer)
-    expected = bilm.state_dict()
-    missing = sorted(set(expected) - set(state))
-    unexpected = sorted(set(state) - set(expected))
-    if missing or unexpected:
-        raise WeightFileError(
-            f"{source}: parameters do not match the options: missing {missing[:5]}, "
-            f"unexpected {unexpected[:5]}"
-        )
-    for name, tensor in expected.items():
-        if tuple(state[name].shape) != tuple(tensor.shape):
-            raise WeightFileError(
-                f"{source}: parameter '{name}' has shape {tuple(state[name].shape)}, the options "
-                f"need {tuple(tensor.shape)}"
-            )
+    expected = {name: tuple(tensor.shape) for name, tensor in bilm.state_dict().items()}
+    check_parameter_shapes(expected, {name: tuple(tensor.shape) for name, tensor in state.items()}, source)
     # Hold the weights in torch's own (64-byte aligned) memory: BLAS kernels round differently on
     # differently aligned buffers, and a model must give the same numbers however it was loaded.
     aligned = {k: v if _is_aligned(v) else aligned_copy(v) for k, v in state.items()}

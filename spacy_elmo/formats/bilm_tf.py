@@ -38,7 +38,16 @@ import torch
 from ..indexers import ByteIndexer
 from ..nn.bilm import BiLM
 from ..options import BiLMOptions
-from .base import OPTIONS_NAME, LoadedWeights, PathLike, WeightFileError, WeightFormat, WeightSource, aligned_copy
+from .base import (
+    OPTIONS_NAME,
+    LoadedWeights,
+    OptionsMismatchError,
+    PathLike,
+    WeightFileError,
+    WeightFormat,
+    WeightSource,
+    aligned_copy,
+)
 
 NAME = "bilm-tf"
 HDF5_NAME = "weights.hdf5"
@@ -64,18 +73,31 @@ def export_bilm_tf(bilm: BiLM, directory: PathLike) -> Path:
 
 def read_bilm_tf_weights(options: BiLMOptions, weight_file: PathLike) -> Dict[str, torch.Tensor]:
     """Read a bilm-tf HDF5 file into a ``BiLM`` state dict, checking every shape."""
-    weight_file = Path(weight_file)
-    try:
-        handle = h5py.File(weight_file, "r")
-    except OSError as err:
-        raise WeightFileError(
-            f"{weight_file}: not a readable HDF5 weight file (truncated or corrupt?): {err}"
-        ) from err
-    with handle:
-        reader = _DatasetReader(handle, weight_file)
+    with _open(Path(weight_file)) as handle:
+        reader = _DatasetReader(handle, Path(weight_file), expected_datasets(options))
         state = dict(_convert_from_tf(options, reader))
         reader.check_all_used(options)
     return state
+
+
+def _open(weight_file: Path) -> h5py.File:
+    try:
+        return h5py.File(weight_file, "r")
+    except OSError as err:
+        raise WeightFileError(
+            f"{weight_file}: not a readable HDF5 weight file (truncated or corrupt?): {err}; "
+            f"{_size_against_superblock(weight_file, err)}"
+        ) from err
+
+
+def _size_against_superblock(path: Path, err: OSError) -> str:
+    """The file's size, and the size HDF5's superblock records when the error gives it (a cut
+    file: HDF5 says "truncated file: eof = ..., stored_eof = ...")."""
+    size = path.stat().st_size
+    recorded = re.search(r"stored_eof = (\d+)", str(err))
+    if recorded is None:
+        return f"it holds {size:,} bytes"
+    return f"it holds {size:,} bytes, its superblock records {int(recorded.group(1)):,}"
 
 
 def write_bilm_tf_weights(bilm: BiLM, weight_file: PathLike) -> None:
@@ -91,20 +113,24 @@ def write_bilm_tf_weights(bilm: BiLM, weight_file: PathLike) -> None:
 
 
 class _DatasetReader:
-    """Reads datasets by name, checks their shapes and remembers which were used."""
+    """Reads datasets by name, checks their shapes against ``expected`` (name -> (shape, the
+    options that give it)) and remembers which were used."""
 
-    def __init__(self, handle: h5py.File, path: Path) -> None:
+    def __init__(self, handle: h5py.File, path: Path, expected: Dict[str, Tuple[Tuple[int, ...], str]]) -> None:
         self.handle = handle
         self.path = path
+        self.expected = expected
         self.used: set = set()
 
-    def __call__(self, name: str, shape: Tuple[int, ...], why: str) -> np.ndarray:
+    def dataset(self, name: str) -> h5py.Dataset:
+        """The dataset ``name``, checked (present, of its expected shape, float), not read."""
+        shape, why = self.expected[name]
         try:
             dataset = self.handle[name] if name in self.handle else None
             if not isinstance(dataset, h5py.Dataset):
-                raise WeightFileError(f"{self.path}: missing dataset '{name}' ({why})")
+                raise OptionsMismatchError(f"{self.path}: missing dataset '{name}' ({why})")
             if tuple(dataset.shape) != tuple(shape):
-                raise WeightFileError(
+                raise OptionsMismatchError(
                     f"{self.path}: dataset '{name}' has shape {tuple(dataset.shape)}, but the "
                     f"options ({why}) need {tuple(shape)}"
                 )
@@ -112,6 +138,16 @@ class _DatasetReader:
                 raise WeightFileError(
                     f"{self.path}: dataset '{name}' holds {dataset.dtype} values, not floats ({why})"
                 )
+        except HDF5_READ_ERRORS as err:
+            raise WeightFileError(
+                f"{self.path}: dataset '{name}' cannot be read (truncated or corrupt file?): {err}"
+            ) from err
+        self.used.add(name)
+        return dataset
+
+    def __call__(self, name: str) -> np.ndarray:
+        dataset = self.dataset(name)
+        try:
             array = dataset[()]
         except HDF5_READ_ERRORS as err:
             raise WeightFileError(
@@ -119,7 +155,6 @@ class _DatasetReader:
             ) from err
         if not np.all(np.isfinite(array)):
             raise WeightFileError(f"{self.path}: dataset '{name}' holds NaN or infinite values")
-        self.used.add(name)
         return array.astype(np.float32, copy=False)
 
     def check_all_used(self, options: BiLMOptions) -> None:
@@ -130,7 +165,7 @@ class _DatasetReader:
         unused = sorted(n for n in names if n not in self.used)
         known = [n for n in unused if _KNOWN_DATASET.match(n)]
         if known:
-            raise WeightFileError(
+            raise OptionsMismatchError(
                 f"{self.path}: datasets {known[:6]} are not used by the options "
                 f"(n_highway={options.char_cnn.n_highway}, {len(options.char_cnn.filters)} "
                 f"filters, n_layers={options.lstm.n_layers}); is this the options file that "
@@ -168,54 +203,73 @@ def _lstm_prefix(direction: int, layer: int) -> str:
     return f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
 
 
+def expected_datasets(options: BiLMOptions) -> Dict[str, Tuple[Tuple[int, ...], str]]:
+    """Every dataset of a bilm-tf file for ``options``: name -> (its TensorFlow shape, the options
+    that give it, for errors)."""
+    cnn, lstm = options.char_cnn, options.lstm
+    e, d, p, h = cnn.embedding_dim, cnn.n_filters, lstm.projection_dim, lstm.dim
+    expected: Dict[str, Tuple[Tuple[int, ...], str]] = {"char_embed": ((261, e), f"char_cnn.embedding.dim={e}")}
+    for i, (width, n) in enumerate(cnn.filters):
+        why = f"char_cnn.filters[{i}]=[{width}, {n}]"
+        expected[f"CNN/W_cnn_{i}"] = ((1, width, e, n), why)
+        expected[f"CNN/b_cnn_{i}"] = ((n,), why)
+    for k in range(cnn.n_highway):
+        why = f"char_cnn.n_highway={cnn.n_highway}, {d} filters"
+        for name in ("W_transform", "W_carry"):
+            expected[f"CNN_high_{k}/{name}"] = ((d, d), why)
+        for name in ("b_transform", "b_carry"):
+            expected[f"CNN_high_{k}/{name}"] = ((d,), why)
+    why = f"{d} filters, lstm.projection_dim={p}"
+    expected["CNN_proj/W_proj"] = ((d, p), why)
+    expected["CNN_proj/b_proj"] = ((p,), why)
+    why = f"lstm.dim={h}, lstm.projection_dim={p}, n_layers={lstm.n_layers}"
+    for direction in range(2):
+        for layer in range(lstm.n_layers):
+            prefix = _lstm_prefix(direction, layer)
+            expected[f"{prefix}/W_0"] = ((p + p, 4 * h), why)  # rows: [input; recurrent]
+            expected[f"{prefix}/B"] = ((4 * h,), why)
+            expected[f"{prefix}/W_P_0"] = ((h, p), why)
+    return expected
+
+
 def _convert_from_tf(
     options: BiLMOptions, read: _DatasetReader
 ) -> Iterator[Tuple[str, torch.Tensor]]:
     cnn, lstm = options.char_cnn, options.lstm
-    e, d, p, h = cnn.embedding_dim, cnn.n_filters, lstm.projection_dim, lstm.dim
+    e, h = cnn.embedding_dim, lstm.dim
+    p = lstm.projection_dim
     t = torch.from_numpy
 
-    char_embed = read("char_embed", (261, e), f"char_cnn.embedding.dim={e}")
     yield (
         "token_encoder.char_embedding.weight",
-        t(np.concatenate([np.zeros((1, e), np.float32), char_embed])),
+        t(np.concatenate([np.zeros((1, e), np.float32), read("char_embed")])),
     )
-    for i, (width, n) in enumerate(cnn.filters):
-        why = f"char_cnn.filters[{i}]=[{width}, {n}]"
-        weight = read(f"CNN/W_cnn_{i}", (1, width, e, n), why)
+    for i in range(len(cnn.filters)):
+        weight = read(f"CNN/W_cnn_{i}")
         yield (
             f"token_encoder.convolutions.{i}.weight",
             t(np.ascontiguousarray(weight[0].transpose(2, 1, 0))),
         )
-        yield f"token_encoder.convolutions.{i}.bias", t(read(f"CNN/b_cnn_{i}", (n,), why))
+        yield f"token_encoder.convolutions.{i}.bias", t(read(f"CNN/b_cnn_{i}"))
     for k in range(cnn.n_highway):
-        why = f"char_cnn.n_highway={cnn.n_highway}, {d} filters"
-        names = [f"CNN_high_{k}/{w}" for w in ("W_transform", "W_carry", "b_transform", "b_carry")]
-        w_t, w_c = (read(n, (d, d), why) for n in names[:2])
-        b_t, b_c = (read(n, (d,), why) for n in names[2:])
+        w_t, w_c, b_t, b_c = (read(f"CNN_high_{k}/{w}") for w in ("W_transform", "W_carry", "b_transform", "b_carry"))
         yield f"token_encoder.highways.{k}.linear.weight", aligned_copy(t(np.concatenate([w_t, w_c], axis=1)).t())
         yield f"token_encoder.highways.{k}.linear.bias", t(np.concatenate([b_t, b_c]))
-    why = f"{d} filters, lstm.projection_dim={p}"
-    yield (
-        "token_encoder.projection.weight",
-        aligned_copy(t(read("CNN_proj/W_proj", (d, p), why)).t()),
-    )
-    yield "token_encoder.projection.bias", t(read("CNN_proj/b_proj", (p,), why))
+    yield "token_encoder.projection.weight", aligned_copy(t(read("CNN_proj/W_proj")).t())
+    yield "token_encoder.projection.bias", t(read("CNN_proj/b_proj"))
 
     for direction, name in enumerate(("forward_lstm", "backward_lstm")):
         for layer in range(lstm.n_layers):
             prefix = _lstm_prefix(direction, layer)
-            why = f"lstm.dim={h}, lstm.projection_dim={p}, n_layers={lstm.n_layers}"
-            kernel = t(read(f"{prefix}/W_0", (p + p, 4 * h), why))  # rows: [input; recurrent]
-            bias = _tf_to_torch_gates(read(f"{prefix}/B", (4 * h,), why), h).copy()
+            kernel = t(read(f"{prefix}/W_0"))  # rows: [input; recurrent]
+            bias = _tf_to_torch_gates(read(f"{prefix}/B"), h).copy()
             bias[h : 2 * h] += 1.0  # TensorFlow's implicit forget_bias
             key = f"{name}.layers.{layer}"
             yield f"{key}.weight_ih_l0", _tf_kernel_to_torch(kernel[:p], h)
             yield f"{key}.weight_hh_l0", _tf_kernel_to_torch(kernel[p:], h)
             yield f"{key}.bias_ih_l0", t(bias)
             yield f"{key}.bias_hh_l0", torch.zeros(4 * h)
-            w_p = read(f"{prefix}/W_P_0", (h, p), why)
-            yield f"{key}.weight_hr_l0", aligned_copy(t(w_p).t())
+            yield f"{key}.weight_hr_l0", aligned_copy(t(read(f"{prefix}/W_P_0")).t())
 
 
 def _convert_to_tf(bilm: BiLM) -> Iterator[Tuple[str, np.ndarray]]:
@@ -280,11 +334,28 @@ def _accepts(weight_file: Path) -> bool:
     return h5py.is_hdf5(str(weight_file))
 
 
-def _read(source: WeightSource) -> LoadedWeights:
+def _options(source: WeightSource) -> BiLMOptions:
     options = BiLMOptions.from_file(source.options_file)
-    indexer = ByteIndexer()
-    indexer.check_options(options, str(source.options_file))
-    return LoadedWeights(options, read_bilm_tf_weights(options, source.weight_file), indexer)
+    ByteIndexer().check_options(options, str(source.options_file))
+    return options
 
 
-FORMAT = WeightFormat(NAME, _locate, _accepts, _read)
+def _read(source: WeightSource) -> LoadedWeights:
+    options = _options(source)
+    return LoadedWeights(options, read_bilm_tf_weights(options, source.weight_file), ByteIndexer())
+
+
+def _check(source: WeightSource) -> None:
+    """HDF5's superblock (opening a cut file fails: it records the file's end) and every
+    dataset's shape and type against the options, from the file's metadata; no data is read."""
+    options = _options(source)
+    with _open(source.weight_file) as handle:
+        reader = _DatasetReader(handle, source.weight_file, expected_datasets(options))
+        for name in reader.expected:
+            reader.dataset(name)
+        with warnings.catch_warnings():  # datasets of no known kind: said once, when read
+            warnings.simplefilter("ignore")
+            reader.check_all_used(options)
+
+
+FORMAT = WeightFormat(NAME, _locate, _accepts, _read, _check)

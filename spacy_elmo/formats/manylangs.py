@@ -357,4 +357,9 @@ def read_lexicon(path: Path, required: Sequence[str]) -> Lexicon:
     return checked_lexicon(ids, n_lines, str(path), required)
 
 
-FORMAT = WeightFormat(NAME, _locate, lambda weight_file: False, _read)
+def _check(source: WeightSource) -> None:
+    """Nothing cheap to check: the weights are pickles, with no header to read without unpickling
+    them; ``_read`` names a missing, cut or malformed file."""
+
+
+FORMAT = WeightFormat(NAME, _locate, lambda weight_file: False, _read, _check)

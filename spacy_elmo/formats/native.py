@@ -15,6 +15,7 @@ from typing import Any, Dict, Mapping, Optional
 import h5py
 import srsly
 import torch
+from safetensors import safe_open
 from safetensors.torch import load as load_safetensors_bytes
 from safetensors.torch import load_file, save_file
 from safetensors.torch import save as save_safetensors_bytes
@@ -22,7 +23,17 @@ from safetensors.torch import save as save_safetensors_bytes
 from ..indexers import indexer_from_json, indexer_to_json
 from ..nn.bilm import BiLM
 from ..options import BiLMOptions, read_options_json
-from .base import OPTIONS_NAME, LoadedWeights, PathLike, WeightFileError, WeightFormat, WeightSource, build_bilm
+from .base import (
+    OPTIONS_NAME,
+    LoadedWeights,
+    PathLike,
+    WeightFileError,
+    WeightFormat,
+    WeightSource,
+    build_bilm,
+    check_parameter_shapes,
+    parameter_shapes,
+)
 
 NAME = "native"
 SAFETENSORS_NAME = "model.safetensors"
@@ -92,8 +103,44 @@ def _loaded(data: Mapping[str, Any], state: Dict[str, torch.Tensor], source: str
     return LoadedWeights(options, state, indexer_from_json(data, source))
 
 
+def _check(source: WeightSource) -> None:
+    """The safetensors header (read through the library, which checks that the file holds every
+    byte the header describes) and each tensor's shape against the options; no tensor is read."""
+    data = read_options_json(source.options_file)
+    options = BiLMOptions.from_dict(data, source=str(source.options_file))
+    expected = parameter_shapes(options, indexer_from_json(data, str(source.options_file)))
+    path = source.weight_file
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            found = {name: tuple(handle.get_slice(name).get_shape()) for name in handle.keys()}
+    except Exception as err:  # safetensors raises its own error types
+        raise WeightFileError(
+            f"{path}: not a complete safetensors weight file ({err}); {_size_against_header(path)}"
+        ) from err
+    check_parameter_shapes(expected, found, f"{path} (with the options in {source.options_file})")
+
+
+def _size_against_header(path: Path) -> str:
+    """The file's size, and the size its header describes when the header itself is whole
+    (8 bytes of header length, the JSON header, then the tensors' bytes)."""
+    size = path.stat().st_size
+    described = None
+    try:
+        with path.open("rb") as handle:
+            header_length = int.from_bytes(handle.read(8), "little")
+            if 8 + header_length <= size:
+                header = json.loads(handle.read(header_length))
+                ends = [v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"]
+                described = 8 + header_length + max(ends, default=0)
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        pass
+    if described is None:
+        return f"it holds {size:,} bytes, too few for the header it starts with"
+    return f"it holds {size:,} bytes, its header describes {described:,}"
+
+
 def _cpu_state(bilm: BiLM) -> Dict[str, torch.Tensor]:
     return {k: v.detach().cpu().contiguous() for k, v in bilm.state_dict().items()}
 
 
-FORMAT = WeightFormat(NAME, _locate, _accepts, _read)
+FORMAT = WeightFormat(NAME, _locate, _accepts, _read, _check)

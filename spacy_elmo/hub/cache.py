@@ -154,15 +154,17 @@ def model_dir(name: str) -> Path:
     )
 
 
-def download_command(name: str, manifest: Optional[Dict[str, Any]] = None) -> str:
-    """The ``python -m spacy_elmo download`` command that fetches model ``name``."""
+def download_command(name: str, manifest: Optional[Dict[str, Any]] = None, force: bool = False) -> str:
+    """The ``python -m spacy_elmo download`` command that fetches model ``name`` (with ``force``:
+    again, over a copy in the cache that is complete in size but damaged)."""
+    again = " --force" if force else ""
     if get_release(name) is not None:
-        return f"python -m spacy_elmo download {name}"
+        return f"python -m spacy_elmo download {name}{again}"
     urls = (manifest or {}).get("urls", {})
     options_url = urls.get(OPTIONS_NAME, "OPTIONS_URL")
     weights_url = urls.get(HDF5_NAME, "WEIGHTS_URL")
     hint = "" if urls else f"  (released names: {', '.join(releases())})"
     return (
         f"python -m spacy_elmo download --options-url {options_url} "
-        f"--weight-url {weights_url} --name {name}{hint}"
+        f"--weight-url {weights_url} --name {name}{again}{hint}"
     )

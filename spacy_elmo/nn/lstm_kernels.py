@@ -18,17 +18,35 @@ and differs only in how it lays out the states and runs the products:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List, NamedTuple, Optional, Tuple
+from typing import List, NamedTuple, Optional, Protocol, Tuple
 
 import torch
 from torch.nn.utils.rnn import PackedSequence
 
 from .int8 import Int8Weight
 
-if TYPE_CHECKING:
-    from .lstm import ClippedLSTM
-
 LSTMState = Tuple[torch.Tensor, torch.Tensor]
+
+
+class LSTMLayer(Protocol):
+    """What a kernel reads of a layer (``nn/lstm.py`` ``ClippedLSTM``): torch's LSTM parameters
+    and sizes, the clip settings and the cell equation."""
+
+    input_size: int
+    hidden_size: int
+    proj_size: int
+    weight_ih_l0: torch.Tensor
+    weight_hh_l0: torch.Tensor
+    weight_hr_l0: torch.Tensor
+    bias_ih_l0: torch.Tensor
+    bias_hh_l0: torch.Tensor
+
+    @property
+    def clipped(self) -> bool: ...
+
+    def cell(self, gates: torch.Tensor, c: Optional[torch.Tensor], dim: int) -> LSTMState: ...
+
+    def clip_output(self, h: torch.Tensor) -> torch.Tensor: ...
 
 
 class DistinctInputs(NamedTuple):
@@ -39,7 +57,7 @@ class DistinctInputs(NamedTuple):
     index: torch.Tensor
 
 
-def zero_state(layer: "ClippedLSTM", batch_size: int, like: torch.Tensor) -> LSTMState:
+def zero_state(layer: LSTMLayer, batch_size: int, like: torch.Tensor) -> LSTMState:
     """Zero (h, c) for ``batch_size`` rows, at least float32 (under autocast the cell state stays
     float32 while the products run in bf16)."""
     dtype = torch.promote_types(like.dtype, torch.float32)
@@ -49,14 +67,14 @@ def zero_state(layer: "ClippedLSTM", batch_size: int, like: torch.Tensor) -> LST
     )
 
 
-def input_gates(layer: "ClippedLSTM", x: torch.Tensor) -> torch.Tensor:
+def input_gates(layer: LSTMLayer, x: torch.Tensor) -> torch.Tensor:
     """(n, input_size) -> feature-major (4 * hidden_size, n): x W_ih^T + b_ih + b_hh."""
     bias = (layer.bias_ih_l0 + layer.bias_hh_l0)[:, None]
     return torch.addmm(bias, layer.weight_ih_l0, x.t())
 
 
 def packed_loop(
-    layer: "ClippedLSTM", x_gates: torch.Tensor, batch_sizes: List[int], state: Optional[LSTMState]
+    layer: LSTMLayer, x_gates: torch.Tensor, batch_sizes: List[int], state: Optional[LSTMState]
 ) -> Tuple[torch.Tensor, LSTMState]:
     """x_gates: feature-major (4 * hidden, n_tokens) input products, packed; batch_sizes: rows
     running at each step; state in sorted row order or None. Returns the packed (n_tokens,
@@ -85,7 +103,7 @@ def packed_loop(
 
 
 def int8_loop(
-    layer: "ClippedLSTM", data: torch.Tensor, batch_sizes: List[int], state: Optional[LSTMState]
+    layer: LSTMLayer, data: torch.Tensor, batch_sizes: List[int], state: Optional[LSTMState]
 ) -> Tuple[torch.Tensor, LSTMState]:
     """The packed loop on int8 weights: row-major (rows, features) states; each step's products
     are quantized inputs times per-channel int8 weights, which for the few rows of a step is
@@ -116,7 +134,7 @@ def int8_loop(
 
 
 def dense_loop(
-    layer: "ClippedLSTM", x: torch.Tensor, valid: torch.Tensor, state: Optional[LSTMState] = None
+    layer: LSTMLayer, x: torch.Tensor, valid: torch.Tensor, state: Optional[LSTMState] = None
 ) -> Tuple[torch.Tensor, LSTMState]:
     """Over padded rows with shapes that never depend on the data: every row runs every step, and
     a row's state stops changing after its last valid step.
@@ -146,7 +164,7 @@ def dense_loop(
 
 
 def fused_packed(
-    layer: "ClippedLSTM", data: torch.Tensor, batch_sizes: torch.Tensor, state: Optional[LSTMState]
+    layer: LSTMLayer, data: torch.Tensor, batch_sizes: torch.Tensor, state: Optional[LSTMState]
 ) -> Tuple[torch.Tensor, LSTMState]:
     """torch's own LSTM over the packed rows (cuDNN on a GPU); it has no clipping, so only for
     unclipped layers."""

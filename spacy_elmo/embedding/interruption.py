@@ -1,0 +1,94 @@
+"""A stopped ``embed``: Ctrl-C (SIGINT) or SIGTERM (``kill``, a job scheduler, torchrun stopping
+its workers) ends the run between two Python operations, the chunk being written is removed by
+its writer, and rank 0 says which chunks are finished and the command that finishes the job. The
+exit status is the shell's for a command ended by that signal: 128 + its number (130, 143).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import sys
+from pathlib import Path
+from typing import Iterator, List, Optional
+
+from .chunks import chunk_counts, chunk_path, finished_chunks
+
+#: The signals that stop a run, and how the message calls them.
+STOP_SIGNALS = {signal.SIGINT: "Ctrl-C (SIGINT)", signal.SIGTERM: "SIGTERM"}
+
+
+class Interrupted(BaseException):
+    """The run was told to stop by ``signum``. A BaseException, as KeyboardInterrupt is: the
+    ``except Exception`` that names a failing input line (or spaCy's error handler) must let it
+    through."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(STOP_SIGNALS.get(signum, signal.Signals(signum).name))
+        self.signum = signum
+
+    @property
+    def exit_status(self) -> int:
+        return 128 + self.signum
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """Within the block, the first SIGINT or SIGTERM raises ``Interrupted`` and later ones are
+    let pass, so that the clean-up and the report are not cut (a terminal's Ctrl-C reaches
+    torchrun's workers twice: from the terminal, then forwarded by torchrun). The handlers before
+    the block are restored after it. A SIGINT that this process ignores (started in the
+    background, ``nohup``) stays ignored."""
+    stopping = []
+
+    def interrupt(signum, frame) -> None:
+        if not stopping:
+            stopping.append(signum)
+            raise Interrupted(signum)
+
+    previous = {}
+    for signum in STOP_SIGNALS:
+        if signal.getsignal(signum) is signal.SIG_IGN:
+            continue
+        previous[signum] = signal.signal(signum, interrupt)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def resume_command(argv: Optional[List[str]] = None) -> str:
+    """The command that finishes this run: the one that started it, with ``--resume``. Under
+    torchrun a worker cannot see the launcher's own options: the command shows a one-machine
+    launch with this machine's number of processes (any number resumes the job)."""
+    argv = list(sys.argv if argv is None else argv)
+    args = shlex.join(argv[1:] + ([] if "--resume" in argv else ["--resume"]))
+    per_node = int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0)
+    if per_node:  # under torchrun
+        if int(os.environ.get("WORLD_SIZE", "1")) > per_node:
+            return f"the same torchrun command on every machine, ending in: -m spacy_elmo {args}"
+        return f"torchrun --standalone --nproc-per-node {per_node} -m spacy_elmo {args}"
+    launcher = "spacy-elmo" if Path(argv[0]).name == "spacy-elmo" else "python -m spacy_elmo"
+    return f"{launcher} {args}"
+
+
+def interruption_report(stop: Interrupted, parts: Path, output: Path, n_chunks: int, total: int) -> str:
+    """What a stopped run finished, and how to finish it (rank 0's message)."""
+    if output.exists() and not parts.exists():  # stopped after the merge: nothing is left to do
+        return f"embed: stopped by {stop} after {output} was written in full; nothing is left to do"
+    done = finished_chunks(parts)
+    sentences = 0
+    for chunk in done:
+        try:
+            sentences += chunk_counts(chunk_path(parts, chunk))[0]
+        except OSError:  # renamed into place but unreadable here: counted as a chunk only
+            continue
+    state = (
+        f"all {n_chunks} chunks were finished and being merged into {output}, which was not written"
+        if len(done) >= n_chunks
+        else f"{len(done)} of {n_chunks} chunks ({sentences:,} of {total:,} sentences) are finished in {parts}"
+    )
+    return f"embed: stopped by {stop}: {state}. Finish the job with:\n    {resume_command()}"

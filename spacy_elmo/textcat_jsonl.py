@@ -1,0 +1,178 @@
+"""Labelled texts for text classification as JSON lines, the way spaCy's own text classification
+projects keep them (explosion/projects, ``pipelines/textcat_demo``): one object a line,
+
+    {"text": "Add a note on the config", "cats": {"DOCUMENTATION": 1.0, "OTHER": 0.0}}
+    {"text": "Crash when loading", "label": "OTHER"}
+
+``cats`` gives scores from 0 to 1 per label (several labels may hold 1.0: ``textcat_multilabel``);
+``label`` names the one label of the text (``textcat``, exclusive classes; spaCy counts the labels
+a text does not name as 0.0 there). Other keys (``meta``, ids) are left alone.
+
+The same records reach spaCy two ways: ``spacy_elmo.TextCatCorpus.v1``, a registered reader that
+``spacy train`` uses directly (``python -m spacy_elmo config --train FILE.jsonl`` writes it into
+the config), and ``python -m spacy_elmo convert-textcat``, which writes ``.spacy`` files for
+``spacy evaluate``, ``spacy debug data`` or a config of your own. A bad line is named with its
+file and number.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Callable, Dict, Iterator, List, Tuple
+
+import typer
+from spacy.util import registry
+
+from .cli_errors import fail
+
+SUFFIX = ".jsonl"
+#: A record: its line number, its text and its categories.
+Record = Tuple[int, str, Dict[str, float]]
+
+
+def jsonl_files(path: Path) -> List[Path]:
+    """``path`` itself (a ``.jsonl`` file), or the ``.jsonl`` files of a directory, sorted."""
+    path = Path(path)
+    if path.is_dir():
+        files = sorted(p for p in path.rglob(f"*{SUFFIX}") if p.is_file())
+        if not files:
+            raise FileNotFoundError(f"{path}: no {SUFFIX} files in this directory")
+        return files
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file or directory")
+    if path.suffix != SUFFIX:
+        raise ValueError(f"{path}: expected a {SUFFIX} file of labelled texts (or a directory of them)")
+    return [path]
+
+
+def read_records(path: Path) -> Iterator[Record]:
+    """The labelled texts of one JSONL file, checked line by line (blank lines are skipped)."""
+    count = 0
+    with Path(path).open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            yield number, *_record(path, number, line)
+            count += 1
+    if not count:
+        raise ValueError(f"{path}: no labelled texts (one JSON object a line: {_EXAMPLE})")
+
+
+_EXAMPLE = '{"text": "...", "label": "LABEL"} or {"text": "...", "cats": {"LABEL": 1.0, "OTHER": 0.0}}'
+
+
+def _record(path: Path, number: int, line: str) -> Tuple[str, Dict[str, float]]:
+    where = f"{path}, line {number}"
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{where}: not JSON ({err.msg}); expected {_EXAMPLE}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{where}: expected a JSON object, {_EXAMPLE}; got {line.strip()[:60]!r}")
+    text = data.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"{where}: \"text\" must be a non-empty string, got {text!r}")
+    has_label, has_cats = "label" in data, "cats" in data
+    if has_label == has_cats:
+        both = "both \"label\" and \"cats\"" if has_label else "neither \"label\" nor \"cats\""
+        raise ValueError(f"{where}: {both}; give one of them: {_EXAMPLE}")
+    if has_label:
+        label = data["label"]
+        if not isinstance(label, str) or not label.strip():
+            raise ValueError(f"{where}: \"label\" must be a non-empty string, got {label!r}")
+        return text, {label: 1.0}
+    cats = data["cats"]
+    if not isinstance(cats, dict) or not cats:
+        raise ValueError(f"{where}: \"cats\" must be an object of label -> score (0 to 1), got {cats!r}")
+    for label, score in cats.items():
+        number_ok = isinstance(score, (int, float)) and not isinstance(score, bool) and math.isfinite(score)
+        if not label.strip() or not number_ok or not 0.0 <= score <= 1.0:
+            raise ValueError(f"{where}: \"cats\" must map labels to scores from 0 to 1, got {label!r}: {score!r}")
+    return text, {label: float(score) for label, score in cats.items()}
+
+
+def read_docs(path: Path, make_doc: Callable) -> Iterator:
+    """A Doc per labelled text of ``path`` (a file or a directory of them), made by
+    ``make_doc(text)`` (``nlp.make_doc``: the pipeline's own tokenizer), with ``doc.cats``."""
+    for file in jsonl_files(path):
+        for _, text, cats in read_records(file):
+            doc = make_doc(text)
+            doc.cats = cats
+            yield doc
+
+
+class TextCatCorpus:
+    """spaCy's corpus interface over JSONL files: called with the pipeline, yields an Example per
+    labelled text (the text tokenized by the pipeline's tokenizer, the categories as gold)."""
+
+    def __init__(self, path: Path, limit: int = 0) -> None:
+        self.files = jsonl_files(path)  # a missing file is named when the config is resolved
+        self.limit = limit
+
+    def __call__(self, nlp) -> Iterator:
+        from spacy.training import Example
+
+        docs = (doc for file in self.files for doc in read_docs(file, nlp.make_doc))
+        for number, doc in enumerate(docs):
+            if self.limit and number >= self.limit:
+                return
+            yield Example(nlp.make_doc(doc.text), doc)
+
+
+@registry.readers("spacy_elmo.TextCatCorpus.v1")
+def textcat_corpus(path: Path, limit: int = 0) -> TextCatCorpus:
+    """``spacy_elmo.TextCatCorpus.v1`` (registered in ``spacy_readers``): the training or
+    development texts of ``path``, a ``.jsonl`` file or a directory of them; ``limit``: at most
+    this many (0: all)."""
+    if path is None:
+        raise ValueError(
+            "spacy_elmo.TextCatCorpus.v1: no path; set [paths] train and dev, or give "
+            "--paths.train and --paths.dev to spacy train"
+        )
+    return TextCatCorpus(Path(path), limit)
+
+
+def convert_textcat_command(
+    inputs: List[Path] = typer.Argument(..., help="JSONL files of labelled texts, or directories of them"),
+    output_dir: Path = typer.Argument(..., help="Where the .spacy files go (one per input file)", file_okay=False),
+    lang: str = typer.Option("en", "--lang", help="Tokenize the texts with spaCy's tokenizer for this language"),
+) -> None:
+    """Convert labelled texts in JSONL (spaCy's text classification format) to .spacy files.
+
+    One JSON object a line: {"text": ..., "label": "LABEL"} (one label per text, textcat) or
+    {"text": ..., "cats": {"LABEL": 1.0, "OTHER": 0.0}} (scores per label, textcat_multilabel
+    when several hold 1.0). OUTPUT_DIR/NAME.spacy is written for each input NAME.jsonl, for
+    spacy evaluate, spacy debug data or your own config; python -m spacy_elmo config reads the
+    JSONL files as they are.
+    """
+    import spacy
+    from spacy.tokens import DocBin
+
+    try:
+        files = [file for path in inputs for file in jsonl_files(path)]
+        nlp = spacy.blank(lang)
+        converted = [(file, list(read_docs(file, nlp.make_doc))) for file in files]
+    except (ValueError, FileNotFoundError, OSError) as err:  # all files checked before any is written
+        fail(str(err))
+    names = [file.stem for file, _ in converted]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        fail(f"several inputs are named {', '.join(twice)}.jsonl: their .spacy files would overwrite each other")
+    output_dir.mkdir(parents=True, exist_ok=True)
+    for file, docs in converted:
+        target = output_dir / f"{file.stem}.spacy"
+        DocBin(docs=docs, attrs=["ORTH", "SPACY"], store_user_data=False).to_disk(target)
+        typer.echo(f"{target}: {len(docs)} texts, labels: {_label_counts(docs)}")
+
+
+def _label_counts(docs: List) -> str:
+    counts: Dict[str, int] = {}
+    for doc in docs:
+        for label, score in doc.cats.items():
+            counts[label] = counts.get(label, 0) + (score >= 0.5)
+    return ", ".join(f"{label} {n}" for label, n in sorted(counts.items()))
+
+
+__all__ = ["TextCatCorpus", "convert_textcat_command", "jsonl_files", "read_docs", "read_records", "textcat_corpus"]
