@@ -65,7 +65,7 @@ def run_token_chunks_bench(
     rows: List[Dict[str, Any]] = []
     for batch_size in batch_sizes:
         batches = sentence_batches(lines, batch_size, seq_len, max(1, sentences // batch_size))
-        inputs = [torch.from_numpy(runner.batch_to_ids(batch)) for batch in batches]
+        inputs = [torch.from_numpy(runner.bilm.batch_to_ids(batch)) for batch in batches]
         tokens = sum(len(s) for batch in batches for s in batch)
         for n_threads in threads:
             runner.threads = n_threads

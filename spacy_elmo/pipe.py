@@ -223,13 +223,12 @@ class Elmo(TrainablePipe):
 
     @property
     def runner(self) -> BiLMRunner:
-        """What runs the biLM (its precision, threads, token cache), the weights read first if
-        the model has none."""
+        """What runs the biLM (``nn/runner.py``: its precision, threads, token cache)."""
         return self.ensure_loaded()
 
     def ensure_loaded(self) -> BiLMRunner:
-        """The model's runner (``nn/runner.py``), the model initialized first if it has no
-        weights: the configured ones are read, with errors that name the pipe."""
+        """The runner, the model initialized first if it has no weights: the configured ones
+        are read, with errors that name the pipe."""
         loaded = get_runner(self.model) is not None
         try:
             runner = ensure_bilm(self.model)
@@ -278,14 +277,14 @@ class Elmo(TrainablePipe):
         if runner is None:
             return
         for listener in self.listeners:
-            listeners.set_layer_dims(listener, runner.n_output_layers, runner.output_dim)
+            listeners.set_layer_dims(listener, runner.bilm.n_output_layers, runner.bilm.output_dim)
 
     def layer_weights(self) -> np.ndarray:
         """The normalised mix weights w_j, shape (n_layers + 1,), float32. Default: the LSTM
         layers equally and not the token layer, which is the same for every occurrence of a word
         and, longer than the LSTM outputs, would pull all cosines of a word towards 1 (``bench
         senses``; docs/manual.md, "Does it separate senses?")."""
-        n_layers = self.ensure_loaded().n_output_layers
+        n_layers = self.bilm.n_output_layers
         if self.mix_weights is None:
             return default_mix_weights(n_layers)
         if len(self.mix_weights) != n_layers:

@@ -183,7 +183,7 @@ def test_gradients_run_in_float32(fixture_bilm):
 
 def test_stateful_int8_carries_states(fixture_files):
     bilm = BiLMRunner(load_bilm(*fixture_files, stateful=True), "int8")
-    ids = torch.from_numpy(bilm.batch_to_ids(SENTENCES))
+    ids = torch.from_numpy(bilm.bilm.batch_to_ids(SENTENCES))
     with torch.no_grad():
         first, _ = bilm(ids)
         second, _ = bilm(ids)
@@ -267,7 +267,7 @@ def test_int8_vectors_of_real_text_are_the_same_alone_and_in_any_batch_bit_for_b
 
     def layers(batch):
         with torch.no_grad():
-            out, _ = runner(torch.from_numpy(runner.batch_to_ids(batch)))
+            out, _ = runner(torch.from_numpy(runner.bilm.batch_to_ids(batch)))
         return [out[:, i, : len(s)] for i, s in enumerate(batch)]
 
     alone = [layers([s])[0] for s in sentences]

@@ -232,7 +232,7 @@ def _forward(model: Model, sequences: List[List[str]], is_train: bool) -> Tuple[
             "'elmo' pipe"
         )
     _apply_settings(model, runner)  # also on a runner just restored from bytes
-    char_ids = torch.from_numpy(runner.batch_to_ids(sequences)).to(shim.device)
+    char_ids = torch.from_numpy(runner.bilm.batch_to_ids(sequences)).to(shim.device)
     (layers, _mask), torch_backprop = shim(ArgsKwargs(args=(char_ids,), kwargs={}), is_train)
     lengths = [len(sequence) for sequence in sequences]
     detached = layers.detach()

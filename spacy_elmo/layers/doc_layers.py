@@ -112,11 +112,11 @@ def doc_layers(
     the model's device; whitespace rows zero), and a backprop that sends per-doc gradients into
     the biLM (``is_train``; the cache is bypassed then, since the weights change). ``model`` is
     an ``ElmoModel``; its weights are read first if it has none."""
-    runner = ensure_bilm(model)
+    bilm = ensure_bilm(model).bilm
     settings = bilm_settings(model)
     ops = model.ops
     texts = [[token.text for token in doc] for doc in docs]
-    outputs = [ops.alloc3f(runner.n_output_layers, len(doc), runner.output_dim) for doc in docs]
+    outputs = [ops.alloc3f(bilm.n_output_layers, len(doc), bilm.output_dim) for doc in docs]
     sequences = [
         (d, rows)
         for d, doc in enumerate(docs)

@@ -28,10 +28,10 @@ def elmo_embedder(elmo: Model, head: Model) -> Model[List[Doc], List[Floats2d]]:
 
 def _embedder_init(model: Model, X=None, Y=None) -> Model:
     elmo, head = model.layers
-    runner = ensure_bilm(elmo)
+    bilm = ensure_bilm(elmo).bilm
     if not head.has_dim("nL"):
-        head.set_dim("nL", runner.n_output_layers)
-        head.set_dim("nI", runner.output_dim)
+        head.set_dim("nL", bilm.n_output_layers)
+        head.set_dim("nI", bilm.output_dim)
     if not head.has_param("s"):
         head.initialize(X=(X, None) if X is not None else None)
     return model

@@ -109,7 +109,7 @@ def link(listener: Model, upstream: Model, pipe_name: str) -> None:
     state.upstream, state.upstream_pipe = upstream, pipe_name
     runner = get_runner(upstream)
     if runner is not None:
-        set_layer_dims(listener, runner.n_output_layers, runner.output_dim)
+        set_layer_dims(listener, runner.bilm.n_output_layers, runner.bilm.output_dim)
 
 
 def unlink(listener: Model) -> None:
@@ -156,10 +156,10 @@ def _listener_init(model: Model, X=None, Y=None) -> Model:
         # The pipe's biLM has no weights yet (spacy train does not initialize a frozen pipe):
         # its model's init reads them, as the pipe's first use would.
         try:
-            runner = ensure_bilm(state.upstream)
+            bilm = ensure_bilm(state.upstream).bilm
         except (FileNotFoundError, ValueError) as err:
             raise type(err)(f"elmo pipe '{state.upstream_pipe}': {err}") from None
-        set_layer_dims(model, runner.n_output_layers, runner.output_dim)
+        set_layer_dims(model, bilm.n_output_layers, bilm.output_dim)
     head.initialize(X=(X, None) if X is not None else None)
     state.init_batch = batch_id(X) if X is not None else None
     return model

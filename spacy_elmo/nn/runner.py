@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -69,17 +68,6 @@ class BiLMRunner(nn.Module):
     @precision.setter
     def precision(self, value: str) -> None:
         self._precision = get_precision(value, "BiLMRunner precision").name
-
-    @property
-    def output_dim(self) -> int:
-        return self.bilm.output_dim
-
-    @property
-    def n_output_layers(self) -> int:
-        return self.bilm.n_output_layers
-
-    def batch_to_ids(self, sentences: Sequence[Sequence[str]]) -> np.ndarray:
-        return self.bilm.batch_to_ids(sentences)
 
     def forward(self, char_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """The biLM's ``(layers, mask)`` of ``char_ids``, layers in float32."""
