@@ -21,21 +21,12 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imports(path: Path, at_run_time: bool = False) -> Set[str]:
-    """Every module this file imports (at any depth of the file: function-level imports too);
-    ``at_run_time``: leaving out those under ``if TYPE_CHECKING:``, which only type checkers run."""
+def _imports(path: Path) -> Set[str]:
+    """Every module this file imports (at any depth of the file: function-level imports too)."""
     module = _module_name(path)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    typing_only = set()
-    if at_run_time:
-        for node in ast.walk(tree):
-            if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
-                typing_only.update(id(child) for statement in node.body for child in ast.walk(statement))
     found = set()
-    for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -50,9 +41,9 @@ def _imports(path: Path, at_run_time: bool = False) -> Set[str]:
     return found
 
 
-def _graph(at_run_time: bool = False) -> Dict[str, Set[str]]:
+def _graph() -> Dict[str, Set[str]]:
     files = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
-    return {name: {m for m in _imports(path, at_run_time) if m in files and m != name} for name, path in files.items()}
+    return {name: {m for m in _imports(path) if m in files and m != name} for name, path in files.items()}
 
 
 def test_nn_imports_neither_spacy_nor_thinc():
@@ -164,8 +155,7 @@ def test_one_function_decides_which_weights_a_reference_means():
 
 
 def test_no_import_cycles_in_the_package():
-    """At run time (a type-only import of the module that imports you is not a cycle)."""
-    graph = _graph(at_run_time=True)
+    graph = _graph()
     # A package's __init__ re-exporting its submodules is not a cycle of logic: leave those edges out.
     edges = {m: {t for t in ts if not m.startswith(t + ".")} for m, ts in graph.items()}
     state: Dict[str, int] = {}
