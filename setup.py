@@ -31,7 +31,7 @@ setup(
         "safetensors>=0.4",
         "typer>=0.9",
         "tqdm>=4.60",
-        "filelock>=3.0",
+        "filelock>=3.29.5",
         "pydantic>=2",
     ],
     extras_require={
@@ -49,15 +49,12 @@ setup(
         "spacy_factories": ["elmo = spacy_elmo.pipe:make_elmo"],
         "spacy_architectures": [
             "spacy_elmo.ElmoModel.v2 = spacy_elmo.architectures:elmo_model_v2",
-            "spacy_elmo.ElmoModel.v1 = spacy_elmo.architectures:elmo_model_v1",
             "spacy_elmo.ElmoListener.v1 = spacy_elmo.architectures:elmo_listener_v1",
             "spacy_elmo.ElmoEmbedder.v2 = spacy_elmo.architectures:elmo_embedder_v2",
-            "spacy_elmo.ElmoEmbedder.v1 = spacy_elmo.architectures:elmo_embedder_v1",
         ],
         "spacy_readers": ["spacy_elmo.TextCatCorpus.v1 = spacy_elmo.textcat_jsonl:textcat_corpus"],
         "spacy_misc": [
             "spacy_elmo.WeightLoader.v2 = spacy_elmo.loaders:weight_loader_v2",
-            "spacy_elmo.WeightLoader.v1 = spacy_elmo.loaders:weight_loader_v1",
         ],
         "spacy_cli": ["elmo = spacy_elmo.spacy_commands:elmo_pretrain"],
         "console_scripts": ["spacy-elmo = spacy_elmo.cli:main"],

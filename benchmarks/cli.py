@@ -285,6 +285,37 @@ def _parse_settings(items: List[str]) -> Dict[str, Any]:
     return settings
 
 
+@app.command("token-chunks")
+def token_chunks_command(
+    weights: Optional[str] = WEIGHTS,
+    random_shape: Optional[str] = RANDOM_SHAPE,
+    batch_size: str = typer.Option(
+        "1,32", "--batch-size", callback=lambda value: _positive_ints(value, "--batch-size"),
+        help="Sentences per batch, comma-separated",
+    ),
+    threads: str = typer.Option(
+        "1,2", "--threads", callback=lambda value: _positive_ints(value, "--threads"),
+        help="biLM threads (PyTorch on one op thread), comma-separated",
+    ),
+    sentences: int = typer.Option(64, "--sentences", min=1, help="Sentences per timed pass"),
+    rounds: int = typer.Option(5, "--rounds", min=1, help="Timed passes of each way; the median counts"),
+    workdir: Optional[Path] = WORKDIR,
+    output: Optional[Path] = OUTPUT,
+) -> None:
+    """int8's character convolutions in fixed-shape chunks (what makes a sentence's vectors the
+    same alone and in any batch) against the batch at once, alternating in one process."""
+    from .token_chunks import COLUMNS, run_token_chunks_bench
+
+    with bench_workdir(workdir) as directory:
+        model = _bench_model(directory, weights, None, None, random_shape)
+        result = run_token_chunks_bench(
+            str(model.source.directory), model.description, batch_size, threads, sentences, rounds
+        )
+    report.echo_table(f"{model.description}: median of {rounds} passes of {sentences} sentences", result["rows"], COLUMNS)
+    report.echo_system(result["system"])
+    report.write_json(result, output)
+
+
 @app.command("pipe")
 def pipe_command(
     weights: Optional[str] = WEIGHTS,

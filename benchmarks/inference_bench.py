@@ -3,28 +3,31 @@
 Paths, all on the same random weights and the same batches of real sentences:
 
 - ``reference``: :class:`~.reference.ReferenceBiLM`, AllenNLP's algorithm (the baseline);
-- ``exact``: the package's ``bilm(char_ids)`` in float32;
-- ``exact + token cache``: the same after ``bilm.cache_token_embeddings(words)`` with the
+- ``exact``: the package's ``BiLMRunner(bilm)(char_ids)`` in float32 (what the pipe runs);
+- ``exact + token cache``: the same after ``runner.cache_token_embeddings(words)`` with the
   ``CACHE_WORDS`` most frequent words of the whole benchmark text, as the pipe's
   ``token_cache_words`` caches a vocabulary's head, not the batches at hand: words outside it
   still go through the character CNN (the hit rate is reported; the build time apart);
-- ``bf16 autocast``: ``bilm(char_ids)`` with ``bilm.precision = "bf16"`` (the package runs its
-  products under ``torch.autocast``), where bf16 runs (``spacy_elmo.nn.precision.runs_on``);
-- ``tf32`` (CUDA only): ``bilm.precision = "tf32"``, float32 with TensorFloat-32 products;
-- ``int8`` and ``int8 + token cache`` (CPU only): ``bilm.precision = "int8"``, int8 weights per
+- ``bf16 autocast``: ``runner.precision = "bf16"`` (the package runs its products under
+  ``torch.autocast``), where bf16 runs (``spacy_elmo.nn.precision.runs_on``);
+- ``tf32`` (CUDA only): float32 in a process that allows TensorFloat-32 (PyTorch's two TF32
+  switches set once, in the path's own process: a user's setting, which the package never
+  writes);
+- ``int8`` and ``int8 + token cache`` (CPU only): ``runner.precision = "int8"``, int8 weights per
   output channel in the LSTM and highway/projection products (``spacy_elmo.nn.int8``).
 
 The grid: every path at each batch size and thread count (a cell); ratios compare paths within a
 cell (``x reference``, ``x exact``). Each path also reports the latency of one 20-token sentence.
-Threads: the package's paths run as the pipe does (``BiLM.threads``: the two directions and
-shards of the batch side by side, one op thread each); ``thread_modes`` may add ``"intra-op"``,
-the package's earlier way (one biLM thread, ``torch.set_num_threads(threads)``), for a before and
-after in one run. The reference always runs on PyTorch's intra-op threads. ``contention`` adds,
+Threads: the package's paths run as the pipe does in a process at one PyTorch op thread
+(``BiLMRunner.threads``: the two directions and shards of the batch side by side);
+``thread_modes`` may add ``"intra-op"`` (one biLM thread, ``torch.set_num_threads(threads)`` in
+the path's process), for a before and after in one run. The reference always runs on PyTorch's intra-op threads. ``contention`` adds,
 for each cell, runs beside a busy process (:func:`busy_process`: one Python ``while True`` loop,
 what a second tenant of a shared machine looks like), to measure what threads give on a machine
 someone else is using.
 
-On CUDA the reference and the float32 paths run with TF32 off (cuDNN convolutions default to it).
+On CUDA the reference and the float32 paths run with TF32 off (cuDNN convolutions default to it):
+each path's process sets PyTorch's TF32 switches once, on for the ``tf32`` path only.
 
 The paths run in ``repeats`` rounds, in the listed order and then reversed, alternately, so
 that a drift in the machine's load does not always favour the same path. In each round every
@@ -55,8 +58,8 @@ from spacy_elmo.bench.system import system_info
 from spacy_elmo.bench.text import default_text_path, text_lines
 from spacy_elmo.chars import batch_to_ids
 from spacy_elmo.layers.mix import default_mix_weights
-from spacy_elmo.nn.bilm import BiLM
-from spacy_elmo.nn.precision import precision_context, runs_on
+from spacy_elmo.nn.precision import runs_on
+from spacy_elmo.nn.runner import BiLMRunner
 from spacy_elmo.sources import load_bilm, resolve_weight_source
 
 from .isolate import run_isolated
@@ -75,14 +78,14 @@ BF16 = "bf16 autocast"
 TF32 = "tf32"
 INT8 = "int8"
 INT8_CACHE = "int8 + token cache"
-#: The reduced-precision paths: (path, the biLM's precision mode, whether the token cache is on).
-REDUCED = {BF16: ("bf16", False), TF32: ("tf32", False), INT8: ("int8", False), INT8_CACHE: ("int8", True)}
-#: On CUDA, paths that repeat another without CUDA graphs (``BiLM.cuda_graphs``): what they gain.
+#: The reduced-precision paths: (path, the runner's precision mode, whether the token cache is on).
+REDUCED = {BF16: ("bf16", False), TF32: ("fp32", False), INT8: ("int8", False), INT8_CACHE: ("int8", True)}
+#: On CUDA, paths that repeat another without CUDA graphs (``BiLMRunner.cuda_graphs``): what they gain.
 NO_GRAPHS = " without CUDA graphs"
 #: Tokens of the one sentence whose latency each path reports (a short interactive request).
 LATENCY_TOKENS = 20
 LATENCY_RUNS = 5
-#: How a path runs threads > 1: the pipe's way (``BiLM.threads``) or the earlier one (intra-op).
+#: How a path runs threads > 1: the pipe's way (``BiLMRunner.threads``) or PyTorch's (intra-op).
 THREAD_MODES = ("split", "intra-op")
 
 
@@ -113,7 +116,9 @@ def available_paths(device: torch.device, wanted: Optional[Sequence[str]] = None
     """The reference, the exact paths, and the reduced-precision paths that run on the device
     (``spacy_elmo.nn.precision.runs_on``); only those in ``wanted`` (and the reference) if given."""
     paths = [REFERENCE, EXACT, TOKEN_CACHE]
-    paths += [path for path, (mode, _) in REDUCED.items() if runs_on(mode, device)]
+    paths += [
+        path for path, (mode, _) in REDUCED.items() if runs_on(mode, device) and (path != TF32 or device.type == "cuda")
+    ]
     if device.type == "cuda":
         paths = [REFERENCE] + with_and_without_graphs(paths[1:])
     if wanted is not None:
@@ -141,40 +146,34 @@ def busy_process(active: bool = True) -> Iterator[Optional[int]]:
 
 @contextlib.contextmanager
 def _prepared(
-    path: str, bilm: BiLM, device: torch.device, words: Sequence[str], info: Dict[str, Any]
+    path: str, runner: BiLMRunner, device: torch.device, words: Sequence[str], info: Dict[str, Any]
 ) -> Iterator[Callable[[torch.Tensor], torch.Tensor]]:
     """A function char_ids -> layers for ``path``, with the path's set-up and tear-down."""
     if path == REFERENCE:
-        reference = ReferenceBiLM(bilm)
-
-        def run_reference(char_ids: torch.Tensor) -> torch.Tensor:
-            with precision_context("fp32", device):
-                return reference(char_ids)
-
-        yield run_reference
+        yield ReferenceBiLM(runner.bilm)
         return
 
     def exact(char_ids: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
-            return bilm(char_ids)[0]
+            return runner(char_ids)[0]
 
     base = _base_path(path)
     if base not in (EXACT, TOKEN_CACHE) and base not in REDUCED:
         raise ValueError(f"unknown inference path {path!r}")
     mode, cached = REDUCED.get(base, ("fp32", base == TOKEN_CACHE))
-    bilm.precision = mode
-    bilm.cuda_graphs = base == path
+    runner.precision = mode
+    runner.cuda_graphs = base == path
     try:
         if cached:  # built in the path's precision, as the pipe builds it
             with Stopwatch(device) as clock:
-                bilm.cache_token_embeddings(list(words), CACHE_WORDS)
+                runner.cache_token_embeddings(list(words), CACHE_WORDS)
             info["cache_build_s"] = clock.seconds
             info["cache_words"] = len(words)
         yield exact
     finally:
-        bilm.clear_token_cache()
-        bilm.precision = "fp32"
-        bilm.cuda_graphs = True
+        runner.clear_token_cache()
+        runner.precision = "fp32"
+        runner.cuda_graphs = True
 
 
 def measure_path(
@@ -193,14 +192,16 @@ def measure_path(
     """Time one path and measure its peak memory (run in a fresh process by the benchmark), and
     the median time of one sentence (``latency_ids``), run alone. Returns the figures and
     the layers of every batch (float32 NumPy)."""
-    torch.set_num_threads(threads)
+    split = thread_mode == "split" and path != REFERENCE
+    # This path's own process: its thread count and TF32 switches, set once, as a user would.
+    torch.set_num_threads(1 if split else threads)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = _base_path(path) == TF32
     device = torch.device(device_name)
-    bilm = load_bilm(model_dir, device=device)
-    bilm.threads = threads if thread_mode == "split" else 1
+    runner = BiLMRunner(load_bilm(model_dir, device=device), threads=threads if split else 1)
     inputs = [torch.from_numpy(ids).to(device) for ids in batches]
     info: Dict[str, Any] = {}
     pass_seconds: List[float] = []
-    with _prepared(path, bilm, device, words[:5], {}) as run:
+    with _prepared(path, runner, device, words[:5], {}) as run:
         run(inputs[0][:1])  # priming, outside the measurement
     bar = tqdm(
         total=warmup + repeats * len(inputs),
@@ -210,12 +211,12 @@ def measure_path(
         disable=not progress,
     )
     with PeakMemory(device) as peak:
-        with _prepared(path, bilm, device, words, info) as run:
+        with _prepared(path, runner, device, words, info) as run:
             for i in range(warmup):
                 run(inputs[i % len(inputs)])
                 bar.update(1)
-            if bilm.token_cache is not None:  # start the timed pass from the vocabulary alone,
-                bilm.cache_token_embeddings(list(words), CACHE_WORDS)  # not from its own words
+            if runner.token_cache is not None:  # start the timed pass from the vocabulary alone,
+                runner.cache_token_embeddings(list(words), CACHE_WORDS)  # not from its own words
             for _ in range(repeats):
                 with Stopwatch(device) as clock:
                     outputs = []

@@ -149,7 +149,7 @@ def run_pipe_bench(
             "sentencizer": sentencizer,
             "device": str(device),
             "pipe": {**model_block, **(settings or {})},
-            "weights_resolved": elmo.check_weights().describe(),
+            "weights_resolved": elmo.weight_source().describe(),
             "n_parameters": sum(p.numel() for p in bilm.parameters()),
         },
         "rows": [row],

@@ -104,14 +104,14 @@ def elmo_pipeline(
     settings: Optional[Dict[str, Any]] = None,
 ):
     """A blank pipeline (+ sentencizer) + the elmo pipe, weights loaded. The model block's
-    ``threads`` is null unless ``settings`` set it: the benches set PyTorch's thread count
-    themselves (``--threads``)."""
+    ``threads`` is 1 (the biLM in one piece, on PyTorch's threads) unless ``settings`` set it:
+    the benches set PyTorch's thread count themselves (``--threads``)."""
     import spacy
 
     model_settings, pipe_settings = split_settings(settings)
     nlp = spacy.blank(lang)
     if sentencizer:
         nlp.add_pipe("sentencizer")
-    config = {"model": {**source.config, "threads": None, **model_settings}, **pipe_settings}
+    config = {"model": {**source.config, "threads": 1, **model_settings}, **pipe_settings}
     nlp.add_pipe("elmo", config=config).initialize()
     return nlp

@@ -166,6 +166,8 @@ def _trainer(case: PretrainCase, text: Path, vocab: Path, out: Path, rows: int, 
     from spacy_elmo.pretrain.config import RECIPES, load_config, parse_settings
     from spacy_elmo.pretrain.trainer import Trainer
 
+    # "fp32" exact (cuDNN allows TF32 by default); the trainer turns TF32 on for "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     overrides = {
         **RECIPES[case.recipe],
         **case.overrides,

@@ -26,6 +26,7 @@ _EXPORTS: Dict[str, str] = {
     "load_manylangs_bilm": "formats.manylangs",
     "save_bilm": "formats.native",
     "BiLM": "nn",
+    "BiLMRunner": "nn",
     "ScalarMix": "nn",
     "BiLMOptions": "options",
     "OptionsError": "options",
@@ -58,7 +59,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs read
     from .formats.bilm_tf import export_bilm_tf, read_bilm_tf_weights, write_bilm_tf_weights  # noqa: F401
     from .formats.manylangs import is_manylangs_dir, load_manylangs_bilm  # noqa: F401
     from .formats.native import save_bilm  # noqa: F401
-    from .nn import BiLM, ScalarMix  # noqa: F401
+    from .nn import BiLM, BiLMRunner, ScalarMix  # noqa: F401
     from .options import BiLMOptions, OptionsError  # noqa: F401
     from .pipe import restore  # noqa: F401
     from .sources import DEFAULT_MODEL, load_bilm, load_bilm_from, resolve_weight_source  # noqa: F401

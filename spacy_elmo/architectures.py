@@ -12,10 +12,6 @@ on the CPU, CuPy after ``spacy.require_gpu()``). The biLM's shape comes with its
 with its own learned layer mix (:mod:`spacy_elmo.layers.listener`). ``spacy_elmo.ElmoEmbedder.v2``:
 the same mix on its own copy of the biLM, what ``nlp.replace_listeners`` leaves in a listener's
 place.
-
-``ElmoModel.v1`` and ``ElmoEmbedder.v1`` are the first versions, kept so that configs and
-pipelines written with them still load: ``ElmoModel.v1`` takes no settings (the ``elmo`` pipe
-passed them then), ``ElmoEmbedder.v1`` took three of them itself.
 """
 
 from __future__ import annotations
@@ -27,13 +23,10 @@ from spacy.util import registry
 from thinc.api import Model
 from thinc.types import Floats2d, Floats3d
 
-from .layers.bilm_model import BiLMSettings, bilm_settings, elmo_model, set_settings
+from .layers.bilm_model import BiLMSettings, elmo_model
 from .layers.embedder import elmo_embedder
-from .layers.listener import ElmoListener
+from .layers.listener import elmo_listener, listener_head
 from .layers.mix_head import mix_head
-
-#: Marks an ``ElmoModel.v1``: its settings are the ``elmo`` pipe's (deprecated) keys.
-SETTINGS_ON_PIPE = "elmo_settings_on_pipe"
 
 
 @registry.architectures("spacy_elmo.ElmoModel.v2")
@@ -44,7 +37,7 @@ def elmo_model_v2(
     precision: str = "fp32",
     max_sequence_length: int = 256,
     max_batch_tokens: int = 4096,
-    threads: Optional[Union[int, str]] = "auto",
+    threads: Union[int, str] = "auto",
     token_cache_words: int = 0,
     token_cache_vocab: Optional[str] = None,
 ) -> Model[List[List[str]], List[Floats3d]]:
@@ -52,15 +45,16 @@ def elmo_model_v2(
 
     weights: a model directory, or the name of a released or downloaded model (``small``); with
         ``options_file`` + ``weight_file`` instead, those two files; all null: the bundled model.
-        Read on ``initialize`` or first use, whichever comes first (``spacy_elmo.sources``).
-    precision: "fp32" (exact), "tf32", "bf16", "fp16" or "int8" (``spacy_elmo.nn.precision``).
+        Read by the model's init (``nlp.initialize()`` or the first use, whichever comes first;
+        ``spacy_elmo.sources``), unless the pipeline carries them (``spacy.load``).
+    precision: "fp32", "bf16", "fp16" or "int8" (``spacy_elmo.nn.precision``).
     max_sequence_length: longest biLM sequence; longer sentences, and docs without sentence
         boundaries, are cut into windows.
     max_batch_tokens: padded tokens (sequences x longest sequence) per biLM call.
-    threads: threads the biLM runs on: at inference the two LSTM directions (and shards of the
-        batch) side by side, one op thread each; in training PyTorch's intra-op threads (the
-        caller's setting is restored after). "auto": the usable cores, at most 2. null: PyTorch's
-        own setting.
+    threads: threads the biLM's inference splits each batch over: the two LSTM directions (and
+        shards of the batch) side by side, each on PyTorch's intra-op threads as the process set
+        them. "auto": the usable cores, at most 2, where PyTorch runs one op thread
+        (``torch.set_num_threads(1)``), else 1 (``spacy_elmo.nn.threads``).
     token_cache_words: keep the token vectors of up to this many words seen in the text (least
         recently used out), pre-filled with the first lines of ``token_cache_vocab`` (default the
         ``vocab.txt`` beside the weights, if any); 0: no cache.
@@ -78,17 +72,6 @@ def elmo_model_v2(
     return model
 
 
-@registry.architectures("spacy_elmo.ElmoModel.v1")
-def elmo_model_v1() -> Model[List[List[str]], List[Floats3d]]:
-    """The first version: the biLM with the settings the ``elmo`` pipe gives it (its keys
-    ``model_path``, ``precision``, ... of that version). Use ``ElmoModel.v2``."""
-    model = elmo_model(BiLMSettings())
-    model.attrs[SETTINGS_ON_PIPE] = True
-    model.attrs["replace_listener"] = replace_listener
-    model.attrs["replace_listener_cfg"] = replace_listener_cfg_v1
-    return model
-
-
 @registry.architectures("spacy_elmo.ElmoListener.v1")
 def elmo_listener_v1(
     width: int,
@@ -102,7 +85,7 @@ def elmo_listener_v1(
     doc first, AllenNLP's ``do_layer_norm``), ``dropout`` on the mix, optionally concatenated with
     ``token_embed`` (e.g. ``spacy.MultiHashEmbed.v2``), projected by a Maxout layer to ``width``.
     Output: one ``(len(doc), width)`` array per doc."""
-    return ElmoListener(upstream, mix_head(width, dropout, token_embed, layer_norm))
+    return elmo_listener(upstream, mix_head(width, dropout, token_embed, layer_norm))
 
 
 @registry.architectures("spacy_elmo.ElmoEmbedder.v2")
@@ -118,47 +101,19 @@ def elmo_embedder_v2(
     return elmo_embedder(elmo, mix_head(width, dropout, token_embed, layer_norm))
 
 
-@registry.architectures("spacy_elmo.ElmoEmbedder.v1")
-def elmo_embedder_v1(
-    elmo: Model[List[List[str]], List[Floats3d]],
-    width: int,
-    dropout: float = 0.0,
-    token_embed: Optional[Model[List[Doc], List[Floats2d]]] = None,
-    max_sequence_length: int = 256,
-    max_batch_tokens: int = 4096,
-    threads: Optional[int] = 1,
-    layer_norm: bool = False,
-) -> Model[List[Doc], List[Floats2d]]:
-    """The first version, whose biLM (an ``ElmoModel.v1``) took three of its settings from here.
-    Use ``ElmoEmbedder.v2``."""
-    settings = bilm_settings(elmo).replace(
-        max_sequence_length=max_sequence_length, max_batch_tokens=max_batch_tokens, threads=threads
-    )
-    set_settings(elmo, settings)
-    return elmo_embedder(elmo, mix_head(width, dropout, token_embed, layer_norm))
-
-
-def replace_listener(copied_elmo: Model, listener: ElmoListener, pipe) -> Model:
+def replace_listener(copied_elmo: Model, listener: Model, pipe) -> Model:
     """``nlp.replace_listeners`` hook: the listener's own mix on a copy of the pipe's biLM (its
     settings travel with it)."""
-    return elmo_embedder(copied_elmo, listener.head)
+    return elmo_embedder(copied_elmo, listener_head(listener))
 
 
 def replace_listener_cfg(elmo_cfg: Dict[str, Any], tok2vec_cfg: Dict[str, Any]) -> Dict[str, Any]:
     """``nlp.replace_listeners`` hook for the config: an ``ElmoEmbedder.v2`` block holding the
     pipe's model block and the listener's settings."""
-    return _embedder_cfg("spacy_elmo.ElmoEmbedder.v2", elmo_cfg, tok2vec_cfg)
-
-
-def replace_listener_cfg_v1(elmo_cfg: Dict[str, Any], tok2vec_cfg: Dict[str, Any]) -> Dict[str, Any]:
-    return _embedder_cfg("spacy_elmo.ElmoEmbedder.v1", elmo_cfg, tok2vec_cfg)
-
-
-def _embedder_cfg(architecture: str, elmo_cfg: Dict[str, Any], tok2vec_cfg: Dict[str, Any]) -> Dict[str, Any]:
     listener_cfg = _find_listener_cfg(tok2vec_cfg)
     if listener_cfg is None:
         raise ValueError("replace_listeners: no spacy_elmo.ElmoListener.v1 block in the tok2vec config")
-    new_cfg = {"@architectures": architecture, "elmo": dict(elmo_cfg)}
+    new_cfg = {"@architectures": "spacy_elmo.ElmoEmbedder.v2", "elmo": dict(elmo_cfg)}
     for key in ("width", "dropout", "token_embed", "layer_norm"):
         if key in listener_cfg:
             new_cfg[key] = listener_cfg[key]
@@ -176,10 +131,4 @@ def _find_listener_cfg(cfg: Any) -> Optional[Dict[str, Any]]:
     return None
 
 
-__all__ = [
-    "elmo_embedder_v1",
-    "elmo_embedder_v2",
-    "elmo_listener_v1",
-    "elmo_model_v1",
-    "elmo_model_v2",
-]
+__all__ = ["elmo_embedder_v2", "elmo_listener_v1", "elmo_model_v2"]

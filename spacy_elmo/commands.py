@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 CHECK_SENTENCE = ["Converted", "weights", "must", "give", "the", "same", "vectors", "."]
 
-THREADS_HELP = "PyTorch threads for the biLM (more help only on cores no other process uses)"
+THREADS_HELP = "Threads the biLM splits its batches over, PyTorch ops on one thread each (more help only on cores no other process uses)"
 
 
 def convert(
@@ -173,11 +173,15 @@ def demo(
 def elmo_pipeline(model_settings: Dict[str, object], lang: str, prefix: str = "", **pipe_settings) -> "Language":
     """A blank pipeline of ``lang`` with the elmo pipe, its weights read now. ``model_settings``:
     keys of the pipe's model block (``weight_settings`` and any other); ``pipe_settings``: the
-    pipe's own keys; ``prefix`` starts the error message (a rank's name under torchrun)."""
+    pipe's own keys; ``prefix`` starts the error message (a rank's name under torchrun).
+
+    For a command, which owns its process: PyTorch runs its ops on one thread, set once here, and
+    the biLM splits its batches over the model's ``threads`` (``--threads``)."""
     import spacy
 
     from . import pipe  # noqa: F401  registers the factory where no entry point does (a checkout)
 
+    torch.set_num_threads(1)
     nlp = spacy.blank(lang)
     config = {"model": model_settings, **pipe_settings}
     try:

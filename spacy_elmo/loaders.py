@@ -35,17 +35,3 @@ def weight_loader_v2(
         return resolve_weight_source(weights, options_file, weight_file, what="weights")
 
     return load
-
-
-@registry.misc("spacy_elmo.WeightLoader.v1")
-def weight_loader_v1(
-    model_path: Optional[str] = None,
-    options_file: Optional[str] = None,
-    weight_file: Optional[str] = None,
-    model_name: Optional[str] = None,
-) -> Callable[[], WeightSource]:
-    """The first version: ``model_path`` (a directory) or ``model_name`` (the cache) in place of
-    ``weights``. Use ``spacy_elmo.WeightLoader.v2``."""
-    if model_path is not None and model_name is not None:
-        raise ValueError("set model_path or model_name, not both")
-    return weight_loader_v2(model_path if model_name is None else model_name, options_file, weight_file)

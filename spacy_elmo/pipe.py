@@ -8,6 +8,11 @@ never downloaded implicitly) on the CPU's int8 path. ``weights`` may also be a m
 or ``options_file`` + ``weight_file`` name a released model's two files. The pipe itself keeps
 what it writes to the Doc.
 
+Weights arrive through spaCy's lifecycle: the model's init reads the files the model block names
+(``nlp.initialize()``, or the pipe's first use without it), ``initialize`` may take them from a
+registered loader instead (``loaders.py``), and ``to_disk``/``from_disk`` carry them, so that
+``spacy.load`` never reads the original files. A bad weight setting fails there, naming the pipe.
+
 What it writes (``width`` = ``2 * projection_dim``, float32 NumPy arrays, also after
 ``spacy.require_gpu()``):
 
@@ -37,20 +42,18 @@ their neighbours. Sequences of a batch of docs are sorted by length and run in b
 
 Downstream components read the layers through ``spacy_elmo.ElmoListener.v1`` (see
 :mod:`spacy_elmo.layers.listener`). With ``frozen = true`` (default) the biLM never changes, and a
-:class:`~spacy_elmo.layers.doc_layers.LayerCache` of ``cache_size_mb`` keeps the layers of sentences
-already seen, so training epochs after the first skip the biLM; with ``frozen = false``,
-``update`` fine-tunes the biLM with the gradients of its listeners.
+:class:`~spacy_elmo.layers.doc_layers.LayerCache` of ``cache_size_mb`` (0, off, by default) keeps
+the layers of sentences already seen, so training epochs after the first skip the biLM; with
+``frozen = false``, ``update`` fine-tunes the biLM with the gradients of its listeners.
 """
 
 from __future__ import annotations
 
 import math
-import sys
-import warnings
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+import multiprocessing
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
-from spacy import language as spacy_language
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.pipeline.tok2vec import Tok2VecListener
@@ -60,25 +63,24 @@ from spacy.util import minibatch
 from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer
 
-from . import loaders  # noqa: F401  (registers spacy_elmo.WeightLoader.v1 and .v2)
-from .architectures import SETTINGS_ON_PIPE
+from . import architectures, loaders  # noqa: F401  (register the architectures and spacy_elmo.WeightLoader.v2)
 from .batching import batch_by_length
 from .doc_output import ElmoOutput, decode_elmo_output
 from .formats import WeightSource
+from .layers import listener as listeners
 from .layers.bilm_model import (
     BiLMSettings,
     bilm_settings,
+    configured_source,
     ensure_bilm,
-    get_bilm,
+    get_runner,
     load_weights,
-    set_settings,
     torch_device,
-    weight_source,
 )
 from .layers.doc_layers import LayerCache, doc_layers, split_sequences
-from .layers.listener import ElmoListener
 from .layers.mix import default_mix_weights, scalar_mix
 from .nn.bilm import BiLM
+from .nn.runner import BiLMRunner
 
 __all__ = ["Elmo", "add_vector_hooks", "batch_by_length", "make_elmo", "split_sequences"]
 
@@ -100,9 +102,9 @@ set_vector_hooks = true
 # fine-tunes the biLM with the gradients of the listening components.
 frozen = true
 # Frozen biLM only: keep the layers of up to this many MB of sentences, keyed on their words
-# (least recently used out), so that training epochs after the first skip the biLM. Used from
-# the first update() on (training and its evaluations), never in plain inference. 0: off.
-cache_size_mb = 512
+# (least recently used out), and look every sentence up there first, so that training epochs
+# after the first skip the biLM. 0: off (inference over new text gains nothing from it).
+cache_size_mb = 0
 
 [elmo.model]
 @architectures = "spacy_elmo.ElmoModel.v2"
@@ -111,36 +113,25 @@ cache_size_mb = 512
 weights = null
 options_file = null
 weight_file = null
-# "fp32" (exact), "int8" (CPU: int8 weights, fastest), "bf16"/"fp16" (autocast), "tf32" (CUDA).
+# "fp32" (exact on the CPU), "int8" (CPU: int8 weights, fastest), "bf16"/"fp16" (autocast).
 # Not exact: see docs/manual.md, "Speed and memory", for the measured deviation of each.
 precision = "fp32"
 # Longest biLM sequence; longer sentences, and docs without sentence boundaries, are cut.
 max_sequence_length = 256
 # Padded tokens (sequences x longest sequence) per biLM call.
 max_batch_tokens = 4096
-# Threads the biLM runs on: its forward and backward LSTMs side by side (and with 4+, shards of
-# the batch), one PyTorch op thread each, so a busy machine does not stall them; training uses
-# PyTorch's intra-op threads (the caller's setting is restored after). "auto": the usable cores,
-# at most 2; null: PyTorch's own setting. See docs/manual.md, "Threads".
+# Threads the biLM's inference splits each batch over: its forward and backward LSTMs side by
+# side (and with 4+, shards of the batch), so that a busy machine does not stall them. "auto":
+# the usable cores, at most 2, where PyTorch runs its ops on one thread (torch.set_num_threads(1)
+# once in your program), else 1. See docs/manual.md, "Threads".
 threads = "auto"
 # Keep the token vectors of up to this many words the pipe has seen (least recently used out;
-# never where gradients flow): they skip the character CNN and equal the uncached vectors up to
-# float rounding. 0: off. token_cache_vocab: a word list (one a line) that pre-fills it.
+# never where gradients flow): they skip the character CNN. 0: off. token_cache_vocab: a word
+# list (one a line) that pre-fills it.
 token_cache_words = 0
 token_cache_vocab = null
 """
 DEFAULT_CONFIG = Config().from_str(DEFAULT_CONFIG_STR)
-
-#: The biLM's settings where ``ElmoModel.v1`` configs put them, on the pipe, and ``weights``, the v2
-#: name a user may put there too. They belong to the model block. They stay parameters of the
-#: factory, null by default, so that configs written with them load (v1) or get a hint naming the
-#: model block (v2): spaCy validates a factory's keys against its signature before any code of
-#: this package runs, and confection writes every parameter with a default into the stored config,
-#: so the saved config lists them as null (docs/manual.md, "Migrating from ElmoModel.v1").
-MODEL_KEYS_ON_THE_PIPE = (
-    "weights", "model_name", "model_path", "options_file", "weight_file", "precision",
-    "max_sequence_length", "max_batch_tokens", "threads", "token_cache_words", "token_cache_vocab",
-)
 
 
 @Language.factory(
@@ -158,21 +149,10 @@ def make_elmo(
     set_vector_hooks: bool,
     frozen: bool,
     cache_size_mb: int,
-    # The model block's settings on the pipe: ElmoModel.v1 configs (MODEL_KEYS_ON_THE_PIPE).
-    weights: Optional[str] = None,
-    model_name: Optional[str] = None,
-    model_path: Optional[str] = None,
-    options_file: Optional[str] = None,
-    weight_file: Optional[str] = None,
-    precision: Optional[str] = None,
-    max_sequence_length: Optional[int] = None,
-    max_batch_tokens: Optional[int] = None,
-    threads: Optional[int] = None,
-    token_cache_words: Optional[int] = None,
-    token_cache_vocab: Optional[str] = None,
 ) -> "Elmo":
     """The ``elmo`` pipe; see the module docstring and docs/manual.md for the settings (their
-    defaults live in ``DEFAULT_CONFIG_STR`` alone)."""
+    defaults live in ``DEFAULT_CONFIG_STR`` alone). No weights are read here: the same factory
+    builds a new pipe and one that ``spacy.load`` fills from disk next."""
     others = [other for other, pipe in nlp.pipeline if isinstance(pipe, Elmo)]
     if others:
         raise ValueError(
@@ -181,9 +161,7 @@ def make_elmo(
             "so a second pipe would overwrite them under the first one's listeners; keep one elmo "
             "pipe (nlp.replace_listeners gives a component its own copy of the biLM)"
         )
-    given = {key: value for key, value in locals().items() if key in MODEL_KEYS_ON_THE_PIPE and value is not None}
-    _apply_v1_settings(model, name, given)
-    pipe = Elmo(
+    return Elmo(
         nlp.vocab,
         model,
         name,
@@ -194,72 +172,15 @@ def make_elmo(
         frozen=frozen,
         cache_size_mb=cache_size_mb,
     )
-    if not _building_from_config():
-        pipe.check_weights()
-    return pipe
-
-
-def _apply_v1_settings(model: Model, name: str, given: Dict[str, Any]) -> None:
-    """An ``ElmoModel.v1`` takes its settings from the pipe's keys, as that version did; with an
-    ``ElmoModel.v2`` those keys are refused, naming where they went."""
-    if not model.attrs.get(SETTINGS_ON_PIPE):
-        if given:
-            one = len(given) == 1
-            raise ValueError(
-                f"elmo pipe '{name}': {', '.join(sorted(given))} {'belongs' if one else 'belong'} to "
-                f"the biLM's model block: set {'it' if one else 'them'} in [components.{name}.model] "
-                "(spacy_elmo.ElmoModel.v2; model_name and model_path became weights), or use "
-                '@architectures = "spacy_elmo.ElmoModel.v1" (docs/manual.md: "Migrating from ElmoModel.v1")'
-            )
-        return
-    warnings.warn(
-        f"elmo pipe '{name}': spacy_elmo.ElmoModel.v1 and the pipe-level biLM settings are "
-        "deprecated; move them into an ElmoModel.v2 model block (docs/manual.md: \"Migrating from "
-        "ElmoModel.v1\")",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    names = [key for key in ("weights", "model_name", "model_path") if key in given]
-    if len(names) > 1:
-        raise ValueError(f"elmo pipe '{name}': set only one of {', '.join(names)}")
-    weights = given.pop(names[0]) if names else None
-    try:
-        settings = BiLMSettings(weights=None if weights is None else str(weights), **given)
-    except ValueError as err:
-        raise ValueError(f"elmo pipe '{name}': {err}") from None
-    set_settings(model, settings)
-
-
-def _building_from_config() -> bool:
-    """Whether spaCy is building this pipe from a config (``spacy.load``, ``spacy train``): the
-    weights may then come from disk next, and files the config names need not exist on this
-    machine. A pipe added by hand checks its weight settings at once."""
-    return _called_from(Language.from_config.__func__.__code__)
-
-
-def _in_spacy_worker() -> bool:
-    """Whether this runs in a worker of ``nlp.pipe(n_process=N)``, which ships each doc back
-    with ``doc.to_bytes()``: that drops user hooks, warning W109 in every worker."""
-    return _called_from(spacy_language._apply_pipes.__code__)
-
-
-def _called_from(code) -> bool:
-    """Whether a caller of the function calling this runs ``code`` (a frame walk: spaCy has no
-    flag for either case)."""
-    frame = sys._getframe(2)
-    while frame is not None:
-        if frame.f_code is code:
-            return True
-        frame = frame.f_back
-    return False
 
 
 class Elmo(TrainablePipe):
-    """Runs a frozen ELMo biLM over docs and stores its vectors on them.
+    """Runs an ELMo biLM over docs and stores its vectors on them.
 
-    The weights are read from the files the model block names on ``initialize`` or on first use,
-    whichever comes first; a pipe restored with ``from_disk``/``from_bytes`` (``spacy.load``)
-    takes them from its own serialized model and never reads those files.
+    The weights are read by the model's init, from the files its block names: on ``initialize``
+    or on first use, whichever comes first (``initialize`` may name others, through a loader). A
+    pipe restored with ``from_disk``/``from_bytes`` (``spacy.load``) takes them from its own
+    serialized model and never reads those files.
     """
 
     def __init__(
@@ -273,7 +194,7 @@ class Elmo(TrainablePipe):
         store_layers: bool = True,
         set_vector_hooks: bool = True,
         frozen: bool = True,
-        cache_size_mb: int = 512,
+        cache_size_mb: int = 0,
     ) -> None:
         self.vocab = vocab
         self.model = model
@@ -285,43 +206,45 @@ class Elmo(TrainablePipe):
         self.set_vector_hooks = set_vector_hooks
         self.frozen = frozen
         _check_int(name, "cache_size_mb", cache_size_mb, minimum=0)
+        #: On for the pipe's life when set (and the biLM is frozen): every call looks up its
+        #: sentences first, training epochs and inference alike.
         self.cache = LayerCache(cache_size_mb * 2**20) if cache_size_mb and frozen else None
-        # The cache is for training epochs: it is used once a listener is initialized or trains,
-        # or the pipe is updated (``start_training``), so plain inference (nlp(text), nlp.pipe)
-        # never holds copies of the layers.
-        self._training_started = False
-        self.listener_map: Dict[str, List[ElmoListener]] = {}
+        self.listener_map: Dict[str, List[Model]] = {}
 
     @property
     def settings(self) -> BiLMSettings:
         """The biLM's runtime settings (the model block)."""
         return bilm_settings(self.model)
 
-    def check_weights(self) -> WeightSource:
-        """The files the model block names, resolved now (weights are read later): a missing
-        path or an unknown model name is an error naming the pipe."""
-        try:
-            return weight_source(self.model)
-        except (FileNotFoundError, ValueError) as err:
-            raise type(err)(f"elmo pipe '{self.name}': {err}") from None
-
     @property
     def bilm(self) -> BiLM:
-        """The biLM, loaded from the configured weights if it is not there yet."""
+        """The biLM, its configured weights read first if it has none."""
+        return self.ensure_loaded().bilm
+
+    @property
+    def runner(self) -> BiLMRunner:
+        """What runs the biLM (``nn/runner.py``: its precision, threads, token cache)."""
         return self.ensure_loaded()
 
-    def ensure_loaded(self) -> BiLM:
-        """Load the biLM from the configured weights if it is not there yet, and return it."""
-        loaded = get_bilm(self.model) is not None
-        if not loaded:
-            self.check_weights()
+    def ensure_loaded(self) -> BiLMRunner:
+        """The runner, the model initialized first if it has no weights: the configured ones
+        are read, with errors that name the pipe."""
+        loaded = get_runner(self.model) is not None
         try:
-            bilm = ensure_bilm(self.model)
-        except (FileNotFoundError, ValueError) as err:  # a file the resolver could not check
-            raise ValueError(f"elmo pipe '{self.name}': {err}") from err
+            runner = ensure_bilm(self.model)
+        except (FileNotFoundError, ValueError) as err:
+            raise type(err)(f"elmo pipe '{self.name}': {err}") from None
         if not loaded:
-            self._link_listener_dims(bilm)
-        return bilm
+            self._link_listener_dims()
+        return runner
+
+    def weight_source(self) -> WeightSource:
+        """The files the model block names, resolved now (their weights are not read): a missing
+        path or an unknown model name is an error naming the pipe."""
+        try:
+            return configured_source(self.model)
+        except (FileNotFoundError, ValueError) as err:
+            raise type(err)(f"elmo pipe '{self.name}': {err}") from None
 
     def initialize(
         self,
@@ -334,30 +257,33 @@ class Elmo(TrainablePipe):
 
         ``weights``: a weight loader (``[initialize.components.elmo.weights]`` with
         ``@misc = "spacy_elmo.WeightLoader.v2"``): the weights come from it, and the model block
-        then needs no paths. Without it, the configured weights are read (unless the pipe
-        already has weights: there is nothing to reset).
+        then needs no paths. Without it, the model's init reads the configured weights (unless the
+        model has weights already: a pretrained biLM has nothing to reset).
 
         ``nlp``: the pipeline, checked for components after this pipe that read ``doc.tensor``."""
         if nlp is not None:
             self._check_no_tensor_reader_after(nlp)
         if weights is not None:
             try:
-                bilm = load_weights(self.model, weights())
+                load_weights(self.model, weights())
             except (FileNotFoundError, ValueError) as err:
                 raise type(err)(f"elmo pipe '{self.name}': {err}") from None
-            self._link_listener_dims(bilm)
+            self._link_listener_dims()
+        self.ensure_loaded()
         self.layer_weights()
 
-    def _link_listener_dims(self, bilm: BiLM) -> None:
+    def _link_listener_dims(self) -> None:
+        runner = get_runner(self.model)
+        if runner is None:
+            return
         for listener in self.listeners:
-            listener.set_layer_dims(bilm.n_output_layers, bilm.output_dim)
+            listeners.set_layer_dims(listener, runner.bilm.n_output_layers, runner.bilm.output_dim)
 
     def layer_weights(self) -> np.ndarray:
         """The normalised mix weights w_j, shape (n_layers + 1,), float32. Default: the LSTM
         layers equally and not the token layer, which is the same for every occurrence of a word
         and, longer than the LSTM outputs, would pull all cosines of a word towards 1 (``bench
-        senses`` with the bundled model: margin 0.054 against 0.036 for the equal mix of all layers;
-        0.067 against 0.042 on the held-out words)."""
+        senses``; docs/manual.md, "Does it separate senses?")."""
         n_layers = self.bilm.n_output_layers
         if self.mix_weights is None:
             return default_mix_weights(n_layers)
@@ -387,31 +313,28 @@ class Elmo(TrainablePipe):
 
     # ------------------------------------------------------------------ listeners
     @property
-    def listeners(self) -> List[ElmoListener]:
+    def listeners(self) -> List[Model]:
         return [m for c in self.listening_components for m in self.listener_map[c]]
 
     @property
     def listening_components(self) -> List[str]:
         return list(self.listener_map.keys())
 
-    def add_listener(self, listener: ElmoListener, component_name: str) -> None:
-        """Register a listener of a downstream component. Its layer dims are set now if the
-        biLM is loaded, else when it loads (never from here: spaCy links listeners while it
+    def add_listener(self, listener: Model, component_name: str) -> None:
+        """Register a listener of a downstream component and link it to this pipe's biLM model
+        (its layer dims are set now if the weights are there; spaCy links listeners while it
         builds a pipeline from its config, before the weights come from disk)."""
         self.listener_map.setdefault(component_name, [])
         if listener not in self.listener_map[component_name]:
             self.listener_map[component_name].append(listener)
-        listener.upstream_dims = self._layer_dims
-        listener.upstream_training = self.start_training
-        bilm = get_bilm(self.model)
-        if bilm is not None:
-            listener.set_layer_dims(bilm.n_output_layers, bilm.output_dim)
+        listeners.link(listener, self.model, self.name)
 
-    def remove_listener(self, listener: ElmoListener, component_name: str) -> bool:
+    def remove_listener(self, listener: Model, component_name: str) -> bool:
         if listener in self.listener_map.get(component_name, []):
             self.listener_map[component_name].remove(listener)
             if not self.listener_map[component_name]:
                 del self.listener_map[component_name]
+            listeners.unlink(listener)
             return True
         return False
 
@@ -420,20 +343,8 @@ class Elmo(TrainablePipe):
         names = ("*", self.name)
         if isinstance(getattr(component, "model", None), Model):
             for node in component.model.walk():
-                if isinstance(node, ElmoListener) and node.upstream_name in names:
+                if listeners.is_listener(node) and listeners.upstream_name(node) in names:
                     self.add_listener(node, component.name)
-
-    def start_training(self) -> None:
-        """From now on the layers of the sentences seen go through the layer cache. Called by
-        ``update`` and by every listener when it is initialized or trains: ``spacy train`` neither
-        initializes nor updates a frozen pipe (it runs it as an annotating component, as at
-        inference), so its listeners are what tell it that the epochs will see the same sentences
-        again."""
-        self._training_started = True
-
-    def _layer_dims(self) -> Tuple[int, int]:
-        bilm = self.bilm
-        return bilm.n_output_layers, bilm.output_dim
 
     # ------------------------------------------------------------------ processing
     def __call__(self, doc: Doc) -> Doc:
@@ -465,14 +376,13 @@ class Elmo(TrainablePipe):
         """Per-doc ``(n_layers + 1, len(doc), width)`` layers and their backprop
         (``layers.doc_layers.doc_layers``, with the model's settings)."""
         self.ensure_loaded()  # with errors that name the pipe
-        cache = self.cache if self._training_started else None
-        return doc_layers(self.model, docs, cache=cache, is_train=is_train)
+        return doc_layers(self.model, docs, cache=self.cache, is_train=is_train)
 
     def _outputs(self, layers: List) -> List[ElmoOutput]:
         """Per-doc layers (model device) -> ElmoOutput with the fixed mix, on the CPU."""
         ops = self.model.ops
         weights = self.layer_weights()
-        width = self.bilm.output_dim
+        width = self.model.get_dim("nO")
         mixed, _ = scalar_mix(ops, ops.asarray1f(weights), self.gamma, layers)
         return [
             ElmoOutput(
@@ -488,9 +398,11 @@ class Elmo(TrainablePipe):
     def set_annotations(self, docs: Iterable[Doc], outputs: List[ElmoOutput]) -> None:
         """``doc.tensor`` = the vectors (replacing a tok2vec's tensor: put the pipe after the
         components whose listeners read it), ``doc._.elmo_output``, and the hooks. Not the hooks
-        in a worker of ``nlp.pipe(n_process=N)``: spaCy drops them when it ships the doc back (the
-        vectors travel in ``doc.tensor``; ``add_vector_hooks`` sets them again in the parent)."""
-        hooks = self.set_vector_hooks and not _in_spacy_worker()
+        in a process that multiprocessing started (the workers of ``nlp.pipe(n_process=N)``):
+        spaCy ships such docs back with ``doc.to_bytes()``, which drops hooks and warns W109 (the
+        vectors travel in ``doc.tensor``; ``add_vector_hooks`` sets the hooks again in the
+        parent)."""
+        hooks = self.set_vector_hooks and multiprocessing.parent_process() is None
         for doc, output in zip(docs, outputs):
             doc._.elmo_output = output
             doc.tensor = output.vectors
@@ -512,7 +424,6 @@ class Elmo(TrainablePipe):
         back into the biLM, and ``sgd`` updates it when the last listener backpropagates."""
         losses = {} if losses is None else losses
         losses.setdefault(self.name, 0.0)
-        self.start_training()
         docs = [eg.predicted for eg in examples]
         if self.frozen or not self.listeners:
             self.set_annotations(docs, self.predict(docs))
@@ -535,10 +446,10 @@ class Elmo(TrainablePipe):
                 self.finish_update(sgd)
             return []
 
-        batch_id = ElmoListener.get_batch_id(docs)
+        batch = listeners.batch_id(docs)
         for listener in self.listeners[:-1]:
-            listener.receive(batch_id, layers, accumulate_gradient)
-        self.listeners[-1].receive(batch_id, layers, backprop)
+            listeners.receive(listener, batch, layers, accumulate_gradient)
+        listeners.receive(self.listeners[-1], batch, layers, backprop)
         return losses
 
     def to_bytes(self, *, exclude=tuple()) -> bytes:
@@ -553,14 +464,18 @@ class Elmo(TrainablePipe):
 
     def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "Elmo":
         torch_device()  # a clear error before Thinc asks CUDA for a device it cannot see
-        return super().from_bytes(bytes_data, exclude=exclude)
+        super().from_bytes(bytes_data, exclude=exclude)
+        self._link_listener_dims()
+        return self
 
     def from_disk(self, path, *, exclude=tuple()) -> "Elmo":
         torch_device()
         try:
-            return super().from_disk(path, exclude=exclude)
+            super().from_disk(path, exclude=exclude)
         except (ValueError, OSError, KeyError) as err:  # a cut or damaged file of the saved pipe
             raise unreadable_saved_pipe(self.name, path, err) from err
+        self._link_listener_dims()
+        return self
 
 
 def unreadable_saved_pipe(name: str, directory, err: Exception) -> ValueError:

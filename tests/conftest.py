@@ -184,11 +184,14 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def device(request) -> torch.device:
     """The device of ``--device``: tests that take it build their modules there. A test is
-    correct on either (CUDA has other kernels: tolerances as the package promises, fp32 without
-    TF32)."""
+    correct on either (CUDA has other kernels: tolerances as the package promises for "fp32",
+    which is exact where the process forbids TF32; this process does, once, as a user would:
+    ``spacy_elmo.nn.precision``)."""
     name = request.config.getoption("--device")
     if name == "cuda" and not torch.cuda.is_available():
         pytest.skip(f"--device cuda: PyTorch {torch.__version__} sees no CUDA device")
+    if name == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     return torch.device(name)
 
 

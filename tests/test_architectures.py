@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 import spacy
 import torch
-from thinc.api import Config, CupyOps, NumpyOps, set_current_ops
+from thinc.api import Config, ConfigValidationError, CupyOps, NumpyOps, set_current_ops
 
 from conftest import make_options, write_random_bilm_tf
 from spacy_elmo import batch_to_ids, load_bilm
-from spacy_elmo.architectures import elmo_model_v1, elmo_model_v2
-from spacy_elmo.layers.bilm_model import bilm_settings, get_bilm, set_bilm
+from spacy_elmo.architectures import elmo_model_v2
+from spacy_elmo.layers.bilm_model import BiLMShim, bilm_settings, get_runner, set_bilm
 
 SENTENCES = [["The", "bank", "of", "the", "river", "."], ["Money", "!"], ["x"]]
 
@@ -31,10 +31,12 @@ def test_architecture_resolves_from_a_config_block():
     config = Config().from_str('[model]\n@architectures = "spacy_elmo.ElmoModel.v2"\nprecision = "bf16"\nthreads = 2\n')
     model = spacy.registry.resolve(config)["model"]
     assert model.name == "elmo"
-    assert get_bilm(model) is None
+    assert get_runner(model) is None
     assert bilm_settings(model).precision == "bf16" and bilm_settings(model).threads == 2
     assert spacy.registry.architectures.get("spacy_elmo.ElmoModel.v2") is elmo_model_v2
-    assert spacy.registry.architectures.get("spacy_elmo.ElmoModel.v1") is elmo_model_v1
+    for gone in ("spacy_elmo.ElmoModel.v1", "spacy_elmo.ElmoEmbedder.v1"):
+        assert not spacy.registry.has("architectures", gone)
+    assert not spacy.registry.has("misc", "spacy_elmo.WeightLoader.v1")
     assert spacy.registry.find("architectures", "spacy_elmo.ElmoModel.v2")["module"] == "spacy_elmo.architectures"
 
 
@@ -76,7 +78,7 @@ def test_bytes_carry_options_and_weights(tmp_path):
     model = elmo_model_v2()
     set_bilm(model, load_bilm(options, weights))
     restored = elmo_model_v2().from_bytes(model.to_bytes())
-    assert get_bilm(restored).options == get_bilm(model).options
+    assert get_runner(restored).bilm.options == get_runner(model).bilm.options
     assert restored.get_dim("nO") == 10
     for a, b in zip(model.predict(SENTENCES), restored.predict(SENTENCES)):
         assert a.shape == (4, a.shape[1], 10)
@@ -87,14 +89,35 @@ def test_a_model_without_weights_says_so():
     model = elmo_model_v2()
     with pytest.raises(ValueError, match="no weights yet"):
         model.predict([["a"]])
-    assert elmo_model_v2().from_bytes(model.to_bytes()).shims[0]._model is None
+    assert get_runner(elmo_model_v2().from_bytes(model.to_bytes())) is None
+
+
+def test_the_shim_holds_one_runner_that_runs_and_receives_the_weights(elmo_model, fixture_files):
+    """BiLMShim.runner is the module the shim runs, for the model's life: from_bytes loads the
+    weights into it rather than replacing it, and a copy copies both as one."""
+    shim = elmo_model.shims[0]
+    assert isinstance(shim, BiLMShim)
+    calls = []
+    shim.runner.register_forward_hook(lambda *_: calls.append(1))
+    elmo_model.predict(SENTENCES)
+    assert calls == [1]
+    bare = elmo_model_v2()
+    runner = bare.shims[0].runner
+    assert get_runner(bare) is None and runner.bilm is None
+    bare.from_bytes(elmo_model.to_bytes())
+    assert bare.shims[0].runner is runner and get_runner(bare) is runner
+    assert runner.bilm.options == shim.runner.bilm.options
+    copy = elmo_model.copy()
+    assert copy.shims[0].runner is not shim.runner
+    copy.predict(SENTENCES)
+    assert calls == [1, 1]  # the copied runner carries the copied hook: the same module the shim runs
 
 
 def test_gradients_reach_the_bilm(elmo_model):
     """Not used by the frozen pipe, but what a fine-tuning listener will rely on."""
     outputs, backprop = elmo_model.begin_update(SENTENCES[:2])
     backprop([np.ones_like(o) for o in outputs])
-    bilm = get_bilm(elmo_model)
+    bilm = get_runner(elmo_model).bilm
     assert float(bilm.token_encoder.projection.weight.grad.abs().sum()) > 0
     assert float(bilm.backward_lstm.layers[1].weight_hh_l0.grad.abs().sum()) > 0
 
@@ -115,81 +138,22 @@ def test_gpu_ops_without_a_cuda_torch_fail_clearly(fixture_bilm):
         set_current_ops(NumpyOps())
 
 
-V1_PIPELINE_CONFIG = """
-[nlp]
-lang = "en"
-pipeline = ["elmo"]
-
-[components]
-
-[components.elmo]
-factory = "elmo"
-model_path = "{model}"
-model_name = null
-options_file = null
-weight_file = null
-mix_weights = [0, 1, 1]
-gamma = 1.0
-max_sequence_length = 256
-max_batch_tokens = 64
-store_layers = true
-set_vector_hooks = true
-threads = 1
-frozen = true
-cache_size_mb = 512
-precision = "bf16"
-token_cache_words = 0
-token_cache_vocab = null
-
-[components.elmo.model]
-@architectures = "spacy_elmo.ElmoModel.v1"
-"""
+V1_KEYS = ("model_name", "model_path", "weights", "options_file", "weight_file", "precision",
+           "max_sequence_length", "max_batch_tokens", "threads", "token_cache_words", "token_cache_vocab")
 
 
-def test_a_v1_pipeline_config_still_loads_with_its_pipe_level_settings(fixture_files):
-    """Configs written before the settings moved into ElmoModel.v2 (pipe-level keys, an
-    ElmoModel.v1 block) still build, with a deprecation warning, and give the v2 pipe's vectors."""
-    directory = fixture_files[0].parent
-    with pytest.warns(DeprecationWarning, match="ElmoModel.v1"):
-        old = spacy.util.load_model_from_config(
-            Config().from_str(V1_PIPELINE_CONFIG.format(model=directory)), auto_fill=True
-        )
-    settings = old.get_pipe("elmo").settings
-    assert (settings.weights, settings.precision, settings.max_batch_tokens) == (str(directory), "bf16", 64)
-    new = spacy.blank("en")
-    new.add_pipe("elmo", config={"model": {"weights": str(directory), "precision": "bf16", "max_batch_tokens": 64}, "mix_weights": [0, 1, 1]})
-    text = "The old config still works ."
-    np.testing.assert_array_equal(old(text)._.elmo, new(text)._.elmo)
-
-
-def test_v1_keys_beside_a_v2_model_say_where_they_went():
-    with pytest.raises(ValueError, match=r"precision, threads belong to the biLM's model block: set them in \[components.elmo.model\]"):
-        spacy.blank("en").add_pipe("elmo", config={"precision": "bf16", "threads": 2})
-
-
-@pytest.mark.parametrize("key, value", [
-    ("weights", "small"), ("model_name", "small"), ("model_path", "/models/elmo"), ("options_file", "o.json"),
-    ("weight_file", "w.hdf5"), ("precision", "int8"), ("max_sequence_length", 128), ("max_batch_tokens", 1024),
-    ("threads", 2), ("token_cache_words", 100), ("token_cache_vocab", "vocab.txt"),
-])  # fmt: skip
-def test_every_model_key_on_the_pipe_gets_the_hint(key, value):
-    """Each of the model block's settings, put on the pipe by mistake or by an old config, is
-    refused with the hint naming the block (not spaCy's bare 'unexpected argument')."""
-    with pytest.raises(ValueError, match=rf"'elmo': {key} belongs to the biLM's model block: set it in \[components.elmo.model\]"):
-        spacy.blank("en").add_pipe("elmo", config={key: value})
-
-
-def test_the_pipe_config_holds_the_live_keys_and_the_model_keys_as_null(tmp_path):
-    """What a new pipeline's config holds: the pipe's own settings, the model block, and the
-    model's keys on the pipe as null (kept so that old configs load: MODEL_KEYS_ON_THE_PIPE), also
-    after saving and loading."""
-    from spacy_elmo.pipe import DEFAULT_CONFIG, MODEL_KEYS_ON_THE_PIPE
+def test_a_saved_config_holds_only_keys_that_do_something(tmp_path):
+    """config.cfg of a saved pipeline: the pipe's own settings and its model block, nothing of
+    the first version's pipe-level keys; such a key on the pipe is spaCy's own config error."""
+    from spacy_elmo.pipe import DEFAULT_CONFIG
 
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo")
-    live = set(DEFAULT_CONFIG["elmo"]) | {"factory"}
-    for config in (nlp.config, spacy.util.load_config_from_str(nlp.config.to_str())):
-        pipe = config["components"]["elmo"]
-        assert set(pipe) == live | set(MODEL_KEYS_ON_THE_PIPE)
-        assert all(pipe[key] is None for key in MODEL_KEYS_ON_THE_PIPE)
-        assert pipe["model"]["@architectures"] == "spacy_elmo.ElmoModel.v2"
+    nlp.to_disk(tmp_path / "pipeline")
+    saved = Config().from_disk(tmp_path / "pipeline" / "config.cfg")
+    pipe = saved["components"]["elmo"]
+    assert set(pipe) == set(DEFAULT_CONFIG["elmo"]) | {"factory"}
+    assert not set(V1_KEYS) & set(pipe)
+    assert set(pipe["model"]) == set(DEFAULT_CONFIG["elmo"]["model"])
+    with pytest.raises(ConfigValidationError, match="model_path"):
+        spacy.blank("en").add_pipe("elmo", config={"model_path": "/models/elmo"})

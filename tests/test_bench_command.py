@@ -107,14 +107,14 @@ def test_a_saved_pipeline_runs_with_each_cells_settings(tmp_path):
         (["--precision", "fp32,fp8"], "must be one of"),
         (["--threads", "1,0"], "greater than or equal to 1"),
         (["--threads", "two"], "greater than or equal to 1"),
-        (["--precision", "tf32"], "does not run on cpu"),
+        (["--precision", "tf32"], "TF32 is a process-wide PyTorch setting"),
         (["--text", "/no/such/text.txt"], "benchmark text not found: /no/such/text.txt"),
         (["--weights", "/no/such/model"], "does not exist"),
         (["--options-file", ELMO_FIXTURE_FILES[0]], "go together"),
         ([str(FIXTURES), "--weights", "small"], "PIPELINE brings its own weights"),
         ([str(FIXTURES)], "not a saved pipeline (no config.cfg)"),
     ],
-    ids=["precision", "threads-0", "threads-word", "tf32-cpu", "text", "weights", "half-pair", "pipeline-and-weights", "not-a-pipeline"],
+    ids=["precision", "threads-0", "threads-word", "tf32", "text", "weights", "half-pair", "pipeline-and-weights", "not-a-pipeline"],
 )
 def test_bad_input_is_refused_before_any_cell_runs(args, says):
     result = runner.invoke(app, ["bench", *args], env={"COLUMNS": "300"})

@@ -53,3 +53,23 @@ def test_trimming_padding_positions_is_exact():
     pooled = torch.cat([torch.relu(conv(embedded).amax(dim=-1)) for conv in encoder.convolutions], -1)
     expected = encoder.projection(encoder.highways[0](pooled))
     torch.testing.assert_close(encoder(ids), expected, rtol=0, atol=1e-6)
+
+
+def test_chunked_with_int8_each_token_gets_the_vector_it_gets_alone_bit_for_bit():
+    """``chunked``: every convolution on CHUNK_ROWS tokens of one length bucket, so that with
+    int8 (whose products are integer) a token's vector does not change in its last bits with
+    the tokens beside it, whatever their number and order; the same numbers as the batch at
+    once, up to float rounding."""
+    from spacy_elmo.nn.char_cnn import CHUNK_ROWS
+    from spacy_elmo.nn.int8 import int8_products
+
+    encoder = _encoder("tanh")
+    words = [f"w{i}" * (1 + i % 9) for i in range(2 * CHUNK_ROWS + 5)] + ["", "🙂", "x" * 80]
+    ids = torch.from_numpy(tokens_to_ids(words))
+    with torch.no_grad(), int8_products():
+        alone = torch.cat([encoder(ids[i : i + 1], chunked=True) for i in range(len(words))])
+        for order in (torch.arange(len(words)), torch.randperm(len(words), generator=torch.Generator().manual_seed(0))):
+            assert torch.equal(encoder(ids[order], chunked=True), alone[order])
+        torch.testing.assert_close(encoder(ids), alone, rtol=0, atol=1e-5)
+    with torch.no_grad():
+        torch.testing.assert_close(encoder(ids, chunked=True), encoder(ids), rtol=0, atol=1e-5)

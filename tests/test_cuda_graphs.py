@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from conftest import run_in_threads
-from spacy_elmo import batch_to_ids, load_bilm
+from spacy_elmo import BiLMRunner, batch_to_ids, load_bilm
 from spacy_elmo.nn.cuda_graphs import MAX_GRAPHS, MAX_ROWS, bucket_length, bucket_rows, pays_off
 
 WORDS = "the bank raised its rates as the river rose over the bank of the Spree".split()
@@ -31,7 +31,8 @@ def _layers(bilm, sentences, graphs: bool) -> torch.Tensor:
 
 @pytest.fixture()
 def bilm(fixture_files, device):
-    return load_bilm(*fixture_files, device=device)
+    """The fixture model in a runner, which chooses the graphs."""
+    return BiLMRunner(load_bilm(*fixture_files, device=device))
 
 
 def test_buckets_cover_the_batch_and_waste_at_most_a_third():
@@ -62,7 +63,7 @@ def test_graphs_follow_weights_that_moved_and_precision(bilm, device):
     sentences = _sentences(5, 3)
     before = _layers(bilm, sentences, graphs=True)
     with torch.no_grad():
-        for p in bilm.forward_lstm.parameters():
+        for p in bilm.bilm.forward_lstm.parameters():
             p.mul_(0.5)  # in place: the recorded graph reads the new values
     halved = _layers(bilm, sentences, graphs=True)
     torch.testing.assert_close(halved, _layers(bilm, sentences, graphs=False), rtol=1e-5, atol=1e-5)
@@ -98,11 +99,11 @@ def test_stateful_and_copies_run_as_before(fixture_files, device):
     batches = [_sentences(4, 20), _sentences(4, 21)]
     runs = []
     for graphs in (True, False):
-        bilm = load_bilm(*fixture_files, device=device, stateful=True)
+        bilm = BiLMRunner(load_bilm(*fixture_files, device=device, stateful=True))
         runs.append([_layers(bilm, b, graphs=graphs) for b in batches])
     for a, b in zip(*runs):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
-    bilm = load_bilm(*fixture_files, device=device)
+    bilm = BiLMRunner(load_bilm(*fixture_files, device=device))
     first = _layers(bilm, batches[0], graphs=True)
     twin = copy.deepcopy(bilm)
     assert twin._graphs is None

@@ -405,11 +405,10 @@ def test_pipe_model_name_loads_from_the_cache_and_never_needs_it_after_saving(se
 def test_pipe_model_name_missing_says_how_to_download(home):
     import spacy
 
-    with pytest.raises(ModelNotCachedError, match="python -m spacy_elmo download small"):
-        spacy.blank("en").add_pipe("elmo", config={"model": {"weights": "small"}})
-    v1 = {"model": {"@architectures": "spacy_elmo.ElmoModel.v1"}, "model_name": "small", "model_path": "x"}
-    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="set only one of model_name, model_path$"):
-        spacy.blank("en").add_pipe("elmo", config=v1)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"model": {"weights": "small"}})
+    with pytest.raises(ModelNotCachedError, match="(?s)elmo pipe 'elmo': .*python -m spacy_elmo download small"):
+        nlp.initialize()
 
 
 def test_embed_with_model_name(server, home, tmp_path):

@@ -13,7 +13,7 @@ import spacy
 import torch
 
 from conftest import make_options, write_random_bilm_tf
-from spacy_elmo import load_bilm
+from spacy_elmo import BiLMRunner, load_bilm
 from spacy_elmo.nn import int8
 from spacy_elmo.nn.int8 import Int8Weight, int8_products, quantize_rows, weight_levels
 from spacy_elmo.nn.precision import precision_context
@@ -92,11 +92,8 @@ def test_the_kernel_follows_the_cpu():
 
 
 def _layers(bilm, precision):
-    bilm.precision = precision
     with torch.no_grad():
-        layers, mask = bilm(torch.from_numpy(bilm.batch_to_ids(SENTENCES)))
-    bilm.precision = "fp32"
-    return layers, mask
+        return BiLMRunner(bilm, precision)(torch.from_numpy(bilm.batch_to_ids(SENTENCES)))
 
 
 def _cosines(a, b, mask):
@@ -134,14 +131,13 @@ def test_int8_stays_close_where_the_kernel_saturates(tmp_path):
     options, weights = write_random_bilm_tf(tmp_path, make_options(), scale=0.3)
     script = f"""
 import torch
-from spacy_elmo import load_bilm
+from spacy_elmo import BiLMRunner, load_bilm
 from spacy_elmo.nn.int8 import weight_levels
 bilm = load_bilm({str(options)!r}, {str(weights)!r})
 ids = torch.from_numpy(bilm.batch_to_ids({SENTENCES!r}))
 with torch.no_grad():
     exact, mask = bilm(ids)
-    bilm.precision = "int8"
-    fast, _ = bilm(ids)
+    fast, _ = BiLMRunner(bilm, "int8")(ids)
 cos = torch.nn.functional.cosine_similarity(fast[:, mask], exact[:, mask], dim=-1)
 print(weight_levels(), float(cos.mean(dim=1).min()), float(cos.min()))
 """
@@ -179,20 +175,15 @@ def test_gradients_run_in_float32(fixture_bilm):
     """int8 is for inference: a forward that needs gradients (fine-tuning) is the exact one."""
     ids = torch.from_numpy(fixture_bilm.batch_to_ids(SENTENCES))
     exact, _ = fixture_bilm(ids)
-    fixture_bilm.precision = "int8"
-    try:
-        with torch.enable_grad():
-            tracked, _ = fixture_bilm(ids)
-    finally:
-        fixture_bilm.precision = "fp32"
+    with torch.enable_grad():
+        tracked, _ = BiLMRunner(fixture_bilm, "int8")(ids)
     assert tracked.requires_grad
     torch.testing.assert_close(tracked.detach(), exact.detach(), atol=1e-6, rtol=0)
 
 
 def test_stateful_int8_carries_states(fixture_files):
-    bilm = load_bilm(*fixture_files, stateful=True)
-    bilm.precision = "int8"
-    ids = torch.from_numpy(bilm.batch_to_ids(SENTENCES))
+    bilm = BiLMRunner(load_bilm(*fixture_files, stateful=True), "int8")
+    ids = torch.from_numpy(bilm.bilm.batch_to_ids(SENTENCES))
     with torch.no_grad():
         first, _ = bilm(ids)
         second, _ = bilm(ids)
@@ -228,3 +219,71 @@ def test_pipe_with_int8_saves_float_weights_and_the_setting(tmp_path, fixture_fi
     # the same saved weights run exactly when the setting is overridden at load time
     exact_again = spacy.load(tmp_path / "pipeline", config={"components": {"elmo": {"model": {"precision": "fp32"}}}})
     np.testing.assert_allclose(exact_again(text)._.elmo, a, atol=1e-6)
+
+
+def test_int8_matmul_is_the_exact_int32_product():
+    """The one call of torch._int_mm (a private op): exact int32 sums of int8 products, as
+    NumPy computes them, on shapes like the biLM's."""
+    rng = np.random.default_rng(1)
+    a = rng.integers(-127, 128, (17, 512), dtype=np.int8)
+    b = rng.integers(-127, 128, (512, 48), dtype=np.int8)
+    got = int8.int8_matmul(torch.from_numpy(a), torch.from_numpy(b).t().contiguous().t())
+    assert got.dtype == torch.int32
+    np.testing.assert_array_equal(got.numpy(), a.astype(np.int64) @ b.astype(np.int64))
+
+
+def _real_sentences() -> list:
+    """Hundreds of sentences of real text: the package's bench text (WikiText-2, news-like
+    encyclopedia prose) and its demo sentences, cut as the bench cuts them."""
+    from spacy_elmo.bench.text import DEMO_TEXT, text_lines
+    from spacy_elmo.sentences import split_sentences
+
+    def sentences(lines):
+        return [s for line in lines for s in split_sentences(line.split(), 64)]
+
+    return sentences(text_lines())[:170] + sentences(text_lines(DEMO_TEXT))
+
+
+@pytest.mark.parametrize("backend", ["this-cpu", "fbgemm"])
+def test_int8_vectors_of_real_text_are_the_same_alone_and_in_any_batch_bit_for_bit(monkeypatch, backend):
+    """The bundled model on real sentences: each sentence's int8 layers alone equal its layers in
+    batches of 3, 8 and 32 (neighbours shuffled), on 1, 2 and 4 biLM threads, on 1 and 2 PyTorch
+    threads, and through the token cache, bit for bit (the worst before: 0.04, one news sentence
+    alone and in a batch of 8, on FBGEMM). FBGEMM's kernel, what a CPU without VNNI runs, on the
+    first 80 sentences. (The token layer runs in fixed-shape
+    chunks, ``CharacterEncoder.encode_in_chunks``; the other products are integer.)"""
+    from spacy_elmo import DEFAULT_MODEL
+    from spacy_elmo.nn.threads import torch_threads
+
+    if backend == "fbgemm":
+        if "fbgemm" not in torch.backends.quantized.supported_engines:
+            pytest.skip("this PyTorch has no FBGEMM")
+        monkeypatch.setattr(int8, "int8_backend", lambda: "fbgemm")
+    runner = BiLMRunner(load_bilm(DEFAULT_MODEL), "int8")
+    sentences = _real_sentences()
+    assert len(sentences) > 200
+    if backend == "fbgemm":
+        sentences = sentences[:80]
+
+    def layers(batch):
+        with torch.no_grad():
+            out, _ = runner(torch.from_numpy(runner.bilm.batch_to_ids(batch)))
+        return [out[:, i, : len(s)] for i, s in enumerate(batch)]
+
+    alone = [layers([s])[0] for s in sentences]
+    rng = np.random.default_rng(0)
+    for batch_size, threads, op_threads in [(3, 1, 1), (8, 2, 2), (32, 4, 1)]:
+        runner.threads = threads
+        order = rng.permutation(len(sentences))
+        with torch_threads(op_threads):
+            for start in range(0, len(order), batch_size):
+                picked = order[start : start + batch_size]
+                for k, got in zip(picked, layers([sentences[k] for k in picked])):
+                    assert torch.equal(got, alone[k]), (batch_size, threads, op_threads, sentences[k])
+    runner.threads = 2
+    runner.cache_token_embeddings(max_words=500)  # smaller than the text's vocabulary: evictions
+    for start in range(0, len(sentences), 16):
+        batch = sentences[start : start + 16]
+        for k, got in enumerate(layers(batch), start):
+            assert torch.equal(got, alone[k]), ("token cache", sentences[k])
+    assert runner.token_cache.hits > 0

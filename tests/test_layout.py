@@ -183,7 +183,7 @@ def test_every_registered_function_resolves_in_a_fresh_process():
     architectures = re.findall(r'"(spacy_elmo\.\w+\.v\d+) = spacy_elmo\.architectures:', setup)
     misc = re.findall(r'"(spacy_elmo\.\w+\.v\d+) = spacy_elmo\.loaders:', setup)
     readers = re.findall(r'"(spacy_elmo\.\w+\.v\d+) = spacy_elmo\.textcat_jsonl:', setup)
-    assert "spacy_elmo.ElmoEmbedder.v1" in architectures and misc and readers
+    assert "spacy_elmo.ElmoEmbedder.v2" in architectures and misc and readers
     script = textwrap.dedent(
         f"""
         import sys

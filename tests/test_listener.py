@@ -7,7 +7,7 @@ import pytest
 import spacy
 import torch
 from spacy.training import Example
-from thinc.api import Adam, fix_random_seed
+from thinc.api import Adam, Model, fix_random_seed
 
 from conftest import ELMO_FIXTURE
 from spacy_elmo.layers.bilm_model import bilm_settings
@@ -78,7 +78,7 @@ def test_frozen_biLM_tagger_learns_and_biLM_does_not_change(token_embed):
     assert all(torch.equal(before[k], after[k]) for k in before)
     for text, tags in DATA:
         assert [t.tag_ for t in nlp(text)] == tags
-    mix = nlp.get_pipe("tagger").model.get_ref("tok2vec").head
+    mix = nlp.get_pipe("tagger").model.get_ref("tok2vec").layers[0]  # its head
     assert not np.allclose(mix.get_param("s"), 0.0), "the task-specific mix weights are learned"
 
 
@@ -280,29 +280,65 @@ def test_mix_head_gradients_match_finite_differences(layer_norm):
             assert d_layers[d][index] == pytest.approx((up - down) / (2 * eps), rel=2e-2, abs=2e-3)
 
 
-def test_cache_reuses_exact_layers_and_is_bounded():
+def test_cache_is_on_for_the_pipes_life_when_set_and_reuses_exact_layers():
+    """cache_size_mb > 0 (frozen): every call looks its sentences up first, from the pipe's first
+    call on, and keeps at most that many bytes; 0 (the default): no cache at all."""
     nlp = spacy.blank("en")
     pipe = nlp.add_pipe("elmo", config={**ELMO, "cache_size_mb": 1})
     texts = ["The bank raised rates .", "We sat on the river bank ."]
-    plain = [nlp(t)._.elmo_layers for t in texts]
-    assert len(pipe.cache) == 0  # plain inference never fills the cache
-    pipe.update([Example(nlp.make_doc(t), nlp.make_doc(t)) for t in texts])  # training starts
     first = [nlp(t)._.elmo_layers for t in texts]
-    assert len(pipe.cache) == 2
-    misses = pipe.cache.misses
+    assert len(pipe.cache) == 2 and pipe.cache.misses == 2
     second = [nlp(t)._.elmo_layers for t in texts]
-    assert pipe.cache.hits >= 2 and pipe.cache.misses == misses
-    for a, b, c in zip(first, second, plain):
-        np.testing.assert_array_equal(a, b)
-        np.testing.assert_allclose(a, c, atol=1e-6)  # batched with another sentence: rounding only
+    assert pipe.cache.hits == 2 and pipe.cache.misses == 2
+    pipe.update([Example(nlp.make_doc(t), nlp.make_doc(t)) for t in texts])  # training: the same
+    assert pipe.cache.hits == 4 and pipe.cache.misses == 2
     uncached = spacy.blank("en")
-    uncached.add_pipe("elmo", config={**ELMO, "cache_size_mb": 0})
+    uncached.add_pipe("elmo", config=ELMO)
     assert uncached.get_pipe("elmo").cache is None
-    for text, a in zip(texts, plain):
+    for text, a, b in zip(texts, first, second):
+        np.testing.assert_array_equal(a, b)
         np.testing.assert_array_equal(uncached(text)._.elmo_layers, a)
+    fine_tuned = spacy.blank("en").add_pipe("elmo", config={**ELMO, "frozen": False, "cache_size_mb": 1})
+    assert fine_tuned.cache is None  # the weights change: nothing to keep
 
     cache = LayerCache(max_bytes=1000)
     for i in range(10):
         cache.put(("w", i), np.zeros((3, 2, 16), dtype=np.float32))  # 384 bytes each
     assert cache.nbytes <= 1000 and len(cache) == 2
     assert cache.get(("w", 9)) is not None and cache.get(("w", 0)) is None
+    # A copy or pickle (a spawned worker's pipe) starts empty, with its bound and its own lock.
+    import pickle
+
+    copied = pickle.loads(pickle.dumps(cache))
+    assert len(copied) == 0 and copied.max_bytes == 1000
+    copied.put(("w", 1), np.zeros((3, 2, 16), dtype=np.float32))
+    assert len(copied) == 1 and len(cache) == 2
+
+
+def test_a_listener_is_a_plain_thinc_model_whose_copy_keeps_working():
+    """The listener's upstream name is an attr and its per-batch state an attr Thinc neither
+    saves nor copies: Model.copy() gives a listener the pipeline links again, with its own head
+    parameters, that predicts as the original."""
+    from spacy_elmo.layers import listener as listeners
+
+    nlp = tagger_pipeline()
+    train(nlp, steps=3)
+    tagger = nlp.get_pipe("tagger")
+    original = tagger.model.get_ref("tok2vec")
+    assert type(original) is Model and listeners.is_listener(original)
+    copy = original.copy()
+    assert listeners.is_listener(copy) and listeners.upstream_name(copy) == "*"
+    assert listeners.listener_head(copy) is not listeners.listener_head(original)
+    np.testing.assert_array_equal(listeners.listener_head(copy).get_param("s"), listeners.listener_head(original).get_param("s"))
+    docs = list(nlp.pipe(["They eat ham", "I like eggs"]))
+    expected = original.predict(docs)
+    got = copy.predict(docs)
+    for a, b in zip(expected, got):
+        np.testing.assert_array_equal(a, b)
+    # The copy is not linked until a pipeline links it; the original's link is untouched.
+    assert copy.attrs[listeners.STATE].upstream is None
+    assert original.attrs[listeners.STATE].upstream is nlp.get_pipe("elmo").model
+    tagger.model.replace_node(original, copy)
+    nlp.get_pipe("elmo").find_listeners(tagger)
+    assert copy.attrs[listeners.STATE].upstream is nlp.get_pipe("elmo").model
+    assert [t.tag_ for t in nlp("They eat ham")] == [t.tag_ for t in tagger(nlp.get_pipe("elmo")(nlp.make_doc("They eat ham")))]

@@ -1,8 +1,8 @@
 """Every load error names the file or the component and the next step.
 
 Weight files that were cut short (an interrupted copy or download) or that do not match their
-options.json are refused when the pipe is added or initialized, by a check of the header and the
-shapes that reads no weights, with the file's size, what its header expected and how to get a
+options.json are refused where the weights are read (``nlp.initialize()`` or the first use), by a
+check of the header and the shapes that reads no weights first, with the file's size, what its header expected and how to get a
 whole copy; a saved pipeline whose elmo files were cut names the component and the file.
 """
 
@@ -47,11 +47,15 @@ def native_dir(tmp_path, fixture_bilm):
 
 
 def _add_elmo(**model):
+    """A pipeline with the elmo pipe, initialized: where its model reads the weights (add_pipe
+    reads nothing)."""
     nlp = spacy.blank("en")
-    return nlp.add_pipe("elmo", config={"model": {"@architectures": "spacy_elmo.ElmoModel.v2", **model}})
+    pipe = nlp.add_pipe("elmo", config={"model": {"@architectures": "spacy_elmo.ElmoModel.v2", **model}})
+    nlp.initialize()
+    return pipe
 
 
-def test_a_cut_native_checkpoint_is_refused_when_the_pipe_is_added(native_dir):
+def test_a_cut_native_checkpoint_is_refused_at_initialize(native_dir):
     weights = native_dir / "model.safetensors"
     size = _cut(weights, weights.stat().st_size // 2)
     with pytest.raises(WeightFileError) as refused:
@@ -70,7 +74,7 @@ def test_a_native_checkpoint_cut_inside_its_header(native_dir):
 
 
 @pytest.mark.parametrize("named", ["directory", "two files"])
-def test_a_cut_hdf5_is_refused_when_the_pipe_is_added(released_dir, named):
+def test_a_cut_hdf5_is_refused_at_initialize(released_dir, named):
     weights = released_dir / "weights.hdf5"
     size = _cut(weights, weights.stat().st_size - 1000)
     model = (

@@ -1,5 +1,5 @@
 """Weights that enter at ``initialize`` through the registered loader
-(``spacy_elmo.WeightLoader.v2``; v1 still resolves): the pipe's own config then holds no paths."""
+(``spacy_elmo.WeightLoader.v2``): the pipe's own config then holds no paths."""
 
 from __future__ import annotations
 
@@ -58,9 +58,77 @@ def test_loader_settings_are_checked_when_the_config_is_resolved():
         nlp.initialize()
 
 
-def test_the_first_loader_version_still_resolves(fixture_bilm):
-    v1 = CONFIG.replace('"spacy_elmo.WeightLoader.v2"\nweights', '"spacy_elmo.WeightLoader.v1"\nmodel_path')
-    assert "WeightLoader.v1" in v1
-    nlp = spacy.util.load_model_from_config(Config().from_str(v1), auto_fill=True)
-    nlp.initialize()
-    assert nlp.get_pipe("elmo").bilm.options == fixture_bilm.options
+TRAIN_CONFIG = f"""
+[paths]
+train = null
+dev = null
+
+[nlp]
+lang = "en"
+pipeline = ["elmo", "tagger"]
+
+[components]
+
+[components.elmo]
+factory = "elmo"
+frozen = true
+
+[components.tagger]
+factory = "tagger"
+
+[components.tagger.model]
+@architectures = "spacy.Tagger.v2"
+
+[components.tagger.model.tok2vec]
+@architectures = "spacy_elmo.ElmoListener.v1"
+width = 8
+
+[corpora]
+
+[corpora.train]
+@readers = "spacy.Corpus.v1"
+path = ${{paths.train}}
+
+[corpora.dev]
+@readers = "spacy.Corpus.v1"
+path = ${{paths.dev}}
+
+[training]
+seed = 0
+gpu_allocator = null
+max_steps = 2
+eval_frequency = 2
+
+[initialize]
+
+[initialize.components]
+
+[initialize.components.elmo]
+
+[initialize.components.elmo.weights]
+@misc = "spacy_elmo.WeightLoader.v2"
+weights = "{ELMO_FIXTURE}"
+"""
+
+
+def test_spacy_train_reads_the_weights_of_the_initialize_block(tmp_path, fixture_bilm):
+    """spaCy's own training (``spacy train``'s function) initializes the frozen-by-setting elmo
+    pipe with the loader, trains the tagger on its layers, and saves a pipeline that carries
+    those weights (the fixture model's shape, not the bundled model's)."""
+    from spacy.cli.train import train
+    from spacy.tokens import DocBin
+
+    nlp = spacy.blank("en")
+    docs = DocBin()
+    for text, tags in [("I like eggs", ["N", "V", "N"]), ("Eat ham", ["V", "N"])]:
+        doc = nlp.make_doc(text)
+        for token, tag in zip(doc, tags):
+            token.tag_ = tag
+        docs.add(doc)
+    docs.to_disk(tmp_path / "train.spacy")
+    (tmp_path / "config.cfg").write_text(TRAIN_CONFIG, encoding="utf-8")
+    paths = {"paths.train": str(tmp_path / "train.spacy"), "paths.dev": str(tmp_path / "train.spacy")}
+    train(tmp_path / "config.cfg", tmp_path / "out", overrides=paths)
+    trained = spacy.load(tmp_path / "out" / "model-last")
+    assert trained.get_pipe("elmo").bilm.options == fixture_bilm.options
+    assert trained("I like ham")._.elmo.shape == (3, 2 * fixture_bilm.options.lstm.projection_dim)

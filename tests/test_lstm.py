@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from spacy_elmo.nn.lstm import DirectionalLSTM, reverse_padded
-from spacy_elmo.nn.precision import precision_context
 
 
 def _step_by_step(layer, x, clip):
@@ -38,10 +37,10 @@ def _lstm(go_forward: bool, device: torch.device) -> DirectionalLSTM:
 
 
 def _run(lstm: DirectionalLSTM, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """The top layer's output in float32 (TF32 off, as the biLM runs it), back on the CPU."""
+    """The top layer's output in float32 (on CUDA with TF32 off: the `device` fixture), back on
+    the CPU."""
     device = next(lstm.parameters()).device
-    with precision_context("fp32", device):
-        (out,), _ = lstm(x.to(device), lengths.to(device))
+    (out,), _ = lstm(x.to(device), lengths.to(device))
     return out.detach().cpu()
 
 
@@ -83,7 +82,7 @@ def test_dense_loop_is_the_cell_equations_and_freezes_finished_rows(device):
         x[1, 2:] = 0
         x[2] = 0
         valid = torch.arange(6)[None, :] < lengths[:, None]
-        with torch.no_grad(), precision_context("fp32", device):
+        with torch.no_grad():
             (out,), ((h, _),) = lstm.forward_dense(x.to(device), lengths.to(device), valid.to(device))
         out, h = out.cpu(), h.cpu()
         for row, n in enumerate(lengths.tolist()[:2]):
@@ -105,7 +104,7 @@ def test_dense_loop_equals_the_packed_loop_with_two_layers_and_skip_connections(
         lengths = torch.tensor([4, 9, 1, 6])
         valid = torch.arange(9)[None, :] < lengths[:, None]
         x = torch.randn(4, 9, 5) * valid[:, :, None]
-        with torch.no_grad(), precision_context("fp32", device):
+        with torch.no_grad():
             packed, packed_states = lstm(x.to(device), lengths.to(device))
             dense, dense_states = lstm.forward_dense(x.to(device), lengths.to(device), valid.to(device))
         for a, b in zip(packed, dense):
@@ -126,7 +125,7 @@ def test_torchs_fused_lstm_over_windows_equals_the_dense_loop(device):
     layer = ClippedLSTM(5, 7, 4).to(device)
     x = torch.randn(3, 6, 5, device=device)
     state = (torch.randn(3, 4, device=device), torch.randn(3, 7, device=device))
-    with torch.no_grad(), precision_context("fp32", device):
+    with torch.no_grad():
         fused, (h, c) = lstm_kernels.fused_dense(layer, x, state)
         dense, (h2, c2) = lstm_kernels.dense_loop(layer, x, None, state)
     for a, b in ((fused, dense), (h, h2), (c, c2)):
@@ -156,11 +155,10 @@ def test_the_packed_loop_trains_as_the_dense_loop(device):
             for kernel in ("packed", "dense"):
                 lstm.zero_grad()
                 x.grad = None
-                with precision_context("fp32", device):
-                    if kernel == "packed":
-                        outputs, states = lstm(x, lengths.to(device))
-                    else:
-                        outputs, states = lstm.forward_dense(x, lengths.to(device), valid.to(device))
+                if kernel == "packed":
+                    outputs, states = lstm(x, lengths.to(device))
+                else:
+                    outputs, states = lstm.forward_dense(x, lengths.to(device), valid.to(device))
                 loss = (outputs[-1] * upstream).sum() + outputs[0].sum()
                 (loss + sum(h.sum() + 2 * c.sum() for h, c in states)).backward()
                 gradients.append([x.grad.clone()] + [p.grad.clone() for p in lstm.parameters()])

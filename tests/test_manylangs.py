@@ -162,7 +162,7 @@ def test_token_cache_gives_the_same_layers(model_copy, bilm):
     nlp = spacy.blank("de")
     nlp.add_pipe("elmo", config={"model": {"weights": str(model_copy), "token_cache_words": 3}})
     doc = nlp("die Straße ist schön.")
-    assert len(nlp.get_pipe("elmo").bilm.token_cache) == 3
+    assert len(nlp.get_pipe("elmo").runner.token_cache) == 3
     np.testing.assert_allclose(doc._.elmo_layers, _layers(bilm, [SENTENCES[0]])[0], atol=1e-6)
 
 
@@ -187,7 +187,7 @@ def test_each_missing_file_is_named(model_copy, name):
         load_bilm(model_copy)
     nlp = spacy.blank("de")
     nlp.add_pipe("elmo", config={"model": {"weights": str(model_copy)}})
-    with pytest.raises(ValueError, match=name.replace(".", r"\.")):
+    with pytest.raises(FileNotFoundError, match="elmo pipe 'elmo': .*" + name.replace(".", r"\.")):
         nlp.initialize()
 
 

@@ -234,20 +234,25 @@ def _pipe_with(**model):
     return nlp
 
 
-def test_missing_files_and_unknown_names_are_refused_when_the_pipe_is_made(tmp_path, fixture_files):
-    """add_pipe resolves the weights (reading them stays lazy): a typo fails at once, naming it."""
+@pytest.mark.parametrize("when", ["initialize", "first use"])
+def test_missing_files_and_unknown_names_are_refused_at_initialize_and_first_use(tmp_path, fixture_files, when):
+    """The model's init reads the weights (nlp.initialize(), or the first doc without it): a
+    typo fails there, naming the pipe and the file, before any doc gets vectors. add_pipe reads
+    nothing: spacy.load builds its pipes the same way, from configs whose files may be gone."""
     options, weights = fixture_files
-    with pytest.raises(FileNotFoundError, match="elmo pipe 'elmo': .*nope.json"):
-        _pipe_with(options_file=tmp_path / "nope.json", weight_file=weights)
-    with pytest.raises(FileNotFoundError, match="nope.hdf5"):
-        _pipe_with(options_file=options, weight_file=tmp_path / "nope.hdf5")
-    with pytest.raises(FileNotFoundError, match="weights .*nowhere does not exist"):
-        _pipe_with(weights=tmp_path / "nowhere")
-    with pytest.raises(FileNotFoundError, match="'no-such-model' is neither a model directory nor a downloaded model"):
-        _pipe_with(weights="no-such-model")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(FileNotFoundError, match="empty: no model.safetensors or weights.hdf5"):
-        _pipe_with(weights=tmp_path / "empty")
+    for model, error in [
+        ({"options_file": tmp_path / "nope.json", "weight_file": weights}, "elmo pipe 'elmo': .*nope.json"),
+        ({"options_file": options, "weight_file": tmp_path / "nope.hdf5"}, "elmo pipe 'elmo': .*nope.hdf5"),
+        ({"weights": tmp_path / "nowhere"}, "elmo pipe 'elmo': weights .*nowhere does not exist"),
+        ({"weights": "no-such-model"}, "'no-such-model' is neither a model directory nor a downloaded model"),
+        ({"weights": tmp_path / "empty"}, "empty: no model.safetensors or weights.hdf5"),
+    ]:
+        nlp = _pipe_with(**model)
+        with pytest.raises(FileNotFoundError, match=error):
+            nlp.initialize() if when == "initialize" else nlp("x")
+        with pytest.raises(FileNotFoundError, match=error):
+            nlp.get_pipe("elmo").weight_source()
 
 
 def test_a_pipeline_loaded_from_disk_never_needs_the_files_its_config_names(tmp_path, fixture_files):
@@ -293,8 +298,10 @@ def test_default_model_is_bundled_and_contextual():
 
 def test_missing_default_model_says_what_to_do(monkeypatch, tmp_path):
     monkeypatch.setattr("spacy_elmo.sources.DEFAULT_MODEL", tmp_path / "en_wikitext_small")
-    with pytest.raises(FileNotFoundError, match="en_wikitext_small is not in this installation.*download small"):
-        spacy.blank("en").add_pipe("elmo")
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo")
+    with pytest.raises(FileNotFoundError, match="elmo pipe 'elmo': .*en_wikitext_small is not in this installation.*download small"):
+        nlp("x")
 
 
 def test_config_errors_name_the_key(fixture_files):
@@ -425,15 +432,15 @@ def test_token_cache_words_give_identical_vectors_and_survive_serialization(tmp_
     (model_dir / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
     nlp = spacy.blank("en")
     elmo = nlp.add_pipe("elmo", config={"model": {"weights": str(model_dir), "token_cache_words": 20}})
-    assert len(elmo.bilm.token_cache) == len(set(vocab[:20]))
+    assert len(elmo.runner.token_cache) == len(set(vocab[:20]))
     docs = [nlp(" ".join(words)) for words in sentences]
-    assert len(elmo.bilm.token_cache) == elmo.bilm.token_cache.max_words == 20
+    assert len(elmo.runner.token_cache) == elmo.runner.token_cache.max_words == 20
     for doc in docs:
         np.testing.assert_allclose(doc._.elmo_layers, _layers(fixture_bilm, [t.text for t in doc]), atol=1e-6)
     nlp.to_disk(tmp_path / "pipeline")
     shutil.rmtree(model_dir)  # the loaded pipeline needs neither the weights nor the vocabulary
     loaded = spacy.load(tmp_path / "pipeline")
-    assert len(loaded.get_pipe("elmo").bilm.token_cache) == len(set(vocab[:20]))
+    assert len(loaded.get_pipe("elmo").runner.token_cache) == len(set(vocab[:20]))
     doc = loaded(" ".join(sentences[0]))
     np.testing.assert_allclose(doc._.elmo_layers, docs[0]._.elmo_layers, atol=1e-6)
 
@@ -447,11 +454,11 @@ def test_token_cache_without_a_vocabulary_fills_from_the_text(fixture_files, fix
         config={"model": {"options_file": str(options), "weight_file": str(weights), "token_cache_words": 10}},
     )
     nlp.initialize()
-    assert len(elmo.bilm.token_cache) == 0
+    assert len(elmo.runner.token_cache) == 0
     for _ in range(2):
         doc = nlp("The bank raised its rates .")
         np.testing.assert_allclose(doc._.elmo_layers, _layers(fixture_bilm, [t.text for t in doc]), atol=1e-6)
-    assert len(elmo.bilm.token_cache) == 8 and elmo.bilm.token_cache.hits == 8  # 6 words, <S>, </S>
+    assert len(elmo.runner.token_cache) == 8 and elmo.runner.token_cache.hits == 8  # 6 words, <S>, </S>
 
 
 def test_a_missing_token_cache_vocab_names_the_file(tmp_path, fixture_files):

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from conftest import FIXTURES
-from spacy_elmo.nn.precision import tf32_allowed
 from spacy_elmo.pretrain import Trainer, load_config
 from spacy_elmo.pretrain.config import ConfigError, parse_settings
 from spacy_elmo.pretrain.static_step import StaticStep, resolve_step_kind
@@ -78,8 +77,7 @@ def test_the_compiled_window_step_is_one_graph_and_trains_as_the_eager_one(tmp_p
     runs: list = []
     compiled.static_step = _Counting(_compiled_step(compiled), runs)
     for trainer in (eager, compiled):
-        with tf32_allowed(False):
-            _train(trainer, 3)
+        _train(trainer, 3)
     assert len(runs) == 3  # every step ran compiled
     for (name, a), b in zip(eager.model.named_parameters(), compiled.model.parameters()):
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6, msg=name)
@@ -106,12 +104,12 @@ class _Counting:
 def test_the_recorded_window_step_trains_as_the_eager_one(tmp_path):
     """``"cuda_graph"``: a few eager steps, one recording, then replays, against eager steps."""
     device = torch.device("cuda", 0)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # exact fp32
     eager = _trainer(tmp_path, "eager", device, **{"training.step": "eager"})
     graphed = _trainer(tmp_path, "graphed", device, **{"training.step": "cuda_graph"})
     assert graphed.static_step is not None and graphed.static_step.kind == "cuda_graph"
     for trainer in (eager, graphed):
-        with tf32_allowed(False):
-            _train(trainer, 8)
+        _train(trainer, 8)
     assert graphed.static_step._graph is not None  # recorded after the warm-up, then replayed
     for (name, a), b in zip(eager.model.named_parameters(), graphed.model.parameters()):
         torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5, msg=name)

@@ -1,11 +1,14 @@
-"""The pipe's ``threads`` setting: the biLM runs on that many PyTorch threads, and the caller's
-own ``torch.get_num_threads()`` is what it was after the call."""
+"""Threads: the biLM's own split of a batch (``threads``), which never writes PyTorch's thread
+count or any other process-wide setting during a call; forked and spawned workers."""
+
+import threading
+import time
 
 import pytest
 import spacy
 import torch
 
-from conftest import checkout_pythonpath
+from conftest import checkout_pythonpath, run_in_threads
 from spacy_elmo.nn.threads import torch_threads
 
 
@@ -17,6 +20,13 @@ def two_threads():
     torch.set_num_threads(before)
 
 
+def _pipeline(fixture_files, **model):
+    options, weights = map(str, fixture_files)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"model": {"options_file": options, "weight_file": weights, **model}})
+    return nlp
+
+
 def _threads_seen_by_the_bilm(nlp) -> list:
     """The thread count in force each time the biLM's forward runs (a forward hook records it)."""
     seen = []
@@ -25,6 +35,7 @@ def _threads_seen_by_the_bilm(nlp) -> list:
 
 
 def test_torch_threads_restores_the_setting(two_threads):
+    """For a command's whole run (pretraining): set, then restored, also after an error."""
     with torch_threads(1) as n:
         assert n == 1 and torch.get_num_threads() == 1
     assert torch.get_num_threads() == 2
@@ -36,36 +47,43 @@ def test_torch_threads_restores_the_setting(two_threads):
         assert n == 2
 
 
-@pytest.mark.parametrize("threads, expected", [(None, 2), (1, 1)])
-def test_pipe_runs_on_its_threads_and_restores_the_callers(fixture_files, two_threads, threads, expected):
-    options, weights = fixture_files
-    nlp = spacy.blank("en")
-    nlp.add_pipe("elmo", config={"model": {"options_file": str(options), "weight_file": str(weights), "threads": threads}})
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_pipe_runs_on_the_callers_thread_count(fixture_files, two_threads, threads):
+    """The pipe never sets PyTorch's thread count: its biLM runs on the caller's, whatever the
+    split."""
+    nlp = _pipeline(fixture_files, threads=threads)
     seen = _threads_seen_by_the_bilm(nlp)
     list(nlp.pipe(["One doc .", "Another doc ."]))
-    assert seen and set(seen) == {expected}
-    assert torch.get_num_threads() == 2
+    assert seen and set(seen) == {2}
+    assert nlp.get_pipe("elmo").runner.threads == threads and torch.get_num_threads() == 2
 
 
-def test_default_is_auto_the_directions_side_by_side_on_one_op_thread_each(fixture_files, two_threads):
-    """threads = "auto": the usable cores, at most 2, as biLM threads; every op runs on one
-    PyTorch thread (no intra-op pool to stall on a busy machine); the caller's setting after."""
-    from spacy_elmo.nn.threads import usable_cores
+def test_auto_splits_where_pytorch_runs_one_op_thread(fixture_files, monkeypatch):
+    """threads = "auto" (the default): the usable cores, at most 2, where the process runs
+    PyTorch's ops on one thread (as this suite does); else 1, PyTorch's own threads doing the
+    parallel work."""
+    from spacy_elmo.nn import threads
 
-    options, weights = fixture_files
-    nlp = spacy.blank("en")
-    nlp.add_pipe("elmo", config={"model": {"options_file": str(options), "weight_file": str(weights)}})
-    seen = _threads_seen_by_the_bilm(nlp)
-    nlp("Default settings .")
-    assert nlp.get_pipe("elmo").bilm.threads == min(2, usable_cores())
-    assert seen == [1] and torch.get_num_threads() == 2
+    assert torch.get_num_threads() == 1  # conftest
+    monkeypatch.setattr(threads, "usable_cores", lambda: 1)
+    assert threads.resolve_threads("auto") == 1
+    monkeypatch.setattr(threads, "usable_cores", lambda: 16)
+    assert threads.resolve_threads("auto") == 2 and threads.resolve_threads(3) == 3
+    nlp = _pipeline(fixture_files)
+    doc = nlp("Auto threads .")
+    assert nlp.get_pipe("elmo").runner.threads == 2 and doc._.elmo.shape[0] == 3
+    with torch_threads(2):
+        assert threads.resolve_threads("auto") == 1
+        nlp("Auto threads on PyTorch's own .")
+        assert nlp.get_pipe("elmo").runner.threads == 1
+    assert threads.usable_cores() >= 1
 
 
 @pytest.mark.parametrize("bad", [0, -1])  # 1.5: spaCy's config validation names the key
 def test_bad_threads_name_the_key(fixture_files, bad):
     options, weights = fixture_files
     nlp = spacy.blank("en")
-    with pytest.raises(ValueError, match="ElmoModel.v2: threads must be a positive integer"):
+    with pytest.raises(ValueError, match='ElmoModel.v2: threads must be a positive integer or "auto"'):
         nlp.add_pipe("elmo", config={"model": {"options_file": str(options), "weight_file": str(weights), "threads": bad}})
 
 
@@ -96,14 +114,12 @@ print("ok")
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
 
 
-def test_replaced_listener_runs_its_biLM_copy_on_the_pipes_threads(fixture_files, two_threads):
+def test_replaced_listener_runs_its_biLM_copy_with_the_pipes_threads(fixture_files, two_threads):
     """nlp.replace_listeners gives a component its own copy of the biLM (ElmoEmbedder): it keeps
-    the pipe's thread setting."""
-    from spacy_elmo.layers.bilm_model import get_bilm
+    the pipe's thread setting, and runs on the caller's thread count."""
+    from spacy_elmo.layers.bilm_model import get_runner
 
-    options, weights = fixture_files
-    nlp = spacy.blank("en")
-    nlp.add_pipe("elmo", config={"model": {"options_file": str(options), "weight_file": str(weights), "threads": 1}})
+    nlp = _pipeline(fixture_files, threads=1)
     nlp.add_pipe("tagger", config={"model": {"@architectures": "spacy.Tagger.v2", "tok2vec": {
         "@architectures": "spacy_elmo.ElmoListener.v1", "width": 8, "upstream": "elmo"}}})
     nlp.get_pipe("tagger").add_label("X")
@@ -111,12 +127,63 @@ def test_replaced_listener_runs_its_biLM_copy_on_the_pipes_threads(fixture_files
     nlp.replace_listeners("elmo", "tagger", ["model.tok2vec"])
     embedder = nlp.get_pipe("tagger").model.get_ref("tok2vec")
     seen = []
-    bilm = get_bilm(embedder.layers[0])  # ElmoEmbedder = [its ElmoModel, its mix head]
-    bilm.register_forward_hook(lambda *_: seen.append(torch.get_num_threads()))
+    runner = get_runner(embedder.layers[0])  # ElmoEmbedder = [its ElmoModel, its mix head]
+    runner.bilm.register_forward_hook(lambda *_: seen.append(torch.get_num_threads()))
     nlp.remove_pipe("elmo")
     nlp("The tagger runs its own biLM .")
-    assert seen and set(seen) == {1}
+    assert seen and set(seen) == {2} and runner.threads == 1
     assert torch.get_num_threads() == 2
+
+
+def test_a_pipe_in_one_thread_leaves_another_threads_settings_alone(fixture_files):
+    """While pipes run in other threads (float32 split over 2 threads, int8, one loading its
+    weights on first use), a thread that set its TF32 flags and its thread count reads them as
+    it set them throughout, and a thread started afterwards gets the count the process was left
+    with: no process-wide setting is written during a pipe call."""
+    texts = [f"Sentence {i} of the bank by the river ." for i in range(6)]
+    pipes = [_pipeline(fixture_files, threads=2), _pipeline(fixture_files, precision="int8", threads=2)]
+    pipes[1]("loaded before")  # one loads its weights inside its thread, one before
+    flags = lambda: (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)  # noqa: E731
+    before = flags()
+    running = threading.Semaphore(0)
+    done = threading.Event()
+    seen = []
+
+    def observe() -> None:
+        torch.set_num_threads(3)
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = True, False
+        for _ in pipes:
+            running.release()
+        while not done.is_set():
+            seen.append((torch.get_num_threads(), flags()))
+            time.sleep(0.0005)
+        seen.append((torch.get_num_threads(), flags()))
+
+    finished = []
+
+    def run(item):
+        if item == "observer":
+            return observe()
+        running.acquire()  # the observer has set its own settings
+        try:
+            for _ in range(3):
+                list(item.pipe(texts, batch_size=2))
+        finally:
+            finished.append(item)
+            if len(finished) == len(pipes):
+                done.set()
+
+    try:
+        run_in_threads(run, ["observer", *pipes], n_threads=3, deadline_s=300)
+        fresh = []
+        thread = threading.Thread(target=lambda: fresh.append(torch.get_num_threads()))
+        thread.start()
+        thread.join(timeout=60)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+        torch.set_num_threads(1)  # conftest's setting, for the threads of later tests
+    assert len(seen) > 2 and set(seen) == {(3, (True, False))}, sorted(set(seen))
+    assert fresh == [3]
 
 
 # The user's pattern that hung forever: multi-threaded torch work in the parent, then a fresh
@@ -184,22 +251,21 @@ SENTENCES = [
 ]
 
 
-def _bilm_layers(bilm, sentences, threads):
+def _bilm_layers(runner, sentences, threads):
     from spacy_elmo import batch_to_ids
 
-    bilm.threads = threads
+    runner.threads = threads
     with torch.no_grad():
-        return bilm(torch.from_numpy(batch_to_ids(sentences)))[0]
+        return runner(torch.from_numpy(batch_to_ids(sentences)))[0]
 
 
 @pytest.mark.parametrize("precision", ["fp32", "int8"])
 def test_any_thread_count_gives_the_one_thread_layers(fixture_files, precision):
     """Each row's ops are the one-thread path's ops, wherever they run: equal up to float
     rounding (fp32, 1e-5), and run to run bit for bit."""
-    from spacy_elmo import load_bilm
+    from spacy_elmo import BiLMRunner, load_bilm
 
-    bilm = load_bilm(*fixture_files)
-    bilm.precision = precision
+    bilm = BiLMRunner(load_bilm(*fixture_files), precision)
     with torch_threads(1):
         reference = _bilm_layers(bilm, SENTENCES, 1)
     for threads in (2, 3, 4, 8):
@@ -209,48 +275,32 @@ def test_any_thread_count_gives_the_one_thread_layers(fixture_files, precision):
 
 
 def test_stateful_mode_carries_the_same_states_with_threads(fixture_files):
-    from spacy_elmo import load_bilm
+    from spacy_elmo import BiLMRunner, load_bilm
 
     runs = []
     for threads in (1, 4):
-        bilm = load_bilm(*fixture_files)
-        bilm.stateful = True
+        bilm = BiLMRunner(load_bilm(*fixture_files, stateful=True))
         with torch_threads(1):
             runs.append([_bilm_layers(bilm, batch, threads) for batch in (SENTENCES, SENTENCES[1:4], SENTENCES)])
     for one, four in zip(*runs):
         torch.testing.assert_close(four, one, atol=1e-5, rtol=0)
 
 
-def test_the_split_runs_without_gradients_only_and_restores_the_thread_count(fixture_files, two_threads, monkeypatch):
+def test_the_split_runs_without_gradients_only_and_leaves_the_thread_count(fixture_files, two_threads, monkeypatch):
     """Training (gradients) runs as with one thread, on PyTorch's own setting; inference splits."""
-    from spacy_elmo import batch_to_ids, load_bilm
-    from spacy_elmo.nn import bilm as bilm_module
+    from spacy_elmo import BiLMRunner, batch_to_ids, load_bilm
+    from spacy_elmo.nn import runner as runner_module
 
     calls = []
-    real = bilm_module.run_side_by_side
-    monkeypatch.setattr(bilm_module, "run_side_by_side", lambda tasks: calls.append(len(tasks)) or real(tasks))
-    bilm = load_bilm(*fixture_files)
-    bilm.threads = 4
+    real = runner_module.run_side_by_side
+    monkeypatch.setattr(runner_module, "run_side_by_side", lambda tasks: calls.append(len(tasks)) or real(tasks))
+    bilm = BiLMRunner(load_bilm(*fixture_files), threads=4)
     layers, _ = bilm(torch.from_numpy(batch_to_ids(SENTENCES)))
     layers.sum().backward()
     assert calls == [] and torch.get_num_threads() == 2
     _bilm_layers(bilm, SENTENCES, 4)
-    assert calls == [4, 4] and torch.get_num_threads() == 2  # char CNN in 4 pieces, 2 shards x 2 directions
-
-
-def test_auto_is_the_usable_cores_up_to_two(fixture_files, monkeypatch):
-    from spacy_elmo.nn import threads
-
-    monkeypatch.setattr(threads, "usable_cores", lambda: 1)
-    assert threads.resolve_threads("auto") == 1
-    monkeypatch.setattr(threads, "usable_cores", lambda: 16)
-    assert threads.resolve_threads("auto") == 2 and threads.resolve_threads(3) == 3
-    assert threads.usable_cores() >= 1
-    options, weights = fixture_files
-    nlp = spacy.blank("en")
-    nlp.add_pipe("elmo", config={"model": {"options_file": str(options), "weight_file": str(weights), "threads": "auto"}})
-    doc = nlp("Auto threads .")
-    assert nlp.get_pipe("elmo").bilm.threads == 2 and doc._.elmo.shape[0] == 3
+    # the char CNN's chunks in up to 4 pieces, then 2 shards x 2 directions
+    assert len(calls) == 2 and 2 <= calls[0] <= 4 and calls[1] == 4 and torch.get_num_threads() == 2
 
 
 @pytest.mark.parametrize("bad", ["four", "Auto", 1.5])
@@ -277,15 +327,3 @@ def _child_pool_state():
 
     dropped = threads._pool is None
     return dropped, torch.get_num_threads(), threads.run_side_by_side([lambda: 1, lambda: 2])
-
-
-def test_auto_is_one_thread_in_a_spawned_worker():
-    """A spawned worker (nlp.pipe(n_process=N) on macOS, a web server's workers) shares the
-    cores with its siblings: "auto" is one thread there, while a number is kept as given."""
-    import multiprocessing
-
-    from spacy_elmo.nn.threads import resolve_threads
-
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
-        in_worker = pool.map_async(resolve_threads, ["auto", 3]).get(timeout=120)
-    assert in_worker == [1, 3]

@@ -1,5 +1,5 @@
-"""The token cache (``BiLM.cache_token_embeddings``: an LRU of character-CNN vectors filled from
-the text, optionally pre-filled with a vocabulary) and reduced precision."""
+"""The token cache (``BiLMRunner.cache_token_embeddings``: an LRU of character-CNN vectors filled
+from the text, optionally pre-filled with a vocabulary) and reduced precision."""
 
 import h5py
 import numpy as np
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from conftest import ELMO_FIXTURE, run_in_threads
-from spacy_elmo import batch_to_ids, load_bilm
+from spacy_elmo import BiLMRunner, batch_to_ids, load_bilm
 
 WORDS = (ELMO_FIXTURE / "vocab_test.txt").read_text(encoding="utf-8").split("\n")
 # Cached words, words that are not, and the edge cases of the character mapping.
@@ -20,7 +20,8 @@ SENTENCES = [
 
 @pytest.fixture
 def bilm(fixture_files):
-    return load_bilm(*fixture_files)
+    """The fixture model in a runner (the token cache and the precision are the runner's)."""
+    return BiLMRunner(load_bilm(*fixture_files))
 
 
 def _layers(bilm, sentences):
@@ -87,17 +88,17 @@ def test_only_the_same_ids_hit(bilm):
     queries = ["bank", "banks", "river", "🙂", "Bank", "<S>"]
     ids = torch.from_numpy(batch_to_ids([queries])[0])
     encoded = []
-    vectors = bilm.token_cache.encode(ids, lambda rows: encoded.append(rows) or bilm.token_encoder(rows))
+    vectors = bilm.token_cache.encode(ids, lambda rows: encoded.append(rows) or bilm.bilm.token_encoder(rows))
     assert [row.tolist() for row in encoded[0]] == [ids[i].tolist() for i, q in enumerate(queries) if q not in cached]
     with torch.no_grad():
-        np.testing.assert_allclose(vectors.numpy(), bilm.token_encoder(ids).numpy(), atol=1e-6, rtol=0)
+        np.testing.assert_allclose(vectors.numpy(), bilm.bilm.token_encoder(ids).numpy(), atol=1e-6, rtol=0)
 
 
 def test_cache_is_recomputed_after_an_in_place_weight_update(bilm):
     bilm.cache_token_embeddings(WORDS, max_words=2000)
     before = _layers(bilm, SENTENCES)
     with torch.no_grad():
-        bilm.token_encoder.projection.weight.mul_(1.5)
+        bilm.bilm.token_encoder.projection.weight.mul_(1.5)
     after = _layers(bilm, SENTENCES)
     bilm.clear_token_cache()
     np.testing.assert_allclose(after, _layers(bilm, SENTENCES), atol=1e-6, rtol=0)
@@ -126,7 +127,7 @@ def test_cache_is_bypassed_when_gradients_are_needed_and_never_saved(bilm):
     size = len(bilm.token_cache)
     layers, _ = bilm(torch.from_numpy(batch_to_ids(SENTENCES[:1])))
     layers.sum().backward()
-    assert bilm.token_encoder.char_embedding.weight.grad.abs().sum() > 0
+    assert bilm.bilm.token_encoder.char_embedding.weight.grad.abs().sum() > 0
     assert len(bilm.token_cache) == size and bilm.token_cache.hits == 0
     assert not any(key.startswith("token_cache") for key in bilm.state_dict())
 
@@ -159,12 +160,3 @@ def test_reduced_precision_is_close_but_not_exact(bilm, precision):
 def test_unknown_precision_is_refused(bilm):
     with pytest.raises(ValueError, match="precision must be one of"):
         bilm.precision = "fp8"
-
-
-def test_tf32_is_float32_on_the_cpu(bilm):
-    """TF32 only changes CUDA products: on the CPU it is the exact path."""
-    reference = torch.from_numpy(_layers(bilm, SENTENCES))
-    bilm.precision = "tf32"
-    with torch.no_grad():
-        layers, _ = bilm(torch.from_numpy(batch_to_ids(SENTENCES)))
-    assert torch.equal(layers, reference)

@@ -1,5 +1,6 @@
 """``python -m spacy_elmo bench``: tokens/s and peak memory of the elmo pipe, per precision and
-thread count, on the user's machine and text.
+thread count, on the user's machine and text (PyTorch on one op thread in each cell's process,
+the biLM splitting its batches over the cell's ``threads``).
 
 Sized like ``spacy benchmark speed``: the pipeline (blank English + sentencizer + elmo, or a saved
 pipeline directory) reads whole lines of the text as docs; ``--warmup`` batches of
@@ -229,12 +230,15 @@ def _in_fresh_process(work: Workload, precision: str, threads: Threads) -> Dict[
 
 def run_cell(work: Workload, precision: str, threads: Threads) -> Dict[str, Any]:
     """Load the pipeline with ``precision`` and ``threads`` in its elmo pipe's model block, run
-    the warm-up batches, then time the others one by one."""
+    the warm-up batches, then time the others one by one. The cell's process is a command's:
+    PyTorch on one op thread, set once, so that ``threads`` is what the biLM splits over (as
+    ``python -m spacy_elmo demo`` and ``embed`` run)."""
     import spacy
     import torch
 
     from .. import pipe  # noqa: F401  registers the factory where no entry point does (a checkout)
 
+    torch.set_num_threads(1)
     if work.gpu_id >= 0:
         spacy.require_gpu(work.gpu_id)
     device = torch.device(f"cuda:{work.gpu_id}" if work.gpu_id >= 0 else "cpu")

@@ -34,7 +34,7 @@ from .merge import merge_chunks
 from .progress import JobProgress
 from .worker import RankFailure, embed_own_chunks
 
-THREADS_HELP = "PyTorch threads of each process (more help only on cores no other process uses)"
+THREADS_HELP = "Threads each process's biLM splits its batches over, PyTorch ops on one thread each (more help only on cores no other process uses)"
 WAIT_SECONDS = 0.5
 
 

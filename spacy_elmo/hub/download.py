@@ -28,7 +28,6 @@ from typing import BinaryIO, Iterator, Optional
 from urllib.error import HTTPError, URLError
 from urllib.request import Request, urlopen
 
-import filelock
 from filelock import FileLock, Timeout, UnixFileLock
 from tqdm import tqdm
 
@@ -44,14 +43,10 @@ CHUNK_BYTES = 1 << 20
 PART_SUFFIX = ".part"
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
 # A holder may unlink the lock file just before it releases the lock when the next holder checks
-# what it locked: from filelock 3.20.4 on, a UnixFileLock that gets the flock of a file unlinked
-# meanwhile (it had opened it before the unlink) sees st_nlink == 0 and starts over on the path's
-# new file. Filelock 3.20.4 to 3.29.4 unlinked the file itself on release (a second unlink here
-# could remove the next holder's new file) and older versions do not check: with those, the lock
-# file is left to filelock.
-_LOCK_FILE_REMOVABLE = os.name == "posix" and tuple(
-    int(part) for part in re.findall(r"\d+", filelock.__version__)[:3]
-) >= (3, 29, 5)
+# what it locked: a UnixFileLock that gets the flock of a file unlinked meanwhile (it had opened it
+# before the unlink) sees st_nlink == 0 and starts over on the path's new file, and it leaves the
+# file in place on release, so only this module removes it (filelock 3.29.5 on: setup.py asks
+# for no older one).
 
 
 class DownloadError(RuntimeError):
@@ -207,10 +202,10 @@ def _held_lock_file(lock: FileLock) -> Optional[os.stat_result]:
     """The identity of the file whose flock ``lock`` now holds, where removing it is safe.
 
     None where filelock removes its own file (Windows; SoftFileLock, which filelock falls back to
-    on a filesystem without flock) and where removing it is not safe (``_LOCK_FILE_REMOVABLE``).
-    Only a holder removes the file, so right after the acquisition the path names the locked one.
+    on a filesystem without flock). Only a holder removes the file, so right after the
+    acquisition the path names the locked one.
     """
-    if not _LOCK_FILE_REMOVABLE or not isinstance(lock, UnixFileLock):
+    if not isinstance(lock, UnixFileLock):
         return None
     try:
         return os.stat(lock.lock_file)

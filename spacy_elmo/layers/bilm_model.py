@@ -1,16 +1,22 @@
-"""The biLM as a Thinc model: the PyTorch ``BiLM`` in a ``PyTorchWrapper``, with what it needs to run.
+"""The biLM as a Thinc model: a ``BiLMRunner`` (``nn/runner.py``) in a PyTorch shim, with what it
+needs to run.
 
 ``Model[List[List[str]], List[Floats3d]]``: a batch of tokenized sequences -> one array per
 sequence of shape ``(n_layers + 1, n_tokens, 2 * projection_dim)`` (float32, on the model's
 device: NumPy on the CPU, CuPy after ``spacy.require_gpu()``).
 
-The model carries its runtime settings (``BiLMSettings``: which weights, precision, batch and
-sequence sizes, threads, token cache; the ``spacy_elmo.ElmoModel.v2`` block of a config) in
+Its weights arrive through spaCy's lifecycle, as a Thinc model's do:
+
+- the model's init (``model.initialize()``: ``nlp.initialize()``, or the first use) reads the
+  weights its settings name;
+- the ``elmo`` pipe's ``initialize`` may give it others (a registered loader, ``loaders.py``);
+- ``model.to_bytes()`` carries them (the native format's options + safetensors), so a model
+  restored with ``from_bytes`` (``spacy.load``) needs neither the original files nor the init.
+
+The runtime settings (``BiLMSettings``: which weights, precision, batch and sequence sizes,
+threads, token cache; the ``spacy_elmo.ElmoModel.v2`` block of a config) live in
 ``model.attrs``, where Thinc's serialisation skips them: they come from the config each time a
-pipeline is built, so an override at ``spacy.load`` takes effect. The weights themselves travel
-in ``model.to_bytes()`` (the native format's options + safetensors), so a model restored with
-``from_bytes`` needs neither the original files nor ``initialize``; until then, ``ensure_bilm``
-reads the configured files on first use.
+pipeline is built, so an override at ``spacy.load`` takes effect.
 """
 
 from __future__ import annotations
@@ -18,14 +24,14 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, List, Optional, Tuple, Union
+from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 import torch
 from thinc.api import (
     ArgsKwargs,
     CupyOps,
     Model,
-    PyTorchWrapper_v3,
+    PyTorchShim,
     get_current_ops,
     get_torch_default_device,
     torch2xp,
@@ -37,11 +43,11 @@ from ..formats import VOCAB_NAME, WeightSource
 from ..formats.native import bilm_from_bytes, bilm_to_bytes
 from ..nn.bilm import BiLM
 from ..nn.precision import get_precision
-from ..nn.threads import check_threads
+from ..nn.runner import BiLMRunner
+from ..nn.threads import check_threads, resolve_threads
 from ..sources import check_weight_settings, load_bilm_from, resolve_weight_source
 
 SETTINGS = "elmo_settings"
-SOURCE = "elmo_source"
 #: The token-cache words read when the weights were loaded: serialised with the model (a list of
 #: str), so a restored pipeline rebuilds its cache without the vocabulary file.
 CACHE_WORDS = "elmo_token_cache_words"
@@ -57,7 +63,7 @@ class BiLMSettings:
     precision: str = "fp32"
     max_sequence_length: int = 256
     max_batch_tokens: int = 4096
-    threads: Optional[Union[int, str]] = "auto"
+    threads: Union[int, str] = "auto"
     token_cache_words: int = 0
     token_cache_vocab: Optional[str] = None
 
@@ -75,64 +81,61 @@ class BiLMSettings:
         return dataclasses.replace(self, **changes)
 
 
+class BiLMShim(PyTorchShim):
+    """Thinc's PyTorch shim, holding one ``BiLMRunner`` for the model's life: weights arrive in
+    it (``BiLMRunner.replace_bilm``: from files, or from bytes), never as a new module, so that
+    ``runner`` is always the module the shim runs, copies included (a copy copies both at once)."""
+
+    def __init__(self, runner: BiLMRunner, **kwargs) -> None:
+        super().__init__(runner, **kwargs)
+        self.runner = runner
+
+
 def elmo_model(settings: BiLMSettings) -> Model[List[List[str]], List[Floats3d]]:
-    """The biLM wrapper, without weights until ``ensure_bilm`` reads the configured ones,
-    ``load_weights`` / ``set_bilm`` give it some, or ``from_bytes`` restores them."""
-    model = PyTorchWrapper_v3(
-        None,
-        convert_inputs=_tokens_to_char_ids,
-        convert_outputs=_layers_to_arrays,
-        device=torch_device(),
-        serialize_model=bilm_to_bytes,
-        deserialize_model=_bilm_from_bytes,
+    """The biLM model, without weights until its init reads the configured ones,
+    ``load_weights`` gives it some, or ``from_bytes`` restores them."""
+    shim = BiLMShim(
+        BiLMRunner(), device=torch_device(), serialize_model=_runner_to_bytes, deserialize_model=_runner_from_bytes
     )
-    model.name = "elmo"
-    model.attrs[SETTINGS] = settings
-    return model
+    return Model(
+        "elmo",
+        _forward,
+        init=_init,
+        shims=[shim],
+        dims={"nO": None},
+        attrs={SETTINGS: settings},
+    )
 
 
 def bilm_settings(model: Model) -> BiLMSettings:
     return model.attrs[SETTINGS]
 
 
-def set_settings(model: Model, settings: BiLMSettings) -> None:
-    """Replace the runtime settings (the weights they name are resolved again when needed)."""
-    model.attrs[SETTINGS] = settings
-    model.attrs.pop(SOURCE, None)
-    bilm = get_bilm(model)
-    if bilm is not None:
-        bilm.precision = settings.precision
+def get_runner(model: Model) -> Optional[BiLMRunner]:
+    """The runner inside an ``ElmoModel``, or None before its weights are there."""
+    runner = _shim(model).runner
+    return runner if runner.bilm is not None else None
 
 
-def weight_source(model: Model) -> WeightSource:
+def configured_source(model: Model) -> WeightSource:
     """The files the settings name (``spacy_elmo.sources``: a name, a directory, two files, or
-    the bundled model), resolved once; a missing file or unknown name raises here."""
-    if SOURCE not in model.attrs:
-        s = bilm_settings(model)
-        model.attrs[SOURCE] = resolve_weight_source(s.weights, s.options_file, s.weight_file)
-    return model.attrs[SOURCE]
+    the bundled model); a missing file or unknown name raises here."""
+    s = bilm_settings(model)
+    return resolve_weight_source(s.weights, s.options_file, s.weight_file)
 
 
-def get_bilm(model: Model) -> Optional[BiLM]:
-    """The BiLM inside an ``ElmoModel``, or None before its weights are loaded."""
-    return model.shims[0]._model
+def ensure_bilm(model: Model) -> BiLMRunner:
+    """The runner, the model initialized first (its configured weights read) if it has none, with
+    the settings' precision, threads and token cache in force."""
+    runner = get_runner(model)
+    if runner is None:
+        model.initialize()
+        runner = get_runner(model)
+    _apply_settings(model, runner)
+    return runner
 
 
-def ensure_bilm(model: Model) -> BiLM:
-    """The BiLM, its configured weights read first if it has none, with the settings' precision
-    and token cache in force."""
-    bilm = get_bilm(model)
-    if bilm is None:
-        bilm = load_weights(model, weight_source(model))
-    settings = bilm_settings(model)
-    bilm.precision = settings.precision
-    n_words = settings.token_cache_words
-    if n_words and (bilm.token_cache is None or bilm.token_cache.max_words != n_words):
-        bilm.cache_token_embeddings(model.attrs.get(CACHE_WORDS, [])[:n_words], n_words)
-    return bilm
-
-
-def load_weights(model: Model, source: WeightSource) -> BiLM:
+def load_weights(model: Model, source: WeightSource) -> BiLMRunner:
     """Read the biLM of ``source`` into the model, with the words that pre-fill the token cache
     when the settings ask for one: the first lines of ``token_cache_vocab``, else of the
     vocabulary file beside the weights if there is one (released models have none: their cache
@@ -143,15 +146,16 @@ def load_weights(model: Model, source: WeightSource) -> BiLM:
             model.attrs[CACHE_WORDS] = read_cache_words(Path(settings.token_cache_vocab), settings.token_cache_words)
         elif (source.directory / VOCAB_NAME).is_file():
             model.attrs[CACHE_WORDS] = read_cache_words(source.directory / VOCAB_NAME, settings.token_cache_words)
-    bilm = load_bilm_from(source)
-    set_bilm(model, bilm)
-    return bilm
+    return set_bilm(model, load_bilm_from(source))
 
 
-def set_bilm(model: Model, bilm: BiLM) -> None:
+def set_bilm(model: Model, bilm: BiLM) -> BiLMRunner:
     """Put ``bilm`` (eval mode) into an ``ElmoModel``, on the device of the current Thinc ops."""
-    model.shims[0]._model = bilm.to(torch_device()).eval()
+    runner = _shim(model).runner
+    runner.replace_bilm(bilm.to(torch_device()).eval())
     model.set_dim("nO", bilm.output_dim, force=True)
+    _apply_settings(model, runner)
+    return runner
 
 
 def read_cache_words(vocab_file: Path, n_words: int) -> List[str]:
@@ -179,39 +183,66 @@ def torch_device() -> torch.device:
     return get_torch_default_device()
 
 
-def _bilm_from_bytes(current: Optional[BiLM], data: bytes, device: torch.device) -> Optional[BiLM]:
+def _shim(model: Model) -> BiLMShim:
+    return model.shims[0]
+
+
+def _apply_settings(model: Model, runner: BiLMRunner) -> None:
+    """The settings' precision, threads (``"auto"`` resolved: ``nn/threads.py``) and token cache
+    on the runner; the cache is rebuilt only when its size changes. Idempotent: every forward
+    applies them, so that a runner restored from bytes runs as configured."""
+    settings = bilm_settings(model)
+    runner.precision = settings.precision
+    runner.threads = resolve_threads(settings.threads)
+    n_words = settings.token_cache_words
+    if not n_words:
+        runner.clear_token_cache()
+    elif runner.token_cache is None or runner.token_cache.max_words != n_words:
+        runner.cache_token_embeddings(model.attrs.get(CACHE_WORDS, [])[:n_words], n_words)
+
+
+def _init(model: Model, X=None, Y=None) -> Model:
+    """Thinc's init: the configured weights, unless the model has weights already (restored from
+    disk or given by a loader: a pretrained biLM has nothing to reset)."""
+    if get_runner(model) is None:
+        load_weights(model, configured_source(model))
+    return model
+
+
+def _runner_to_bytes(runner: BiLMRunner) -> bytes:
+    return bilm_to_bytes(runner.bilm)
+
+
+def _runner_from_bytes(runner: BiLMRunner, data: bytes, device: torch.device) -> BiLMRunner:
+    """The weights of ``data`` in the shim's own runner (see ``BiLMShim``)."""
     bilm = bilm_from_bytes(data)
-    return None if bilm is None else bilm.to(device)
+    runner.replace_bilm(None if bilm is None else bilm.to(device))
+    return runner
 
 
-def _tokens_to_char_ids(
-    model: Model, sequences: List[List[str]], is_train: bool
-) -> Tuple[ArgsKwargs, Callable]:
-    shim = model.shims[0]
-    if shim._model is None:
+def _forward(model: Model, sequences: List[List[str]], is_train: bool) -> Tuple[List[Floats3d], Callable]:
+    """Token sequences -> one (n_layers + 1, n_i, width) array per sequence; the backward pass
+    pads the gradients back into the batch tensor and runs PyTorch's backward."""
+    shim = _shim(model)
+    runner = get_runner(model)
+    if runner is None:
         raise ValueError(
-            "spacy_elmo.ElmoModel has no weights yet: call ensure_bilm(model) or "
+            "spacy_elmo.ElmoModel has no weights yet: call model.initialize() or "
             "set_bilm(model, load_bilm(...)), load it with from_bytes, or use it through the "
             "'elmo' pipe"
         )
-    char_ids = torch.from_numpy(shim._model.batch_to_ids(sequences)).to(shim.device)
-    return ArgsKwargs(args=(char_ids,), kwargs={}), lambda d_inputs: []
-
-
-def _layers_to_arrays(
-    model: Model, inputs_outputs: Tuple, is_train: bool
-) -> Tuple[List[Floats3d], Callable]:
-    """(layers (n_layers + 1, batch, max_len, width), mask) -> one (n_layers + 1, n_i, width)
-    array per sequence; the backward pass pads the gradients back into the batch tensor."""
-    sequences, (layers, _mask) = inputs_outputs
+    _apply_settings(model, runner)  # also on a runner just restored from bytes
+    char_ids = torch.from_numpy(runner.bilm.batch_to_ids(sequences)).to(shim.device)
+    (layers, _mask), torch_backprop = shim(ArgsKwargs(args=(char_ids,), kwargs={}), is_train)
     lengths = [len(sequence) for sequence in sequences]
     detached = layers.detach()
     arrays = [torch2xp(detached[:, i, :n].contiguous()) for i, n in enumerate(lengths)]
 
-    def backprop(d_arrays: List[Floats3d]) -> ArgsKwargs:
+    def backprop(d_arrays: Sequence[Floats3d]) -> List:
         d_layers = torch.zeros_like(detached)
         for i, (n, d_array) in enumerate(zip(lengths, d_arrays)):
             d_layers[:, i, :n] = xp2torch(d_array, device=layers.device)
-        return ArgsKwargs(args=(layers,), kwargs={"grad_tensors": d_layers})
+        torch_backprop(ArgsKwargs(args=(layers,), kwargs={"grad_tensors": d_layers}))
+        return []
 
     return arrays, backprop

@@ -5,12 +5,13 @@ replaced by its own copy of the biLM). How docs become biLM sequences: each sent
 sequence when the doc has sentence boundaries; otherwise, and for sentences longer than
 ``max_sequence_length``, the tokens are cut into the fewest windows of at most
 ``max_sequence_length`` tokens, of near-equal length. Whitespace tokens are left out (zero rows).
-The sizes and the thread count are the biLM model's settings (``bilm_model.BiLMSettings``).
+The sizes are the biLM model's settings (``bilm_model.BiLMSettings``).
 """
 
 from __future__ import annotations
 
 import math
+import threading
 from collections import OrderedDict
 from typing import Callable, Hashable, List, Optional, Sequence, Tuple
 
@@ -20,7 +21,6 @@ from thinc.api import Model
 from thinc.types import Floats3d
 
 from ..batching import batch_by_length
-from ..nn.threads import threads_in_this_process, torch_threads
 from .bilm_model import bilm_settings, ensure_bilm
 
 
@@ -53,7 +53,8 @@ class LayerCache:
 
     Bounded by ``max_bytes`` of stored arrays (float32 NumPy, ``(n_layers + 1, n, width)`` each).
     Training a frozen biLM's listeners sees the same sentences every epoch: from the second epoch
-    on they cost a dictionary look-up. The values are the exact arrays the biLM returned.
+    on they cost a dictionary look-up. The values are the exact arrays the biLM returned. A lock
+    keeps it whole when a web server's threads run the same pipe.
     """
 
     def __init__(self, max_bytes: int) -> None:
@@ -62,31 +63,42 @@ class LayerCache:
         self.hits = 0
         self.misses = 0
         self._store: "OrderedDict[Hashable, np.ndarray]" = OrderedDict()
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._store)
 
+    def __getstate__(self) -> dict:
+        """A copy or a pickle (a spawned worker of ``nlp.pipe(n_process=N)``) starts empty."""
+        return {"max_bytes": self.max_bytes}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["max_bytes"])
+
     def get(self, key: Hashable) -> Optional[np.ndarray]:
-        value = self._store.get(key)
-        if value is None:
-            self.misses += 1
-            return None
-        self._store.move_to_end(key)
-        self.hits += 1
-        return value
+        with self._lock:
+            value = self._store.get(key)
+            if value is None:
+                self.misses += 1
+                return None
+            self._store.move_to_end(key)
+            self.hits += 1
+            return value
 
     def put(self, key: Hashable, value: np.ndarray) -> None:
-        if value.nbytes > self.max_bytes or key in self._store:
-            return
-        self._store[key] = value
-        self.nbytes += value.nbytes
-        while self.nbytes > self.max_bytes:
-            _, evicted = self._store.popitem(last=False)
-            self.nbytes -= evicted.nbytes
+        with self._lock:
+            if value.nbytes > self.max_bytes or key in self._store:
+                return
+            self._store[key] = value
+            self.nbytes += value.nbytes
+            while self.nbytes > self.max_bytes:
+                _, evicted = self._store.popitem(last=False)
+                self.nbytes -= evicted.nbytes
 
     def clear(self) -> None:
-        self._store.clear()
-        self.nbytes = 0
+        with self._lock:
+            self._store.clear()
+            self.nbytes = 0
 
 
 def doc_layers(
@@ -100,14 +112,8 @@ def doc_layers(
     the model's device; whitespace rows zero), and a backprop that sends per-doc gradients into
     the biLM (``is_train``; the cache is bypassed then, since the weights change). ``model`` is
     an ``ElmoModel``; its weights are read first if it has none."""
-    bilm = ensure_bilm(model)
+    bilm = ensure_bilm(model).bilm
     settings = bilm_settings(model)
-    threads = threads_in_this_process(settings.threads)
-    # Inference splits each batch over the threads (BiLM.threads: the two directions side by
-    # side, one op thread each, so every op around them runs on one thread too); training runs
-    # on PyTorch's intra-op threads, the one parallelism autograd's backward has.
-    bilm.threads = threads or 1
-    op_threads = 1 if threads and threads > 1 and not is_train else threads
     ops = model.ops
     texts = [[token.text for token in doc] for doc in docs]
     outputs = [ops.alloc3f(bilm.n_output_layers, len(doc), bilm.output_dim) for doc in docs]
@@ -125,24 +131,22 @@ def doc_layers(
         else:
             outputs[d][:, rows] = ops.asarray(cached)
     backprops = []
-    with torch_threads(op_threads):
-        for batch in batch_by_length([len(sequences[k][1]) for k in todo], settings.max_batch_tokens):
-            ks = [todo[b] for b in batch]
-            if is_train:
-                arrays, backprop_batch = model.begin_update([words[k] for k in ks])
-                backprops.append((ks, backprop_batch))
-            else:
-                arrays = model.predict([words[k] for k in ks])
-            for k, layers in zip(ks, arrays):
-                d, rows = sequences[k]
-                outputs[d][:, rows] = layers
-                if cache is not None and not is_train:
-                    cache.put(tuple(words[k]), ops.to_numpy(layers))
+    for batch in batch_by_length([len(sequences[k][1]) for k in todo], settings.max_batch_tokens):
+        ks = [todo[b] for b in batch]
+        if is_train:
+            arrays, backprop_batch = model.begin_update([words[k] for k in ks])
+            backprops.append((ks, backprop_batch))
+        else:
+            arrays = model.predict([words[k] for k in ks])
+        for k, layers in zip(ks, arrays):
+            d, rows = sequences[k]
+            outputs[d][:, rows] = layers
+            if cache is not None and not is_train:
+                cache.put(tuple(words[k]), ops.to_numpy(layers))
 
     def backprop(d_outputs: List[Floats3d]) -> List:
-        with torch_threads(threads):
-            for ks, backprop_batch in backprops:
-                backprop_batch([d_outputs[sequences[k][0]][:, sequences[k][1]] for k in ks])
+        for ks, backprop_batch in backprops:
+            backprop_batch([d_outputs[sequences[k][0]][:, sequences[k][1]] for k in ks])
         return []
 
     return outputs, backprop

@@ -28,7 +28,7 @@ def elmo_embedder(elmo: Model, head: Model) -> Model[List[Doc], List[Floats2d]]:
 
 def _embedder_init(model: Model, X=None, Y=None) -> Model:
     elmo, head = model.layers
-    bilm = ensure_bilm(elmo)
+    bilm = ensure_bilm(elmo).bilm
     if not head.has_dim("nL"):
         head.set_dim("nL", bilm.n_output_layers)
         head.set_dim("nI", bilm.output_dim)

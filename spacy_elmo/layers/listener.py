@@ -1,6 +1,6 @@
 """Downstream components on ELMo: the listener and its task-specific layer mix.
 
-``ElmoListener`` stands where a component's ``tok2vec`` goes (or as the ``embed`` of
+An ``ElmoListener.v1`` stands where a component's ``tok2vec`` goes (or as the ``embed`` of
 ``spacy.Tok2Vec.v2``). It gets every biLM layer of every doc from the ``elmo`` pipe upstream and
 computes, as in the paper (eq. 1, then ``[x_k; ELMo_k]``)::
 
@@ -13,6 +13,11 @@ Where the layers come from:
 - frozen biLM, and at prediction time: from ``doc._.elmo_layers``, which the ``elmo`` pipe wrote
   (in training, list it in ``[training] frozen_components`` and ``annotating_components``).
 
+A listener is a plain Thinc ``Model``: its upstream name is an attr, and what it holds between
+calls (``ListenerState``: the upstream pipe's biLM model it is linked to, the layers received for
+the coming batch) is an attr that Thinc neither saves nor copies, as spacy-curated-transformers
+keeps its listeners' state. ``Model.copy()`` gives a listener that the pipeline links again.
+
 ``nlp.replace_listeners("elmo", "tagger", ["model.tok2vec"])`` swaps a listener for an
 ``ElmoEmbedder``: a copy of the biLM plus the listener's own mix (``MixHead``), so the component
 no longer needs the ``elmo`` pipe.
@@ -20,117 +25,163 @@ no longer needs the ``elmo`` pipe.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, List, Optional, Tuple
+from typing import Callable, Iterable, List, Optional
 
 from spacy.tokens import Doc
-from thinc.api import Model
+from thinc.api import Model, deserialize_attr, serialize_attr
 from thinc.types import Floats2d, Floats3d
 
 from ..doc_output import decode_elmo_output
+from .bilm_model import ensure_bilm, get_runner
+
+UPSTREAM = "elmo_upstream"
+STATE = "elmo_listener_state"
 
 
-class ElmoListener(Model):
-    """A layer fed with the ``elmo`` pipe's layers: ``Model[List[Doc], List[Floats2d]]``.
+class ListenerState:
+    """What a listener holds between calls; never saved, and a copy starts empty.
 
-    Dims: ``nO`` (the explicit ``width``), and, set by the ``elmo`` pipe when it links its
-    listeners, ``nL`` (biLM layers + 1) and ``nI`` (biLM width) of its ``MixHead``.
+    upstream: the biLM model (``ElmoModel``) of the ``elmo`` pipe that linked the listener, and
+        ``upstream_pipe`` that pipe's name (for errors).
+    batch_id, outputs, backprop: the layers a fine-tuned pipe sent for the coming batch.
+    init_batch: the batch id of the docs ``initialize`` was given. spaCy's chain initialises the
+        next layer by predicting on them, before any elmo pipe has run: calls on exactly those
+        docs get zeros instead of an error, until any other call.
     """
 
-    name = "elmo-listener"
+    def __init__(self) -> None:
+        self.upstream: Optional[Model] = None
+        self.upstream_pipe = ""
+        self.batch_id: Optional[int] = None
+        self.outputs: Optional[List[Floats3d]] = None
+        self.backprop: Optional[Callable] = None
+        self.init_batch: Optional[int] = None
 
-    def __init__(self, upstream_name: str, head: Model) -> None:
-        Model.__init__(
-            self,
-            name=self.name,
-            forward=_listener_forward,
-            init=_listener_init,
-            dims={"nO": head.get_dim("nO")},
-            layers=[head],
-        )
-        self.upstream_name = upstream_name
-        #: Set by the elmo pipe that links this listener: () -> (n_layers, width), loading the
-        #: biLM if needed (a frozen pipe is not initialized by ``spacy train``).
-        self.upstream_dims: Optional[Callable[[], Tuple[int, int]]] = None
-        #: Set by the elmo pipe that links this listener: called when the listener is initialized
-        #: or trains. A frozen pipe is neither (``spacy train`` only runs it as an annotating
-        #: component), so this is how it learns that training started and that its layer cache
-        #: should serve the next epochs.
-        self.upstream_training: Optional[Callable[[], None]] = None
-        self._batch_id: Optional[int] = None
-        #: The docs ``initialize`` was given: spaCy predicts on them before any elmo pipe has.
-        self._init_sample: List[Doc] = []
-        self._outputs: Optional[List[Floats3d]] = None
-        self._backprop: Optional[Callable] = None
-
-    @property
-    def head(self) -> Model:
-        return self.layers[0]
-
-    @classmethod
-    def get_batch_id(cls, docs: Iterable[Doc]) -> int:
-        """A content hash of a batch, to check that the received layers belong to it."""
-        return sum(sum(token.orth for token in doc) for doc in docs)
-
-    def receive(self, batch_id: int, outputs: List[Floats3d], backprop: Callable) -> None:
-        """Layers of the coming batch from a fine-tuned ``elmo`` pipe, and where their
-        gradients go."""
-        self._batch_id = batch_id
-        self._outputs = outputs
-        self._backprop = backprop
-
-    def set_layer_dims(self, n_layers: int, width: int) -> None:
-        """Called by the ``elmo`` pipe: the shape of what it will send."""
-        for name, value in (("nL", n_layers), ("nI", width)):
-            if self.head.has_dim(name) and self.head.get_dim(name) != value:
-                raise ValueError(
-                    f"ElmoListener was built for a biLM with {name}="
-                    f"{self.head.get_dim(name)}, the upstream elmo pipe has {value}: the pipe's "
-                    "model changed after the listening component was trained"
-                )
-            self.head.set_dim(name, value)
+    def __deepcopy__(self, memo) -> "ListenerState":
+        return ListenerState()
 
 
-def _listener_init(model: ElmoListener, X=None, Y=None) -> ElmoListener:
-    # upstream_dims is set when spaCy links an elmo pipe before this component (also for a
-    # trained listener, whose dims are known: loaded with exclude=["elmo"] it has none).
-    if model.upstream_dims is None:
+@serialize_attr.register(ListenerState)
+def _serialize_state(_, value: ListenerState, name: str, model: Model) -> bytes:
+    return b""
+
+
+@deserialize_attr.register(ListenerState)
+def _deserialize_state(_, value: bytes, name: str, model: Model) -> ListenerState:
+    return ListenerState()
+
+
+def elmo_listener(upstream_name: str, head: Model) -> Model[List[Doc], List[Floats2d]]:
+    """``Model[List[Doc], List[Floats2d]]`` fed with the ``elmo`` pipe's layers, through its
+    ``head`` (``mix_head``). Dims: ``nO`` (the explicit width), and, set when the pipe's biLM is
+    known, ``nL`` (biLM layers + 1) and ``nI`` (biLM width) of its head."""
+    return Model(
+        "elmo-listener",
+        _listener_forward,
+        init=_listener_init,
+        dims={"nO": head.get_dim("nO")},
+        layers=[head],
+        attrs={UPSTREAM: upstream_name, STATE: ListenerState()},
+    )
+
+
+def is_listener(model: Model) -> bool:
+    return STATE in model.attrs
+
+
+def upstream_name(listener: Model) -> str:
+    return listener.attrs[UPSTREAM]
+
+
+def listener_head(listener: Model) -> Model:
+    return listener.layers[0]
+
+
+def batch_id(docs: Iterable[Doc]) -> int:
+    """A content hash of a batch, to check that the received layers belong to it."""
+    return sum(sum(token.orth for token in doc) for doc in docs)
+
+
+def link(listener: Model, upstream: Model, pipe_name: str) -> None:
+    """Called by the ``elmo`` pipe that feeds ``listener``: its biLM model, whose layer dims the
+    listener takes (now if the weights are there, else at the listener's init)."""
+    state = _state(listener)
+    state.upstream, state.upstream_pipe = upstream, pipe_name
+    runner = get_runner(upstream)
+    if runner is not None:
+        set_layer_dims(listener, runner.bilm.n_output_layers, runner.bilm.output_dim)
+
+
+def unlink(listener: Model) -> None:
+    state = _state(listener)
+    state.upstream, state.upstream_pipe = None, ""
+
+
+def receive(listener: Model, batch: int, outputs: List[Floats3d], backprop: Callable) -> None:
+    """Layers of the coming batch from a fine-tuned ``elmo`` pipe, and where their gradients go."""
+    state = _state(listener)
+    state.batch_id, state.outputs, state.backprop = batch, outputs, backprop
+
+
+def set_layer_dims(listener: Model, n_layers: int, width: int) -> None:
+    """The shape of what the ``elmo`` pipe sends: a mismatch with a trained listener is an
+    error."""
+    head = listener_head(listener)
+    for name, value in (("nL", n_layers), ("nI", width)):
+        if head.has_dim(name) and head.get_dim(name) != value:
+            raise ValueError(
+                f"ElmoListener was built for a biLM with {name}={head.get_dim(name)}, the "
+                f"upstream elmo pipe has {value}: the pipe's model changed after the listening "
+                "component was trained"
+            )
+        head.set_dim(name, value)
+
+
+def _state(listener: Model) -> ListenerState:
+    return listener.attrs[STATE]
+
+
+def _listener_init(model: Model, X=None, Y=None) -> Model:
+    state = _state(model)
+    # Linked when spaCy links the components of a pipeline with an elmo pipe before this one
+    # (also for a trained listener, whose dims are known: loaded with exclude=["elmo"] it is not).
+    if state.upstream is None:
         raise ValueError(
             "ElmoListener found no 'elmo' pipe upstream: add one before the component that "
-            f"uses it (nlp.add_pipe('elmo') ...), named '{model.upstream_name}' or any name "
+            f"uses it (nlp.add_pipe('elmo') ...), named '{upstream_name(model)}' or any name "
             "when upstream = '*'"
         )
-    if not model.head.has_dim("nL"):
-        model.set_layer_dims(*model.upstream_dims())
-    # initialize means training follows: the pipe's layer cache starts with the first epoch.
-    if model.upstream_training is not None:
-        model.upstream_training()
-    model.head.initialize(X=(X, None) if X is not None else None)
-    # spaCy's chain initialises the next layer by predicting on the raw sample docs, which no
-    # elmo pipe has seen yet (once per enclosing chain, e.g. Tok2Vec.v2 inside Tagger.v2): calls
-    # on exactly these docs get zeros instead of an error, until any other call.
-    model._init_sample = list(X) if X is not None else []
+    head = listener_head(model)
+    if not head.has_dim("nL"):
+        # The pipe's biLM has no weights yet (spacy train does not initialize a frozen pipe):
+        # its model's init reads them, as the pipe's first use would.
+        try:
+            bilm = ensure_bilm(state.upstream).bilm
+        except (FileNotFoundError, ValueError) as err:
+            raise type(err)(f"elmo pipe '{state.upstream_pipe}': {err}") from None
+        set_layer_dims(model, bilm.n_output_layers, bilm.output_dim)
+    head.initialize(X=(X, None) if X is not None else None)
+    state.init_batch = batch_id(X) if X is not None else None
     return model
 
 
-def _listener_forward(model: ElmoListener, docs: List[Doc], is_train: bool):
-    if is_train and model.upstream_training is not None:
-        model.upstream_training()
-    if is_train and model._batch_id is not None:
-        batch_id = model.get_batch_id(docs)
-        if batch_id != model._batch_id:
+def _listener_forward(model: Model, docs: List[Doc], is_train: bool):
+    state = _state(model)
+    if is_train and state.batch_id is not None:
+        if batch_id(docs) != state.batch_id:
             raise ValueError(
                 "ElmoListener received ELMo layers for another batch: the 'elmo' pipe must be "
                 "updated with the same examples right before the listening component"
             )
-        layers, backprop_layers = model._outputs, model._backprop
-        model._batch_id = model._outputs = model._backprop = None
-    elif not is_train and _is_init_sample(model, docs) and not _all_annotated(docs):
+        layers, backprop_layers = state.outputs, state.backprop
+        state.batch_id = state.outputs = state.backprop = None
+    elif not is_train and state.init_batch == batch_id(docs) and not _all_annotated(docs):
         width = model.get_dim("nO")
         return [model.ops.alloc2f(len(doc), width) for doc in docs], lambda d: []
     else:
         layers, backprop_layers = _layers_from_docs(model, docs), None
-    model._init_sample = []
-    vectors, backprop_head = model.head((docs, layers), is_train)
+    state.init_batch = None
+    vectors, backprop_head = listener_head(model)((docs, layers), is_train)
 
     def backprop(d_vectors: List[Floats2d]) -> List:
         d_layers = backprop_head(d_vectors)
@@ -139,11 +190,6 @@ def _listener_forward(model: ElmoListener, docs: List[Doc], is_train: bool):
         return []
 
     return vectors, backprop
-
-
-def _is_init_sample(model: ElmoListener, docs: List[Doc]) -> bool:
-    sample = {id(doc) for doc in model._init_sample}
-    return bool(sample) and all(id(doc) in sample for doc in docs)
 
 
 def _all_annotated(docs: List[Doc]) -> bool:

@@ -1,15 +1,17 @@
 """Pure PyTorch modules of ELMo. Nothing here imports spaCy."""
 
+from . import threads  # noqa: F401  importing it registers the one-thread-after-fork handler
 from .bilm import BiLM, BiLMActivations, BiLMStates
 from .char_cnn import CharacterEncoder, Highway
 from .lstm import ClippedLSTM, DirectionalLSTM
+from .runner import BiLMRunner
 from .scalar_mix import ScalarMix
-from .threads import torch_threads  # importing it registers the one-thread-after-fork handler
 from .token_cache import TokenEmbeddingCache
 
 __all__ = [
     "BiLM",
     "BiLMActivations",
+    "BiLMRunner",
     "BiLMStates",
     "CharacterEncoder",
     "ClippedLSTM",
@@ -17,5 +19,4 @@ __all__ = [
     "Highway",
     "ScalarMix",
     "TokenEmbeddingCache",
-    "torch_threads",
 ]

@@ -3,6 +3,15 @@
 Under the "int8" precision the highway and projection products run on int8 weights
 (``nn/int8.py``); the convolutions stay float32 (about a tenth of the biLM's CPU time at the
 original shape, and the token cache skips them for frequent words).
+
+The convolutions run on the batch at once, or (``chunked``) on exactly ``CHUNK_ROWS`` tokens of
+one character-length bucket at a time, the last chunk padded, so that their shapes never depend
+on the batch. oneDNN chooses its kernel by the shape, so a token's float32 features differ in
+their last bits with the number of tokens beside it, and int8's rounding of the next products'
+inputs turns such differences into visible ones. With int8, whose products are integer (exact
+whatever the rows beside), chunked convolutions give every token the vector it gets alone, bit
+for bit: what the runner runs for int8 on the CPU (``nn/runner.py``). The convolutions are a
+small share of the biLM's time, so their padding costs little.
 """
 
 from __future__ import annotations
@@ -14,6 +23,13 @@ from torch import nn
 
 from ..chars import N_CHARACTERS, PADDING
 from .int8 import int8_linear
+
+#: Tokens per chunked convolution. Chunks of 16 and 32 gave each token the same features in any
+#: position and at 1 to 8 threads on this project's CPU (AMD EPYC, oneDNN); chunks of 8 did not
+#: (another kernel at 2 threads).
+CHUNK_ROWS = 16
+#: Character positions a chunk keeps: its tokens' own need rounded up to a multiple of this.
+POSITION_STEP = 16
 
 
 class Highway(nn.Module):
@@ -75,35 +91,54 @@ class CharacterEncoder(nn.Module):
         self.projection = nn.Linear(word_dim + self.n_filters, output_dim)
         self._max_width = max(width for width, _ in self.filters)
 
-    def forward(self, char_ids: torch.Tensor, all_positions: bool = False) -> torch.Tensor:
-        """char_ids: (N, width) int64 -> (N, output_dim). The convolutions skip the trailing
-        positions that cannot change the result (which reads the ids' longest token back to the
-        host) unless ``all_positions`` (a compiled or graphed step, whose shapes are fixed)."""
+    def forward(self, char_ids: torch.Tensor, chunked: bool = False, all_positions: bool = False) -> torch.Tensor:
+        """char_ids: (N, width) int64 -> (N, output_dim); ``chunked``: the convolutions in
+        fixed-shape chunks (see the module docstring). Otherwise they skip the trailing positions
+        that cannot change the result (which reads the ids' longest token back to the host), unless
+        ``all_positions`` (a compiled or graphed training step, whose shapes are fixed)."""
         if char_ids.shape[0] == 0:
             return char_ids.new_zeros((0, self.output_dim), dtype=self.projection.weight.dtype)
         words = None
         if self.word_embedding is not None:
             words, char_ids = self.word_embedding(char_ids[:, -1]), char_ids[:, :-1]
-        if not all_positions:
-            char_ids = char_ids[:, : self._positions_needed(char_ids)]
-        # (N, embedding_dim, positions)
-        embedded = self.char_embedding(char_ids).transpose(1, 2)
-        act = torch.relu if self.activation == "relu" else torch.tanh
-        pooled = [act(conv(embedded).amax(dim=-1)) for conv in self.convolutions]
-        x = torch.cat(pooled, dim=-1)
+        if all_positions:
+            x = self._convolved(char_ids)
+        else:
+            needed = self._positions_needed(char_ids)
+            x = self._convolved_in_chunks(char_ids, needed) if chunked else self._convolved(char_ids[:, : int(needed.max())])
         for highway in self.highways:
             x = highway(x)
         if words is not None:
             x = torch.cat([words.to(x.dtype), x], dim=-1)
         return int8_linear(self.projection, x)
 
-    def _positions_needed(self, char_ids: torch.Tensor) -> int:
-        """How many of the character positions change the max-pooled result.
+    def _convolved(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """(N, positions) ids -> (N, n_filters): each convolution max-pooled, then activated."""
+        embedded = self.char_embedding(char_ids).transpose(1, 2)  # (N, embedding_dim, positions)
+        act = torch.relu if self.activation == "relu" else torch.tanh
+        return torch.cat([act(conv(embedded).amax(dim=-1)) for conv in self.convolutions], dim=-1)
+
+    def _convolved_in_chunks(self, char_ids: torch.Tensor, needed: torch.Tensor) -> torch.Tensor:
+        """``_convolved`` on ``CHUNK_ROWS`` tokens at a time, each chunk of one bucket of needed
+        positions (``POSITION_STEP``), the last of a bucket padded with all-padding tokens."""
+        buckets = ((needed + POSITION_STEP - 1) // POSITION_STEP * POSITION_STEP).clamp_(max=char_ids.shape[1])
+        out = None
+        for positions in sorted(set(buckets.tolist())):
+            for rows in (buckets == positions).nonzero()[:, 0].split(CHUNK_ROWS):
+                ids = char_ids[rows, :positions]
+                ids = torch.cat([ids, ids.new_zeros((CHUNK_ROWS - len(rows), positions))])
+                features = self._convolved(ids)[: len(rows)]
+                if out is None:
+                    out = features.new_empty((char_ids.shape[0], features.shape[1]))
+                out[rows] = features
+        return out
+
+    def _positions_needed(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """(N,): how many of each token's character positions change its max-pooled result.
 
         Every window lying wholly in the trailing padding sees the same input, so gives the same
-        value. Keeping ``longest + max_width`` positions keeps one such window for each token
-        (or all positions when that is not possible), so the max is unchanged, exactly.
+        value. Keeping ``length + max_width`` positions keeps one such window (or all positions
+        when that is not possible), so the max is unchanged, exactly.
         """
         real = (char_ids != 0) & (char_ids != self.padding_id)
-        longest = int(real.sum(dim=-1).max())
-        return min(char_ids.shape[1], longest + self._max_width)
+        return (real.sum(dim=-1) + self._max_width).clamp_(max=char_ids.shape[1])

@@ -27,7 +27,6 @@ another row count, so outputs agree with the eager path up to float rounding (th
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections import OrderedDict
 from typing import List, Optional, Tuple
@@ -35,6 +34,7 @@ from typing import List, Optional, Tuple
 import torch
 
 from .lstm import DirectionalLSTM, LSTMState, length_mask
+from .precision import precision_context
 
 #: Batches of more rows run the eager loop. Measured on an H100, original shape, float32
 #: (docs/bench/gpu/): at 128 rows the graphs ran at 1.06x the eager loop's tokens/s and cut a
@@ -94,7 +94,7 @@ class LSTMGraphs:
         return len(self._graphs)
 
     def run(
-        self, tokens: torch.Tensor, lengths: torch.Tensor, precision: str, autocast_dtype: Optional[torch.dtype]
+        self, tokens: torch.Tensor, lengths: torch.Tensor, precision: str
     ) -> Tuple[DirectionOutputs, DirectionOutputs]:
         """Both stacks from zero states over ``tokens`` (batch, T, dim), padded after each row's
         ``lengths``: per direction, each layer's (batch, T, proj) outputs in position order and
@@ -106,7 +106,7 @@ class LSTMGraphs:
             self._drop_stale(tokens.device)
             recorded = self._graphs.get(key)
             if recorded is None:
-                recorded = self._record(key, tokens, autocast_dtype)
+                recorded = self._record(key, tokens, precision)
             self._graphs.move_to_end(key)
             recorded.tokens.zero_()
             recorded.tokens[:batch, :steps].copy_(tokens)
@@ -129,23 +129,20 @@ class LSTMGraphs:
             self._side_stream = torch.cuda.Stream(device)
             self._weights_key = key
 
-    def _record(self, key: tuple, like: torch.Tensor, autocast_dtype: Optional[torch.dtype]) -> _Recorded:
+    def _record(self, key: tuple, like: torch.Tensor, precision: str) -> _Recorded:
         rows, length, dim = key[:3]
         recorded = _Recorded(
             like.new_zeros((rows, length, dim)), torch.zeros(rows, dtype=torch.long, device=like.device)
         )
         # Autocast's weight cache would hold casts made while recording; a graph must own them.
-        autocast = (
-            torch.autocast(device_type="cuda", dtype=autocast_dtype, cache_enabled=False)
-            if autocast_dtype is not None
-            else contextlib.nullcontext()
-        )
+        mode = precision_context(precision, like.device, weight_cache=False)
         warmup = torch.cuda.Stream(like.device)
         warmup.wait_stream(torch.cuda.current_stream(like.device))
-        with autocast, torch.cuda.stream(warmup):
+        with mode, torch.cuda.stream(warmup):
             self._both(recorded)  # cuBLAS handles and workspaces exist before recording
         torch.cuda.current_stream(like.device).wait_stream(warmup)
-        with autocast, torch.cuda.graph(recorded.graph, pool=self._pool, capture_error_mode="thread_local"):
+        mode = precision_context(precision, like.device, weight_cache=False)
+        with mode, torch.cuda.graph(recorded.graph, pool=self._pool, capture_error_mode="thread_local"):
             recorded.outputs = self._both(recorded)
         self._graphs[key] = recorded
         while len(self._graphs) > MAX_GRAPHS:

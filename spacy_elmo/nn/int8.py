@@ -52,6 +52,8 @@ from typing import Iterator, Optional, Tuple
 
 import torch
 
+from .versions import weights_key
+
 #: Smallest scale: an all-zero row or channel quantizes to zeros, not to NaN.
 _TINY = 1e-12
 _ACTIVE: ContextVar[bool] = ContextVar("spacy_elmo_int8_products", default=False)
@@ -95,7 +97,7 @@ class Int8Weight:
         if weight.device.type != "cpu":
             raise ValueError(
                 f"precision 'int8' runs on the CPU; this biLM is on {weight.device} (on a GPU use "
-                "'bf16' or 'tf32')"
+                "'bf16' or 'fp16')"
             )
         self.backend = int8_backend()
         levels = 127.0 if self.backend == "fbgemm" else weight_levels()
@@ -108,14 +110,14 @@ class Int8Weight:
         else:
             #: (in, out) int8: the transposed view ``torch._int_mm`` reads as its right operand.
             self.q_t = torch.round(w / scale[:, None]).to(torch.int8).t()
-        self._version = (weight._version, weight.data_ptr())
+        self.key = weights_key([weight])
 
     @classmethod
     def for_weight(cls, weight: torch.Tensor, holder: torch.nn.Module, key: str) -> "Int8Weight":
         """The prepared weight kept on ``holder`` under ``key``, prepared again if the weight
         changed since (an optimizer step, ``load_state_dict``)."""
         cached: Optional[Int8Weight] = holder.__dict__.get(key)
-        if cached is None or cached._version != (weight._version, weight.data_ptr()):
+        if cached is None or cached.key != weights_key([weight]):
             cached = cls(weight)
             holder.__dict__[key] = cached
         return cached
@@ -133,7 +135,7 @@ class Int8Weight:
             y = torch.ops.quantized.linear_dynamic(rows, self.packed, True)[:-1].mul_(scales)
         else:
             x_q, x_scales = quantize_rows(x)
-            y = torch._int_mm(x_q, self.q_t).float().mul_(x_scales).mul_(self.scale)
+            y = int8_matmul(x_q, self.q_t).float().mul_(x_scales).mul_(self.scale)
         return y if bias is None else y.add_(bias)
 
 
@@ -210,13 +212,20 @@ def weight_levels() -> float:
     return _WEIGHT_LEVELS
 
 
+def int8_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """(n, k) int8 @ (k, m) int8 -> (n, m) int32, exact: the one call of ``torch._int_mm``, the
+    op PyTorch's own int8 paths (torchao, Inductor) build on; the products are checked against
+    NumPy's in ``tests/test_int8.py``, so that a PyTorch release that changes it fails there."""
+    return torch._int_mm(a, b)
+
+
 def _int_mm_is_exact(level: int) -> bool:
     """Whether rows of +127 times a weight matrix of +``level`` give the exact int32 sums (the
     shapes of a real product, so that the kernel a real product gets is the one probed)."""
     x = torch.full((32, 512), 127, dtype=torch.int8)
     w = torch.full((64, 512), level, dtype=torch.int8).t()
     try:
-        got = torch._int_mm(x, w)
+        got = int8_matmul(x, w)
     except (AttributeError, RuntimeError, NotImplementedError) as err:
         raise RuntimeError(
             f"precision 'int8' needs torch._int_mm on the CPU, which PyTorch {torch.__version__} "

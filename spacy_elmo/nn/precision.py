@@ -1,8 +1,18 @@
-"""Numeric precision modes: the one place that says what "fp32", "tf32", "bf16", "fp16" and "int8"
-mean.
+"""Numeric precision modes: the one place that says what "fp32", "bf16", "fp16" and "int8" mean,
+and the one place that enters ``torch.autocast``.
 
-The biLM's ``forward``, the pretraining model, the trainer (grad scaler), both configs and the
-benches all read ``PRECISIONS`` and enter ``precision_context``: adding a mode is one entry here.
+A mode travels with the model and the calling thread, never with the process: "bf16" and "fp16"
+are ``torch.autocast`` (thread-local), "int8" is a context variable read by the int8 kernels
+(``nn/int8.py``), "fp32" is float32 weights and products. Process-wide PyTorch switches are the
+caller's: the package never writes the TF32 flags. On the CPU "fp32" is exact; on CUDA, float32
+products follow the process's TF32 settings (PyTorch computes matrix products in full float32 by
+default but lets cuDNN's convolutions and LSTM use TF32: ``torch.backends.cudnn.allow_tf32 =
+False``, once, makes "fp32" exact there; ``torch.backends.cuda.matmul.allow_tf32 = True`` turns
+TF32 on for the rest).
+
+The runner (``nn/runner.py``), the pretraining model, the trainer (grad scaler), both configs and
+the benches all read ``PRECISIONS`` and enter ``precision_context``: adding a mode is one entry
+here.
 """
 
 from __future__ import annotations
@@ -22,8 +32,6 @@ class Precision:
 
     autocast_dtype: the dtype of matrix products and convolutions under ``torch.autocast``, or
         None for float32 throughout.
-    allow_tf32: whether CUDA float32 products, convolutions and the cuDNN LSTM may use
-        TensorFloat-32 tensor cores. cuDNN allows it by default, so "fp32" must forbid it.
     needs_grad_scaler: training needs a loss scaler (float16 gradients underflow).
     int8: the biLM's linear products run on int8 weights (``nn/int8.py``; the CPU only, no
         gradients: products that need one run in float32).
@@ -31,7 +39,6 @@ class Precision:
 
     name: str
     autocast_dtype: Optional[torch.dtype]
-    allow_tf32: bool
     needs_grad_scaler: bool
     int8: bool = False
 
@@ -39,16 +46,15 @@ class Precision:
 PRECISIONS: Dict[str, Precision] = {
     p.name: p
     for p in (
-        Precision("fp32", None, allow_tf32=False, needs_grad_scaler=False),
-        Precision("tf32", None, allow_tf32=True, needs_grad_scaler=False),
-        Precision("bf16", torch.bfloat16, allow_tf32=False, needs_grad_scaler=False),
-        Precision("fp16", torch.float16, allow_tf32=False, needs_grad_scaler=True),
-        Precision("int8", None, allow_tf32=False, needs_grad_scaler=False, int8=True),
+        Precision("fp32", None, needs_grad_scaler=False),
+        Precision("bf16", torch.bfloat16, needs_grad_scaler=False),
+        Precision("fp16", torch.float16, needs_grad_scaler=True),
+        Precision("int8", None, needs_grad_scaler=False, int8=True),
     )
 }
 
-#: The modes the pretraining loop accepts ("int8" is an inference speed setting; "tf32" is
-#: "fp32" off CUDA).
+#: The modes the pretraining loop accepts ("int8" is an inference speed setting; "tf32" is a
+#: training process's setting: ``training_precision``).
 TRAINING_PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 
 
@@ -57,7 +63,14 @@ def get_precision(name: str, what: str = "precision") -> Precision:
     try:
         return PRECISIONS[name]
     except (KeyError, TypeError):
-        raise ValueError(f"{what} must be one of {sorted(PRECISIONS)}, got {name!r}") from None
+        hint = ""
+        if name == "tf32":
+            hint = (
+                ": TF32 is a process-wide PyTorch setting, which the package leaves to you; use "
+                "'fp32' and set torch.backends.cuda.matmul.allow_tf32 = True (and "
+                "torch.backends.cudnn.allow_tf32) once in your program"
+            )
+        raise ValueError(f"{what} must be one of {sorted(PRECISIONS)}, got {name!r}{hint}") from None
 
 
 def runs_on(name: str, device: torch.device) -> bool:
@@ -65,13 +78,11 @@ def runs_on(name: str, device: torch.device) -> bool:
     measures a mode, instead of probing ``torch.autocast`` (which, for a dtype it does not take,
     warns and runs float32 under the mode's name).
 
-    "tf32" exists only on CUDA (elsewhere it is "fp32"); an autocast mode needs ``torch.autocast``
-    for the device type, and bf16 on CUDA a GPU with bfloat16. On the CPU, ``torch.autocast`` takes
-    bfloat16 and, in recent releases (2.13 among them), float16 too; other device types: False.
+    "int8" runs on the CPU only; an autocast mode needs ``torch.autocast`` for the device type, and
+    bf16 on CUDA a GPU with bfloat16. On the CPU, ``torch.autocast`` takes bfloat16 and, in recent
+    releases (2.13 among them), float16 too; other device types: False.
     """
     precision = get_precision(name)
-    if precision.allow_tf32:
-        return device.type == "cuda"
     if precision.int8:
         return device.type == "cpu"
     if precision.autocast_dtype is None:
@@ -82,44 +93,37 @@ def runs_on(name: str, device: torch.device) -> bool:
 
 
 @contextlib.contextmanager
-def precision_context(name: str, device: torch.device) -> Iterator[Precision]:
-    """Run the block in mode ``name`` on ``device``: autocast to its dtype (if any), and the
-    process-wide TF32 flags set for the block and restored after.
-
-    The flags are set on every device (to False off CUDA, where TF32 does not exist), so that
-    code that forgets to enter this context is caught by a CPU test reading the flags.
-    """
+def precision_context(name: str, device: torch.device, *, weight_cache: bool = True) -> Iterator[Precision]:
+    """Run the block in mode ``name`` on ``device``, in this thread (a worker thread enters it
+    again: autocast is per thread). ``weight_cache=False``: autocast keeps no casts of the weights
+    beyond the block (what a CUDA graph recording needs, since the graph must own them)."""
     precision = get_precision(name)
     if precision.int8 and device.type != "cpu":
-        raise ValueError(
-            f"precision {name!r} runs on the CPU; on {device.type} use 'bf16', 'fp16' or 'tf32'"
-        )
-    with tf32_allowed(precision.allow_tf32 and device.type == "cuda"):
-        if precision.int8:
-            with int8_products():
-                yield precision
-        elif precision.autocast_dtype is None:
+        raise ValueError(f"precision {name!r} runs on the CPU; on {device.type} use 'bf16' or 'fp16'")
+    if precision.int8:
+        with int8_products():
             yield precision
-        else:
-            with torch.autocast(device_type=device.type, dtype=precision.autocast_dtype):
-                yield precision
+    elif precision.autocast_dtype is None:
+        yield precision
+    else:
+        with torch.autocast(
+            device_type=device.type, dtype=precision.autocast_dtype, cache_enabled=weight_cache
+        ):
+            yield precision
 
 
-@contextlib.contextmanager
-def tf32_allowed(allowed: bool) -> Iterator[None]:
-    """Allow or forbid TensorFloat-32 in float32 CUDA matrix products and cuDNN (convolutions,
-    LSTM) for the block; the previous settings come back after."""
-    matmul, cudnn = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = allowed
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, cudnn
+def training_precision(name: str, device: torch.device) -> str:
+    """The mode a pretraining process runs its model in, for ``[training] precision = name``.
 
-
-def tf32_flags() -> tuple:
-    """(matmul, cudnn) TF32 flags as they are now: what tests and benches check."""
-    return torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    "tf32" is "fp32" with TensorFloat-32 products: the pretrain command owns its process, so on
+    CUDA it turns PyTorch's two TF32 switches on here, once, before the first step (the pipe never
+    writes them: a pipe runs inside the user's process). Off CUDA it is "fp32".
+    """
+    if name != "tf32":
+        return get_precision(name, "[training] precision").name
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    return "fp32"
 
 
 def autocast_dtype_now(device_type: str) -> Optional[torch.dtype]:

@@ -8,10 +8,12 @@ words, the least recently used evicted first. A word list (AllenNLP's ``vocab_to
 
 Keys are a token's row of ids (50 character ids for the released models) as bytes, so the cache
 works on whatever the biLM's ``batch_to_ids`` produced and a hit is an exact match of the ids.
-The vectors are those the encoder returned for the same ids (up to float rounding: a batch's
-products may round differently from another's). The biLM empties the cache when what the vectors
-depend on changes (``state``: the precision, the encoder's weights, their device and dtype) and
-never uses it where gradients flow. A lock makes it safe for a web server's threads to run the
+The vectors are those the encoder returned for the same ids: with int8 the ones it returns in
+any batch, bit for bit (its convolutions run in fixed-shape chunks), otherwise up to float
+rounding (a batch's products may round differently from another's). The runner
+(``nn/runner.py``) empties the cache when what the vectors depend on changes (``state``: the
+precision, the encoder's weights, their device and dtype) and never uses it where gradients
+flow. A lock makes it safe for a web server's threads to run the
 same pipeline at once; the encoder runs outside the lock.
 """
 
@@ -55,6 +57,16 @@ class TokenEmbeddingCache:
 
     def __len__(self) -> int:
         return len(self._slots)
+
+    def __getstate__(self) -> dict:
+        """Copies and pickles carry the vectors, not the lock (a new one is made)."""
+        state = self.__dict__.copy()
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     @property
     def nbytes(self) -> int:

@@ -155,8 +155,8 @@ def make_batch(sequences: Sequence[Sequence[str]], vocab: Vocab) -> LMBatch:
 class BiLMLanguageModel(nn.Module):
     """The biLM plus the shared softmax; ``forward`` returns summed NLLs per direction.
 
-    ``precision`` (``nn/precision.py``) covers the whole step, biLM and softmax: "fp32" forbids
-    TF32 as the biLM's own ``forward`` does."""
+    ``precision`` (``nn/precision.py``) covers the whole step, biLM and softmax, as it does the
+    biLM's inference (TF32 is the process's setting, which neither writes)."""
 
     def __init__(
         self, bilm: BiLM, softmax: LMSoftmax, dropout: float = 0.1, precision: str = "fp32"

@@ -25,7 +25,7 @@ from tqdm import tqdm
 
 from ..distributed import DistributedContext
 from ..nn.bilm import BiLM
-from ..nn.precision import get_precision
+from ..nn.precision import get_precision, training_precision
 from ..nn.softmax import LMSoftmax
 from ..nn.threads import torch_threads
 from ..sources import WeightSource, load_bilm_from, resolve_weight_source
@@ -120,6 +120,8 @@ class Trainer:
             raise CorpusError(f"corpus.dev {s.corpus.dev} holds no tokens (empty or blank lines only)")
         self.vocab = self._prepare_vocab(resume)
         self.use_sampled = sampled_softmax_wanted(s.objective, len(self.vocab))
+        #: The model's mode ("tf32" trains as "fp32" in a process with TF32 on).
+        self.precision = training_precision(s.training.precision, self.device)
         self.step_kind = resolve_step_kind(
             s.training.step, self.windows, self.device, s.training.precision
         )
@@ -130,7 +132,7 @@ class Trainer:
         self.optimizer = make_optimizer(self.model, s.optimizer, self.device if graphed else None)
         self.scheduler = make_scheduler(self.optimizer, s.optimizer, s.training.max_steps)
         self.scaler = torch.amp.GradScaler(
-            self.device.type, enabled=get_precision(s.training.precision).needs_grad_scaler
+            self.device.type, enabled=get_precision(self.precision).needs_grad_scaler
         )
         self.generator = self._seed_rank()
         self.stream = self._make_stream()
@@ -224,7 +226,7 @@ class Trainer:
             softmax.row_sparse_gradients = True
             # Say so explicitly (the default), which also silences torch's warning about it.
             torch.sparse.check_sparse_tensor_invariants.disable()
-        model = BiLMLanguageModel(bilm, softmax, s.objective.dropout, s.training.precision)
+        model = BiLMLanguageModel(bilm, softmax, s.objective.dropout, self.precision)
         return model.to(self.device)
 
     def _wrap_distributed(self, model: BiLMLanguageModel) -> torch.nn.Module:

@@ -1,0 +1,257 @@
+"""How a BiLM is run: the path each call takes, and the speed settings that choose it.
+
+``BiLMRunner(bilm)`` is what the ``elmo`` pipe runs, and what a PyTorch user wraps a ``BiLM`` in
+for speed: ``runner(char_ids)`` returns the biLM's ``(layers, mask)`` in float32, computed
+
+- in its ``precision`` (``nn/precision.py``: "fp32", "bf16"/"fp16" under autocast, "int8");
+- as CUDA graphs (``cuda_graphs``, default True) on CUDA where no gradient is needed, from zero
+  states, for batches of up to 128 sentences: the two LSTM stacks recorded, the backward one on
+  a second stream (``nn/cuda_graphs.py``); equal to the eager loop up to float rounding;
+- side by side on ``threads`` threads (default 1) on the CPU where no gradient is needed: the
+  forward and the backward LSTM stacks, which share nothing after the token layer, each on a
+  thread, and with 4, 6, ... threads on that many shards of the batch (rows balanced by tokens)
+  times the two directions; the character CNN and highway layers split the batch's distinct
+  tokens. Each piece runs the ops of the one-thread path, so the outputs are those of
+  ``threads = 1`` up to float rounding (``nn/threads.py`` ``run_side_by_side``); with int8, bit
+  for bit: int8's products are exact and its character convolutions run in fixed-shape chunks
+  (``CharacterEncoder``), so a sentence's vectors are the same alone and in any batch;
+- with a token cache (``cache_token_embeddings``), where no gradient is needed: the token
+  vectors of words seen before are looked up instead of computed;
+- else eagerly (``BiLM.forward``), which is also what every path computes.
+
+Where gradients flow (fine-tuning, pretraining) only the precision applies.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Tuple
+
+import torch
+from torch import nn
+
+from .bilm import BiLM, BiLMStates, DirectionOutputs
+from .cuda_graphs import LSTMGraphs, pays_off
+from .lstm import DistinctInputs, length_mask
+from .precision import get_precision, precision_context
+from .threads import run_side_by_side
+from .token_cache import TokenEmbeddingCache
+from .versions import weights_key
+
+
+class BiLMRunner(nn.Module):
+    """Runs ``bilm`` (a submodule: the runner's parameters are the biLM's) the fastest way that
+    gives its outputs; see the module docstring for the settings. ``bilm`` None: a runner that
+    waits for its weights (``replace_bilm``)."""
+
+    def __init__(
+        self, bilm: Optional[BiLM] = None, precision: str = "fp32", threads: int = 1, cuda_graphs: bool = True
+    ) -> None:
+        super().__init__()
+        self.bilm = bilm
+        self.precision = precision
+        self.threads = threads
+        self.cuda_graphs = cuda_graphs
+        self.token_cache: Optional[TokenEmbeddingCache] = None
+        self._graphs: Optional[LSTMGraphs] = None
+
+    def replace_bilm(self, bilm: Optional[BiLM]) -> None:
+        """Run ``bilm`` from now on; the recorded graphs and the token cache, which belong to
+        the previous one, go (a cache comes back with its settings: ``cache_token_embeddings``)."""
+        self.bilm = bilm
+        self.token_cache = None
+        self._graphs = None
+
+    @property
+    def precision(self) -> str:
+        return self._precision
+
+    @precision.setter
+    def precision(self, value: str) -> None:
+        self._precision = get_precision(value, "BiLMRunner precision").name
+
+    def forward(self, char_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The biLM's ``(layers, mask)`` of ``char_ids``, layers in float32."""
+        with precision_context(self.precision, char_ids.device):
+            layers, mask = self.bilm(char_ids, encode=self._encode, directions=self._directions)
+        return layers.float(), mask
+
+    def cache_token_embeddings(self, words: Sequence[str] = (), max_words: Optional[int] = None) -> int:
+        """Keep the token vectors of up to ``max_words`` words (default: as many as ``words``),
+        filled from the batches the runner runs, the least recently used evicted first; ``words``
+        (AllenNLP's ``vocab_to_cache``, a vocabulary's most frequent words) are computed now, to
+        pre-fill it. Cached words skip the character CNN and highway layers wherever no gradient
+        is needed. The cache is not saved with the weights, and is emptied (and pre-filled again)
+        when the precision or the token encoder's weights, device or dtype change. Returns the
+        number of words cached now."""
+        distinct = list(dict.fromkeys(words))
+        prefill = torch.from_numpy(self.bilm.indexer.tokens_to_ids(distinct)) if distinct else None
+        self.token_cache = TokenEmbeddingCache(max_words or len(distinct), prefill)
+        device = self.bilm.token_encoder.projection.weight.device
+        with torch.no_grad(), precision_context(self.precision, device):
+            self.token_cache.ensure_state(self._token_cache_state(), self._encode_tokens, device)
+        return len(self.token_cache)
+
+    def clear_token_cache(self) -> None:
+        self.token_cache = None
+
+    def __getstate__(self) -> dict:
+        """Pickles and deep copies leave the recorded graphs behind (they hold this process's GPU
+        memory and are recorded again on first use)."""
+        state = self.__dict__.copy()
+        state["_graphs"] = None
+        return state
+
+    # ---------------------------------------------------------------- the paths
+    def _inference_only(self, dropout: float) -> bool:
+        """No gradient is needed and no dropout applies: the speed paths may run."""
+        return not (dropout > 0 and self.training) and not _needs_gradient(self.bilm)
+
+    def _side_by_side(self, device: torch.device, dropout: float = 0.0) -> bool:
+        """Whether this call splits its work over ``threads`` (CPU, inference, no dropout)."""
+        return self.threads > 1 and device.type == "cpu" and self._inference_only(dropout)
+
+    def _graphed(self, tokens: torch.Tensor, states: Optional[BiLMStates], dropout: float) -> bool:
+        """Whether the LSTM stacks run as CUDA graphs in this call (``cuda_graphs``: CUDA, a batch
+        small enough that they pay off, no gradient, zero initial states, no dropout, and not
+        inside the caller's own recording)."""
+        return (
+            self.cuda_graphs
+            and tokens.device.type == "cuda"
+            and pays_off(tokens.shape[0])
+            and states is None
+            and self._inference_only(dropout)
+            and not torch.cuda.is_current_stream_capturing()
+        )
+
+    def _encode(self, unique: torch.Tensor) -> torch.Tensor:
+        """The batch's distinct tokens -> their vectors, through the token cache where it
+        applies."""
+        if self.token_cache is None or _needs_gradient(self.bilm.token_encoder):
+            return self._encode_tokens(unique)
+        self.token_cache.ensure_state(self._token_cache_state(), self._encode_tokens, unique.device)
+        return self.token_cache.encode(unique, self._encode_tokens)
+
+    def _encode_tokens(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """(N, width) ids -> (N, dim) token vectors, split over ``threads`` (``_side_by_side``).
+        int8 (the CPU, no gradient) runs the convolutions in fixed-shape chunks: each token's
+        vector is then the one it gets alone (``CharacterEncoder``), and so, the int8 products
+        being exact, is every sentence's."""
+        encoder = self.bilm.token_encoder
+        chunked = get_precision(self.precision).int8 and char_ids.device.type == "cpu"
+        n_pieces = min(self.threads, char_ids.shape[0])
+        if n_pieces < 2 or not self._side_by_side(char_ids.device):
+            return encoder(char_ids, chunked)
+        tasks = [
+            self._in_worker(lambda piece=piece: encoder(piece, chunked), char_ids.device)
+            for piece in char_ids.tensor_split(n_pieces)
+        ]
+        return torch.cat(run_side_by_side(tasks))
+
+    def _directions(
+        self,
+        tokens: torch.Tensor,
+        lengths: torch.Tensor,
+        states: Optional[BiLMStates],
+        dropout: float,
+        distinct: DistinctInputs,
+    ) -> Tuple[DirectionOutputs, DirectionOutputs]:
+        if self._graphed(tokens, states, dropout):
+            return self._lstm_graphs().run(tokens, lengths, self.precision)
+        if self._side_by_side(tokens.device, dropout):
+            return self._directions_side_by_side(tokens, lengths, states, distinct)
+        return self.bilm.run_directions(tokens, lengths, states, dropout, distinct)
+
+    def _lstm_graphs(self) -> LSTMGraphs:
+        if self._graphs is None:
+            self._graphs = LSTMGraphs(self.bilm.forward_lstm, self.bilm.backward_lstm)
+        return self._graphs
+
+    def _in_worker(self, work, device: torch.device):
+        """``work`` as a task for ``run_side_by_side``: grad mode and autocast are per thread,
+        so the task enters them itself (the int8 switch also travels in the copied context)."""
+
+        def task():
+            with torch.no_grad(), precision_context(self.precision, device):
+                return work()
+
+        return task
+
+    def _directions_side_by_side(
+        self,
+        tokens: torch.Tensor,
+        lengths: torch.Tensor,
+        states: Optional[BiLMStates],
+        distinct: DistinctInputs,
+    ) -> Tuple[DirectionOutputs, DirectionOutputs]:
+        """Both directions on ``threads`` threads: ``threads // 2`` shards of the batch's rows
+        (balanced by tokens) times the two directions; the pieces' outputs and final states are
+        put back in batch order."""
+        bilm = self.bilm
+        shards = _balanced_shards(lengths, max(1, min(self.threads // 2, tokens.shape[0])))
+        whole = len(shards) == 1
+        tasks = []
+        for rows in shards:
+            shard_distinct = distinct if whole else _distinct_rows_of(distinct, rows, lengths)
+            shard_tokens, shard_lengths = (tokens, lengths) if whole else (tokens[rows], lengths[rows])
+            for lstm, lstm_states in (
+                (bilm.forward_lstm, states and states.forward),
+                (bilm.backward_lstm, states and states.backward),
+            ):
+                if lstm_states and not whole:
+                    lstm_states = [(h[rows], c[rows]) for h, c in lstm_states]
+                arguments = (shard_tokens, shard_lengths, lstm_states, 0.0, shard_distinct)
+                tasks.append(self._in_worker(lambda lstm=lstm, arguments=arguments: lstm(*arguments), tokens.device))
+        results = run_side_by_side(tasks)
+        if whole:
+            return results[0], results[1]
+        order = torch.argsort(torch.cat(shards))
+        return tuple(
+            _gather_shards([results[2 * k + direction] for k in range(len(shards))], order)
+            for direction in (0, 1)
+        )
+
+    def _token_cache_state(self) -> tuple:
+        """What cached token vectors depend on: the precision and the encoder's weights."""
+        return self.precision, weights_key(self.bilm.token_encoder.parameters())
+
+
+def _needs_gradient(module: nn.Module) -> bool:
+    return torch.is_grad_enabled() and any(p.requires_grad for p in module.parameters())
+
+
+def _balanced_shards(lengths: torch.Tensor, n_shards: int) -> List[torch.Tensor]:
+    """Row indices of ``n_shards`` shards of the batch, with near-equal numbers of tokens: rows
+    longest first, each to the shard with the fewest tokens so far; each shard's rows in order."""
+    if n_shards <= 1:
+        return [torch.arange(lengths.shape[0], device=lengths.device)]
+    loads = [0] * n_shards
+    members: List[List[int]] = [[] for _ in range(n_shards)]
+    lengths_list = lengths.tolist()
+    for row in sorted(range(len(lengths_list)), key=lambda r: -lengths_list[r]):
+        k = loads.index(min(loads))
+        members[k].append(row)
+        loads[k] += lengths_list[row]
+    return [torch.tensor(sorted(m), dtype=torch.long, device=lengths.device) for m in members if m]
+
+
+def _distinct_rows_of(distinct: DistinctInputs, rows: torch.Tensor, lengths: torch.Tensor) -> DistinctInputs:
+    """The distinct inputs of the batch rows ``rows`` only (so that a shard's first layer computes
+    the input products of its own tokens, not of the whole batch's)."""
+    index = distinct.index[rows]
+    mask = length_mask(lengths[rows], index.shape[1])
+    used, inverse = torch.unique(index[mask], return_inverse=True)
+    shard_index = index.new_zeros(index.shape)
+    shard_index[mask] = inverse
+    return DistinctInputs(distinct.rows[used], shard_index)
+
+
+def _gather_shards(pieces: List[DirectionOutputs], order: torch.Tensor) -> DirectionOutputs:
+    """One direction's per-shard (outputs per layer, final states per layer) -> the whole batch's,
+    rows back in batch order (``order``: the inverse of the shards' concatenated rows)."""
+    n_layers = len(pieces[0][0])
+    outputs = [torch.cat([p[0][i] for p in pieces]).index_select(0, order) for i in range(n_layers)]
+    states = [
+        tuple(torch.cat([p[1][i][part] for p in pieces]).index_select(0, order) for part in (0, 1))
+        for i in range(n_layers)
+    ]
+    return outputs, states
