@@ -19,7 +19,7 @@ from pydantic import (
 )
 
 from ..nn.precision import TRAINING_PRECISIONS
-from ..nn.threads import resolve_threads
+from ..nn.threads import AUTO_THREADS, usable_cores
 from ..options import ACTIVATIONS, BiLMOptions
 from .corpus import CorpusSettings
 from .optimizers import Fraction, OptimizerSettings
@@ -176,14 +176,16 @@ def _threads(value: Any) -> Union[int, str]:
 class SystemSettings(Section):
     seed: int
     #: CPU threads of torch's intra-op pool (torch.set_num_threads), at least 1, or "auto"
-    #: (``nn.threads.resolve_threads``). Results are bitwise reproducible only at the same
+    #: (``thread_count``). Results are bitwise reproducible only at the same
     #: thread count.
     threads: Annotated[Union[int, str], BeforeValidator(_threads)] = 1
 
     @property
     def thread_count(self) -> int:
-        """``threads`` with "auto" resolved for this process."""
-        return resolve_threads(self.threads)
+        """``threads`` with "auto" resolved: the usable cores, at most ``AUTO_THREADS``. The
+        trainer sets torch's thread count to it for the run (which owns the process), so unlike
+        the pipe's "auto" it does not depend on the count torch runs with now."""
+        return min(AUTO_THREADS, usable_cores()) if self.threads == "auto" else self.threads
 
 
 class ModelSettings(Section):
