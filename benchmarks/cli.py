@@ -4,6 +4,7 @@ table and, with ``--output``, writes every figure to JSON."""
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
@@ -428,52 +429,79 @@ def memory_command(
 @app.command("pretrain")
 def pretrain_command(
     cases: List[str] = typer.Option(
-        ["original", "original-dense", "bundled"],
+        ["bundled"],
         "--case",
-        help="original, original-dense (dense softmax updates), bundled and/or bundled-full "
-        "(the bundled recipe with a full softmax); repeat the option",
+        help="bilm-tf (init-config --recipe bilm-tf: the original shape, clipped), fast (the same "
+        "unclipped), bundled (the project's recipe) and/or bundled-full (with a full softmax); "
+        "repeat the option",
     ),
-    batch_size: int = typer.Option(128, "--batch-size", help="Windows per step (bilm-tf: 128)"),
-    seq_len: int = typer.Option(
-        20, "--seq-len", help="Positions per window, <S> and </S> included (bilm-tf: 20)"
+    rows: List[str] = typer.Option(
+        ["128"], "--rows", help="Window rows per step (bilm-tf: 128), or max (the most that fit a GPU); repeat"
     ),
-    warmup: int = typer.Option(1, "--warmup", help="Untimed steps first"),
-    steps: int = typer.Option(3, "--steps", help="Timed steps"),
-    precision: str = typer.Option("fp32", "--precision", help="fp32, bf16 or fp16 (autocast)"),
+    window: int = typer.Option(20, "--window", help="Tokens per window (bilm-tf: 20)"),
+    warmup: int = typer.Option(10, "--warmup", help="Untimed steps at least (more until the step time settles)"),
+    steps: int = typer.Option(50, "--steps", help="Timed steps at least"),
+    seconds: float = typer.Option(30.0, "--seconds", help="Timed seconds at least"),
+    precisions: List[str] = typer.Option(["fp32"], "--precision", help="fp32, tf32, bf16 or fp16; repeat"),
+    step_kinds: List[str] = typer.Option(
+        ["eager"], "--step", help="eager, cuda_graph or compile (windows only); repeat"
+    ),
+    phases: bool = typer.Option(True, "--phases/--no-phases", help="Profile a few more steps: time per phase, GPU busy"),
+    tiny: bool = typer.Option(False, "--tiny", help="The recipes with a tiny model and vocabulary (a rehearsal)"),
     device: str = typer.Option("auto", "--device", help="cpu, cuda or auto"),
     text: Optional[Path] = TEXT,
     threads: Optional[int] = THREADS,
     isolate: bool = ISOLATE,
     output: Optional[Path] = OUTPUT,
 ) -> None:
-    """Pretraining throughput: the original shape beside the bundled model's.
+    """Pretraining throughput in steady state, split by phase: the trainer's own steps.
 
-    Forward, backward and optimizer step of the package's trainer, tokens/s and peak memory.
+    Writes --output after every case, so that a cut run keeps what it measured.
     """
-    from .pretrain_bench import CASES, PRETRAIN_COLUMNS, run_pretrain_bench
+    from .pretrain_bench import CASES, PRETRAIN_COLUMNS, phase_columns, phase_table, run_pretrain_bench
+    from .pretrain_bench import tiny as tiny_case
 
     unknown = [c for c in cases if c not in CASES]
     if unknown:
         fail(f"--case must be one of {', '.join(CASES)}, got {unknown}")
+    sizes = [r if r == "max" else int(r) for r in rows if r == "max" or r.isdigit()]
+    if len(sizes) != len(rows) or any(r != "max" and r < 1 for r in sizes):
+        fail(f"--rows takes positive integers or max, got {rows}")
     _threads(threads)
     try:
+        chosen = [tiny_case(CASES[c]()) if tiny else CASES[c]() for c in cases]
         result = run_pretrain_bench(
-            [CASES[c]() for c in cases], text, batch_size, seq_len, warmup, steps, precision,
-            device, threads, isolate,
+            chosen, text, sizes, window, warmup, steps, seconds, precisions,
+            step_kinds, device, threads, phases, isolate, on_row=lambda partial: _write_quietly(partial, output),
         )
     except (ValueError, FileNotFoundError) as err:
         fail(str(err))
     s = result["settings"]
+    measured = [row for row in result["rows"] if "tokens_per_s" in row]
     report.echo_table(
-        f"pretraining steps on {s['device']}, {precision}: batches of {batch_size} x {seq_len}, "
-        f"{steps} timed after {warmup} warm-up",
-        result["rows"],
+        f"pretraining steps on {s['device']}, steady state: at least {steps} steps and {seconds:.0f} s "
+        f"after at least {warmup} warm-up steps",
+        measured,
         PRETRAIN_COLUMNS,
     )
+    split = phase_table(measured)
+    if split:
+        report.echo_table("time per step in each phase", split, phase_columns(s["device"]))
     for row in result["rows"]:
-        typer.echo(f"{row['case']}: {row['description']}")
+        if "tokens_per_s" not in row:
+            typer.echo(f"{row['case']} {row.get('precision')} {row.get('step')}: {row.get('error') or row.get('skipped')}")
     typer.echo("tokens/s = predictions per direction per second (as the trainer logs it)")
     _finish(result, output)
+
+
+def _write_quietly(result: Dict[str, Any], output: Optional[Path]) -> None:
+    """The result so far, written over ``output`` (a cut run keeps what it measured)."""
+    if output is not None:
+        path = Path(output)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(result, indent=1, default=str) + "\n", encoding="utf-8")
+        tmp.replace(path)
 
 
 @app.command("senses")

@@ -26,8 +26,11 @@ Stages (``STAGES``):
   on CUDA; peak GPU memory; ``doc._.elmo`` a NumPy array on the CPU; a long doc without sentences;
 - ``train``: a tagger and an NER through the listener, ``spacy train`` on the project's configs
   and its demo corpora (a subprocess, ``--gpu-id 0`` on CUDA), a few hundred steps;
-- ``pretrain``: ``python -m spacy_elmo pretrain`` under torchrun for a few steps, then
-  ``benchmarks pretrain`` (``pretrain_bench``) in fp32 and bf16;
+- ``pretrain``: ``benchmarks pretrain`` (``pretrain_bench``) in steady state, one subprocess per
+  case, both recipes (``bilm-tf``, ``fast``) at 128 x 20 over precisions and step kinds in
+  ``Sizes.pretrain_plan``'s order, then ``python -m spacy_elmo pretrain`` under torchrun;
+- ``pretrain-scale``: the largest batches that fit and the compiled steps
+  (``Sizes.pretrain_scale_plan``), and ``torchrun --nproc-per-node 1`` against one process;
 - ``embed``: ``python -m spacy_elmo embed`` in one process and under torchrun (a rank per GPU; 2
   on the CPU) on real sentences, and whether both wrote the same vectors.
 
@@ -44,6 +47,7 @@ import logging
 import os
 import platform
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -57,7 +61,7 @@ import torch
 
 from .subprocesses import CHECKOUT, descendants, package_argv, subprocess_env
 
-STAGES = ("tests", "inference", "pipe", "train", "pretrain", "embed")
+STAGES = ("tests", "inference", "pipe", "train", "pretrain", "pretrain-scale", "embed")
 STAGE_CHOICES = (*STAGES, "all")
 #: Characters of a subprocess's output kept in the stage log, and of an error in the JSON.
 LOG_TAIL = 2_000_000
@@ -84,12 +88,15 @@ class Sizes:
     train_steps: int
     train_eval_every: int
     train_dev_limit: int  # 0: the whole dev set
-    pretrain_cases: Tuple[str, ...]  # benchmarks pretrain's CASES, or "fixture" (tiny)
-    pretrain_batch: int
-    pretrain_seq_len: int
+    # benchmarks pretrain's (case, rows, precision, step) in order of importance: the stage
+    # "pretrain" runs these, "pretrain-scale" the largest batches (rows "max") and torchrun
+    pretrain_plan: Tuple[Tuple[str, Any, str, str], ...]
+    pretrain_scale_plan: Tuple[Tuple[str, Any, str, str], ...]
+    pretrain_tiny: bool  # the recipes with the fixture shape (pretrain_bench.tiny)
+    pretrain_warmup: int
     pretrain_steps: int
+    pretrain_seconds: float
     torchrun_pretrain_steps: int
-    torchrun_pretrain_tiny: bool  # the bundled recipe with a tiny model (TINY_PRETRAIN)
     embed_tokens: int
     embed_chunk: int
 
@@ -105,12 +112,32 @@ FULL = Sizes(
     train_steps=300,
     train_eval_every=100,
     train_dev_limit=0,
-    pretrain_cases=("original", "original-dense", "bundled"),
-    pretrain_batch=128,
-    pretrain_seq_len=20,
-    pretrain_steps=3,
-    torchrun_pretrain_steps=20,
-    torchrun_pretrain_tiny=False,
+    pretrain_plan=(
+        ("bilm-tf", 128, "bf16", "cuda_graph"),
+        ("bilm-tf", 128, "bf16", "eager"),
+        ("bilm-tf", 128, "fp32", "cuda_graph"),
+        ("bilm-tf", 128, "tf32", "cuda_graph"),
+        ("fast", 128, "bf16", "cuda_graph"),
+        ("fast", 128, "fp32", "cuda_graph"),
+        ("fast", 128, "tf32", "cuda_graph"),
+        ("bilm-tf", 128, "fp32", "eager"),
+        ("fast", 128, "bf16", "eager"),
+        ("bilm-tf", 128, "tf32", "eager"),
+        ("fast", 128, "fp32", "eager"),
+    ),
+    pretrain_scale_plan=(
+        ("bilm-tf", "max", "bf16", "cuda_graph"),
+        ("fast", "max", "bf16", "cuda_graph"),
+        ("bilm-tf", 128, "bf16", "compile"),
+        ("fast", 128, "bf16", "compile"),
+        ("bilm-tf", "max", "fp32", "cuda_graph"),
+        ("fast", "max", "fp32", "cuda_graph"),
+    ),
+    pretrain_tiny=False,
+    pretrain_warmup=10,
+    pretrain_steps=50,
+    pretrain_seconds=10.0,
+    torchrun_pretrain_steps=60,
     embed_tokens=50_000,
     embed_chunk=500,
 )
@@ -125,12 +152,13 @@ SMOKE = Sizes(
     train_steps=5,
     train_eval_every=5,
     train_dev_limit=10,
-    pretrain_cases=("fixture",),
-    pretrain_batch=8,
-    pretrain_seq_len=12,
+    pretrain_plan=(("bilm-tf", 4, "fp32", "eager"), ("fast", 4, "bf16", "eager")),
+    pretrain_scale_plan=(("fast", 4, "fp32", "eager"),),
+    pretrain_tiny=True,
+    pretrain_warmup=2,
     pretrain_steps=2,
-    torchrun_pretrain_steps=2,
-    torchrun_pretrain_tiny=True,
+    pretrain_seconds=0.0,
+    torchrun_pretrain_steps=4,
     embed_tokens=1_000,
     embed_chunk=20,
 )
@@ -157,6 +185,8 @@ class Stage:
         self.echo = echo
         self.deadline = time.monotonic() + deadline_s
         self.cases: List[Dict[str, Any]] = []
+        #: Called after every case (``run_stage`` writes the stage's JSON so far).
+        self.on_record: Callable[[], Any] = lambda: None
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -191,6 +221,7 @@ class Stage:
         line = f"{self.name} | {record['case']}: {record['status']} ({seconds:.1f} s)" + (f" | {summary}" if summary else "")
         self.log.info("%s", line)
         self.echo(line)
+        self.on_record()
 
     def run(self, argv: Sequence[Any], env: Optional[Dict[str, str]] = None, cwd: Optional[Path] = None) -> Tuple[Optional[int], str, float]:
         """Run ``argv`` (stdout and stderr together) until it ends or the deadline comes: returns
@@ -586,49 +617,35 @@ def train_stage(stage: Stage) -> None:
 # ------------------------------------------------------------------------------------- pretrain
 
 
-def fixture_pretrain_case():
-    """``benchmarks pretrain`` on the tiny AllenNLP test shape, a full softmax over 500 words: the
-    rehearsal's case (the released shapes take minutes on a CPU)."""
-    from spacy_elmo.pretrain.config import model_overrides
-
-    from .pretrain_bench import PretrainCase
-    from .shapes import shape_options
-
-    return PretrainCase(
-        name="fixture",
-        vocab_size=500,
-        overrides={**model_overrides(shape_options("fixture")), "objective.softmax": "full"},
-        description="the tiny fixture shape, full softmax over 500 words",
-    )
-
-
-def _pretrain_bench(stage: Stage, precision: str) -> Dict[str, Any]:
-    from .pretrain_bench import CASES, run_pretrain_bench
-
+def _pretrain_case(stage: Stage, case: str, rows: Any, precision: str, step: str) -> Dict[str, Any]:
+    """One ``benchmarks pretrain`` case in a subprocess (stopped at the stage's deadline), its
+    JSON written as soon as it ends; the stage records its row."""
     s = stage.sizes
-    cases = [fixture_pretrain_case() if name == "fixture" else CASES[name]() for name in s.pretrain_cases]
-    result = run_pretrain_bench(
-        cases, batch_size=s.pretrain_batch, seq_len=s.pretrain_seq_len, warmup=1, steps=s.pretrain_steps,
-        precision=precision, device=stage.device.type, isolate=s.isolate, progress=False,
-    )
+    output = stage.workdir / f"pretrain-{case}-{rows}-{precision}-{step}.json"
+    argv: List[Any] = [
+        sys.executable, "-m", "benchmarks", "pretrain", "--case", case, "--rows", rows,
+        "--precision", precision, "--step", step, "--device", stage.device.type,
+        "--warmup", s.pretrain_warmup, "--steps", s.pretrain_steps, "--seconds", s.pretrain_seconds,
+        "--no-isolate", "--output", output,
+    ]  # fmt: skip
+    if s.pretrain_tiny:
+        argv.append("--tiny")
+    if stage.device.type == "cpu":
+        argv += ["--threads", 1]
+    code, text, seconds = stage.run(argv, env=subprocess_env(threads=1), cwd=CHECKOUT)
+    if code is None:
+        raise RuntimeError(f"stopped at the stage's deadline after {seconds:.0f} s")
+    if code != 0 or not output.is_file():
+        raise RuntimeError(f"benchmarks pretrain exited with {code}:\n{text[-ERROR_TAIL:]}")
+    (row,) = json.loads(output.read_text(encoding="utf-8"))["rows"]
+    if "error" in row:
+        return {"ok": False, "error": row["error"], "row": row}
+    busy = row.get("device_busy_fraction")
     return {
-        "settings": result["settings"],
-        "rows": result["rows"],
-        "summary": "; ".join(f"{row['case']} {row['tokens_per_s']:,.0f} tok/s, peak {row['peak_mb']:,.0f} MB" for row in result["rows"]),
+        "row": row,
+        "summary": f"{row['tokens_per_s']:,.0f} tok/s, {row['step_s'] * 1e3:.1f} ms/step over {row['timed_steps']} "
+        f"steps, rows {row['rows']}" + (f", GPU busy {busy:.2f}" if busy is not None else ""),
     }
-
-
-#: Overrides of the bundled recipe that make the rehearsal's model tiny (as tests/test_pretrain.py).
-TINY_PRETRAIN = {
-    "model.filters": [[1, 8], [2, 8], [3, 16]],
-    "model.char_embedding_dim": 4,
-    "model.lstm_dim": 32,
-    "model.projection_dim": 16,
-    "vocab.size": 500,
-    "corpus.max_sequence_length": 30,
-    "corpus.shuffle_buffer": 200,
-    "training.batch_tokens": 400,
-}
 
 
 def _torchrun_pretrain(stage: Stage) -> Dict[str, Any]:
@@ -636,6 +653,7 @@ def _torchrun_pretrain(stage: Stage) -> Dict[str, Any]:
     several ranks on CUDA, Gloo on the CPU), the bundled model's recipe, a few steps."""
     from spacy_elmo.bench.text import default_text_path
 
+    from .pretrain_bench import tiny_overrides
     from .shapes import bundled_recipe_path
 
     ranks = _ranks(stage.device)
@@ -649,7 +667,7 @@ def _torchrun_pretrain(stage: Stage) -> Dict[str, Any]:
         "training.log_every": max(1, steps // 4),
         "training.eval_every": 10 * steps,
         "training.checkpoint_every": 10 * steps,
-        **(TINY_PRETRAIN if stage.sizes.torchrun_pretrain_tiny else {}),
+        **(tiny_overrides() if stage.sizes.pretrain_tiny else {}),
     }
     output = stage.workdir / "pretrain-torchrun"
     argv: List[Any] = package_argv(["pretrain"], ranks, torchrun=True)
@@ -675,10 +693,68 @@ def _torchrun_pretrain(stage: Stage) -> Dict[str, Any]:
     }
 
 
+def _one_rank_against_one_process(stage: Stage, step: str) -> Dict[str, Any]:
+    """``torchrun --nproc-per-node 1`` (a process group, DDP) against one process, the same
+    steps of the bilm-tf recipe on windows, alternated A B A B: tokens/s of the last logged
+    window of each run, and their ratio."""
+    from spacy_elmo.bench.text import default_text_path
+    from spacy_elmo.pretrain.config import config_text
+
+    from .pretrain_bench import tiny_overrides
+
+    steps = stage.sizes.torchrun_pretrain_steps
+    tiny = tiny_overrides() if stage.sizes.pretrain_tiny else {}
+    config = stage.workdir / "bilm-tf.cfg"
+    config.write_text(config_text("bilm-tf", {"paths.train": str(default_text_path()), **tiny}), encoding="utf-8")
+    overrides = {
+        "vocab.size": 40_000 if not tiny else 500,
+        "vocab.min_count": 1,
+        "training.step": step,
+        "training.max_steps": steps,
+        "training.log_every": max(1, steps // 3),
+        "training.eval_every": 10 * steps,
+        "training.checkpoint_every": 10 * steps,
+    }
+    runs: Dict[str, List[float]] = {"one process": [], "torchrun 1 rank": []}
+    for round_ in range(2):
+        order = list(runs) if round_ == 0 else list(runs)[::-1]
+        for name in order:
+            output = stage.workdir / f"one-rank-{step}-{name.replace(' ', '-')}-{round_}"
+            argv: List[Any] = package_argv(["pretrain"], 1, torchrun=name.startswith("torchrun"))
+            argv += [config, output, "--gpu-id", _gpu_id(stage.device)]
+            if stage.device.type == "cpu":
+                argv += ["--threads", 1]
+            for key, value in overrides.items():
+                argv += [f"--{key}", json.dumps(value) if not isinstance(value, str) else value]
+            code, text, _ = stage.run(argv, env=subprocess_env(threads=1), cwd=stage.workdir)
+            if code != 0:
+                raise RuntimeError(f"{name} exited with {code}:\n{text[-ERROR_TAIL:]}")
+            logged = [json.loads(line) for line in (output / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+            runs[name].append([row for row in logged if "loss" in row][-1]["tokens_per_s"])
+    one, ranked = (statistics.median(runs[name]) for name in runs)
+    return {
+        "step": step,
+        "tokens_per_s": runs,
+        "ratio_torchrun_to_one_process": ranked / one,
+        "summary": f"step {step}: one process {one:,.0f} tok/s, torchrun 1 rank {ranked:,.0f} ({ranked / one:.2f}x)",
+    }
+
+
 def pretrain_stage(stage: Stage) -> None:
+    """The recipes at 128 x 20 in steady state (the plan's order: what matters most first),
+    then the pretrain command under torchrun as users scale it out."""
+    for case, rows, precision, step in stage.sizes.pretrain_plan:
+        stage.case(f"{case} {rows}x20 {precision} {step}", _pretrain_case, case, rows, precision, step)
     stage.case(f"torchrun --nproc-per-node {_ranks(stage.device)} pretrain", _torchrun_pretrain)
-    for precision in ("fp32", "bf16"):
-        stage.case(f"bench pretrain {precision}", _pretrain_bench, precision)
+
+
+def pretrain_scale_stage(stage: Stage) -> None:
+    """The largest batches that fit, the compiled steps, and torchrun with one rank against one
+    process (the process group and DDP's cost)."""
+    for case, rows, precision, step in stage.sizes.pretrain_scale_plan:
+        stage.case(f"{case} {rows}x20 {precision} {step}", _pretrain_case, case, rows, precision, step)
+    step = "cuda_graph" if stage.device.type == "cuda" else "eager"
+    stage.case(f"torchrun 1 rank against one process, {step}", _one_rank_against_one_process, step)
 
 
 # ---------------------------------------------------------------------------------------- embed
@@ -765,6 +841,7 @@ RUNNERS: Dict[str, Callable[[Stage], None]] = {
     "pipe": pipe_stage,
     "train": train_stage,
     "pretrain": pretrain_stage,
+    "pretrain-scale": pretrain_scale_stage,
     "embed": embed_stage,
 }
 
@@ -824,28 +901,39 @@ def run_stage(
     sizes = SMOKE if smoke else FULL
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     start = time.perf_counter()
+    system = _system()
+    path = out / f"{name}.json"
+
+    def write(complete: bool) -> Dict[str, Any]:
+        """The stage's JSON as it stands (after every case: a cut run keeps what it measured)."""
+        cases = stage.cases
+        result = {
+            "stage": name,
+            "device": device,
+            "smoke": smoke,
+            "deadline_s": deadline_s,
+            "started": started,
+            "seconds": round(time.perf_counter() - start, 1),
+            "complete": complete,
+            "ok": all(case["ok"] for case in cases),
+            "cases_ok": sum(case["ok"] for case in cases),
+            "cases": cases,
+            "system": system,
+            "sizes": dataclasses.asdict(sizes),
+            "log": f"{name}.log",
+        }
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(result, indent=1, default=_jsonable) + "\n", encoding="utf-8")
+        tmp.replace(path)
+        return result
+
     with _stage_log(name, out / f"{name}.log") as log, tempfile.TemporaryDirectory(prefix=f"spacy-elmo-gpu-{name}-") as tmp:
         stage = Stage(name, torch.device(device), sizes, deadline_s, Path(tmp), log, echo)
+        stage.on_record = lambda: write(complete=False)
         log.info("stage %s on %s (%s), deadline %.0f s", name, device, "smoke" if smoke else "full", deadline_s)
         RUNNERS[name](stage)
-        system = _system()
+    result = write(complete=True)
     cases = stage.cases
-    result = {
-        "stage": name,
-        "device": device,
-        "smoke": smoke,
-        "deadline_s": deadline_s,
-        "started": started,
-        "seconds": round(time.perf_counter() - start, 1),
-        "ok": all(case["ok"] for case in cases),
-        "cases_ok": sum(case["ok"] for case in cases),
-        "cases": cases,
-        "system": system,
-        "sizes": dataclasses.asdict(sizes),
-        "log": f"{name}.log",
-    }
-    path = out / f"{name}.json"
-    path.write_text(json.dumps(result, indent=1, default=_jsonable) + "\n", encoding="utf-8")
     echo(f"{name}: {result['cases_ok']}/{len(cases)} cases ok in {result['seconds']:.0f} s; wrote {path}")
     return path
 

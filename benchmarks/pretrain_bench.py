@@ -1,86 +1,91 @@
-"""``benchmarks pretrain``: training throughput of the pretraining model, shape against shape.
+"""``benchmarks pretrain``: pretraining throughput in steady state, split by phase.
 
-Cases, each timed in a fresh process with the package's own training step (the ``Trainer``'s
-forward, loss, backward, gradient clipping and optimizer step):
+Each case is the package's own training step (``Trainer.train_step`` on ``Trainer.batches``, the
+trainer's batches of the text), timed after the step time has settled:
 
-- ``original``: the released "original" shape as bilm-tf trained it: a 793,471-word vocabulary
-  (the text's words by frequency, then synthetic words up to that size: only the size matters
-  for speed), sampled softmax with 8,192 negatives, Adagrad (lr 0.2), clip 10, dropout 0.1;
-- ``bundled``: the bundled model's pretraining config, as it is (its ``[model]``,
-  ``[objective]``, ``[optimizer]``), with a vocabulary of its ``[vocab] size``: the recipe shipped
-  in the bundled model's directory (``shapes.BUNDLED_RECIPE_NAME``), the same in a checkout and
-  an installed package.
+- warm-up: ``warmup`` steps (10 by default), and from ten on more, until the median of the last
+  five step times is within 5% of the five before (at most four times ``warmup``): the first
+  steps allocate, record CUDA graphs or compile;
+- timed: at least ``steps`` steps and ``seconds`` seconds, one clock around all of them (the
+  host builds each batch in the loop, as in training);
+- phases (``phases``): a few more steps under ``torch.profiler``, CPU and device time per step in
+  each of the trainer's ranges (``pretrain.model.PHASES``: batch, char CNN + highway, LSTMs,
+  softmax, backward, optimizer), in the all-reduce, and the rest; on CUDA the device's busy
+  fraction (the union of its kernels' time over the profiled span). A recorded CUDA graph runs
+  as one launch, so its steps give the busy fraction but no split: the eager case does.
 
-Batches are bilm-tf's: ``batch_size`` windows of ``seq_len`` positions (``seq_len - 2`` tokens of
-running text between ``<S>`` and ``</S>``). Throughput counts what the trainer logs as
-``tokens_per_s``: predictions per direction (``seq_len - 1`` per window). Peak memory spans the
-warm-up and timed steps (gradients, optimizer state, activations) beyond the weights; the
-absolute peak is reported too.
+Cases (``CASES``), all on windows of running text (bilm-tf's batches: rows of ``window`` tokens)
+except the bundled recipe, which batches sentences as the project trains it:
+
+- ``bilm-tf``: ``init-config --recipe bilm-tf`` (the released original shape, clip 3, 8,192
+  negatives, Adagrad) with a 793,471-word vocabulary (the text's words by frequency, then
+  synthetic words up to that size: only the size matters for speed);
+- ``fast``: ``--recipe fast``, the same without clipping (cuDNN's fused LSTM on a GPU);
+- ``bundled``: the bundled model's recipe as it is (the project's pretraining config, shipped
+  in the model's directory), its vocabulary size; ``bundled-full``: with the full softmax.
+
+``rows`` may be ``"max"``: the largest number of rows whose steps fit in the GPU's memory,
+doubled from the case's first size until a step runs out of memory.
 """
 
 from __future__ import annotations
 
+import gc
 import shutil
+import statistics
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
 
 import torch
 from tqdm import tqdm
 
-from spacy_elmo.bench.measure import MB, PeakMemory, Stopwatch
+from spacy_elmo.bench.measure import MB, PeakMemory, Stopwatch, synchronize
 from spacy_elmo.bench.system import system_info
 from spacy_elmo.bench.text import default_text_path, text_lines
 from spacy_elmo.nn.precision import TRAINING_PRECISIONS, runs_on
 
 from .isolate import run_isolated
-from .shapes import FIXED_SHAPES, bundled_recipe_path
-from .text import token_stream, words_by_frequency
+from .shapes import bundled_recipe_path
+from .text import words_by_frequency
 
 ORIGINAL_VOCAB_SIZE = 793_471
+STEP_KINDS = ("eager", "cuda_graph", "compile")
+#: Steps the phase split and the busy fraction are profiled over.
+PROFILED_STEPS = 5
+#: Rows of the first probe of ``rows = "max"``, and the most it tries.
+MAX_ROWS_LIMIT = 2**16
 
 
 @dataclass
 class PretrainCase:
-    """A pretraining config (a file, or the package default) with overrides, and the size of
-    the synthesized vocabulary."""
+    """A pretraining config (a file, or the package default with an ``init-config`` recipe)
+    with overrides, and the size of the synthesized vocabulary. ``windows``: batches of rows x
+    window (the bench's ``rows``), else the config's own sentence batches."""
 
     name: str
     vocab_size: int
     config_path: Optional[Path] = None
+    recipe: str = "default"
     overrides: Dict[str, Any] = field(default_factory=dict)
+    windows: bool = True
     description: str = ""
 
 
-def original_case() -> PretrainCase:
-    from spacy_elmo.options import BiLMOptions
-    from spacy_elmo.pretrain.config import model_overrides
-
+def bilm_tf_case() -> PretrainCase:
     return PretrainCase(
-        name="original",
-        vocab_size=ORIGINAL_VOCAB_SIZE,
-        overrides={
-            **model_overrides(BiLMOptions.from_dict(FIXED_SHAPES["original"])),
-            "objective.softmax": "sampled",
-            "objective.n_negative_samples": 8192,
-            "objective.dropout": 0.1,
-            "optimizer.name": "adagrad",
-            "optimizer.learning_rate": 0.2,
-            "optimizer.initial_accumulator_value": 1.0,
-            "optimizer.clip_norm": 10.0,
-        },
-        description="released original shape, bilm-tf objective (vocab 793,471, 8,192 samples, Adagrad)",
-    )
+        "bilm-tf", ORIGINAL_VOCAB_SIZE, recipe="bilm-tf",
+        description="init-config --recipe bilm-tf: original shape, clip 3, windows, 8,192 negatives, Adagrad",
+    )  # fmt: skip
 
 
-def original_dense_case() -> PretrainCase:
-    """The original case with dense softmax updates: what sparse row updates save."""
-    case = original_case()
-    case.name = "original-dense"
-    case.overrides["objective.sparse_updates"] = False
-    case.description = "the original case with a dense softmax gradient and update every step"
-    return case
+def fast_case() -> PretrainCase:
+    return PretrainCase(
+        "fast", ORIGINAL_VOCAB_SIZE, recipe="fast",
+        description="init-config --recipe fast: bilm-tf without clipping (torch's fused LSTM)",
+    )  # fmt: skip
 
 
 def bundled_case() -> PretrainCase:
@@ -94,7 +99,8 @@ def bundled_case() -> PretrainCase:
         name="bundled",
         vocab_size=int(config["vocab"]["size"]),
         config_path=path,
-        description=f"the bundled model's recipe ({path})",
+        windows=config["corpus"].get("batching", "sentences") == "windows",
+        description=f"the bundled model's recipe ({path}), its own batches",
     )
 
 
@@ -107,12 +113,42 @@ def bundled_full_case() -> PretrainCase:
     return case
 
 
-CASES = {
-    "original": original_case,
-    "original-dense": original_dense_case,
+CASES: Dict[str, Callable[[], PretrainCase]] = {
+    "bilm-tf": bilm_tf_case,
+    "fast": fast_case,
     "bundled": bundled_case,
     "bundled-full": bundled_full_case,
 }
+
+
+#: A tiny model on top of any recipe, for rehearsals and tests (as tests/test_pretrain.py).
+TINY = {
+    "model.filters": [[1, 8], [2, 8], [3, 16]],
+    "model.char_embedding_dim": 4,
+    "model.n_highway": 1,
+    "model.lstm_dim": 32,
+    "model.projection_dim": 16,
+    "vocab.size": 500,
+    "vocab.min_count": 1,
+    "corpus.max_sequence_length": 30,
+    "corpus.shuffle_buffer": 200,
+    "training.batch_tokens": 400,
+}
+
+
+def tiny_overrides() -> Dict[str, Any]:
+    """``TINY`` (a copy)."""
+    return dict(TINY)
+
+
+def tiny(case: PretrainCase) -> PretrainCase:
+    """``case`` with a tiny model, a 500-word vocabulary and 50 negatives (its recipe's clipping
+    and optimizer kept): what ``--tiny`` rehearses."""
+    overrides = {**case.overrides, **TINY, "objective.n_negative_samples": 50}
+    if case.windows:
+        del overrides["training.batch_tokens"]  # the bench's rows x window
+    return PretrainCase(case.name, 500, case.config_path, case.recipe, overrides, case.windows,
+                        f"{case.description} (tiny model)")  # fmt: skip
 
 
 def write_vocab(path: Path, words: Sequence[str], size: int) -> Path:
@@ -125,156 +161,332 @@ def write_vocab(path: Path, words: Sequence[str], size: int) -> Path:
     return path
 
 
+def _trainer(case: PretrainCase, text: Path, vocab: Path, out: Path, rows: int, window: int,
+             precision: str, step: str, device: torch.device, threads: int):  # fmt: skip
+    from spacy_elmo.pretrain.config import RECIPES, load_config, parse_settings
+    from spacy_elmo.pretrain.trainer import Trainer
+
+    # "fp32" exact (cuDNN allows TF32 by default); the trainer turns TF32 on for "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    overrides = {
+        **RECIPES[case.recipe],
+        **case.overrides,
+        "paths.train": str(text),
+        "paths.dev": None,
+        "paths.vocab": str(vocab),
+        "corpus.tokenized": True,
+        "training.precision": precision,
+        "training.step": step,
+        "training.max_steps": 10**9,
+        "training.log_every": 10**9,
+        "system.threads": threads,  # the trainer sets torch's thread count from it
+    }
+    if case.windows:
+        overrides.update({
+            "corpus.batching": "windows",
+            "corpus.window_length": window,
+            "training.batch_tokens": rows * window,
+        })  # fmt: skip
+    settings = parse_settings(load_config(case.config_path, overrides))
+    gpu_id = device.index or 0 if device.type == "cuda" else -1
+    return Trainer(settings, out, gpu_id=gpu_id, show_progress=False)
+
+
+def _step(trainer, batches: Iterator) -> int:
+    """One training step on the trainer's next batch; returns its predictions per direction."""
+    from spacy_elmo.pretrain.model import PHASES
+
+    with torch.profiler.record_function(PHASES["batch"]):
+        batch = next(batches)
+    trainer.train_step(batch)
+    trainer.step += 1
+    return batch.n_targets
+
+
+def _settle(trainer, batches: Iterator, device: torch.device, warmup: int) -> List[float]:
+    """``warmup`` steps, and from ten on, more until the median of the last five step times is
+    within 5% of the five before (at most ``4 * warmup``); returns their times (s)."""
+    times: List[float] = []
+    while len(times) < max(warmup, 1):
+        with Stopwatch(device) as clock:
+            _step(trainer, batches)
+        times.append(clock.seconds)
+        if len(times) >= max(warmup, 10) and len(times) < 4 * warmup:
+            last, before = statistics.median(times[-5:]), statistics.median(times[-10:-5])
+            if abs(last - before) > 0.05 * before:
+                warmup = len(times) + 1
+    return times
+
+
+def _profile(trainer, batches: Iterator, device: torch.device, n_steps: int) -> Dict[str, Any]:
+    """The phase split (ms per step, CPU and device) and the device's busy fraction over
+    ``n_steps`` profiled steps."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from spacy_elmo.pretrain.model import PHASES
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    synchronize(device)
+    with profile(activities=activities) as prof:
+        with Stopwatch(device) as clock:
+            for _ in range(n_steps):
+                _step(trainer, batches)
+    averages = {row.key: row for row in prof.key_averages()}
+
+    def device_us(row) -> float:
+        return float(getattr(row, "device_time_total", getattr(row, "cuda_time_total", 0.0)))
+
+    phases: Dict[str, Dict[str, float]] = {}
+    for name, label in PHASES.items():
+        row = averages.get(label)
+        cpu, dev = (row.cpu_time_total, device_us(row)) if row is not None else (0.0, 0.0)
+        phases[name] = {"cpu_ms": cpu / 1e3 / n_steps, "device_ms": dev / 1e3 / n_steps}
+    reduce_cpu = sum(r.self_cpu_time_total for k, r in averages.items() if "all_reduce" in k.lower())
+    reduce_device = sum(
+        float(getattr(r, "self_device_time_total", getattr(r, "self_cuda_time_total", 0.0)))
+        for k, r in averages.items() if "allreduce" in k.lower().replace("_", "")
+    )  # fmt: skip
+    phases["all_reduce"] = {"cpu_ms": reduce_cpu / 1e3 / n_steps, "device_ms": reduce_device / 1e3 / n_steps}
+    step_ms = clock.seconds * 1e3 / n_steps
+    result: Dict[str, Any] = {"profiled_steps": n_steps, "profiled_step_ms": step_ms, "phases": phases}
+    result["phases_sum_cpu_ms"] = sum(p["cpu_ms"] for k, p in phases.items() if k != "all_reduce")
+    if device.type == "cuda":
+        kernels = sorted(
+            (e.time_range.start, e.time_range.end) for e in prof.events()
+            if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA
+        )  # fmt: skip
+        busy, end = 0.0, None
+        for start, stop in kernels:
+            if end is None or start > end:
+                busy += stop - start
+                end = stop
+            elif stop > end:
+                busy += stop - end
+                end = stop
+        result["device_busy_ms_per_step"] = busy / 1e3 / n_steps
+        result["device_busy_fraction"] = min(1.0, busy / 1e3 / n_steps / step_ms)
+    return result
+
+
 def measure_training(
     case: PretrainCase,
     text: Optional[str],
-    batch_size: int,
-    seq_len: int,
+    rows: int,
+    window: int,
     warmup: int,
     steps: int,
+    seconds: float,
     precision: str,
+    step: str,
     device_name: str,
     threads: int,
+    phases: bool = True,
     progress: bool = True,
 ) -> Dict[str, Any]:
-    """Time ``steps`` training steps after ``warmup`` (meant to run in a fresh process)."""
-    from spacy_elmo.pretrain.config import load_config, parse_settings
-    from spacy_elmo.pretrain.model import make_batch
-    from spacy_elmo.pretrain.trainer import Trainer
-
+    """One case in steady state (meant to run in a fresh process)."""
     device = torch.device(device_name)
-    lines = text_lines(Path(text) if text else None)
+    text_path = Path(text) if text else default_text_path()
     out = Path(tempfile.mkdtemp(prefix=f"bench-pretrain-{case.name}-"))
     try:
-        vocab = write_vocab(out / "bench_vocab.txt", words_by_frequency(lines), case.vocab_size)
-        overrides = {
-            **case.overrides,
-            "paths.train": str(text or default_text_path()),
-            "paths.dev": None,
-            "paths.vocab": str(vocab),
-            "corpus.tokenized": True,
-            "corpus.max_sequence_length": seq_len - 2,
-            "training.batch_tokens": batch_size * seq_len,
-            "training.precision": precision,
-            "training.max_steps": warmup + steps + 1,
-            "system.threads": threads,  # the trainer sets torch's thread count from it
-        }
-        trainer = Trainer(
-            parse_settings(load_config(case.config_path, overrides)),
-            out / "run",
-            gpu_id=device.index or 0 if device.type == "cuda" else -1,
-            show_progress=False,
-        )
-        words = token_stream(lines, (warmup + steps) * batch_size * (seq_len - 2))
-        windows = [words[i : i + seq_len - 2] for i in range(0, len(words), seq_len - 2)]
-        batches = [
-            make_batch(windows[i * batch_size : (i + 1) * batch_size], trainer.vocab)
-            for i in range(warmup + steps)
-        ]
-        bilm_params = sum(p.numel() for p in trainer.model.bilm.parameters())
-        softmax_params = sum(p.numel() for p in trainer.model.softmax.parameters())
-        bar = tqdm(
-            total=warmup + steps,
-            desc=f"{case.name} {precision} {device.type}",
-            unit="step",
-            leave=False,
-            disable=not progress,
-        )
+        vocab = write_vocab(out / "bench_vocab.txt", words_by_frequency(text_lines(text_path)), case.vocab_size)
+        trainer = _trainer(case, text_path, vocab, out / "run", rows, window, precision, step, device, threads)
+        batches = trainer.batches()
+        bar = tqdm(desc=f"{case.name} {rows} {precision} {step}", unit="step", leave=False, disable=not progress)
         with PeakMemory(device) as peak:
-            for batch in batches[:warmup]:
-                trainer.train_step(batch)  # the trainer's own update, not a copy of it
-                bar.update(1)
+            warmup_times = _settle(trainer, batches, device, warmup)
+            bar.update(len(warmup_times))
+            n_steps, n_targets = 0, 0
             with Stopwatch(device) as clock:
-                for batch in batches[warmup:]:
-                    trainer.train_step(batch)
+                start = time.perf_counter()
+                while n_steps < steps or time.perf_counter() - start < seconds:
+                    n_targets += _step(trainer, batches)
+                    n_steps += 1
                     bar.update(1)
         bar.close()
-        targets = sum(b.n_targets for b in batches[warmup:])
-        return {
+        row: Dict[str, Any] = {
             "case": case.name,
             "description": case.description,
+            "rows": rows if case.windows else None,
+            "window": window if case.windows else None,
+            "batch_tokens": trainer.settings.training.batch_tokens,
+            "batching": trainer.settings.corpus.batching,
+            "precision": precision,
+            "step": trainer.step_kind,
             "vocab_size": len(trainer.vocab),
             "softmax": "sampled" if trainer.use_sampled else "full",
             "softmax_updates": "sparse rows" if trainer.sparse_updates else "dense",
             "n_negative_samples": trainer.settings.objective.n_negative_samples,
             "optimizer": trainer.settings.optimizer.name,
-            "bilm_parameters": bilm_params,
-            "softmax_parameters": softmax_params,
-            "step_s": clock.seconds / max(steps, 1),
-            "tokens_per_s": targets / clock.seconds,
+            "clipped": trainer.settings.options.lstm.cell_clip is not None,
+            "bilm_parameters": sum(p.numel() for p in trainer.model.bilm.parameters()),
+            "softmax_parameters": sum(p.numel() for p in trainer.model.softmax.parameters()),
+            "threads": torch.get_num_threads(),
+            "warmup_steps": len(warmup_times),
+            "warmup_step_s": [round(t, 4) for t in warmup_times],
+            "timed_steps": n_steps,
+            "timed_s": clock.seconds,
+            "step_s": clock.seconds / n_steps,
+            "tokens_per_s": n_targets / clock.seconds,
             "peak_mb": peak.mb,
             "peak_total_mb": peak.total / MB,
             "peak_method": peak.method,
         }
+        if phases and (trainer.step_kind == "eager" or device.type == "cuda"):
+            row.update(_profile(trainer, batches, device, PROFILED_STEPS))
+        return row
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+def largest_rows(
+    case: PretrainCase, text: Optional[str], window: int, precision: str, step: str,
+    device_name: str, threads: int, start: int = 128,
+) -> Dict[str, Any]:  # fmt: skip
+    """The most rows (``start`` doubled) whose training steps run in the GPU's memory: three
+    steps at each size until one runs out of memory (meant to run in a fresh process)."""
+    device = torch.device(device_name)
+    if device.type != "cuda":
+        raise ValueError('rows "max" probes a GPU\'s memory: use --device cuda, or a number of rows')
+    text_path = Path(text) if text else default_text_path()
+    fits, rows, tried = None, start, []
+    out = Path(tempfile.mkdtemp(prefix=f"bench-pretrain-max-{case.name}-"))
+    try:
+        vocab = write_vocab(out / "bench_vocab.txt", words_by_frequency(text_lines(text_path)), case.vocab_size)
+        while rows <= MAX_ROWS_LIMIT:
+            trainer = None
+            try:
+                trainer = _trainer(case, text_path, vocab, out / f"run{rows}", rows, window, precision, step, device, threads)
+                batches = trainer.batches()
+                for _ in range(3):
+                    _step(trainer, batches)
+                synchronize(device)
+                tried.append({"rows": rows, "fits": True, "peak_total_mb": torch.cuda.max_memory_allocated(device) / MB})
+                fits, rows = rows, 2 * rows
+            except torch.cuda.OutOfMemoryError:
+                tried.append({"rows": rows, "fits": False})
+                break
+            finally:
+                del trainer
+                gc.collect()
+                torch.cuda.empty_cache()
+                torch.cuda.reset_peak_memory_stats(device)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    if fits is None:
+        raise RuntimeError(f"{case.name}: not even {start} rows fit on {device}")
+    return {"rows": fits, "tried": tried}
 
 
 def run_pretrain_bench(
     cases: Sequence[PretrainCase],
     text: Optional[Path] = None,
-    batch_size: int = 128,
-    seq_len: int = 20,
-    warmup: int = 1,
-    steps: int = 3,
-    precision: str = "fp32",
+    rows: Sequence[Union[int, str]] = (128,),
+    window: int = 20,
+    warmup: int = 10,
+    steps: int = 50,
+    seconds: float = 30.0,
+    precisions: Sequence[str] = ("fp32",),
+    step_kinds: Sequence[str] = ("eager",),
     device: str = "auto",
     threads: Optional[int] = None,
+    phases: bool = True,
     isolate: bool = True,
     progress: bool = True,
+    on_row: Optional[Callable[[Dict[str, Any]], None]] = None,
 ) -> Dict[str, Any]:
-    if precision not in TRAINING_PRECISIONS:
-        raise ValueError(
-            f"--precision must be one of {TRAINING_PRECISIONS}, got {precision!r}"
-        )
-    if seq_len < 3:
-        raise ValueError(f"--seq-len must be at least 3 (<S>, a token, </S>), got {seq_len}")
+    """Every case x rows x precision x step kind, each in a fresh process (``isolate``);
+    ``on_row(result so far)`` after each, so that a cut run keeps what it measured."""
+    for precision in precisions:
+        if precision not in TRAINING_PRECISIONS:
+            raise ValueError(f"--precision must be one of {TRAINING_PRECISIONS}, got {precision!r}")
+    for kind in step_kinds:
+        if kind not in STEP_KINDS:
+            raise ValueError(f"--step must be one of {STEP_KINDS}, got {kind!r}")
+    if window < 2:
+        raise ValueError(f"--window must be at least 2 tokens, got {window}")
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"--device cuda: PyTorch {torch.__version__} sees no CUDA device")
-    if not runs_on(precision, torch.device(device)):
-        raise ValueError(f"--precision {precision} does not run on {device}")
     threads = threads or torch.get_num_threads()
-    rows: List[Dict[str, Any]] = []
-    for case in tqdm(cases, desc="pretrain", unit="case", disable=not progress):
-        rows.append(
-            run_isolated(
-                measure_training, case, str(text) if text else None, batch_size, seq_len, warmup,
-                steps, precision, device, threads, progress, isolate=isolate,
-            )
-        )
-    return {
+    result: Dict[str, Any] = {
         "benchmark": "pretrain",
         "system": system_info(),
         "settings": {
-            "batch_size": batch_size,
-            "seq_len": seq_len,
-            "warmup_steps": warmup,
-            "timed_steps": steps,
-            "precision": precision,
-            "device": device,
-            "threads": threads,
-            "isolated_processes": isolate,
+            "rows": list(rows), "window": window, "warmup_steps": warmup, "timed_steps": steps,
+            "timed_seconds": seconds, "precisions": list(precisions), "steps": list(step_kinds),
+            "device": device, "threads": threads, "isolated_processes": isolate,
             "text": str(text or default_text_path()),
-            "cases": {
-                c.name: {"config": str(c.config_path or "default"), "overrides": c.overrides}
-                for c in cases
-            },
-        },
-        "rows": rows,
+            "cases": {c.name: {"config": str(c.config_path or "default"), "recipe": c.recipe,
+                               "overrides": c.overrides, "windows": c.windows} for c in cases},
+        },  # fmt: skip
+        "rows": [],
     }
+    plan = [(c, r, p, k) for c in cases for r in (rows if c.windows else rows[:1]) for p in precisions for k in step_kinds]
+    for case, size, precision, kind in tqdm(plan, desc="pretrain", unit="case", disable=not progress):
+        if not runs_on(precision, torch.device(device)):
+            row = {"case": case.name, "precision": precision, "step": kind, "skipped": f"{precision} does not run on {device}"}
+        else:
+            row = _measure_case(case, text, size, window, warmup, steps, seconds, precision, kind,
+                                device, threads, phases, isolate, progress)  # fmt: skip
+        result["rows"].append(row)
+        if on_row is not None:
+            on_row(result)
+    return result
+
+
+def _measure_case(case, text, size, window, warmup, steps, seconds, precision, kind, device, threads, phases, isolate, progress):  # fmt: skip
+    """One row: measured, or the error that stopped it (the other cases go on)."""
+    text_arg = str(text) if text else None
+    probe: Dict[str, Any] = {}
+    try:
+        if size == "max":
+            probe = run_isolated(largest_rows, case, text_arg, window, precision, kind, device, threads, isolate=isolate)
+            size = probe["rows"]
+        row = run_isolated(
+            measure_training, case, text_arg, int(size), window, warmup, steps, seconds,
+            precision, kind, device, threads, phases, progress, isolate=isolate,
+        )  # fmt: skip
+    except Exception as err:  # recorded: a case that cannot run (memory, a kernel) is a finding
+        row = {"case": case.name, "rows": size, "precision": precision, "step": kind, "error": f"{type(err).__name__}: {err}"}
+    if probe:
+        row["largest_rows_probe"] = probe["tried"]
+    return row
 
 
 PRETRAIN_COLUMNS = [
     ("case", "case", ""),
-    ("vocab_size", "vocab", ","),
-    ("softmax", "softmax", ""),
+    ("rows", "rows", ""),
+    ("precision", "precision", ""),
+    ("step", "step", ""),
     ("softmax_updates", "updates", ""),
-    ("optimizer", "optimizer", ""),
-    ("bilm_parameters", "biLM params", ","),
-    ("step_s", "s/step", ".2f"),
+    ("timed_steps", "steps", ""),
+    ("step_s", "s/step", ".3f"),
     ("tokens_per_s", "tokens/s", ",.0f"),
+    ("device_busy_fraction", "GPU busy", ".2f"),
     ("peak_mb", "peak MB (steps)", ",.0f"),
     ("peak_total_mb", "peak MB (total)", ",.0f"),
 ]
+
+PHASE_NAMES = ("batch", "char_cnn", "lstm", "softmax", "backward", "optimizer", "all_reduce")
+
+
+def phase_table(rows: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """One line per profiled case: ms per step in each phase (CPU, and device on CUDA)."""
+    lines = []
+    for row in rows:
+        if "phases" not in row:
+            continue
+        line: Dict[str, Any] = {"case": f"{row['case']} {row.get('rows') or ''} {row['precision']} {row['step']}".replace("  ", " ")}
+        for name in PHASE_NAMES:
+            phase = row["phases"][name]
+            line[name] = phase["device_ms"] if row.get("device_busy_fraction") is not None else phase["cpu_ms"]
+        line["step"] = row["profiled_step_ms"]
+        lines.append(line)
+    return lines
+
+
+def phase_columns(device: str) -> List[tuple]:
+    unit = "device ms" if device == "cuda" else "CPU ms"
+    return [("case", "case", "")] + [(n, f"{n} ({unit})", ".1f") for n in PHASE_NAMES] + [("step", "step ms (wall)", ".1f")]
+

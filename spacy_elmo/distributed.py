@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, List, Tuple
+from typing import Any, Callable, List, Tuple
 
 import torch
 import torch.distributed as dist
@@ -73,6 +73,14 @@ class DistributedContext:
         if self.distributed:
             dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
         return tensor
+
+    def all_reduce_sum_async(self, tensor: torch.Tensor) -> Callable[[], None]:
+        """Start summing ``tensor`` over the ranks in place; returns the wait for the result
+        (on the device's stream: the host does not wait for the device)."""
+        if not self.distributed:
+            return lambda: None
+        work = dist.all_reduce(tensor, op=dist.ReduceOp.SUM, async_op=True)
+        return work.wait
 
     def gather_rows(
         self, ids: torch.Tensor, values: torch.Tensor

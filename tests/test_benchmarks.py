@@ -378,6 +378,8 @@ def test_memory_bench_result():
 
 
 def test_pretrain_bench_result():
+    """A tiny window case: steady-state figures, and the phase split of the profiled steps
+    covering the step (the trainer's ranges: char CNN, LSTMs, softmax, backward, optimizer)."""
     options = make_options(dim=16, projection_dim=8)
     case = PretrainCase(
         "tiny",
@@ -388,29 +390,36 @@ def test_pretrain_bench_result():
             "objective.n_negative_samples": 20,
         },
     )
+    written = []
     result = run_pretrain_bench(
-        [case], batch_size=4, seq_len=6, warmup=1, steps=1, device="cpu", threads=1,
-        isolate=False, progress=False,
+        [case], rows=[4], window=6, warmup=2, steps=3, seconds=0.0, device="cpu", threads=1,
+        isolate=False, progress=False, on_row=lambda partial: written.append(len(partial["rows"])),
     )
     (row,) = result["rows"]
-    assert row["vocab_size"] == 300 and row["softmax"] == "sampled"
+    assert written == [1]
+    assert row["vocab_size"] == 300 and row["softmax"] == "sampled" and row["batching"] == "windows"
     assert row["softmax_updates"] == "dense"  # the default optimizer is adam
-    assert row["tokens_per_s"] > 0 and row["step_s"] > 0
+    assert row["tokens_per_s"] > 0 and row["step_s"] > 0 and row["timed_steps"] == 3
+    assert row["batch_tokens"] == 24 and row["warmup_steps"] == 2
     assert row["softmax_parameters"] == 300 * 8 + 300
+    phases = row["phases"]
+    assert all(phases[name]["cpu_ms"] > 0 for name in ("char_cnn", "lstm", "softmax", "backward", "optimizer"))
+    assert 0.5 * row["profiled_step_ms"] < row["phases_sum_cpu_ms"] < 1.5 * row["profiled_step_ms"]
 
 
 def test_pretrain_bench_bundled_full_case_runs_the_full_softmax():
-    """``--case bundled --case bundled-full``: the same config, sampled vs full softmax."""
+    """``--case bundled --case bundled-full``: the same config, sampled vs full softmax, on the
+    recipe's own sentence batches."""
     cases = [CASES["bundled"](), CASES["bundled-full"]()]
     result = run_pretrain_bench(
-        cases, batch_size=2, seq_len=4, warmup=0, steps=1, device="cpu", threads=1,
+        cases, warmup=0, steps=1, seconds=0.0, device="cpu", threads=1, phases=False,
         isolate=False, progress=False,
     )
     sampled, full = result["rows"]
     assert (sampled["case"], sampled["softmax"]) == ("bundled", "sampled")
     assert (full["case"], full["softmax"]) == ("bundled-full", "full")
     assert sampled["vocab_size"] == full["vocab_size"] == 40000
-    assert sampled["n_negative_samples"] == 4096
+    assert sampled["n_negative_samples"] == 4096 and sampled["batching"] == "sentences"
     recipe = DEFAULT_MODEL / BUNDLED_RECIPE_NAME
     assert result["settings"]["cases"]["bundled"]["config"] == str(recipe)
 

@@ -75,6 +75,11 @@ def test_the_stages_measure_what_they_promise(rehearsal):
                [(cases["train"]["tagger"], "tag_acc"), (cases["train"]["ner"], "ents_f")])
     torchrun = next(case for name, case in cases["pretrain"].items() if name.startswith("torchrun"))
     assert torchrun["ranks"] == 2 and torchrun["backend"] == "gloo" and torchrun["model_written"]
+    steady = [case["row"] for name, case in cases["pretrain"].items() if not name.startswith("torchrun")]
+    assert {(row["case"], row["precision"], row["step"]) for row in steady} >= {("bilm-tf", "fp32", "eager")}
+    assert all(row["tokens_per_s"] > 0 and row["phases"]["lstm"]["cpu_ms"] > 0 for row in steady)
+    (one_rank,) = [case for name, case in cases["pretrain-scale"].items() if name.startswith("torchrun 1 rank")]
+    assert one_rank["ratio_torchrun_to_one_process"] > 0
     assert cases["embed"]["outputs equal"]["identical"]
 
 
@@ -145,7 +150,7 @@ def test_a_verbose_run_stopped_at_the_deadline_names_its_failures():
 def test_an_unknown_stage_is_refused(tmp_path):
     result = _bench_gpu(tmp_path / "out", "--stage", "benchmarks")
     assert result.exit_code == 1
-    assert "--stage must be one of tests, inference, pipe, train, pretrain, embed, all, got 'benchmarks'" in result.output
+    assert "--stage must be one of tests, inference, pipe, train, pretrain, pretrain-scale, embed, all, got 'benchmarks'" in result.output
     assert not (tmp_path / "out").exists()
 
 
@@ -163,3 +168,20 @@ def test_help_speaks_to_users():
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.replace("│", " ").split())
     assert "Measure and test every GPU code path" in text and "lent" not in text, text
+
+
+def test_the_stage_json_is_written_after_every_case(tmp_path, monkeypatch):
+    """A call cut by its time limit keeps the cases that ended: the stage's JSON is rewritten
+    after each, marked complete only at the end."""
+    seen = []
+
+    def runner(stage):
+        stage.case("first", lambda stage: {"summary": "one"})
+        seen.append(json.loads((tmp_path / "pretrain.json").read_text(encoding="utf-8")))
+        stage.case("second", lambda stage: {"summary": "two"})
+
+    monkeypatch.setitem(gpu_run.RUNNERS, "pretrain", runner)
+    gpu_run.run_stage("pretrain", tmp_path, device="cpu", smoke=True, deadline_s=60, echo=lambda line: None)
+    assert [case["case"] for case in seen[0]["cases"]] == ["first"] and seen[0]["complete"] is False
+    final = _read(tmp_path, "pretrain")
+    assert final["complete"] is True and [case["case"] for case in final["cases"]] == ["first", "second"]

@@ -4,6 +4,7 @@ against a step-by-step loop of the cell equations in NumPy."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from spacy_elmo.nn.lstm import DirectionalLSTM, reverse_padded
@@ -111,3 +112,93 @@ def test_dense_loop_equals_the_packed_loop_with_two_layers_and_skip_connections(
         for (h_a, c_a), (h_b, c_b) in zip(packed_states, dense_states):
             torch.testing.assert_close(h_b, h_a, rtol=1e-5, atol=1e-6)
             torch.testing.assert_close(c_b, c_a, rtol=1e-5, atol=1e-6)
+
+
+
+def test_torchs_fused_lstm_over_windows_equals_the_dense_loop(device):
+    """``fused_dense`` (torch's LSTM, cuDNN on a GPU: the "fast" recipe's windows) against the
+    dense loop, from given states, for an unclipped layer; a clipped one is refused."""
+    from spacy_elmo.nn import lstm_kernels
+    from spacy_elmo.nn.lstm import ClippedLSTM
+
+    torch.manual_seed(0)
+    layer = ClippedLSTM(5, 7, 4).to(device)
+    x = torch.randn(3, 6, 5, device=device)
+    state = (torch.randn(3, 4, device=device), torch.randn(3, 7, device=device))
+    with torch.no_grad():
+        fused, (h, c) = lstm_kernels.fused_dense(layer, x, state)
+        dense, (h2, c2) = lstm_kernels.dense_loop(layer, x, None, state)
+    for a, b in ((fused, dense), (h, h2), (c, c2)):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="no cell or projection clipping"):
+        lstm_kernels.fused_dense(ClippedLSTM(5, 7, 4, cell_clip=3.0), x.cpu(), None)
+
+
+def test_the_packed_loop_trains_as_the_dense_loop(device):
+    """Gradients through the packed loop (whose recurrent and projection weights get theirs as
+    one product over all steps) against autograd through the dense loop, an independent
+    kernel: inputs, every parameter and given initial states, rows of unequal lengths, clipped
+    and not, both directions, the final states' gradients included."""
+    torch.manual_seed(0)
+    lengths = torch.tensor([4, 9, 1, 6])
+    valid = torch.arange(9)[None, :] < lengths[:, None]
+    for clip in (None, 1.0):
+        for go_forward in (True, False):
+            lstm = DirectionalLSTM(5, 7, 5, num_layers=2, cell_clip=clip, proj_clip=clip, go_forward=go_forward)
+            with torch.no_grad():
+                for p in lstm.parameters():
+                    p.mul_(2)  # large enough that the clips bite
+            lstm = lstm.to(device)
+            x = (torch.randn(4, 9, 5) * valid[:, :, None]).to(device).requires_grad_()
+            upstream = torch.randn(4, 9, 5, device=device)
+            gradients = []
+            for kernel in ("packed", "dense"):
+                lstm.zero_grad()
+                x.grad = None
+                if kernel == "packed":
+                    outputs, states = lstm(x, lengths.to(device))
+                else:
+                    outputs, states = lstm.forward_dense(x, lengths.to(device), valid.to(device))
+                loss = (outputs[-1] * upstream).sum() + outputs[0].sum()
+                (loss + sum(h.sum() + 2 * c.sum() for h, c in states)).backward()
+                gradients.append([x.grad.clone()] + [p.grad.clone() for p in lstm.parameters()])
+            for a, b in zip(*gradients):
+                torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_the_packed_loop_gives_gradients_to_its_initial_states():
+    """From given states (a stateful biLM that trains): their gradients and the weights' against
+    float64 autograd through the same loop with the weights used step by step."""
+    from spacy_elmo.nn import lstm_kernels
+    from spacy_elmo.nn.lstm import ClippedLSTM
+
+    torch.manual_seed(0)
+    layer = ClippedLSTM(3, 6, 4, cell_clip=0.8, proj_clip=0.8).double()
+    batch_sizes = [4, 4, 3, 1]
+    x_gates = torch.randn(24, sum(batch_sizes), dtype=torch.float64, requires_grad=True)
+    state = (torch.randn(4, 4, dtype=torch.float64, requires_grad=True), torch.randn(4, 6, dtype=torch.float64, requires_grad=True))
+    upstream = torch.randn(sum(batch_sizes), 4, dtype=torch.float64)
+    output, (h_n, c_n) = lstm_kernels.packed_loop(layer, x_gates, batch_sizes, state)
+    ((output * upstream).sum() + h_n.sum() + c_n.sum()).backward()
+    got = [x_gates.grad, state[0].grad, state[1].grad, layer.weight_hh_l0.grad, layer.weight_hr_l0.grad]
+
+    def reference(*inputs):
+        x, h0, c0, w_hh, w_hr = inputs
+        h, c, start, outs, ends_h, ends_c = h0.t(), c0.t(), 0, [], [], []
+        for n in batch_sizes:
+            if n < h.shape[1]:
+                ends_h.append(h[:, n:])
+                ends_c.append(c[:, n:])
+                h, c = h[:, :n], c[:, :n]
+            out, c = layer.cell(x[:, start : start + n] + w_hh @ h, c, dim=0)
+            h = layer.clip_output(w_hr @ out)
+            outs.append(h)
+            start += n
+        h_n = torch.cat([h] + ends_h[::-1], dim=1).t()
+        c_n = torch.cat([c] + ends_c[::-1], dim=1).t()
+        return (torch.cat(outs, dim=1).t() * upstream).sum() + h_n.sum() + c_n.sum()
+
+    inputs = [t.detach().requires_grad_() for t in (x_gates, *state, layer.weight_hh_l0, layer.weight_hr_l0)]
+    reference(*inputs).backward()
+    for a, b in zip(got, inputs):
+        torch.testing.assert_close(a, b.grad, rtol=1e-9, atol=1e-10)

@@ -35,7 +35,7 @@ def test_the_default_config_parses_to_its_own_values():
     "override, message",
     [
         ({"training.batch_tokens": -3}, r"^\[training\] batch_tokens: must be > 0, got -3$"),
-        ({"training.precision": "tf32"}, r"^\[training\] precision: must be 'fp32', 'bf16' or 'fp16', got 'tf32'$"),
+        ({"training.precision": "int8"}, r"^\[training\] precision: must be 'fp32', 'tf32', 'bf16' or 'fp16', got 'int8'$"),
         ({"objective.dropout": 1.0}, r"^\[objective\] dropout: must be < 1, got 1.0$"),
         ({"objective.softmax": "hierarchical"}, r"^\[objective\] softmax: must be 'auto', 'full' or 'sampled'"),
         ({"objective.sparse_updates": 1}, r'^\[objective\] sparse_updates: must be "auto", true or false, got 1$'),
@@ -92,3 +92,40 @@ def test_overrides_must_name_an_existing_section():
     with pytest.raises(ConfigError, match="override 'trainig.max_steps'"):
         load_config(None, {"trainig.max_steps": 3})
     assert "threads" in default_config()["system"]
+
+
+def test_init_config_recipes_are_the_default_config_with_their_settings(tmp_path):
+    """``--recipe``: the documented default (comments kept) with the recipe's keys set; "fast"
+    is "bilm-tf" without clipping; an unknown name is refused with the names there are."""
+    from typer.testing import CliRunner
+
+    from spacy_elmo.cli import app
+    from spacy_elmo.pretrain.config import BILM_TF_RECIPE, RECIPES
+
+    runner = CliRunner()
+    settings = {}
+    for recipe in ("bilm-tf", "fast"):
+        result = runner.invoke(app, ["init-config", str(tmp_path / f"{recipe}.cfg"), "--recipe", recipe])
+        assert result.exit_code == 0, result.output
+        text = (tmp_path / f"{recipe}.cfg").read_text()
+        assert "# Start from an existing biLM" in text
+        settings[recipe] = parse_settings(load_config(tmp_path / f"{recipe}.cfg", {"paths.train": "x.txt"}))
+    bilm_tf, fast = settings["bilm-tf"], settings["fast"]
+    assert (bilm_tf.options.lstm.cell_clip, bilm_tf.options.lstm.proj_clip) == (3.0, 3.0)
+    assert (fast.options.lstm.cell_clip, fast.options.lstm.proj_clip) == (None, None)
+    assert bilm_tf.options.lstm.dim == 4096 and bilm_tf.corpus.batching == "windows"
+    assert bilm_tf.optimizer.name == "adagrad" and bilm_tf.objective.n_negative_samples == 8192
+    assert fast.model_dump(exclude={"model"}) == bilm_tf.model_dump(exclude={"model"})
+    assert set(RECIPES["fast"]) == set(BILM_TF_RECIPE)
+    result = runner.invoke(app, ["init-config", str(tmp_path / "x.cfg"), "--recipe", "huge"])
+    assert result.exit_code == 1 and "choose one of default, bilm-tf, fast" in result.output
+    assert not (tmp_path / "x.cfg").exists()
+
+
+def test_threads_auto_is_two_where_two_cores_are_usable():
+    from spacy_elmo.nn.threads import usable_cores
+
+    settings = parse_settings(load_config(None, {"paths.train": "x.txt", "system.threads": "auto"}))
+    assert settings.system.thread_count == min(2, usable_cores())
+    with pytest.raises(ConfigError, match=r"\[system\] threads"):
+        parse_settings(load_config(None, {"paths.train": "x.txt", "system.threads": "many"}))

@@ -6,9 +6,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 import torch
 
-from spacy_elmo.nn.softmax import LMSoftmax, LogUniformSampler
+from spacy_elmo.nn.softmax import LMSoftmax, LogUniformSampler, accidental_hits
 
 
 def test_full_nll_is_minus_log_softmax_of_the_target():
@@ -47,3 +48,90 @@ def test_sampled_nll_is_a_nonnegative_loss_per_target():
     hidden, targets = torch.randn(6, 4), torch.randint(0, 50, (6,))
     loss = softmax.sampled_nll(hidden, targets, 10, torch.Generator().manual_seed(1))
     assert loss.shape == (6,) and (loss >= 0).all()
+
+
+def _reference_sampled_nll(softmax, hidden, targets, sampled):
+    """bilm-tf's sampled softmax written out with autograd ops in float64: logsumexp over the
+    true logit and the negatives' logits, each corrected by -log(expected count), accidental hits
+    left out."""
+    w, b = softmax.weight.double(), softmax.bias.double()
+    n = len(sampled)
+    log_q = lambda ids: softmax.sampler.log_expected_count(ids, n).double()  # noqa: E731
+    true = (hidden * w[targets]).sum(1) + b[targets] - log_q(targets)
+    negatives = hidden @ w[sampled].T + b[sampled] - log_q(sampled)
+    negatives = negatives.masked_fill(targets[:, None] == sampled[None, :], float("-inf"))
+    return torch.logsumexp(torch.cat([true[:, None], negatives], 1), 1) - true
+
+
+def test_sampled_nll_and_its_gradients_equal_the_formula_with_autograd():
+    """The fused loss (its gradient worked out in the forward) against autograd through the
+    formula in float64, with many accidental hits (a small vocabulary)."""
+    torch.manual_seed(0)
+    softmax = LMSoftmax(vocab_size=40, dim=5)
+    torch.nn.init.normal_(softmax.bias)
+    hidden = torch.randn(30, 5, requires_grad=True)
+    targets = torch.randint(0, 40, (30,))
+    upstream = torch.rand(30)  # the loss's rows weighted unequally
+
+    loss = softmax.sampled_nll(hidden, targets, 64, torch.Generator().manual_seed(4))
+    (loss * upstream).sum().backward()
+    got = [loss.detach(), hidden.grad, softmax.weight.grad, softmax.bias.grad]
+
+    sampled = softmax.sampler.sample(64, hidden.device, torch.Generator().manual_seed(4))
+    assert (targets[:, None] == sampled[None, :]).sum() > 30  # the case that matters is there
+    h64 = hidden.detach().double().requires_grad_()
+    softmax.zero_grad()
+    want = _reference_sampled_nll(softmax, h64, targets, sampled)
+    (want * upstream.double()).sum().backward()
+    expected = [want.detach(), h64.grad, softmax.weight.grad, softmax.bias.grad]
+    for name, a, b in zip(("loss", "hidden", "weight", "bias"), got, expected):
+        torch.testing.assert_close(a.double(), b.double(), rtol=1e-5, atol=1e-5, msg=name)
+
+
+def test_accidental_hits_are_every_equal_pair():
+    targets = torch.tensor([3, 0, 3, 9, 1])
+    sampled = torch.tensor([3, 1, 3, 7, 0, 3])
+    rows, columns = accidental_hits(targets, sampled)
+    pairs = sorted(zip(rows.tolist(), columns.tolist()))
+    assert pairs == sorted(map(tuple, (targets[:, None] == sampled[None, :]).nonzero().tolist()))
+    assert len(pairs) == 8
+
+
+def test_sampled_nll_backward_twice_is_refused():
+    """Its backward reuses the saved logits, so a second backward of the same graph would be
+    wrong: it says so instead."""
+    softmax = LMSoftmax(vocab_size=20, dim=4)
+    hidden = torch.randn(6, 4, requires_grad=True)
+    loss = softmax.sampled_nll(hidden, torch.randint(0, 20, (6,)), 8).sum()
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="backward runs once per forward"):
+        loss.backward()
+
+
+def test_sampled_nll_under_bf16_autocast_is_close_to_float32():
+    torch.manual_seed(0)
+    softmax = LMSoftmax(vocab_size=300, dim=16)
+    hidden, targets = torch.randn(50, 16), torch.randint(0, 300, (50,))
+    exact = softmax.sampled_nll(hidden, targets, 100, torch.Generator().manual_seed(0))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        low = softmax.sampled_nll(hidden, targets, 100, torch.Generator().manual_seed(0))
+    assert low.dtype == torch.float32
+    torch.testing.assert_close(low, exact, rtol=0.03, atol=0.05)
+
+
+def test_two_losses_before_one_backward_do_not_share_the_kept_logits():
+    """The logits' memory is lent to one loss at a time: a second loss before the first's
+    backward gets its own, so both gradients stay right; after a backward it is lent again."""
+    torch.manual_seed(0)
+    softmax = LMSoftmax(vocab_size=60, dim=5)
+    hidden = [torch.randn(20, 5, requires_grad=True) for _ in range(2)]
+    targets = torch.randint(0, 60, (20,))
+    losses = [softmax.sampled_nll(h, targets, 30, torch.Generator().manual_seed(k)) for k, h in enumerate(hidden)]
+    (losses[0].sum() + losses[1].sum()).backward()
+    for k, h in enumerate(hidden):
+        sampled = softmax.sampler.sample(30, h.device, torch.Generator().manual_seed(k))
+        h64 = h.detach().double().requires_grad_()
+        _reference_sampled_nll(softmax, h64, targets, sampled).sum().backward()
+        torch.testing.assert_close(h.grad.double(), h64.grad, rtol=1e-5, atol=1e-6)
+    kept = softmax._workspace.take((20, 31), hidden[0])
+    assert kept is not None and softmax._workspace.take((20, 31), hidden[0]) is None

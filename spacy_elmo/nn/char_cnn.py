@@ -91,16 +91,21 @@ class CharacterEncoder(nn.Module):
         self.projection = nn.Linear(word_dim + self.n_filters, output_dim)
         self._max_width = max(width for width, _ in self.filters)
 
-    def forward(self, char_ids: torch.Tensor, chunked: bool = False) -> torch.Tensor:
+    def forward(self, char_ids: torch.Tensor, chunked: bool = False, all_positions: bool = False) -> torch.Tensor:
         """char_ids: (N, width) int64 -> (N, output_dim); ``chunked``: the convolutions in
-        fixed-shape chunks (see the module docstring)."""
+        fixed-shape chunks (see the module docstring). Otherwise they skip the trailing positions
+        that cannot change the result (which reads the ids' longest token back to the host), unless
+        ``all_positions`` (a compiled or graphed training step, whose shapes are fixed)."""
         if char_ids.shape[0] == 0:
             return char_ids.new_zeros((0, self.output_dim), dtype=self.projection.weight.dtype)
         words = None
         if self.word_embedding is not None:
             words, char_ids = self.word_embedding(char_ids[:, -1]), char_ids[:, :-1]
-        needed = self._positions_needed(char_ids)
-        x = self._convolved_in_chunks(char_ids, needed) if chunked else self._convolved(char_ids[:, : int(needed.max())])
+        if all_positions:
+            x = self._convolved(char_ids)
+        else:
+            needed = self._positions_needed(char_ids)
+            x = self._convolved_in_chunks(char_ids, needed) if chunked else self._convolved(char_ids[:, : int(needed.max())])
         for highway in self.highways:
             x = highway(x)
         if words is not None:

@@ -71,10 +71,10 @@ def int8_products() -> Iterator[None]:
 
 def int8_wanted(*weights: torch.Tensor) -> bool:
     """Inside ``int8_products``, for weights that need no gradient now: float32 fine-tuning and
-    training never run on int8."""
-    if not _ACTIVE.get():
+    training never run on int8 (asked first: a compiled training step cannot read the switch)."""
+    if torch.is_grad_enabled() and any(w.requires_grad for w in weights):
         return False
-    return not (torch.is_grad_enabled() and any(w.requires_grad for w in weights))
+    return _ACTIVE.get()
 
 
 def _row_absmax(x: torch.Tensor) -> torch.Tensor:

@@ -64,13 +64,15 @@ class ClippedLSTM(nn.LSTM):
         state or None for zeros. Returns ``(sigmoid(o) * tanh(c_new), c_new)``: the output before
         the projection, and the (clipped) new cell state."""
         hidden = self.hidden_size
-        input_forget = torch.sigmoid(gates.narrow(dim, 0, 2 * hidden))
-        i, f = input_forget.narrow(dim, 0, hidden), input_forget.narrow(dim, hidden, hidden)
-        candidate = torch.tanh(gates.narrow(dim, 2 * hidden, hidden))
+        # One split (its backward is one concatenation; a narrow's backward fills a gates-sized
+        # tensor with zeros, four of them a step where gradients flow).
+        input_forget, candidate, output = gates.split([2 * hidden, hidden, hidden], dim)
+        i, f = torch.sigmoid(input_forget).split(hidden, dim)
+        candidate = torch.tanh(candidate)
         c_new = i * candidate if c is None else torch.addcmul(f * c, i, candidate)
         if self.cell_clip is not None:
             c_new = c_new.clamp(-self.cell_clip, self.cell_clip)
-        return torch.sigmoid(gates.narrow(dim, 3 * hidden, hidden)) * torch.tanh(c_new), c_new
+        return torch.sigmoid(output) * torch.tanh(c_new), c_new
 
     def clip_output(self, h: torch.Tensor) -> torch.Tensor:
         """The projected output, clipped to ``proj_clip``."""
@@ -112,11 +114,14 @@ class ClippedLSTM(nn.LSTM):
         return lstm_kernels.packed_loop(self, x_gates, batch_sizes.tolist(), state)
 
     def run_dense(
-        self, x: torch.Tensor, valid: torch.Tensor, state: Optional[LSTMState] = None
+        self, x: torch.Tensor, valid: Optional[torch.Tensor], state: Optional[LSTMState] = None
     ) -> Tuple[torch.Tensor, LSTMState]:
         """Over padded rows with shapes that never depend on the data (``lstm_kernels.dense_loop``):
-        x (batch, T, input_size) in reading order, valid (batch, T) bool; returns (batch, T,
-        proj_size) outputs (zero at padding) and each row's final (h, c)."""
+        x (batch, T, input_size) in reading order, valid (batch, T) bool (None: all valid);
+        returns (batch, T, proj_size) outputs (zero at padding) and each row's final (h, c).
+        Unclipped layers on CUDA with every position valid run torch's fused LSTM (cuDNN)."""
+        if valid is None and not self.clipped and x.is_cuda:
+            return lstm_kernels.fused_dense(self, x, state)
         return lstm_kernels.dense_loop(self, x, valid, state)
 
 
@@ -158,6 +163,7 @@ class DirectionalLSTM(nn.Module):
         states: Optional[List[LSTMState]] = None,
         dropout: float = 0.0,
         distinct: Optional[DistinctInputs] = None,
+        generator: Optional[torch.Generator] = None,
     ) -> Tuple[List[torch.Tensor], List[LSTMState]]:
         """Run all layers.
 
@@ -169,6 +175,8 @@ class DirectionalLSTM(nn.Module):
             distinct: ``inputs`` as distinct rows and a (batch, max_len) index into them (tokens
                 repeat within a batch): the first layer then computes its input products once
                 per distinct token. Ignored while input dropout applies.
+            generator: where the dropout masks come from (default: torch's generator); one per
+                direction keeps them the same whichever thread runs the direction when.
         Returns:
             per layer, (batch, max_len, proj_size) outputs in reading order of the original
             positions (padding rows zero), and per layer the final (h, c) in batch order.
@@ -196,7 +204,7 @@ class DirectionalLSTM(nn.Module):
         outputs: List[torch.Tensor] = []
         final_states: List[LSTMState] = []
         for i, layer in enumerate(self.layers):
-            layer_input = nn.functional.dropout(x, dropout, self.training) if dropout else x
+            layer_input = _dropout(x, dropout, self.training, generator)
             state = None
             if states is not None:
                 h0, c0 = states[i]
@@ -233,6 +241,44 @@ class DirectionalLSTM(nn.Module):
             final_states.append(state)
             outputs.append(y if self.go_forward else reverse_padded(y, lengths))
         return outputs, final_states
+
+    def forward_windows(
+        self,
+        inputs: torch.Tensor,
+        states: Optional[List[LSTMState]] = None,
+        dropout: float = 0.0,
+        generator: Optional[torch.Generator] = None,
+    ) -> Tuple[torch.Tensor, List[LSTMState]]:
+        """All layers over windows of running text (pretraining's ``"windows"`` batching): every
+        position a token, each row already in this direction's reading order (the backward
+        direction gets windows of reversed text), from ``states`` (per layer (h0, c0), or None
+        for zeros), each layer on ``ClippedLSTM.run_dense``: shapes fixed by the input's and no
+        reads back to the host, as a compiled or graphed training step needs.
+
+        Returns the top layer's (batch, T, proj_size) output and each layer's final (h, c).
+        ``dropout`` applies to each layer's input while training, as in ``forward``."""
+        x = inputs
+        final_states: List[LSTMState] = []
+        for i, layer in enumerate(self.layers):
+            layer_input = _dropout(x, dropout, self.training, generator)
+            y, state = layer.run_dense(layer_input, None, None if states is None else states[i])
+            if i > 0 and self.use_skip_connections:
+                y = y + x
+            x = y
+            final_states.append(state)
+        return x, final_states
+
+
+def _dropout(
+    x: torch.Tensor, p: float, training: bool, generator: Optional[torch.Generator]
+) -> torch.Tensor:
+    """``nn.functional.dropout``, its mask drawn from ``generator`` when one is given."""
+    if not p or not training:
+        return x
+    if generator is None:
+        return nn.functional.dropout(x, p, training)
+    keep = torch.empty_like(x).bernoulli_(1.0 - p, generator=generator)
+    return x * keep.div_(1.0 - p)
 
 
 def length_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:

@@ -13,7 +13,8 @@ and differs only in how it lays out the states and runs the products:
   depend on the data and nothing is read back to the host, as CUDA graphs need.
 - ``int8_loop``: without gradients, inside ``int8_products``: row-major states, each step's
   recurrent and projection products on int8 weights (``nn/int8.py``); cell states float32.
-- ``fused_packed``: torch's own LSTM (cuDNN on a GPU), for unclipped layers only.
+- ``fused_packed`` and ``fused_dense``: torch's own LSTM (cuDNN on a GPU), for unclipped layers
+  only: over packed rows, and over rows of running text from given states (pretraining's windows).
 """
 
 from __future__ import annotations
@@ -134,14 +135,18 @@ def int8_loop(
 
 
 def dense_loop(
-    layer: LSTMLayer, x: torch.Tensor, valid: torch.Tensor, state: Optional[LSTMState] = None
+    layer: LSTMLayer,
+    x: torch.Tensor,
+    valid: Optional[torch.Tensor],
+    state: Optional[LSTMState] = None,
 ) -> Tuple[torch.Tensor, LSTMState]:
     """Over padded rows with shapes that never depend on the data: every row runs every step, and
     a row's state stops changing after its last valid step.
 
     Args:
         x: (batch, T, input_size), each row in reading order, padding after its tokens.
-        valid: (batch, T) bool, True at each row's tokens.
+        valid: (batch, T) bool, True at each row's tokens; None: every position is a token
+            (pretraining's windows of running text).
         state: (h0 (batch, proj_size), c0 (batch, hidden_size)), or None for zeros.
     Returns:
         (batch, T, proj_size) outputs (zero at padding) and each row's final (h, c).
@@ -156,6 +161,10 @@ def dense_loop(
     for t in range(steps):
         out, c_new = layer.cell(torch.addmm(x_gates[:, t], h, w_hh), c, dim=1)
         h_new = layer.clip_output(out.mm(w_hr))
+        if valid is None:
+            h, c = h_new, c_new
+            outputs.append(h_new)
+            continue
         keep = valid[:, t, None]
         c = torch.where(keep, c_new, c)
         h = torch.where(keep, h_new, h)
@@ -176,3 +185,19 @@ def fused_packed(
         layer, PackedSequence(data, batch_sizes), (state[0][None], state[1][None])
     )
     return output.data, (h_n[0], c_n[0])
+
+
+def fused_dense(
+    layer: LSTMLayer, x: torch.Tensor, state: Optional[LSTMState]
+) -> Tuple[torch.Tensor, LSTMState]:
+    """torch's own LSTM over rows that are all tokens (pretraining's windows) from given states
+    (cuDNN on a GPU); unclipped layers only. x (batch, T, input_size) -> (batch, T, proj_size),
+    and each row's final (h, c)."""
+    if layer.clipped:
+        raise ValueError("fused_dense: torch's LSTM has no cell or projection clipping")
+    if state is None:
+        state = zero_state(layer, x.shape[0], x)
+    output, (h_n, c_n) = torch.nn.LSTM.forward(
+        layer, x.transpose(0, 1), (state[0][None].to(x.dtype), state[1][None].to(x.dtype))
+    )
+    return output.transpose(0, 1), (h_n[0], c_n[0])

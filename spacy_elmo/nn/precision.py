@@ -53,8 +53,9 @@ PRECISIONS: Dict[str, Precision] = {
     )
 }
 
-#: The modes the pretraining loop accepts ("int8" is an inference speed setting).
-TRAINING_PRECISIONS = ("fp32", "bf16", "fp16")
+#: The modes the pretraining loop accepts ("int8" is an inference speed setting; "tf32" is a
+#: training process's setting: ``training_precision``).
+TRAINING_PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 
 
 def get_precision(name: str, what: str = "precision") -> Precision:
@@ -109,3 +110,41 @@ def precision_context(name: str, device: torch.device, *, weight_cache: bool = T
             device_type=device.type, dtype=precision.autocast_dtype, cache_enabled=weight_cache
         ):
             yield precision
+
+
+def training_precision(name: str, device: torch.device) -> str:
+    """The mode a pretraining process runs its model in, for ``[training] precision = name``.
+
+    "tf32" is "fp32" with TensorFloat-32 products: the pretrain command owns its process, so on
+    CUDA it turns PyTorch's two TF32 switches on here, once, before the first step (the pipe never
+    writes them: a pipe runs inside the user's process). Off CUDA it is "fp32".
+    """
+    if name != "tf32":
+        return get_precision(name, "[training] precision").name
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    return "fp32"
+
+
+def autocast_dtype_now(device_type: str) -> Optional[torch.dtype]:
+    """The dtype of products under the ``torch.autocast`` in force on ``device_type``, None
+    outside one: for code that casts by hand (a custom autograd function)."""
+    if hasattr(torch, "get_autocast_dtype"):  # torch >= 2.4
+        if not torch.is_autocast_enabled(device_type):
+            return None
+        return torch.get_autocast_dtype(device_type)
+    if device_type == "cpu":
+        return torch.get_autocast_cpu_dtype() if torch.is_autocast_cpu_enabled() else None
+    return torch.get_autocast_gpu_dtype() if torch.is_autocast_enabled() else None
+
+
+def autocast_disabled(device_type: str) -> contextlib.AbstractContextManager:
+    """A block without autocast on ``device_type``, whose code casts by hand."""
+    return torch.autocast(device_type=device_type, enabled=False)
+
+
+def compiling() -> bool:
+    """Whether ``torch.compile`` is tracing the calling code (False on torch < 2.3, which cannot
+    say: the caller then takes its eager path)."""
+    is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    return bool(is_compiling and is_compiling())

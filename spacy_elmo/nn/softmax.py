@@ -14,6 +14,8 @@ from typing import Callable, Optional, Tuple
 import torch
 from torch import nn
 
+from .precision import autocast_disabled, autocast_dtype_now, compiling
+
 
 class LogUniformSampler:
     """Draws word ids with P(k) = log((k + 2) / (k + 1)) / log(V + 1), k = 0 .. V - 1.
@@ -40,9 +42,6 @@ class LogUniformSampler:
         return torch.log(n * p).float()
 
 
-_MASKED = -1e30
-
-
 class LMSoftmax(nn.Module):
     """logits = h W^T + b over the vocabulary. weight (vocab, dim), bias (vocab,).
 
@@ -59,6 +58,7 @@ class LMSoftmax(nn.Module):
         self.sampler = LogUniformSampler(vocab_size)
         self.row_sparse_gradients = False
         self._used_rows: Optional[Tuple[torch.Tensor, torch.Tensor]] = None
+        self._workspace = LogitsWorkspace()
 
     @property
     def vocab_size(self) -> int:
@@ -78,27 +78,23 @@ class LMSoftmax(nn.Module):
     ) -> torch.Tensor:
         """Sampled-softmax loss per target (an estimate of ``full_nll`` used for training).
 
-        One set of ``n_samples`` negatives is shared by all N targets of the batch.
+        One set of ``n_samples`` negatives is shared by all N targets of the batch, drawn from
+        ``generator`` (None: torch's default generator, as a compiled or graphed step needs).
+        Every shape is fixed by N and ``n_samples``, except where the batch's accidental hits
+        are found as index pairs (the CPU, outside a compiled graph: see ``_mask_hits``).
         """
         sampled = self.sampler.sample(n_samples, hidden.device, generator)
-        rows = self._rows(torch.cat([targets, sampled]))
+        ids = torch.cat([targets, sampled])
+        rows = self._rows(ids)
+        # Each logit's correction -log(expected count) goes into its row's bias column.
+        rows[:, -1] -= self.sampler.log_expected_count(ids, n_samples).to(rows.dtype)
         n = targets.shape[0]
-        true_logit = (hidden * rows[:n, :-1]).sum(-1) + rows[:n, -1]
-        true_logit = (true_logit - self.sampler.log_expected_count(targets, n_samples)).float()
-        # The correction of the sampled logits is folded into their bias (one pass less over the
-        # N x n_samples logits), and the normaliser over [true, sampled] is taken as
-        # logaddexp(true, logsumexp(sampled)) instead of over a concatenated copy.
-        bias = rows[n:, -1] - self.sampler.log_expected_count(sampled, n_samples)
-        sampled_logits = torch.addmm(bias, hidden, rows[n:, :-1].t()).float()
-        # Accidental hits of the true word leave the normaliser: a large finite value (exp
-        # underflows to 0) rather than -inf, so that a row whose every sample is a hit stays
-        # finite whatever logsumexp's backward makes of an all -inf row.
-        accidental = targets[:, None] == sampled[None, :]
-        sampled_logits = sampled_logits.masked_fill_(accidental, _MASKED)
-        return torch.logaddexp(true_logit, torch.logsumexp(sampled_logits, dim=1)) - true_logit
+        # Without gradients no backward will hand the workspace back.
+        workspace = self._workspace if torch.is_grad_enabled() else None
+        return _SampledSoftmaxLoss.apply(hidden, rows[:n], rows[n:], targets, sampled, workspace)
 
     def _rows(self, ids: torch.Tensor) -> torch.Tensor:
-        """[weight | bias] rows of ``ids``: (len(ids), dim + 1)."""
+        """[weight | bias] rows of ``ids``: (len(ids), dim + 1), a new tensor."""
         if not (self.row_sparse_gradients and torch.is_grad_enabled()):
             return torch.cat([self.weight[ids], self.bias[ids, None]], dim=1)
         unique, inverse = torch.unique(ids, return_inverse=True)
@@ -131,3 +127,123 @@ def _sparse(ids: torch.Tensor, values: torch.Tensor, shape: Tuple[int, ...]) -> 
     """A coalesced sparse COO gradient (repeated ids summed)."""
     grad = torch.sparse_coo_tensor(ids[None], values, shape, check_invariants=False)
     return grad.coalesce()
+
+
+class LogitsWorkspace:
+    """The memory of the sampled softmax's N x (1 + S) logits, kept from one step to the next on
+    the CPU: a fresh tensor of that size (80 MB for the bundled recipe) comes from the system
+    every step, page by page, which cost about a third of the forward's matrix product there.
+
+    ``take`` lends it to one loss at a time, until that loss's backward gives it back; another
+    loss meanwhile (or a compiled graph, or another dtype) gets a fresh tensor."""
+
+    def __init__(self) -> None:
+        self._buffer: Optional[torch.Tensor] = None
+        self._lent = False
+
+    def take(self, shape: Tuple[int, int], like: torch.Tensor) -> Optional[torch.Tensor]:
+        """A float32 CPU tensor of ``shape`` on the kept memory, or None (allocate one)."""
+        if self._lent or like.dtype != torch.float32 or like.device.type != "cpu" or compiling():
+            return None
+        numel = shape[0] * shape[1]
+        if self._buffer is None or self._buffer.numel() < numel:
+            self._buffer = torch.empty(numel)
+        self._lent = True
+        return self._buffer[:numel].view(shape)
+
+    def release(self) -> None:
+        self._lent = False
+
+
+class _SampledSoftmaxLoss(torch.autograd.Function):
+    """``logsumexp([true; sampled]) - true`` per row, with its gradient worked out in the forward.
+
+    The N x (1 + S) logits are the one large tensor: one matrix product writes them (the true
+    logit goes into column 0, which a zero row makes room for), accidental hits are set to -inf,
+    ``log_softmax`` runs in place (row by row, in cache), and the loss is minus its column 0.
+    Backward exponentiates in place, which gives the softmax, subtracts 1 at the true column,
+    and needs two matrix products with the upstream gradient as a row scaling of their small
+    operands: a handful of passes over the logits instead of a dozen.
+
+    Args (forward): hidden (N, dim); true_rows (N, dim + 1) and sampled_rows (S, dim + 1): the
+    [weight | corrected bias] rows of the targets and of the negatives; targets (N,), sampled
+    (S,) ids; a ``LogitsWorkspace`` (or None). Returns the (N,) loss. Under autocast the
+    products run in its dtype and the softmax in float32.
+    """
+
+    @staticmethod
+    def forward(ctx, hidden, true_rows, sampled_rows, targets, sampled, workspace):
+        compute = autocast_dtype_now(hidden.device.type) or true_rows.dtype
+        n = hidden.shape[0]
+        hidden1 = torch.cat([hidden.to(compute), hidden.new_ones(n, 1, dtype=compute)], dim=1)
+        true_rows = true_rows.to(compute)
+        with autocast_disabled(hidden.device.type):
+            # Row 0 of the table is zeros: column 0 of the product is left for the true logit.
+            table = torch.cat([sampled_rows.new_zeros(1, sampled_rows.shape[1]), sampled_rows]).to(compute)
+            out = None if workspace is None else workspace.take((n, table.shape[0]), hidden1)
+            ctx.workspace = workspace if out is not None else None
+            logits = torch.mm(hidden1, table.t()) if out is None else torch.mm(hidden1, table.t(), out=out)
+            logits[:, 0] = (hidden1 * true_rows).sum(1)
+            _mask_hits(logits, targets, sampled)
+            if logits.dtype == torch.float32:
+                log_p = torch.log_softmax(logits, dim=1, out=logits)
+            else:
+                log_p = torch.log_softmax(logits, dim=1, dtype=torch.float32)
+        ctx.save_for_backward(hidden1, true_rows, table, log_p)
+        ctx.consumed = False
+        return -log_p[:, 0]
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        if ctx.consumed:
+            raise RuntimeError(
+                "the sampled softmax's backward runs once per forward (it reuses its logits): "
+                "compute the loss again instead of backward(retain_graph=True) twice"
+            )
+        ctx.consumed = True
+        hidden1, true_rows, table, log_p = ctx.saved_tensors
+        dim = hidden1.shape[1] - 1
+        with autocast_disabled(hidden1.device.type):
+            # d loss / d logits = softmax - one_hot(0): exp in place (the saved log-softmax is
+            # not needed again).
+            probs = log_p.exp_()
+            probs[:, 0] -= 1.0
+            probs = probs.to(hidden1.dtype)
+            scaled = hidden1 * grad[:, None].to(hidden1.dtype)
+            sampled_grad = torch.mm(probs.t(), scaled)[1:]
+            true_grad = scaled * probs[:, :1]
+            hidden_grad = torch.mm(probs, table[:, :dim])  # the zero row: nothing from column 0
+            hidden_grad = hidden_grad.addcmul_(probs[:, :1], true_rows[:, :dim]).mul_(grad[:, None])
+        if ctx.workspace is not None:
+            ctx.workspace.release()
+            ctx.workspace = None
+        return hidden_grad, true_grad, sampled_grad, None, None, None
+
+
+def _mask_hits(logits: torch.Tensor, targets: torch.Tensor, sampled: torch.Tensor) -> None:
+    """Set the accidental hits (negative j equal to row i's target) of (N, 1 + S) logits to -inf:
+    they leave the normaliser, which the true column keeps finite.
+
+    On the CPU, outside a compiled graph, the hits are found as index pairs: a few thousand
+    elements instead of a pass over the N x S logits. Elsewhere (CUDA, compiled or graphed
+    steps, which need shapes that do not depend on the data) by a dense comparison, which costs a
+    GPU next to nothing.
+    """
+    if logits.device.type != "cpu" or compiling():
+        logits[:, 1:].masked_fill_(targets[:, None] == sampled[None, :], float("-inf"))
+    else:
+        rows, columns = accidental_hits(targets, sampled)
+        logits.index_put_((rows, columns + 1), torch.tensor(float("-inf"), dtype=logits.dtype))
+
+
+def accidental_hits(targets: torch.Tensor, sampled: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(rows, columns) of every pair with ``targets[row] == sampled[column]``, found through the
+    sorted negatives and a binary search per target (sizes depend on the data)."""
+    ordered, order = torch.sort(sampled)
+    first = torch.searchsorted(ordered, targets)
+    counts = torch.searchsorted(ordered, targets, right=True) - first
+    rows = torch.repeat_interleave(torch.arange(targets.shape[0], device=targets.device), counts)
+    # the k-th hit of row i is negative order[first[i] + k]
+    starts = torch.repeat_interleave(first - (counts.cumsum(0) - counts), counts)
+    return rows, order[starts + torch.arange(rows.shape[0], device=rows.device)]

@@ -13,7 +13,7 @@ import json
 import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Dict, NamedTuple
+from typing import Any, Dict, NamedTuple, Optional
 
 import numpy as np
 import torch
@@ -22,6 +22,7 @@ from safetensors.torch import save_file
 
 from ..distributed import DistributedContext
 from ..formats.native import save_bilm
+from ..nn.bilm import BiLMStates
 from .config import ConfigError
 from .corpus import DataPosition
 from .model import BiLMLanguageModel
@@ -35,9 +36,11 @@ RESUMABLE_CHANGES = (
     "paths.dev",
     "system.threads",
     "training.checkpoint_every",
+    "training.distinct_tokens",
     "training.eval_every",
     "training.log_every",
     "training.max_steps",
+    "training.step",
 )
 
 
@@ -50,6 +53,28 @@ class TrainingState:
     scheduler: torch.optim.lr_scheduler.LRScheduler
     scaler: torch.amp.GradScaler
     generator: torch.Generator  # the softmax sampler's
+    carried: "CarriedStates"  # the LSTM states windows pass on (each rank its own)
+
+
+@dataclass
+class CarriedStates:
+    """The LSTM states the last window batch ended with, where the next one starts (None before
+    the first batch, and always with sentence batches)."""
+
+    states: Optional[BiLMStates] = None
+
+    def update(self, new: BiLMStates) -> None:
+        """Take ``new``'s values, in place (a recorded CUDA graph reads these tensors)."""
+        for old_layers, new_layers in ((self.states.forward, new.forward), (self.states.backward, new.backward)):
+            for (h, c), (new_h, new_c) in zip(old_layers, new_layers):
+                h.copy_(new_h)
+                c.copy_(new_c)
+
+    def on(self, device: torch.device) -> Optional[BiLMStates]:
+        if self.states is None:
+            return None
+        move = lambda layers: [(h.to(device), c.to(device)) for h, c in layers]  # noqa: E731
+        return BiLMStates(move(self.states.forward), move(self.states.backward))
 
 
 class Progress(NamedTuple):
@@ -77,7 +102,12 @@ def save_checkpoint(
     """Write the loadable model files and the resumable training state. Every rank calls it
     (each rank's data position and RNG states are gathered); rank 0 writes."""
     per_rank = ctx.gather_objects(
-        {"position": asdict(position), "rng": _rng_state(), "generator": state.generator.get_state()}
+        {
+            "position": asdict(position),
+            "rng": _rng_state(),
+            "generator": state.generator.get_state(),
+            "lstm_states": state.carried.on(torch.device("cpu")),
+        }
     )
     if not ctx.is_main:
         ctx.barrier()
@@ -136,6 +166,7 @@ def load_checkpoint(
     state.scaler.load_state_dict(saved["scaler"])
     mine = saved["ranks"][ctx.rank]
     state.generator.set_state(mine["generator"].cpu())
+    state.carried.states = CarriedStates(mine.get("lstm_states")).on(ctx.device)
     _set_rng_state(mine["rng"])
     return Progress(saved["step"], saved["tokens_seen"], DataPosition(**mine["position"]))
 

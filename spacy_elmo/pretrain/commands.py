@@ -8,7 +8,6 @@ from typing import List, Optional
 import typer
 
 from ..cli_errors import fail
-from .config import DEFAULT_CONFIG
 
 EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
 
@@ -55,6 +54,13 @@ def pretrain_command(
 
 def init_config_command(
     output_file: Path = typer.Argument(..., help="Where to write the default pretraining config"),
+    recipe: str = typer.Option(
+        "default",
+        "--recipe",
+        help="default: a small biLM that trains on a CPU; bilm-tf: the released original shape as "
+        "bilm-tf trained it (clipped LSTMs, windows of running text, Adagrad); fast: bilm-tf without "
+        "clipping, which lets cuDNN's fused LSTM run on a GPU",
+    ),
     model: Optional[str] = typer.Option(
         None,
         "--model",
@@ -67,15 +73,17 @@ def init_config_command(
     """Write the documented default pretraining config."""
     from ..options import BiLMOptions
     from ..sources import resolve_weight_source
-    from .config import config_text_for_model
+    from .config import RECIPES, config_text, config_text_for_model
 
-    text = DEFAULT_CONFIG.lstrip("\n")
+    if recipe not in RECIPES:
+        fail(f"--recipe {recipe!r}: choose one of {', '.join(RECIPES)}")
+    text = config_text(recipe)
     if model is not None:
         try:  # the check the run would make at its start, now
             source = resolve_weight_source(model, what="--model")
         except (ValueError, FileNotFoundError) as err:
             fail(str(err))
-        text = config_text_for_model(BiLMOptions.from_file(source.options_file), model)
+        text = config_text_for_model(BiLMOptions.from_file(source.options_file), model, recipe)
     output_file.write_text(text, encoding="utf-8")
     typer.echo(f"Wrote {output_file}")
 

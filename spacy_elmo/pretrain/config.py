@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from ..nn.precision import TRAINING_PRECISIONS
+from ..nn.threads import AUTO_THREADS, usable_cores
 from ..options import ACTIVATIONS, BiLMOptions
 from .corpus import CorpusSettings
 from .optimizers import Fraction, OptimizerSettings
@@ -36,11 +37,12 @@ init_bilm = null
 
 [system]
 seed = 0
-# CPU threads for torch (torch.set_num_threads), at least 1 (like every --threads of the CLI).
-# 1 is safe on a shared machine (two processes each running a pool of all the cores' threads
-# can be many times slower than either alone) and gives the same numbers on every machine: the
-# weights are bitwise reproducible for the same seed and thread count only. On a dedicated
-# machine, set it to the cores you want to use (--threads N).
+# CPU threads for torch (torch.set_num_threads), at least 1 (like every --threads of the CLI), or
+# "auto": 2 where the process may use two cores (the two LSTM directions then train side by
+# side, each on a thread of its own), else 1. 1 is safe on a shared machine (two processes each
+# running a pool of all the cores' threads can be many times slower than either alone) and gives
+# the same numbers on every machine: the weights are bitwise reproducible for the same seed and
+# thread count only. On a dedicated machine, set it to the cores you want to use (--threads N).
 threads = 1
 
 # The biLM's shape: the fields of the released options.json. The defaults are a small model
@@ -73,6 +75,13 @@ max_sequence_length = 100
 on_decode_error = "skip"
 # Sequences shuffled together, then bucketed by length.
 shuffle_buffer = 10000
+# "sentences": batches of whole sentences (bucketed by length), each from zero LSTM states, as
+# the biLM reads text at inference time. "windows": bilm-tf's batches, rows of running text
+# (sentences one after another, split anywhere) of window_length tokens, training.batch_tokens /
+# window_length rows, each row's LSTM states carried on to the next batch; every batch the same
+# shape, which lets a GPU run the whole step as one graph (training.step).
+batching = "sentences"
+window_length = 20
 # Cap the tokens scored in each held-out evaluation (null: the whole dev file).
 dev_max_tokens = null
 
@@ -126,8 +135,17 @@ softmax_only_steps = 0
 # Padded tokens per batch and per process, boundary tokens included (bilm-tf: 128 x 20).
 batch_tokens = 2560
 max_steps = 10000
-# "fp32", "bf16" or "fp16" (autocast; fp16 adds a gradient scaler).
+# "fp32", "tf32" (TensorFloat-32 products on a GPU), "bf16" or "fp16" (autocast; fp16 adds a
+# gradient scaler).
 precision = "fp32"
+# How each update runs: "eager" (op by op), "cuda_graph" (the whole update recorded once and
+# replayed: windows on a GPU), "compile" (torch.compile; windows), or "auto": "cuda_graph" for
+# windows on a GPU, else "eager".
+step = "auto"
+# "cuda_graph" and "compile": the fixed number of distinct tokens the character CNN encodes per
+# batch (the batch's own, padded); a batch with more runs eagerly. null: one per position of
+# the forward windows (batch_tokens rounded down to whole windows).
+distinct_tokens = null
 eval_every = 1000
 checkpoint_every = 1000
 log_every = 50
@@ -145,11 +163,29 @@ def _auto_or_bool(value: Any) -> Union[str, bool]:
     return value
 
 
+def _threads(value: Any) -> Union[int, str]:
+    if value == "auto" and isinstance(value, str):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError('must be an integer >= 1 or "auto"')
+    if value < 1:
+        raise ValueError("must be >= 1")
+    return value
+
+
 class SystemSettings(Section):
     seed: int
-    #: CPU threads of torch's intra-op pool (torch.set_num_threads), at least 1. Results are
-    #: bitwise reproducible only at the same thread count.
-    threads: Annotated[int, Field(ge=1)] = 1
+    #: CPU threads of torch's intra-op pool (torch.set_num_threads), at least 1, or "auto"
+    #: (``thread_count``). Results are bitwise reproducible only at the same
+    #: thread count.
+    threads: Annotated[Union[int, str], BeforeValidator(_threads)] = 1
+
+    @property
+    def thread_count(self) -> int:
+        """``threads`` with "auto" resolved: the usable cores, at most ``AUTO_THREADS``. The
+        trainer sets torch's thread count to it for the run (which owns the process), so unlike
+        the pipe's "auto" it does not depend on the count torch runs with now."""
+        return min(AUTO_THREADS, usable_cores()) if self.threads == "auto" else self.threads
 
 
 class ModelSettings(Section):
@@ -195,6 +231,9 @@ class CorpusSection(CorpusSettings):
     dev: Optional[str]
     shuffle_buffer: PositiveInt
     dev_max_tokens: Optional[PositiveInt]
+    # Runs written before these keys existed batched sentences.
+    batching: Literal["sentences", "windows"] = "sentences"
+    window_length: Annotated[int, Field(ge=2)] = 20
 
     @field_validator("train")
     @classmethod
@@ -245,6 +284,9 @@ class TrainingSettings(Section):
     eval_every: PositiveInt
     checkpoint_every: PositiveInt
     log_every: PositiveInt
+    # Runs written before these keys existed ran eagerly.
+    step: Literal["auto", "eager", "cuda_graph", "compile"] = "auto"
+    distinct_tokens: Optional[PositiveInt] = None
 
 
 class PretrainSettings(Section):
@@ -330,31 +372,93 @@ def model_overrides(options: BiLMOptions) -> Dict[str, Any]:
     }
 
 
-def config_text_for_model(options: BiLMOptions, model_path: str) -> str:
-    """The documented default config (comments kept) with [model] set to ``options`` and
-    ``paths.init_bilm`` to ``model_path``."""
-    values = {**model_overrides(options), "paths.init_bilm": model_path}
-    lines, section = [], ""
+#: The released "original" biLM's shape (93.6M parameters).
+ORIGINAL_SHAPE = {
+    "model.char_embedding_dim": 16,
+    "model.filters": [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]],
+    "model.n_highway": 2,
+    "model.activation": "relu",
+    "model.lstm_dim": 4096,
+    "model.projection_dim": 512,
+    "model.n_layers": 2,
+    "model.use_skip_connections": True,
+}
+
+#: bilm-tf's training of the original model (bilm/train.py, the paper's section 3): cell and
+#: projection clip 3, windows of 20 tokens in rows of 128, sampled softmax with 8,192
+#: negatives, Adagrad at 0.2 (accumulators from 1.0), gradients clipped to norm 10, dropout 0.1,
+#: the words seen at least 3 times (793,471 in the 1B Word Benchmark).
+BILM_TF_RECIPE = {
+    **ORIGINAL_SHAPE,
+    "model.cell_clip": 3.0,
+    "model.proj_clip": 3.0,
+    "corpus.batching": "windows",
+    "corpus.window_length": 20,
+    "training.batch_tokens": 2560,
+    "vocab.size": 800000,
+    "vocab.min_count": 3,
+    "objective.softmax": "sampled",
+    "objective.n_negative_samples": 8192,
+    "objective.dropout": 0.1,
+    "optimizer.name": "adagrad",
+    "optimizer.learning_rate": 0.2,
+    "optimizer.initial_accumulator_value": 1.0,
+    "optimizer.clip_norm": 10.0,
+    "optimizer.warmup_steps": 0,
+    "optimizer.schedule": "constant",
+}
+
+#: Named starting points of ``init-config --recipe``: overrides of the documented default.
+#: "default": a small model that trains on a CPU, on sentences. "bilm-tf": the released
+#: original shape as bilm-tf trained it. "fast": the same without cell and projection clipping,
+#: which lets torch's fused LSTM (cuDNN) run on a GPU; docs/manual.md gives what it costs in
+#: held-out perplexity.
+RECIPES: Dict[str, Dict[str, Any]] = {
+    "default": {},
+    "bilm-tf": BILM_TF_RECIPE,
+    "fast": {**BILM_TF_RECIPE, "model.cell_clip": None, "model.proj_clip": None},
+}
+
+
+def config_text(recipe: str = "default", values: Optional[Dict[str, Any]] = None) -> str:
+    """The documented default config (comments kept) with ``RECIPES[recipe]`` and then
+    ``values`` (``{"section.key": value}``, keys of the default config) set in it."""
+    if recipe not in RECIPES:
+        raise ConfigError(f"no recipe {recipe!r}: choose one of {', '.join(RECIPES)}")
+    values = {**RECIPES[recipe], **(values or {})}
+    lines, section, written = [], "", set()
     for line in DEFAULT_CONFIG.lstrip("\n").splitlines():
         if line.startswith("["):
             section = line.strip("[] ")
         key, sep, _ = line.partition(" = ")
         if sep and f"{section}.{key}" in values:
             line = f"{key} = {json.dumps(values[f'{section}.{key}'])}"
+            written.add(f"{section}.{key}")
         lines.append(line)
+    missing = set(values) - written
+    if missing:
+        raise ConfigError(f"not keys of the default config: {', '.join(sorted(missing))}")
     return "\n".join(lines) + "\n"
 
 
-def sparse_updates_wanted(settings: PretrainSettings, sampled: bool) -> bool:
-    """Whether the softmax rows are updated sparsely (see the [objective] comment)."""
+def config_text_for_model(options: BiLMOptions, model_path: str, recipe: str = "default") -> str:
+    """``config_text(recipe)`` with [model] set to ``options`` and ``paths.init_bilm`` to
+    ``model_path``."""
+    return config_text(recipe, {**model_overrides(options), "paths.init_bilm": model_path})
+
+
+def sparse_updates_wanted(settings: PretrainSettings, sampled: bool, step_kind: str = "eager") -> bool:
+    """Whether the softmax rows are updated sparsely (see the [objective] comment): never in a
+    recorded or compiled step, whose gradients have fixed shapes."""
     wanted = settings.objective.sparse_updates
     o = settings.optimizer
-    possible = sampled and o.name == "adagrad" and not o.weight_decay
+    possible = sampled and o.name == "adagrad" and not o.weight_decay and step_kind == "eager"
     if wanted is True and not possible:
         raise ConfigError(
             "[objective] sparse_updates = true needs the sampled softmax, [optimizer] name = "
-            f"\"adagrad\" and weight_decay = 0 (got softmax "
-            f"{'sampled' if sampled else 'full'}, {o.name}, weight_decay {o.weight_decay})"
+            f"\"adagrad\", weight_decay = 0 and [training] step \"eager\" (got softmax "
+            f"{'sampled' if sampled else 'full'}, {o.name}, weight_decay {o.weight_decay}, "
+            f"step {step_kind})"
         )
     return possible if wanted == "auto" else wanted
 

@@ -3,7 +3,12 @@
 Nothing is loaded whole. Each rank of a distributed run reads every ``world_size``-th line (or
 doc) of the corpus, counted across its files, so ranks see disjoint shards. Batches are
 deterministic functions of ``(seed, epoch, rank)``, so a run's position is just ``(epoch,
-batches done)`` and ``--resume`` replays the text up to that point without running the model.
+batches done)`` (windows: the sentences taken and each row's place in its sentence) and
+``--resume`` replays the text up to that point without running the model.
+
+Two ways to batch (``[corpus] batching``): ``"sentences"`` (``BatchStream``: whole sentences,
+length-bucketed, from zero LSTM states) and ``"windows"`` (``WindowStream``: bilm-tf's rows of
+running text, every batch the same shape, LSTM states carried from one batch to the next).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Callable, Iterator, List, Literal, Optional, Sequence, Tuple
 from pydantic import PositiveInt
 
 from ..batching import pack_sequences
+from ..chars import BOS_TOKEN, EOS_TOKEN
 from ..sentences import split_sentences, windows
 from .section import Section
 
@@ -168,10 +174,14 @@ class SequenceReader:
 
 @dataclass
 class DataPosition:
-    """Where a rank's stream stands: resume replays ``batches`` batches of ``epoch``."""
+    """Where a rank's stream stands: resume replays ``batches`` batches of ``epoch``. Windows
+    count instead the ``sentences`` taken from the epoch and keep each row's sentence and the
+    place in it where the next window starts (``rows``: [tokens, offset] per row)."""
 
     epoch: int = 0
     batches: int = 0
+    sentences: int = 0
+    rows: Optional[List[list]] = None
 
 
 class BatchStream:
@@ -246,6 +256,115 @@ class BatchStream:
         batches = pack_sequences(sequences, self.batch_tokens, overhead=2)
         rng.shuffle(batches)
         yield from batches
+
+
+class WindowStream:
+    """Endless, deterministic stream of bilm-tf's batches: ``rows`` rows of ``length`` tokens of
+    running text, the same shape every batch.
+
+    Each row reads its own stream of sentences, each as ``<S> w_1 .. w_n </S>``, taking the next
+    sentence of the epoch's shuffled order (a buffer of ``buffer_size`` sentences shuffled) when
+    its current one ends; a batch holds ``length + 1`` tokens per row (the inputs and, one
+    further on, the last target) and the next batch starts at the last of them, so the LSTM
+    states of one batch continue in the next. The backward LM reads the same rows with each
+    sentence reversed (``</S> w_n .. w_1 <S>``): the same sentences at the same positions, read
+    right to left within each sentence, as bilm-tf's reversed stream.
+
+    Yields ``(forward, backward)``: ``rows`` lists of ``length + 1`` tokens each.
+    """
+
+    def __init__(
+        self,
+        files: Sequence[Path],
+        settings: CorpusSettings,
+        rows: int,
+        length: int,
+        buffer_size: int = 10000,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
+        self.files = list(files)
+        self.settings = settings
+        self.rows = rows
+        self.length = length
+        self.buffer_size = buffer_size
+        self.seed = seed
+        self.rank = rank
+        self.world_size = world_size
+        self.position = DataPosition()
+        self.last_stats = CorpusStats()
+        self._epoch = 0
+        self._taken = 0
+
+    def batches(self, start: Optional[DataPosition] = None) -> Iterator[Tuple[List[Tokens], List[Tokens]]]:
+        """Yield batches forever from ``start`` (default: the beginning), updating
+        ``self.position`` after each."""
+        start = start or DataPosition()
+        sentences = self._sentences(start.epoch, start.sentences)
+        rows = [(list(tokens), offset) for tokens, offset in start.rows] if start.rows else []
+        while len(rows) < self.rows:
+            rows.append((next(sentences), 0))
+        while True:
+            forward: List[Tokens] = []
+            backward: List[Tokens] = []
+            for r in range(self.rows):
+                window_forward, window_backward, rows[r] = self._window(rows[r], sentences)
+                forward.append(window_forward)
+                backward.append(window_backward)
+            self.position = DataPosition(
+                self._epoch, sentences=self._taken, rows=[[list(t), o] for t, o in rows]
+            )
+            yield forward, backward
+
+    def _window(self, row: Tuple[Tokens, int], sentences: Iterator[Tokens]):
+        """``length + 1`` tokens of a row from ``row`` = (sentence, offset) on, in both reading
+        orders; returns them and the row's place for the next window (at the last token)."""
+        tokens, offset = row
+        forward: Tokens = []
+        backward: Tokens = []
+        while True:
+            bounded = [BOS_TOKEN, *tokens, EOS_TOKEN]
+            take = min(self.length + 1 - len(forward), len(bounded) - offset)
+            forward += bounded[offset : offset + take]
+            reversed_ = [EOS_TOKEN, *tokens[::-1], BOS_TOKEN]
+            backward += reversed_[offset : offset + take]
+            if len(forward) == self.length + 1:
+                return forward, backward, (tokens, offset + take - 1)
+            tokens, offset = next(sentences), 0
+
+    def _sentences(self, epoch: int, skip: int) -> Iterator[Tokens]:
+        """The sentences of ``epoch`` in their shuffled order from the ``skip``-th on, then those
+        of the following epochs; ``_epoch`` and ``_taken`` say where it stands."""
+        while True:
+            self._epoch, self._taken = epoch, 0
+            produced = 0
+            rng = random.Random(f"{self.seed}-{epoch}-{self.rank}")
+            reader = SequenceReader(self.files, self.settings, self.rank, self.world_size)
+            self.last_stats = reader.stats
+            buffer: List[Tokens] = []
+            for sequence in reader:
+                buffer.append(sequence)
+                if len(buffer) >= self.buffer_size:
+                    rng.shuffle(buffer)
+                    for sentence in buffer:
+                        produced += 1
+                        self._taken = produced
+                        if produced > skip:
+                            yield sentence
+                    buffer = []
+            rng.shuffle(buffer)
+            for sentence in buffer:
+                produced += 1
+                self._taken = produced
+                if produced > skip:
+                    yield sentence
+            if produced == 0:
+                raise CorpusError(
+                    f"the training corpus ({', '.join(map(str, self.files[:3]))}) gives no text "
+                    f"for rank {self.rank} of {self.world_size}: is it empty or only blank lines?"
+                )
+            epoch, skip = epoch + 1, 0
 
 
 def count_words(files: Sequence[Path], settings: CorpusSettings) -> Tuple[Counter, CorpusStats]:

@@ -3,24 +3,42 @@
 Each sequence is read as ``<S> w_1 .. w_n </S>``. The forward LM's top layer at position t predicts
 token t + 1; the backward LM's at position t predicts token t - 1. The loss is the mean of the two
 directions' mean negative log-likelihoods (Peters et al. 2018, eq. in section 3.1).
+
+Two kinds of batch: ``LMBatch``, whole sentences from zero LSTM states (``make_batch``), and
+``WindowBatch``, bilm-tf's windows of running text, whose LSTM states the caller carries from
+one batch to the next (``make_window_batch``); every shape of a window batch is fixed by the
+config, and its forward reads nothing back to the host.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Dict, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 from torch import nn
+from torch.profiler import record_function
 
 from ..chars import BOS_TOKEN, EOS_TOKEN, tokens_to_ids
-from ..nn.bilm import BiLM
-from ..nn.lstm import DistinctInputs
-from ..nn.precision import precision_context
+from ..nn.bilm import BiLM, BiLMStates
+from ..nn.lstm import DistinctInputs, length_mask
+from ..nn.precision import get_precision, precision_context
 from ..nn.softmax import LMSoftmax
+from ..nn.threads import run_side_by_side, torch_threads
 from .vocab import Vocab
+
+#: The parts of a training step as the profiler names them (``torch.profiler.record_function``
+#: ranges, cheap when no profiler runs): what ``benchmarks pretrain`` splits a step's time by.
+PHASES = {
+    "batch": "pretrain.batch",
+    "char_cnn": "pretrain.char_cnn",
+    "lstm": "pretrain.lstm",
+    "softmax": "pretrain.softmax",
+    "backward": "pretrain.backward",
+    "optimizer": "pretrain.optimizer",
+}
 
 
 @dataclass
@@ -61,6 +79,61 @@ class LMBatch:
         return cls(torch.cat(chars), torch.cat(index), torch.cat(lengths), torch.cat(targets))
 
 
+@dataclass
+class WindowBatch:
+    """One batch of windows (``corpus.WindowStream``): B rows of T positions per direction.
+
+    char_ids: (U, 50) char ids of the distinct input tokens, all-padding rows after the first
+        ``n_distinct`` (a fixed U keeps the batch's shapes fixed).
+    index: (2, B, T) rows of char_ids holding each position's token: forward, backward.
+    targets: (2, B, T) vocabulary ids each position predicts: the next token of the row, in
+        either direction's reading order.
+    n_distinct: how many rows of char_ids are tokens (a host int).
+    """
+
+    char_ids: torch.Tensor
+    index: torch.Tensor
+    targets: torch.Tensor
+    n_distinct: int
+
+    @property
+    def n_targets(self) -> int:
+        """Predictions per direction: every position."""
+        return self.index.shape[1] * self.index.shape[2]
+
+    def to(self, device: torch.device) -> "WindowBatch":
+        return WindowBatch(
+            *(t.to(device, non_blocking=True) for t in (self.char_ids, self.index, self.targets)),
+            self.n_distinct,
+        )
+
+
+def make_window_batch(
+    forward: Sequence[Sequence[str]],
+    backward: Sequence[Sequence[str]],
+    vocab: Vocab,
+    distinct_rows: Optional[int] = None,
+) -> WindowBatch:
+    """Windows of ``length + 1`` tokens per row, in each direction's reading order, -> a
+    WindowBatch of ``length`` positions. Each distinct token is encoded once; ``distinct_rows``
+    pads its char ids to that many rows (it must be at least the batch's distinct tokens)."""
+    unique: Dict[str, int] = {}
+    index = np.zeros((2, len(forward), len(forward[0]) - 1), dtype=np.int64)
+    targets = np.zeros(index.shape, dtype=np.int64)
+    for direction, rows in enumerate((forward, backward)):
+        for row, tokens in enumerate(rows):
+            index[direction, row] = [unique.setdefault(t, len(unique)) for t in tokens[:-1]]
+            targets[direction, row] = vocab.ids(tokens[1:])
+    char_ids = tokens_to_ids(list(unique))
+    if distinct_rows is not None:
+        if len(unique) > distinct_rows:
+            raise ValueError(f"the batch holds {len(unique)} distinct tokens, more than {distinct_rows}")
+        char_ids = np.concatenate([char_ids, np.zeros((distinct_rows - len(unique), char_ids.shape[1]), char_ids.dtype)])
+    return WindowBatch(
+        torch.from_numpy(char_ids), torch.from_numpy(index), torch.from_numpy(targets), len(unique)
+    )
+
+
 def make_batch(sequences: Sequence[Sequence[str]], vocab: Vocab) -> LMBatch:
     """Token sequences -> LMBatch. Each distinct token string is encoded once."""
     width = max(len(s) for s in sequences) + 2
@@ -99,15 +172,68 @@ class BiLMLanguageModel(nn.Module):
 
     def forward(
         self,
-        batch: LMBatch,
+        batch: Union[LMBatch, WindowBatch],
         n_samples: Optional[int] = None,
         generator: Optional[torch.Generator] = None,
-    ) -> torch.Tensor:
-        """Returns (2,) float: summed NLL of the forward and of the backward LM.
+        states: Optional[BiLMStates] = None,
+    ) -> Union[torch.Tensor, Tuple[torch.Tensor, BiLMStates]]:
+        """Returns (2,) float: summed NLL of the forward and of the backward LM; for a
+        ``WindowBatch``, also the LSTM states the next window of each row starts from (detached),
+        ``states`` being those this one starts from (None: zeros).
 
-        ``n_samples`` None scores with the full softmax, else with the sampled softmax."""
-        with precision_context(self.precision, batch.lengths.device):
+        ``n_samples`` None scores with the full softmax, else with the sampled softmax, whose
+        negatives come from ``generator`` (None: torch's default one)."""
+        with precision_context(self.precision, batch.targets.device):
+            if isinstance(batch, WindowBatch):
+                return self._window_nll(batch, n_samples, generator, states)
             return self._nll(batch, n_samples, generator)
+
+    def zero_states(self, rows: int, device: torch.device) -> BiLMStates:
+        """Zero LSTM states of ``rows`` window rows: where the first window batch starts."""
+
+        def zeros(lstm) -> List[Tuple[torch.Tensor, torch.Tensor]]:
+            return [
+                (torch.zeros(rows, layer.proj_size, device=device), torch.zeros(rows, layer.hidden_size, device=device))
+                for layer in lstm.layers
+            ]
+
+        return BiLMStates(zeros(self.bilm.forward_lstm), zeros(self.bilm.backward_lstm))
+
+    def _window_nll(
+        self,
+        batch: WindowBatch,
+        n_samples: Optional[int],
+        generator: Optional[torch.Generator],
+        states: Optional[BiLMStates],
+    ) -> Tuple[torch.Tensor, BiLMStates]:
+        drop = self.dropout if self.training else 0.0
+        lstms = (self.bilm.forward_lstm, self.bilm.backward_lstm)
+        tops: List[torch.Tensor] = []
+        finals: List[list] = []
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.bilm_frozen):
+            with record_function(PHASES["char_cnn"]):
+                vectors = self.bilm.token_encoder(batch.char_ids, all_positions=True)
+            with record_function(PHASES["lstm"]):
+                for direction, lstm in enumerate(lstms):
+                    start = None if states is None else (states.forward, states.backward)[direction]
+                    top, final = lstm.forward_windows(vectors[batch.index[direction]], start, drop)
+                    tops.append(nn.functional.dropout(top, drop, self.training).flatten(0, 1))
+                    finals.append([(h.detach(), c.detach()) for h, c in final])
+        with record_function(PHASES["softmax"]):
+            hidden, targets = torch.cat(tops), batch.targets.flatten()
+            nll = self._score(hidden, targets, n_samples, generator)
+        return nll.view(2, -1).sum(1), BiLMStates(*finals)
+
+    def _score(
+        self,
+        hidden: torch.Tensor,
+        targets: torch.Tensor,
+        n_samples: Optional[int],
+        generator: Optional[torch.Generator],
+    ) -> torch.Tensor:
+        if n_samples:
+            return self.softmax.sampled_nll(hidden, targets, n_samples, generator)
+        return self.softmax.full_nll(hidden, targets)
 
     def _nll(
         self, batch: LMBatch, n_samples: Optional[int], generator: Optional[torch.Generator]
@@ -117,24 +243,97 @@ class BiLMLanguageModel(nn.Module):
         positions = torch.arange(width, device=lengths.device)[None, :]
         drop = self.dropout if self.training else 0.0
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.bilm_frozen):
-            vectors = self.bilm.token_encoder(batch.unique_char_ids)
-            acts = self.bilm.contextualize(
-                DistinctInputs(vectors, batch.token_index), lengths, None, drop
-            )
-        forward_layers, backward_layers = acts.forward, acts.backward
-        forward_top = nn.functional.dropout(forward_layers[-1], drop, self.training)
-        backward_top = nn.functional.dropout(backward_layers[-1], drop, self.training)
-
-        # forward: position t < length - 1 predicts t + 1; backward: 1 <= t < length predicts t - 1
-        predicts = (positions < lengths[:, None] - 1)[:, : width - 1]
-        hidden = torch.cat([forward_top[:, :-1][predicts], backward_top[:, 1:][predicts]])
-        targets = torch.cat([batch.targets[:, 1:][predicts], batch.targets[:, :-1][predicts]])
-        if n_samples:
-            nll = self.softmax.sampled_nll(hidden, targets, n_samples, generator)
-        else:
-            nll = self.softmax.full_nll(hidden, targets)
+            with record_function(PHASES["char_cnn"]):
+                vectors = self.bilm.token_encoder(batch.unique_char_ids)
+            with record_function(PHASES["lstm"]):
+                tops = self._directions(DistinctInputs(vectors, batch.token_index), lengths, drop)
+        with record_function(PHASES["softmax"]):
+            forward_top = nn.functional.dropout(tops[0], drop, self.training)
+            backward_top = nn.functional.dropout(tops[1], drop, self.training)
+            # forward: position t < length - 1 predicts t + 1; backward: 1 <= t < length
+            # predicts t - 1
+            predicts = (positions < lengths[:, None] - 1)[:, : width - 1]
+            hidden = torch.cat([forward_top[:, :-1][predicts], backward_top[:, 1:][predicts]])
+            targets = torch.cat([batch.targets[:, 1:][predicts], batch.targets[:, :-1][predicts]])
+            nll = self._score(hidden, targets, n_samples, generator)
         n = int(predicts.sum())
         return torch.stack([nll[:n].sum(), nll[n:].sum()])
+
+    def _directions(
+        self, distinct: DistinctInputs, lengths: torch.Tensor, dropout: float
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The top layers (batch, T, dim) of the forward and the backward LSTM stacks over the
+        distinct tokens' vectors. Each direction's dropout masks come from a generator of its
+        own (seeded from torch's), so that the numbers are the same whether the directions run
+        one after the other or side by side: on the CPU with two or more threads each direction
+        runs forward and backward on a thread of its own (``_SideBySide``), where PyTorch would
+        split each small op of the per-step loop over its threads."""
+        mask = length_mask(lengths, distinct.index.shape[1])
+        tokens = torch.where(mask[:, :, None], distinct.rows[distinct.index], 0.0)
+        generators = [None, None]
+        if dropout and self.training:
+            seeds = torch.randint(2**62, (2,)).tolist()
+            generators = [torch.Generator().manual_seed(seed) for seed in seeds]
+        lstms = (self.bilm.forward_lstm, self.bilm.backward_lstm)
+        runs = [
+            lambda x, lstm=lstm, g=g: lstm(x, lengths, None, dropout, distinct, g)[0][-1]
+            for lstm, g in zip(lstms, generators)
+        ]
+        if tokens.device.type != "cpu" or torch.get_num_threads() < 2:
+            return runs[0](tokens), runs[1](tokens)
+        params = [list(lstm.parameters()) for lstm in lstms]
+        modes = (torch.is_grad_enabled(), get_precision(self.precision).autocast_dtype)
+        return _SideBySide.apply(runs, params, modes, tokens, *params[0], *params[1])
+
+
+class _SideBySide(torch.autograd.Function):
+    """Two computations from the same input, each forward and backward on a thread of its own
+    with one PyTorch thread (``nn/threads.py`` ``run_side_by_side``), as one autograd node: the
+    caller's backward (and DDP's gradient hooks) see the node's parameters' gradients as usual.
+
+    forward(runs, params, (grad, autocast), x, *all params): ``runs[k](x)`` builds its own graph
+    on a detached copy of ``x``, with the caller's grad mode and autocast dtype (both per thread:
+    each task enters them); ``params[k]``: the parameters ``runs[k]`` uses. Returns the runs'
+    outputs."""
+
+    @staticmethod
+    def forward(ctx, runs, params, modes, x, *all_params):
+        grad, autocast = modes
+        leaves = [x.detach().requires_grad_(grad and x.requires_grad) for _ in runs]
+
+        def task(run, leaf):
+            def work():
+                with torch.set_grad_enabled(grad):
+                    if autocast is None:
+                        return run(leaf)
+                    with torch.autocast(device_type="cpu", dtype=autocast):
+                        return run(leaf)
+
+            return work
+
+        with torch_threads(1):
+            outputs = run_side_by_side([task(run, leaf) for run, leaf in zip(runs, leaves)])
+        ctx.graphs = list(zip(leaves, outputs, params))
+        return tuple(output.detach() for output in outputs)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, *grads):
+        def task(leaf, output, params, grad):
+            inputs = ([leaf] if leaf.requires_grad else []) + params
+            return lambda: torch.autograd.grad(output, inputs, grad, allow_unused=True)
+
+        graphs, ctx.graphs = ctx.graphs, None
+        with torch_threads(1):
+            results = run_side_by_side([task(*graph, g) for graph, g in zip(graphs, grads)])
+        x_grad = None
+        param_grads: List[Optional[torch.Tensor]] = []
+        for (leaf, _, _), result in zip(graphs, results):
+            if leaf.requires_grad:
+                x_grad = result[0] if x_grad is None else x_grad + result[0]
+                result = result[1:]
+            param_grads += list(result)
+        return (None, None, None, x_grad, *param_grads)
 
 
 def init_bilm_tf_style(bilm: BiLM) -> None:

@@ -41,8 +41,12 @@ class Vocab:
 
     def encode(self, tokens: Iterable[str]) -> List[int]:
         """Ids of ``[<S>, *tokens, </S>]``; unknown words map to ``<UNK>``."""
+        return [self.bos, *self.ids(tokens), self.eos]
+
+    def ids(self, tokens: Iterable[str]) -> List[int]:
+        """Ids of ``tokens`` as they are (boundary tokens among them included)."""
         get, unk = self.index.get, self.unk
-        return [self.bos, *(get(t, unk) for t in tokens), self.eos]
+        return [get(t, unk) for t in tokens]
 
     @classmethod
     def from_counts(cls, counts: Counter, max_size: int, min_count: int = 1) -> "Vocab":

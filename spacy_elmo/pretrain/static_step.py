@@ -1,0 +1,179 @@
+"""The training step of window batches without the host: one CUDA graph, or compiled.
+
+With ``[corpus] batching = "windows"`` every batch has the same shapes (the distinct tokens
+padded to a fixed count), and ``Trainer.window_update`` reads nothing back from the device: the
+negatives are drawn on the device, the loss is divided by a count known in advance, the gradient
+norm is clipped on the device, the LSTM states are carried in place and the optimizer's learning
+rate is a tensor on the device. ``[training] step`` picks how the update runs:
+
+- ``"cuda_graph"``: the whole update (forward, loss, backward, clipping, optimizer) recorded once
+  as a CUDA graph on static input buffers, after a few eager updates on a side stream (which
+  set up the optimizer state and cuBLAS workspaces), then replayed for every batch: one launch
+  per step instead of thousands, and the host runs ahead of the device.
+- ``"compile"``: the forward and loss under ``torch.compile`` (its backward compiled by AOT
+  autograd), the clipping and optimizer step compiled too.
+- ``"eager"``: the same update, op by op (what the CPU runs).
+
+A batch that does not fit the recorded shapes (more distinct tokens than the fixed count) and
+the softmax-only steps of ``[initialize]`` run eagerly: the same update.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Optional, Protocol
+
+import torch
+
+from .config import ConfigError
+from .model import BiLMLanguageModel, WindowBatch
+
+
+class WindowTrainer(Protocol):
+    """What a static step uses of ``trainer.Trainer``."""
+
+    model: BiLMLanguageModel
+    ddp_model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    device: torch.device
+
+    @property
+    def ctx(self) -> Any: ...
+
+    def window_update(
+        self, batch: WindowBatch, forward: Optional[Callable] = None, update: Optional[Callable] = None
+    ) -> torch.Tensor: ...
+
+    def clip_and_step(self) -> None: ...
+
+#: ``[training] step`` values.
+STEP_KINDS = ("auto", "eager", "cuda_graph", "compile")
+
+#: Eager updates before the recording (DDP needs 11 before NCCL collectives are recorded).
+WARMUP_STEPS = 3
+DDP_WARMUP_STEPS = 11
+
+
+def resolve_step_kind(kind: str, windows: bool, device: torch.device, precision: str) -> str:
+    """The runner of ``[training] step = kind``: ``"auto"`` is ``"cuda_graph"`` for windows on a
+    GPU (without fp16, whose loss scaler reads the device), else ``"eager"``."""
+    if kind == "auto":
+        graphable = windows and device.type == "cuda" and precision != "fp16"
+        return "cuda_graph" if graphable else "eager"
+    if kind == "eager":
+        return kind
+    if not windows:
+        raise ConfigError(
+            f'[training] step = "{kind}" needs batches of fixed shape: set [corpus] batching = '
+            '"windows" (or step = "eager")'
+        )
+    if precision == "fp16":
+        raise ConfigError(
+            f'[training] step = "{kind}" does not run with precision "fp16" (its loss scaler '
+            'reads the device every step): use "bf16", or step = "eager"'
+        )
+    if kind == "cuda_graph" and device.type != "cuda":
+        raise ConfigError('[training] step = "cuda_graph" runs on a GPU (--gpu-id); on the CPU use "eager"')
+    if not _tensor_learning_rates():
+        raise ConfigError(
+            f'[training] step = "{kind}" needs torch >= 2.4 (learning rates as device tensors), '
+            f'this is {torch.__version__}: use step = "eager"'
+        )
+    return kind
+
+
+def _tensor_learning_rates() -> bool:
+    major, minor = (int(part) for part in torch.__version__.split(".")[:2])
+    return (major, minor) >= (2, 4)
+
+
+class StaticStep:
+    """Runs ``trainer.window_update`` on static buffers: recorded as a CUDA graph (``kind`` =
+    ``"cuda_graph"``) or compiled (``"compile"``; ``compile_options`` go to ``torch.compile``).
+    ``distinct_rows``: the fixed number of distinct tokens per batch."""
+
+    def __init__(
+        self,
+        trainer: WindowTrainer,
+        kind: str,
+        distinct_rows: int,
+        compile_options: Optional[Dict[str, Any]] = None,
+    ) -> None:
+        self.trainer = trainer
+        self.kind = kind
+        self.distinct_rows = distinct_rows
+        self._graph: Optional[torch.cuda.CUDAGraph] = None
+        self._inputs: Optional[WindowBatch] = None
+        self._nll: Optional[torch.Tensor] = None
+        self._eager_updates = 0
+        self.forward: Callable = trainer.ddp_model
+        self.update: Callable = trainer.clip_and_step
+        if kind == "compile":
+            options = compile_options or {}
+            self.forward = compile_with_lstms(trainer.ddp_model, **options)
+            if trainer.device.type == "cuda":  # torch.compile breaks on the CPU optimizers' step
+                self.update = compile_with_lstms(trainer.clip_and_step, **options)
+
+    def accepts(self, batch: WindowBatch) -> bool:
+        """Whether ``batch`` runs here (else eagerly): it fits the fixed shapes, and the biLM trains."""
+        return batch.n_distinct <= self.distinct_rows and not self.trainer.model.bilm_frozen
+
+    def __call__(self, batch: WindowBatch) -> torch.Tensor:
+        """One update on ``batch``; returns its summed NLL of both directions, (2,) on the device."""
+        if self.kind == "compile":
+            self.trainer.optimizer.zero_grad(set_to_none=True)
+            return self.trainer.window_update(_padded(batch, self.distinct_rows), self.forward, self.update)
+        return self._replay(batch)
+
+    def _replay(self, batch: WindowBatch) -> torch.Tensor:
+        trainer = self.trainer
+        padded = _padded(batch, self.distinct_rows)
+        if self._inputs is None:
+            self._inputs = padded
+        else:
+            for static, new in ((self._inputs.char_ids, padded.char_ids), (self._inputs.index, padded.index),
+                                (self._inputs.targets, padded.targets)):  # fmt: skip
+                static.copy_(new, non_blocking=True)
+        warmup = DDP_WARMUP_STEPS if trainer.ctx.distributed else WARMUP_STEPS
+        if self._graph is None and self._eager_updates < warmup:
+            self._eager_updates += 1
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                trainer.optimizer.zero_grad(set_to_none=True)
+                nll = trainer.window_update(self._inputs)
+            torch.cuda.current_stream().wait_stream(side)
+            return nll
+        if self._graph is None:
+            # Gradients are None before the recording: the recorded backward then writes them
+            # into memory of the graph's own, which every replay overwrites.
+            trainer.optimizer.zero_grad(set_to_none=True)
+            self._graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self._graph):
+                self._nll = trainer.window_update(self._inputs)
+        self._graph.replay()
+        return self._nll.clone()
+
+
+def compile_with_lstms(function: Callable, **options: Any) -> Callable:
+    """``torch.compile(function, **options)`` for code that holds ``ClippedLSTM`` layers.
+
+    Dynamo refuses to trace any ``torch.nn.LSTM`` module (the layers are one, for torch's
+    parameter names and its fused kernel) unless its private ``allow_rnn`` switch is on; the
+    window step calls only the layers' own cell and dense loop. The switch is confined here, and
+    tests/test_static_step.py fails loudly when it changes."""
+    compiled = torch.compile(function, **options)
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with torch._dynamo.config.patch(allow_rnn=True):
+            return compiled(*args, **kwargs)
+
+    return run
+
+
+def _padded(batch: WindowBatch, rows: int) -> WindowBatch:
+    """``batch`` with its char ids padded to ``rows`` distinct tokens (all-padding rows)."""
+    extra = rows - batch.char_ids.shape[0]
+    if extra == 0:
+        return batch
+    char_ids = torch.nn.functional.pad(batch.char_ids, (0, 0, 0, extra))
+    return WindowBatch(char_ids, batch.index, batch.targets, batch.n_distinct)

@@ -1,0 +1,129 @@
+"""The window step without the host (``spacy_elmo.pretrain.static_step``): it compiles as one
+graph (a read back to the host would break it), and the compiled or recorded step trains as the
+eager one does."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conftest import FIXTURES
+from spacy_elmo.pretrain import Trainer, load_config
+from spacy_elmo.pretrain.config import ConfigError, parse_settings
+from spacy_elmo.pretrain.static_step import StaticStep, resolve_step_kind
+
+CORPUS = FIXTURES / "wikitext_tiny"
+
+#: A tiny biLM on windows of 5 tokens, 4 rows; Adagrad (its update is near linear in the
+#: gradient, so float rounding stays float rounding: Adam's normalised update would turn a
+#: gradient of 1e-9 against 0 into a step of the learning rate).
+WINDOWS = {
+    "paths.train": str(CORPUS / "train.txt"),
+    "paths.dev": None,
+    "model.filters": [[1, 8], [2, 8], [3, 16]],
+    "model.char_embedding_dim": 4,
+    "model.lstm_dim": 32,
+    "model.projection_dim": 16,
+    "model.cell_clip": 3.0,
+    "model.proj_clip": 3.0,
+    "vocab.size": 500,
+    "corpus.batching": "windows",
+    "corpus.window_length": 5,
+    "corpus.shuffle_buffer": 200,
+    "training.batch_tokens": 20,
+    "training.distinct_tokens": 40,
+    "objective.softmax": "sampled",
+    "objective.n_negative_samples": 30,
+    "objective.sparse_updates": False,
+    "optimizer.name": "adagrad",
+    "optimizer.learning_rate": 0.2,
+    "optimizer.clip_norm": 1.0,
+    "optimizer.warmup_steps": 0,
+}
+
+
+def _trainer(tmp_path, name, device, **overrides) -> Trainer:
+    settings = parse_settings(load_config(None, {**WINDOWS, **overrides}))
+    gpu_id = device.index or 0 if device.type == "cuda" else -1
+    return Trainer(settings, tmp_path / name, gpu_id=gpu_id, show_progress=False)
+
+
+def _train(trainer: Trainer, steps: int) -> None:
+    torch.manual_seed(5)  # dropout and the negatives come from torch's default generator
+    if trainer.device.type == "cuda":
+        torch.cuda.manual_seed(5)
+    batches = trainer.batches()
+    for _ in range(steps):
+        trainer.train_step(next(batches))
+        trainer.step += 1
+
+
+def _compiled_step(trainer: Trainer) -> StaticStep:
+    """The compiled step as one graph (``fullgraph``); ``aot_eager`` runs its graphs with the
+    eager kernels (the CPU has no other compiler here), with the backward traced by AOT autograd."""
+    options = {"fullgraph": True}
+    if trainer.device.type == "cpu":
+        options["backend"] = "aot_eager"
+    return StaticStep(trainer, "compile", trainer.settings.training.distinct_tokens, options)
+
+
+def test_the_compiled_window_step_is_one_graph_and_trains_as_the_eager_one(tmp_path, device):
+    """With ``fullgraph=True`` any read back to the host (an ``.item()``, a data-dependent shape,
+    a Python branch on a tensor) is an error, so this compiles only a step that never waits for
+    the device: char CNN, both clipped LSTM stacks from carried states, dropout, negatives
+    drawn on the device, the sampled softmax. It then gives the eager step's parameters."""
+    eager = _trainer(tmp_path, "eager", device)
+    compiled = _trainer(tmp_path, "compiled", device)
+    runs: list = []
+    compiled.static_step = _Counting(_compiled_step(compiled), runs)
+    for trainer in (eager, compiled):
+        _train(trainer, 3)
+    assert len(runs) == 3  # every step ran compiled
+    for (name, a), b in zip(eager.model.named_parameters(), compiled.model.parameters()):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6, msg=name)
+    for (h, c), (h2, c2) in zip(eager.carried.states.forward, compiled.carried.states.forward):
+        torch.testing.assert_close(h2, h, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(c2, c, rtol=1e-5, atol=1e-6)
+
+
+class _Counting:
+    """A StaticStep that counts the batches it ran."""
+
+    def __init__(self, step: StaticStep, runs: list) -> None:
+        self.step, self.runs = step, runs
+
+    def accepts(self, batch) -> bool:
+        return self.step.accepts(batch)
+
+    def __call__(self, batch):
+        self.runs.append(batch.n_distinct)
+        return self.step(batch)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+def test_the_recorded_window_step_trains_as_the_eager_one(tmp_path):
+    """``"cuda_graph"``: a few eager steps, one recording, then replays, against eager steps."""
+    device = torch.device("cuda", 0)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # exact fp32
+    eager = _trainer(tmp_path, "eager", device, **{"training.step": "eager"})
+    graphed = _trainer(tmp_path, "graphed", device, **{"training.step": "cuda_graph"})
+    assert graphed.static_step is not None and graphed.static_step.kind == "cuda_graph"
+    for trainer in (eager, graphed):
+        _train(trainer, 8)
+    assert graphed.static_step._graph is not None  # recorded after the warm-up, then replayed
+    for (name, a), b in zip(eager.model.named_parameters(), graphed.model.parameters()):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_step_kinds_that_cannot_run_are_refused_with_the_way_out():
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert resolve_step_kind("auto", True, cuda, "bf16") == "cuda_graph"
+    assert resolve_step_kind("auto", True, cpu, "fp32") == "eager"
+    assert resolve_step_kind("auto", False, cuda, "fp32") == "eager"
+    assert resolve_step_kind("auto", True, cuda, "fp16") == "eager"
+    with pytest.raises(ConfigError, match='batching = "windows"'):
+        resolve_step_kind("compile", False, cpu, "fp32")
+    with pytest.raises(ConfigError, match="runs on a GPU"):
+        resolve_step_kind("cuda_graph", True, cpu, "fp32")
+    with pytest.raises(ConfigError, match='use "bf16"'):
+        resolve_step_kind("compile", True, cuda, "fp16")
