@@ -24,7 +24,7 @@ NormBackprop = Callable[[List[Floats3d]], List[Floats3d]]
 def default_mix_weights(n_layers: int) -> np.ndarray:
     """The pipe's mix when ``mix_weights`` is null, (n_layers,) float32: the LSTM layers equally
     and not the token layer, which is the same for every occurrence of a word and, longer than
-    the LSTM outputs, would pull all cosines of a word towards 1 (``bench senses``)."""
+    the LSTM outputs, would pull all cosines of a word towards 1 (``python -m benchmarks senses``)."""
     weights = np.full(n_layers, 1.0 / (n_layers - 1), dtype=np.float32)
     weights[0] = 0.0
     return weights
