@@ -15,6 +15,7 @@ from pathlib import Path
 import h5py
 import pytest
 import spacy
+import torch
 from safetensors import safe_open
 
 from spacy_elmo import load_bilm, save_bilm
@@ -155,6 +156,37 @@ def test_a_pipe_built_from_a_config_is_checked_at_initialize(native_dir):
     nlp = spacy.util.load_model_from_config(config, auto_fill=True)
     with pytest.raises(WeightFileError, match=r"elmo pipe 'elmo': .*model.safetensors: not a complete safetensors weight file"):
         nlp.initialize()
+
+
+MANYLANGS = Path(__file__).parent / "fixtures" / "manylangs_tiny"
+
+
+@pytest.mark.parametrize("file_name", ["encoder.pkl", "token_embedder.pkl"])
+def test_a_cut_manylangs_weight_file_is_refused_at_initialize(tmp_path, file_name):
+    """torch.save's zip archive keeps its directory in its last bytes: a cut file has none."""
+    directory = shutil.copytree(MANYLANGS, tmp_path / "manylangs")
+    weights = directory / file_name
+    size = _cut(weights, weights.stat().st_size // 2)
+    with pytest.raises(WeightFileError) as refused:
+        _add_elmo(weights=str(directory))
+    message = str(refused.value)
+    assert message.startswith("elmo pipe 'elmo': ") and str(weights) in message
+    assert f"cut short or damaged: it holds {size // 2:,} bytes" in message
+    assert "Copy the files again from where they came from" in message
+
+
+def test_a_cut_manylangs_pickle_of_the_old_format_names_the_file_and_its_size(tmp_path):
+    """Before PyTorch 1.6, torch.save wrote a bare pickle, with no header to check: the error
+    comes where it is unpickled, with the file and its size."""
+    directory = shutil.copytree(MANYLANGS, tmp_path / "manylangs")
+    weights = directory / "encoder.pkl"
+    torch.save(torch.load(weights, weights_only=True), weights, _use_new_zipfile_serialization=False)
+    _cut(weights, weights.stat().st_size // 2)
+    with pytest.raises(WeightFileError) as refused:
+        _add_elmo(weights=str(directory))
+    message = str(refused.value)
+    assert str(weights) in message and "not a PyTorch state dict" in message
+    assert f"it holds {weights.stat().st_size:,} bytes: cut short or damaged?" in message
 
 
 @pytest.mark.parametrize("file_name", ["model", "cfg"])

@@ -38,6 +38,7 @@ on. Saved with ``save_bilm``, such a model becomes a native checkpoint that carr
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
@@ -313,7 +314,10 @@ def _torch_state(path: Path) -> Dict[str, torch.Tensor]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # pickle / zip errors come in many types
-        raise WeightFileError(f"{path}: not a PyTorch state dict ({err})") from err
+        raise WeightFileError(
+            f"{path}: not a PyTorch state dict ({err}); it holds {path.stat().st_size:,} bytes: cut "
+            "short or damaged?"
+        ) from err
     if not isinstance(state, Mapping) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise WeightFileError(f"{path}: expected a state dict (parameter name -> tensor)")
     return dict(state)
@@ -358,8 +362,24 @@ def read_lexicon(path: Path, required: Sequence[str]) -> Lexicon:
 
 
 def _check(source: WeightSource) -> None:
-    """Nothing cheap to check: the weights are pickles, with no header to read without unpickling
-    them; ``_read`` names a missing, cut or malformed file."""
+    """The two weight files' zip directories, read without a tensor: ``torch.save`` writes a zip
+    archive (since PyTorch 1.6) whose directory is its last bytes, so a file cut short by an
+    interrupted copy has none. An older pickle has no header to read without unpickling it: it
+    is checked where ``_read`` loads it."""
+    for path in (source.directory / TOKEN_EMBEDDER, source.directory / ENCODER):
+        if not path.is_file():
+            continue  # ``_read`` names a missing file
+        with path.open("rb") as handle:
+            if handle.read(4) != b"PK\x03\x04":
+                continue
+        try:
+            with zipfile.ZipFile(path) as archive:
+                archive.infolist()
+        except (zipfile.BadZipFile, OSError):
+            raise WeightFileError(
+                f"{path}: a PyTorch weight file cut short or damaged: it holds "
+                f"{path.stat().st_size:,} bytes, without the zip directory that torch.save writes last"
+            ) from None
 
 
 FORMAT = WeightFormat(NAME, _locate, lambda weight_file: False, _read, _check)
