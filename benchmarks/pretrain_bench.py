@@ -55,7 +55,7 @@ ORIGINAL_VOCAB_SIZE = 793_471
 STEP_KINDS = ("eager", "cuda_graph", "compile")
 #: Steps the phase split and the busy fraction are profiled over.
 PROFILED_STEPS = 5
-#: Rows of the first probe of ``rows = "max"``, and the most it tries.
+#: The most rows ``rows = "max"`` tries (its probes start at 128 and double).
 MAX_ROWS_LIMIT = 2**16
 
 
@@ -207,14 +207,15 @@ def _settle(trainer, batches: Iterator, device: torch.device, warmup: int) -> Li
     """``warmup`` steps, and from ten on, more until the median of the last five step times is
     within 5% of the five before (at most ``4 * warmup``); returns their times (s)."""
     times: List[float] = []
-    while len(times) < max(warmup, 1):
+    wanted, limit = max(warmup, 1), 4 * max(warmup, 1)
+    while len(times) < wanted:
         with Stopwatch(device) as clock:
             _step(trainer, batches)
         times.append(clock.seconds)
-        if len(times) >= max(warmup, 10) and len(times) < 4 * warmup:
+        if len(times) >= max(warmup, 10) and len(times) < limit:
             last, before = statistics.median(times[-5:]), statistics.median(times[-10:-5])
             if abs(last - before) > 0.05 * before:
-                warmup = len(times) + 1
+                wanted = len(times) + 1
     return times
 
 
@@ -422,9 +423,12 @@ def run_pretrain_bench(
         },  # fmt: skip
         "rows": [],
     }
+    if "max" in rows and not all(c.windows for c in cases):
+        raise ValueError('rows "max" sizes windows of running text: the sentence cases make their own batches')
     plan = [(c, r, p, k) for c in cases for r in (rows if c.windows else rows[:1]) for p in precisions for k in step_kinds]
     for case, size, precision, kind in tqdm(plan, desc="pretrain", unit="case", disable=not progress):
-        if not runs_on(precision, torch.device(device)):
+        # "tf32" is fp32 in a process with TF32 on (the trainer's training_precision)
+        if not runs_on("fp32" if precision == "tf32" else precision, torch.device(device)):
             row = {"case": case.name, "precision": precision, "step": kind, "skipped": f"{precision} does not run on {device}"}
         else:
             row = _measure_case(case, text, size, window, warmup, steps, seconds, precision, kind,

@@ -62,7 +62,7 @@ COMMANDS: Dict[str, Entry] = {
         extra_args=True,
     ),
     "init-config": Entry(
-        "spacy_elmo.pretrain.commands:init_config_command", "Write the documented default pretraining config."
+        "spacy_elmo.pretrain.commands:init_config_command", "Write a documented pretraining config (--recipe: default, bilm-tf or fast)."
     ),
     "plot-curve": Entry(
         "spacy_elmo.pretrain.commands:plot_curve_command",

@@ -407,6 +407,25 @@ def test_pretrain_bench_result():
     assert 0.5 * row["profiled_step_ms"] < row["phases_sum_cpu_ms"] < 1.5 * row["profiled_step_ms"]
 
 
+def test_pretrain_bench_measures_tf32_as_fp32_with_its_switches_off_the_gpu():
+    """"tf32" is a training precision (fp32 in a process with TF32 on), not a pipe precision:
+    the bench measures it where fp32 runs (on the CPU, as fp32) instead of refusing it."""
+    options = make_options(dim=16, projection_dim=8)
+    case = PretrainCase("tiny", vocab_size=300, overrides=model_overrides(BiLMOptions.from_dict(options)))
+    result = run_pretrain_bench(
+        [case], rows=[4], window=6, warmup=1, steps=1, seconds=0.0, precisions=["tf32"], device="cpu",
+        threads=1, phases=False, isolate=False, progress=False,
+    )
+    (row,) = result["rows"]
+    assert "skipped" not in row and "error" not in row, row
+    assert row["precision"] == "tf32" and row["tokens_per_s"] > 0
+
+
+def test_pretrain_bench_refuses_max_rows_for_sentence_batches():
+    with pytest.raises(ValueError, match='rows "max" sizes windows of running text'):
+        run_pretrain_bench([CASES["bundled"]()], rows=["max"], device="cpu", isolate=False, progress=False)
+
+
 def test_pretrain_bench_bundled_full_case_runs_the_full_softmax():
     """``--case bundled --case bundled-full``: the same config, sampled vs full softmax, on the
     recipe's own sentence batches."""

@@ -127,3 +127,44 @@ def test_step_kinds_that_cannot_run_are_refused_with_the_way_out():
         resolve_step_kind("cuda_graph", True, cpu, "fp32")
     with pytest.raises(ConfigError, match='use "bf16"'):
         resolve_step_kind("compile", True, cuda, "fp16")
+
+
+def test_batches_with_more_distinct_tokens_than_the_static_step_takes_run_eagerly_and_are_logged(tmp_path):
+    """``[training] distinct_tokens`` below a batch's distinct tokens: the batch runs eagerly
+    (the step is never compiled here), and the log says how many did, instead of a silent
+    slowdown."""
+    import json
+
+    trainer = _trainer(
+        tmp_path, "fallback", torch.device("cpu"),
+        **{"training.step": "compile", "training.distinct_tokens": 1, "training.max_steps": 3, "training.log_every": 1},
+    )  # fmt: skip
+    trainer.train()
+    rows = [json.loads(line) for line in (tmp_path / "fallback" / "metrics.jsonl").read_text().splitlines()]
+    logged = [row for row in rows if "loss" in row]
+    assert [row.get("eager_steps") for row in logged] == [1, 1, 1]
+
+
+def test_a_resumed_optimizer_keeps_its_own_step_settings_and_learning_rate_type():
+    """``training.step`` may change on resume: a run saved eagerly (the learning rate a number)
+    resumes as a recorded or compiled step, whose learning rate must stay the device tensor the
+    scheduler fills in place (a number would be baked into the graph), and back again; where
+    training stands (the rate the schedule reached, the accumulators) comes from the checkpoint."""
+    from spacy_elmo.pretrain.checkpoint import with_run_settings
+
+    params = [torch.nn.Parameter(torch.ones(3))]
+    eager = torch.optim.Adagrad(params, lr=0.2)
+    params[0].grad = torch.ones(3)
+    eager.step()
+    eager.param_groups[0]["lr"] = 0.1  # where the schedule left it
+    graphed = torch.optim.Adagrad(params, lr=torch.tensor(0.2), foreach=True)
+    graphed.load_state_dict(with_run_settings(eager.state_dict(), graphed))
+    group = graphed.param_groups[0]
+    assert isinstance(group["lr"], torch.Tensor) and float(group["lr"]) == pytest.approx(0.1)
+    assert group["foreach"] is True
+    torch.testing.assert_close(graphed.state[params[0]]["sum"], eager.state[params[0]]["sum"])
+
+    back = torch.optim.Adagrad(params, lr=0.2)
+    back.load_state_dict(with_run_settings(graphed.state_dict(), back))
+    assert back.param_groups[0]["lr"] == pytest.approx(0.1) and not isinstance(back.param_groups[0]["lr"], torch.Tensor)
+    assert back.param_groups[0]["foreach"] is None

@@ -4,7 +4,9 @@ and the one place that enters ``torch.autocast``.
 A mode travels with the model and the calling thread, never with the process: "bf16" and "fp16"
 are ``torch.autocast`` (thread-local), "int8" is a context variable read by the int8 kernels
 (``nn/int8.py``), "fp32" is float32 weights and products. Process-wide PyTorch switches are the
-caller's: the package never writes the TF32 flags. On the CPU "fp32" is exact; on CUDA, float32
+caller's: the pipe never writes the TF32 flags (only a pretraining run, which owns its process,
+turns them on once for ``[training] precision = "tf32"``: ``training_precision``). On the CPU
+"fp32" is exact; on CUDA, float32
 products follow the process's TF32 settings (PyTorch computes matrix products in full float32 by
 default but lets cuDNN's convolutions and LSTM use TF32: ``torch.backends.cudnn.allow_tf32 =
 False``, once, makes "fp32" exact there; ``torch.backends.cuda.matmul.allow_tf32 = True`` turns
@@ -12,7 +14,7 @@ TF32 on for the rest).
 
 The runner (``nn/runner.py``), the pretraining model, the trainer (grad scaler), both configs and
 the benches all read ``PRECISIONS`` and enter ``precision_context``: adding a mode is one entry
-here.
+here ("tf32" is no entry: it is fp32 in a process with TF32 on).
 """
 
 from __future__ import annotations

@@ -161,7 +161,7 @@ def load_checkpoint(
         raise ConfigError(
             f"{path}: the checkpoint does not match the [model] config: {err}"
         ) from err
-    state.optimizer.load_state_dict(saved["optimizer"])
+    state.optimizer.load_state_dict(with_run_settings(saved["optimizer"], state.optimizer))
     state.scheduler.load_state_dict(saved["scheduler"])
     state.scaler.load_state_dict(saved["scaler"])
     mine = saved["ranks"][ctx.rank]
@@ -169,6 +169,26 @@ def load_checkpoint(
     state.carried.states = CarriedStates(mine.get("lstm_states")).on(ctx.device)
     _set_rng_state(mine["rng"])
     return Progress(saved["step"], saved["tokens_seen"], DataPosition(**mine["position"]))
+
+
+#: Optimizer settings that say how this run's step runs, not where training stands: a resumed
+#: run keeps its own (``training.step`` may change on resume: eager, recorded or compiled).
+RUN_SETTINGS = ("capturable", "fused", "foreach", "differentiable")
+
+
+def with_run_settings(saved: Dict[str, Any], optimizer: torch.optim.Optimizer) -> Dict[str, Any]:
+    """``saved`` (an optimizer's state dict) with ``optimizer``'s own ``RUN_SETTINGS`` and the type
+    of its learning rate: a device tensor for a recorded or compiled step, which the scheduler
+    updates in place (a number loaded in its place would be baked into the graph), a number for
+    an eager one. ``load_state_dict`` then places each state (AdamW's step counts) as they need."""
+    groups = []
+    for group, mine in zip(saved["param_groups"], optimizer.param_groups):
+        group = {**group, **{key: mine[key] for key in RUN_SETTINGS if key in mine}}
+        lr = float(group["lr"])
+        if isinstance(mine["lr"], torch.Tensor):
+            lr = torch.tensor(lr, dtype=mine["lr"].dtype, device=mine["lr"].device)
+        groups.append({**group, "lr": lr})
+    return {**saved, "param_groups": groups}
 
 
 def check_resumed_config(output_dir: Path, config: Config) -> None:

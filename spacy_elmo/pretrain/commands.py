@@ -70,7 +70,7 @@ def init_config_command(
         "the config's model section and the run starts from its weights",
     ),
 ) -> None:
-    """Write the documented default pretraining config."""
+    """Write a documented pretraining config (``--recipe``: default, bilm-tf or fast)."""
     from ..options import BiLMOptions
     from ..sources import resolve_weight_source
     from .config import RECIPES, config_text, config_text_for_model

@@ -140,17 +140,20 @@ max_steps = 10000
 precision = "fp32"
 # How each update runs: "eager" (op by op), "cuda_graph" (the whole update recorded once and
 # replayed: windows on a GPU), "compile" (torch.compile; windows), or "auto": "cuda_graph" for
-# windows on a GPU, else "eager".
+# windows on a GPU (not with fp16), else "eager".
 step = "auto"
 # "cuda_graph" and "compile": the fixed number of distinct tokens the character CNN encodes per
-# batch (the batch's own, padded); a batch with more runs eagerly. null: one per position of
-# the forward windows (batch_tokens rounded down to whole windows).
+# batch (the batch's own, padded); a batch with more runs eagerly (logged as eager_steps).
+# null: one per position of the forward windows (batch_tokens rounded down to whole windows).
 distinct_tokens = null
 eval_every = 1000
 checkpoint_every = 1000
 log_every = 50
 """
 
+
+#: ``[training] step`` values (``static_step.resolve_step_kind``).
+STEP_KINDS = ("auto", "eager", "cuda_graph", "compile")
 
 class ConfigError(ValueError):
     """A pretraining config value that cannot be used, naming its key."""
@@ -285,7 +288,7 @@ class TrainingSettings(Section):
     checkpoint_every: PositiveInt
     log_every: PositiveInt
     # Runs written before these keys existed ran eagerly.
-    step: Literal["auto", "eager", "cuda_graph", "compile"] = "auto"
+    step: Literal[STEP_KINDS] = "auto"
     distinct_tokens: Optional[PositiveInt] = None
 
 

@@ -109,14 +109,11 @@ class WindowBatch:
 
 
 def make_window_batch(
-    forward: Sequence[Sequence[str]],
-    backward: Sequence[Sequence[str]],
-    vocab: Vocab,
-    distinct_rows: Optional[int] = None,
+    forward: Sequence[Sequence[str]], backward: Sequence[Sequence[str]], vocab: Vocab
 ) -> WindowBatch:
     """Windows of ``length + 1`` tokens per row, in each direction's reading order, -> a
-    WindowBatch of ``length`` positions. Each distinct token is encoded once; ``distinct_rows``
-    pads its char ids to that many rows (it must be at least the batch's distinct tokens)."""
+    WindowBatch of ``length`` positions. Each distinct token is encoded once (a static step pads
+    them to its fixed count: ``static_step._padded``)."""
     unique: Dict[str, int] = {}
     index = np.zeros((2, len(forward), len(forward[0]) - 1), dtype=np.int64)
     targets = np.zeros(index.shape, dtype=np.int64)
@@ -125,10 +122,6 @@ def make_window_batch(
             index[direction, row] = [unique.setdefault(t, len(unique)) for t in tokens[:-1]]
             targets[direction, row] = vocab.ids(tokens[1:])
     char_ids = tokens_to_ids(list(unique))
-    if distinct_rows is not None:
-        if len(unique) > distinct_rows:
-            raise ValueError(f"the batch holds {len(unique)} distinct tokens, more than {distinct_rows}")
-        char_ids = np.concatenate([char_ids, np.zeros((distinct_rows - len(unique), char_ids.shape[1]), char_ids.dtype)])
     return WindowBatch(
         torch.from_numpy(char_ids), torch.from_numpy(index), torch.from_numpy(targets), len(unique)
     )

@@ -11,7 +11,7 @@ rate is a tensor on the device. ``[training] step`` picks how the update runs:
   set up the optimizer state and cuBLAS workspaces), then replayed for every batch: one launch
   per step instead of thousands, and the host runs ahead of the device.
 - ``"compile"``: the forward and loss under ``torch.compile`` (its backward compiled by AOT
-  autograd), the clipping and optimizer step compiled too.
+  autograd), on a GPU the clipping and optimizer step compiled too (the CPU's run eagerly).
 - ``"eager"``: the same update, op by op (what the CPU runs).
 
 A batch that does not fit the recorded shapes (more distinct tokens than the fixed count) and
@@ -44,9 +44,6 @@ class WindowTrainer(Protocol):
     ) -> torch.Tensor: ...
 
     def clip_and_step(self) -> None: ...
-
-#: ``[training] step`` values.
-STEP_KINDS = ("auto", "eager", "cuda_graph", "compile")
 
 #: Eager updates before the recording (DDP needs 11 before NCCL collectives are recorded).
 WARMUP_STEPS = 3

@@ -87,7 +87,8 @@ class Trainer:
         show_progress: bool = True,
     ) -> None:
         """``settings``: a config parsed by ``config.parse_settings``. Sets torch's CPU thread
-        count to ``[system] threads`` for this process (``pretrain`` restores it)."""
+        count to ``[system] threads`` for this process, and on CUDA with ``precision = "tf32"``
+        the TF32 switches on (``pretrain`` restores both)."""
         if not isinstance(settings, PretrainSettings):
             raise TypeError(
                 f"Trainer takes PretrainSettings (config.parse_settings(config)), got "
@@ -139,6 +140,8 @@ class Trainer:
         self.carried = CarriedStates()
         self._pending = _Pending(self.device)
         self.static_step = None
+        #: Window batches a static step could not take since the last log record.
+        self.eager_fallbacks = 0
         if self.step_kind != "eager":
             windows = s.training.batch_tokens // s.corpus.window_length * s.corpus.window_length
             self.static_step = StaticStep(self, self.step_kind, s.training.distinct_tokens or windows)
@@ -264,6 +267,7 @@ class Trainer:
             dynamic_ncols=True,
         )
         window = _Window()
+        warned_fallbacks = False
         try:
             while self.step < t.max_steps and not self._should_stop():
                 self.train_step(next(batches))
@@ -283,6 +287,16 @@ class Trainer:
                     record["softmax"] = "sampled" if self.use_sampled else "full"
                     record["skipped_lines"] = self.stream.last_stats.skipped_lines
                     record["threads"] = torch.get_num_threads()
+                    if self.eager_fallbacks:
+                        record["eager_steps"] = self.eager_fallbacks
+                        if self.ctx.is_main and not warned_fallbacks:
+                            warned_fallbacks = True
+                            tqdm.write(
+                                f"Step {self.step}: {self.eager_fallbacks} batch(es) held more distinct "
+                                f"tokens than [training] distinct_tokens ({self.static_step.distinct_rows}) "
+                                "and ran eagerly; raise it for the recorded step to run them"
+                            )
+                        self.eager_fallbacks = 0
                     self._log(record)
                     bar.set_postfix(
                         loss=f"{record['loss']:.3f}",
@@ -319,7 +333,8 @@ class Trainer:
     def train_step(self, batch: Union[LMBatch, WindowBatch]) -> Tuple[torch.Tensor, int]:
         """One update on ``batch`` (``batches``, ``make_batch`` or ``make_window_batch``), as
         ``train`` makes them: for custom loops and benchmarks. Windows start from the states the
-        previous window batch ended with. Reads nothing back from the device: returns this
+        previous window batch ended with. On window batches it reads nothing back from the device
+        (a sentence batch's count of predictions is read): returns this
         step's summed NLL of both directions, (2,) on the device, and this process's number of
         predictions (both directions); ``train`` reads the sums every ``log_every`` steps."""
         s = self.settings
@@ -332,6 +347,8 @@ class Trainer:
             if self.static_step is not None and self.static_step.accepts(batch):
                 nll = self.static_step(batch)
             else:
+                if self.static_step is not None and not self.model.bilm_frozen:
+                    self.eager_fallbacks += 1  # more distinct tokens than [training] distinct_tokens
                 self.optimizer.zero_grad(set_to_none=True)
                 nll = self.window_update(batch)
         else:
@@ -528,14 +545,19 @@ def pretrain(
     show_progress: bool = True,
 ) -> Path:
     """Train a biLM as ``config`` says, writing everything to ``output_dir``; torch's CPU thread
-    count is ``[system] threads`` during the run and restored after it."""
+    count is ``[system] threads`` during the run, and it and the TF32 switches (which "tf32"
+    turns on) are restored after it."""
     settings = parse_settings(config)
+    tf32 = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
     with torch_threads(settings.system.thread_count):
-        trainer = Trainer(settings, output_dir, gpu_id, resume, show_progress)
         try:
-            return trainer.train()
+            trainer = Trainer(settings, output_dir, gpu_id, resume, show_progress)
+            try:
+                return trainer.train()
+            finally:
+                trainer.ctx.shutdown()
         finally:
-            trainer.ctx.shutdown()
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
 
 
 class _BiLMPart(torch.nn.Module):
