@@ -51,6 +51,16 @@ def test_the_default_config_parses_to_its_own_values():
         ({"system.threads": 0}, r"^\[system\] threads: must be >= 1, got 0$"),
         ({"initialize.softmax_only_steps": -1}, r"^\[initialize\] softmax_only_steps: must be >= 0, got -1$"),
         ({"training.batch_token": 100}, r"^\[training\] batch_token: not a key of \[training\] \(its keys: batch_tokens, "),
+        # what keys need of each other, found when the config is read, before the corpus is counted
+        ({"training.step": "compile"}, r'^\[training\] step = "compile" needs batches of fixed shape: set \[corpus\] batching = "windows"'),
+        (
+            {"training.step": "cuda_graph", "corpus.batching": "windows", "training.precision": "fp16"},
+            r'^\[training\] step = "cuda_graph" does not run with precision "fp16"',
+        ),
+        (
+            {"corpus.batching": "windows", "corpus.window_length": 20, "training.batch_tokens": 10},
+            r"^training.batch_tokens \(10\) must hold at least one window of corpus.window_length \(20\) tokens$",
+        ),
     ],
 )
 def test_errors_name_the_key_what_is_expected_and_the_value(override, message):

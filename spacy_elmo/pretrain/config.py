@@ -354,8 +354,32 @@ def parse_settings(config: Config) -> PretrainSettings:
         problems = [describe_error(e, PretrainSettings) for e in err.errors()]
         raise ConfigError("; ".join(problems)) from None
     _ = settings.options  # the deeper [model] checks (OptionsError), now rather than later
+    windows = settings.corpus.batching == "windows"
+    check_step(settings.training.step, windows, settings.training.precision)
+    if windows and settings.training.batch_tokens < settings.corpus.window_length:
+        raise ConfigError(
+            f"training.batch_tokens ({settings.training.batch_tokens}) must hold at least one window "
+            f"of corpus.window_length ({settings.corpus.window_length}) tokens"
+        )
     settings._config = config
     return settings
+
+
+def check_step(kind: str, windows: bool, precision: str) -> None:
+    """What ``[training] step`` needs of the other keys, checked when the config is read (not
+    after the corpus has been counted); ``static_step.resolve_step_kind`` adds the device."""
+    if kind in ("auto", "eager"):
+        return
+    if not windows:
+        raise ConfigError(
+            f'[training] step = "{kind}" needs batches of fixed shape: set [corpus] batching = '
+            '"windows" (or step = "eager")'
+        )
+    if precision == "fp16":
+        raise ConfigError(
+            f'[training] step = "{kind}" does not run with precision "fp16" (its loss scaler '
+            'reads the device every step): use "bf16", or step = "eager"'
+        )
 
 
 def model_overrides(options: BiLMOptions) -> Dict[str, Any]:

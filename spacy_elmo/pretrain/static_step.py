@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, Optional, Protocol
 
 import torch
 
-from .config import ConfigError
+from .config import ConfigError, check_step
 from .model import BiLMLanguageModel, WindowBatch
 
 
@@ -58,16 +58,7 @@ def resolve_step_kind(kind: str, windows: bool, device: torch.device, precision:
         return "cuda_graph" if graphable else "eager"
     if kind == "eager":
         return kind
-    if not windows:
-        raise ConfigError(
-            f'[training] step = "{kind}" needs batches of fixed shape: set [corpus] batching = '
-            '"windows" (or step = "eager")'
-        )
-    if precision == "fp16":
-        raise ConfigError(
-            f'[training] step = "{kind}" does not run with precision "fp16" (its loss scaler '
-            'reads the device every step): use "bf16", or step = "eager"'
-        )
+    check_step(kind, windows, precision)
     if kind == "cuda_graph" and device.type != "cuda":
         raise ConfigError('[training] step = "cuda_graph" runs on a GPU (--gpu-id); on the CPU use "eager"')
     if not _tensor_learning_rates():

@@ -179,12 +179,7 @@ class Trainer:
         shard = (s.corpus.shuffle_buffer, s.system.seed, self.ctx.rank, self.ctx.world_size)
         if not self.windows:
             return BatchStream(self.train_files, s.corpus, s.training.batch_tokens, *shard)
-        rows = s.training.batch_tokens // s.corpus.window_length
-        if rows < 1:
-            raise ConfigError(
-                f"training.batch_tokens ({s.training.batch_tokens}) must hold at least one window "
-                f"of corpus.window_length ({s.corpus.window_length}) tokens"
-            )
+        rows = s.training.batch_tokens // s.corpus.window_length  # at least 1: parse_settings
         return WindowStream(self.train_files, s.corpus, rows, s.corpus.window_length, *shard)
 
     def batches(self, start: Optional[DataPosition] = None) -> Iterator[Union[LMBatch, WindowBatch]]:
