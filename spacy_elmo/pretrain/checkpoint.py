@@ -52,7 +52,7 @@ class TrainingState:
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
     scaler: torch.amp.GradScaler
-    generator: torch.Generator  # the softmax sampler's
+    generator: torch.Generator  # the softmax sampler's on sentence batches
     carried: "CarriedStates"  # the LSTM states windows pass on (each rank its own)
 
 

@@ -237,7 +237,9 @@ class Trainer:
         return DDP(_BiLMPart(model) if self.sparse_updates else model, device_ids)
 
     def _seed_rank(self) -> torch.Generator:
-        """Per-rank seeds of Python, NumPy and torch; the softmax sampler's generator."""
+        """Per-rank seeds of Python, NumPy and torch; the softmax sampler's generator on sentence
+        batches (window batches draw from torch's default generator, which a recorded or compiled
+        step advances on the device)."""
         seed, rank = self.settings.system.seed, self.ctx.rank
         generator = torch.Generator(device=self.device)
         generator.manual_seed(seed * 1000 + rank)
