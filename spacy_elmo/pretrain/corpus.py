@@ -184,7 +184,24 @@ class DataPosition:
     rows: Optional[List[list]] = None
 
 
-class BatchStream:
+class _Stream:
+    """What both batch streams keep: this rank's shard of the files, its seed, where it stands
+    (``position``, which a checkpoint saves) and the last epoch's corpus counts."""
+
+    def __init__(
+        self, files: Sequence[Path], settings: CorpusSettings, buffer_size: int, seed: int, rank: int, world_size: int
+    ) -> None:
+        self.files = list(files)
+        self.settings = settings
+        self.buffer_size = buffer_size
+        self.seed = seed
+        self.rank = rank
+        self.world_size = world_size
+        self.position = DataPosition()
+        self.last_stats = CorpusStats()
+
+
+class BatchStream(_Stream):
     """Endless, deterministic stream of training batches (lists of token sequences).
 
     A buffer of ``buffer_size`` sequences is shuffled, sorted by length and cut into batches of
@@ -207,15 +224,8 @@ class BatchStream:
                 f"training.batch_tokens ({batch_tokens}) must hold one sequence of "
                 f"corpus.max_sequence_length + 2 tokens ({settings.max_sequence_length + 2})"
             )
-        self.files = list(files)
-        self.settings = settings
+        super().__init__(files, settings, buffer_size, seed, rank, world_size)
         self.batch_tokens = batch_tokens
-        self.buffer_size = buffer_size
-        self.seed = seed
-        self.rank = rank
-        self.world_size = world_size
-        self.position = DataPosition()
-        self.last_stats = CorpusStats()
 
     def batches(self, start: Optional[DataPosition] = None) -> Iterator[List[Tokens]]:
         """Yield batches forever from ``start`` (default: the beginning), updating
@@ -258,7 +268,7 @@ class BatchStream:
         yield from batches
 
 
-class WindowStream:
+class WindowStream(_Stream):
     """Endless, deterministic stream of bilm-tf's batches: ``rows`` rows of ``length`` tokens of
     running text, the same shape every batch.
 
@@ -284,16 +294,9 @@ class WindowStream:
         rank: int = 0,
         world_size: int = 1,
     ) -> None:
-        self.files = list(files)
-        self.settings = settings
+        super().__init__(files, settings, buffer_size, seed, rank, world_size)
         self.rows = rows
         self.length = length
-        self.buffer_size = buffer_size
-        self.seed = seed
-        self.rank = rank
-        self.world_size = world_size
-        self.position = DataPosition()
-        self.last_stats = CorpusStats()
         self._epoch = 0
         self._taken = 0
 
