@@ -53,7 +53,7 @@ def pretrain_command(
 
 
 def init_config_command(
-    output_file: Path = typer.Argument(..., help="Where to write the default pretraining config"),
+    output_file: Path = typer.Argument(..., help="Where to write the pretraining config"),
     recipe: str = typer.Option(
         "default",
         "--recipe",
@@ -70,7 +70,7 @@ def init_config_command(
         "the config's model section and the run starts from its weights",
     ),
 ) -> None:
-    """Write a documented pretraining config (``--recipe``: default, bilm-tf or fast)."""
+    """Write a documented pretraining config (--recipe: default, bilm-tf or fast)."""
     from ..options import BiLMOptions
     from ..sources import resolve_weight_source
     from .config import RECIPES, config_text, config_text_for_model
