@@ -26,6 +26,7 @@ from typer.testing import CliRunner
 
 from benchmarks.subprocesses import subprocess_env
 from spacy_elmo.cli import app
+from spacy_elmo.pretrain.checkpoint import flatten
 from spacy_elmo.textcat_jsonl import read_docs
 from spacy_elmo.training_config import components, training_config
 
@@ -155,22 +156,12 @@ def test_an_ner_config_trains_in_process():
 PROJECT_ONLY = {"elmo.cache_size_mb", "elmo.model.weights"}
 
 
-def _flat(tree: dict, prefix: str = "") -> dict:
-    flat = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            flat.update(_flat(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
-
 @pytest.mark.parametrize("task", ["tagger", "ner", "parser", "textcat"])
 def test_the_generated_components_are_the_projects(task):
     project = Config().from_disk(REPO / "project" / "configs" / f"{task}_elmo.cfg").interpolate()
     generated = training_config([task]).interpolate()
-    theirs = {k: v for k, v in _flat(project["components"]).items() if k not in PROJECT_ONLY}
-    ours = _flat(generated["components"])
+    theirs = {k: v for k, v in flatten(project["components"]).items() if k not in PROJECT_ONLY}
+    ours = flatten(generated["components"])
     assert {k: (v, ours.get(k)) for k, v in theirs.items() if ours.get(k) != v} == {}
     for key in ("frozen_components", "annotating_components"):
         assert generated["training"][key] == project["training"][key] == ["elmo"]

@@ -85,13 +85,8 @@ def adam(
         betas=(o.beta1, o.beta2),
         weight_decay=o.weight_decay,
         capturable=capturable,
-        fused=True if not capturable and _fused_on_every_device() else None,
+        fused=True if not capturable and torch.__version__ >= (2, 4) else None,  # fused on the CPU too
     )
-
-
-def _fused_on_every_device() -> bool:
-    major, minor = (int(part) for part in torch.__version__.split(".")[:2])
-    return (major, minor) >= (2, 4)
 
 
 def _learning_rate(o: OptimizerSettings, graph_device: Optional[torch.device]):

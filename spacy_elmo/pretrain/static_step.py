@@ -61,17 +61,12 @@ def resolve_step_kind(kind: str, windows: bool, device: torch.device, precision:
     check_step(kind, windows, precision)
     if kind == "cuda_graph" and device.type != "cuda":
         raise ConfigError('[training] step = "cuda_graph" runs on a GPU (--gpu-id); on the CPU use "eager"')
-    if not _tensor_learning_rates():
+    if torch.__version__ < (2, 4):  # learning rates as device tensors
         raise ConfigError(
             f'[training] step = "{kind}" needs torch >= 2.4 (learning rates as device tensors), '
             f'this is {torch.__version__}: use step = "eager"'
         )
     return kind
-
-
-def _tensor_learning_rates() -> bool:
-    major, minor = (int(part) for part in torch.__version__.split(".")[:2])
-    return (major, minor) >= (2, 4)
 
 
 class StaticStep:
