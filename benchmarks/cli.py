@@ -494,6 +494,38 @@ def pretrain_command(
     _finish(result, output)
 
 
+@app.command("pretrain-ab")
+def pretrain_ab_command(
+    against: Path = typer.Option(..., "--against", help="Another checkout (git worktree add ../old COMMIT)"),
+    text: Path = typer.Option(..., "--text", help="Training text (the project's: ../shared/data/wikitext-2/train.txt)"),
+    config: Optional[Path] = typer.Option(None, "--config", help="Pretraining config (default: the project's recipe)"),
+    threads: int = typer.Option(2, "--threads", min=1, help="torch threads of each run"),
+    steps: int = typer.Option(15, "--steps", min=1, help="Timed steps per run"),
+    warmup: int = typer.Option(3, "--warmup", min=0, help="Untimed steps before them"),
+    rounds: int = typer.Option(4, "--rounds", min=1, help="Runs of each checkout, alternating which goes first"),
+    output: Optional[Path] = OUTPUT,
+) -> None:
+    """This checkout's pretraining step against another checkout's, on the same batches.
+
+    Each run is a fresh process with its checkout's package, in the order A B, B A, ...; the
+    ratio of the medians and the median of the step-by-step ratios come from the one run.
+    """
+    from .pretrain_ab import PROJECT_RECIPE, run_pretrain_ab
+
+    try:
+        result = run_pretrain_ab(against, text, config or PROJECT_RECIPE, None, threads, steps, warmup, rounds)
+    except (ValueError, FileNotFoundError, RuntimeError) as err:
+        fail(str(err))
+    for side in ("this", "against"):
+        runs = ", ".join(f"{run['tokens_per_s']:,.0f}" for run in result["runs"][side])
+        typer.echo(f"{side:8s} {result[side]}: {runs} tokens/s (median {result['median_tokens_per_s'][side]:,.0f})")
+    typer.echo(
+        f"this / against: {result['ratio_of_medians']:.3f}x (medians), "
+        f"{result['step_by_step_ratio_median']:.3f}x (step by step)"
+    )
+    _finish(result, output)
+
+
 def _write_quietly(result: Dict[str, Any], output: Optional[Path]) -> None:
     """The result so far, written over ``output`` (a cut run keeps what it measured)."""
     if output is not None:

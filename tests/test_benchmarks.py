@@ -579,3 +579,30 @@ def test_token_chunks_bench_times_both_ways_alternately():
         assert all(len(row["seconds"][way]) == 2 for way in ("chunks", "at_once"))
         assert row["tokens"] > 0 and row["chunks_over_at_once"] > 0 and row["precision"] == "int8"
     assert result["model"] == "the fixture" and "cpu" in result["system"]
+
+
+def test_pretrain_ab_runs_both_checkouts_alternately_on_the_same_batches(tmp_path):
+    """``benchmarks pretrain-ab``, this checkout against itself at a tiny shape: each side's runs
+    in fresh processes, each with its steps' figures, and the two ratios (no timing is asserted:
+    only that they were computed from both sides)."""
+    from benchmarks.pretrain_ab import run_pretrain_ab
+    from benchmarks.pretrain_bench import tiny_overrides
+    from benchmarks.subprocesses import CHECKOUT
+
+    result = run_pretrain_ab(
+        CHECKOUT, DEFAULT_TEXT, overrides={**tiny_overrides(), "objective.softmax": "full"},
+        threads=1, steps=2, warmup=1, rounds=2, timeout_s=300,
+    )  # fmt: skip
+    assert [len(result["runs"][side]) for side in ("this", "against")] == [2, 2]
+    for runs in result["runs"].values():
+        assert all(len(run["step_tokens_per_s"]) == 2 and run["tokens_per_s"] > 0 and run["threads"] == 1 for run in runs)
+    medians = result["median_tokens_per_s"]
+    assert result["ratio_of_medians"] == pytest.approx(medians["this"] / medians["against"])
+    assert result["step_by_step_ratio_median"] > 0
+
+
+def test_pretrain_ab_refuses_a_folder_that_is_no_checkout(tmp_path):
+    from benchmarks.pretrain_ab import run_pretrain_ab
+
+    with pytest.raises(ValueError, match="not a checkout of spacy_elmo"):
+        run_pretrain_ab(tmp_path, DEFAULT_TEXT, rounds=1)
