@@ -52,6 +52,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from spacy_elmo.bench.isolate import run_isolated
 from spacy_elmo.bench.measure import MB, PeakMemory, Stopwatch
 from spacy_elmo.bench.report import ratio
 from spacy_elmo.bench.system import system_info
@@ -62,7 +63,6 @@ from spacy_elmo.nn.precision import runs_on
 from spacy_elmo.nn.runner import BiLMRunner
 from spacy_elmo.sources import load_bilm, resolve_weight_source
 
-from .isolate import run_isolated
 from .reference import ReferenceBiLM, max_abs_differences
 from .shapes import cached_model, shape_source
 from .text import sentence_batches, words_by_frequency

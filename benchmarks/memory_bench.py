@@ -33,11 +33,11 @@ from typing import Any, Dict, List, Optional, Sequence
 import torch
 from tqdm import tqdm
 
+from spacy_elmo.bench.isolate import run_isolated
 from spacy_elmo.bench.measure import MB, PeakMemory, current_rss_bytes
 from spacy_elmo.bench.system import system_info
 from spacy_elmo.bench.text import default_text_path, text_lines
 
-from .isolate import run_isolated
 from .pipeline import ModelSource, elmo_pipeline
 from .text import token_stream
 

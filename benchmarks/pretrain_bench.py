@@ -42,12 +42,12 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Unio
 import torch
 from tqdm import tqdm
 
+from spacy_elmo.bench.isolate import run_isolated
 from spacy_elmo.bench.measure import MB, PeakMemory, Stopwatch, synchronize
 from spacy_elmo.bench.system import system_info
 from spacy_elmo.bench.text import default_text_path, text_lines
 from spacy_elmo.nn.precision import TRAINING_PRECISIONS, runs_on
 
-from .isolate import run_isolated
 from .shapes import bundled_recipe_path
 from .text import words_by_frequency
 

@@ -31,7 +31,6 @@ from benchmarks.inference_bench import (
     available_paths,
     run_inference_bench,
 )
-from benchmarks.isolate import run_isolated
 from benchmarks.load_bench import run_load_bench
 from benchmarks.memory_bench import run_memory_bench
 from benchmarks.per_tensor_loader import load_bilm_per_tensor
@@ -189,8 +188,6 @@ def test_inference_contention_and_thread_modes_give_the_issues_table(tmp_path, m
     """--threads 1,2 --intra-op --contention --paths exact: each thread count and mode with and
     without a busy process beside it, and each package path's ratio to its own one-thread speed;
     the busy process is gone afterwards."""
-    import os
-
     import benchmarks.inference_bench as inference
     from benchmarks.inference_bench import busy_process, thread_scaling
 
@@ -302,12 +299,6 @@ def test_sentence_batches_have_varied_lengths():
     lengths = [len(s) for batch in batches for s in batch]
     assert len(batches) == 3 and all(len(b) == 8 for b in batches)
     assert max(lengths) <= 25 and min(lengths) < max(lengths)
-
-
-def test_isolated_runs_get_a_fresh_process_and_their_environment():
-    assert run_isolated(os.getpid) != os.getpid()
-    assert run_isolated(os.getenv, "SPACY_ELMO_BENCH_PROBE", env={"SPACY_ELMO_BENCH_PROBE": "1"}) == "1"
-    assert "SPACY_ELMO_BENCH_PROBE" not in os.environ
 
 
 def test_pipe_bench_result():

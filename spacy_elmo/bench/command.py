@@ -16,11 +16,8 @@ memory with ``--gpu-id``).
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
@@ -31,6 +28,7 @@ from ..cli_errors import fail
 from ..cli_weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS, weight_settings, weight_source
 from ..nn.precision import get_precision
 from . import report
+from .isolate import ProcessDied, run_isolated
 from .measure import MB, PeakMemory, current_rss_bytes
 from .system import system_info
 from .text import DEFAULT_TEXT, text_lines
@@ -150,7 +148,7 @@ def bench_command(
         rows = measure_cells(work, [(p, t) for p in precisions for t in threads], rounds)
     except (OSError, ValueError) as err:  # a weight file or pipeline that does not load
         fail(str(err))
-    except BrokenProcessPool:
+    except ProcessDied:
         fail("a cell's process ended without a result (killed, or out of memory); try fewer --batch-size docs")
     described = str(pipeline) if pipeline is not None else "blank en + sentencizer + elmo"
     result = {
@@ -204,7 +202,7 @@ def measure_cells(work: Workload, cells: List[Cell], rounds: int) -> List[Dict[s
     runs: Dict[Cell, List[Dict[str, Any]]] = {cell: [] for cell in cells}
     for round_ in range(rounds):
         for cell in cells if round_ % 2 == 0 else cells[::-1]:
-            run = _in_fresh_process(work, *cell)
+            run = run_isolated(run_cell, work, *cell)  # a fresh process: its threads and memory its own
             runs[cell].append(run)
             typer.echo(f"round {round_ + 1}/{rounds}: {cell[0]}, threads {cell[1]}: {run['tokens_per_s']:,.0f} tokens/s")
     rows = []
@@ -220,12 +218,6 @@ def measure_cells(work: Workload, cells: List[Cell], rounds: int) -> List[Dict[s
     return rows
 
 
-def _in_fresh_process(work: Workload, precision: str, threads: Threads) -> Dict[str, Any]:
-    """:func:`run_cell` in a new process (``spawn``: a fork would inherit this one's threads and
-    memory), so a cell's figures are its own."""
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-        return pool.submit(run_cell, work, precision, threads).result()
 
 
 def run_cell(work: Workload, precision: str, threads: Threads) -> Dict[str, Any]:
