@@ -48,6 +48,10 @@ def run_pretrain_ab(
     against = Path(against).resolve()
     if not (against / "spacy_elmo" / "pretrain").is_dir():
         raise ValueError(f"--against {against}: not a checkout of spacy_elmo (no spacy_elmo/pretrain in it)")
+    text, config = Path(text).resolve(), Path(config).resolve()  # each run starts in its checkout
+    for option, path in (("--text", text), ("--config", config)):
+        if not path.is_file():
+            raise ValueError(f"{option} {path}: no such file")
     runs: Dict[str, List[Dict[str, Any]]] = {"this": [], "against": []}
     with tempfile.TemporaryDirectory(prefix="spacy-elmo-pretrain-ab-") as tmp:
         settings = {**(overrides or {}), "paths.train": str(text), "paths.dev": None, "system.threads": threads}

@@ -572,16 +572,18 @@ def test_token_chunks_bench_times_both_ways_alternately():
     assert result["model"] == "the fixture" and "cpu" in result["system"]
 
 
-def test_pretrain_ab_runs_both_checkouts_alternately_on_the_same_batches(tmp_path):
+def test_pretrain_ab_runs_both_checkouts_alternately_on_the_same_batches(tmp_path, monkeypatch):
     """``benchmarks pretrain-ab``, this checkout against itself at a tiny shape: each side's runs
     in fresh processes, each with its steps' figures, and the two ratios (no timing is asserted:
-    only that they were computed from both sides)."""
+    only that they were computed from both sides). The text is given relative to the current
+    folder, as on the command line (each run starts in its own checkout)."""
     from benchmarks.pretrain_ab import run_pretrain_ab
     from benchmarks.pretrain_bench import tiny_overrides
     from benchmarks.subprocesses import CHECKOUT
 
+    monkeypatch.chdir(DEFAULT_TEXT.parent)
     result = run_pretrain_ab(
-        CHECKOUT, DEFAULT_TEXT, overrides={**tiny_overrides(), "objective.softmax": "full"},
+        CHECKOUT, Path(DEFAULT_TEXT.name), overrides={**tiny_overrides(), "objective.softmax": "full"},
         threads=1, steps=2, warmup=1, rounds=2, timeout_s=300,
     )  # fmt: skip
     assert [len(result["runs"][side]) for side in ("this", "against")] == [2, 2]
@@ -592,8 +594,11 @@ def test_pretrain_ab_runs_both_checkouts_alternately_on_the_same_batches(tmp_pat
     assert result["step_by_step_ratio_median"] > 0
 
 
-def test_pretrain_ab_refuses_a_folder_that_is_no_checkout(tmp_path):
+def test_pretrain_ab_refuses_a_folder_that_is_no_checkout_or_a_missing_text(tmp_path):
     from benchmarks.pretrain_ab import run_pretrain_ab
+    from benchmarks.subprocesses import CHECKOUT
 
     with pytest.raises(ValueError, match="not a checkout of spacy_elmo"):
         run_pretrain_ab(tmp_path, DEFAULT_TEXT, rounds=1)
+    with pytest.raises(ValueError, match="--text .*missing.txt: no such file"):
+        run_pretrain_ab(CHECKOUT, tmp_path / "missing.txt", rounds=1)
