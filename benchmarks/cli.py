@@ -16,6 +16,7 @@ from spacy_elmo.bench.text import DEFAULT_TEXT
 from spacy_elmo.cli_errors import fail
 from spacy_elmo.cli_help import prepare_help
 from spacy_elmo.cli_weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS, weight_source
+from spacy_elmo.pretrain.commands import EXTRA_ARGS
 
 from .embed_bench import embed_bench_command
 from .shapes import SHAPE_NAMES
@@ -494,8 +495,9 @@ def pretrain_command(
     _finish(result, output)
 
 
-@app.command("pretrain-ab")
+@app.command("pretrain-ab", context_settings=EXTRA_ARGS)
 def pretrain_ab_command(
+    ctx: typer.Context,
     against: Path = typer.Option(..., "--against", help="Another checkout (git worktree add ../old COMMIT)"),
     text: Path = typer.Option(..., "--text", help="Training text (the project's: ../shared/data/wikitext-2/train.txt)"),
     config: Optional[Path] = typer.Option(None, "--config", help="Pretraining config (default: the project's recipe)"),
@@ -508,12 +510,16 @@ def pretrain_ab_command(
     """This checkout's pretraining step against another checkout's, on the same batches.
 
     Each run is a fresh process with its checkout's package, in the order A B, B A, ...; the
-    ratio of the medians and the median of the step-by-step ratios come from the one run.
+    ratio of the medians and the median of the step-by-step ratios come from the one run. Config
+    values can be overridden for both, as for pretrain: --corpus.batching windows.
     """
+    from spacy.cli._util import parse_config_overrides
+
     from .pretrain_ab import PROJECT_RECIPE, run_pretrain_ab
 
     try:
-        result = run_pretrain_ab(against, text, config or PROJECT_RECIPE, None, threads, steps, warmup, rounds)
+        overrides = parse_config_overrides(ctx.args)
+        result = run_pretrain_ab(against, text, config or PROJECT_RECIPE, overrides, threads, steps, warmup, rounds)
     except (ValueError, FileNotFoundError, RuntimeError) as err:
         fail(str(err))
     for side in ("this", "against"):

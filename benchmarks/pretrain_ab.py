@@ -110,8 +110,11 @@ def _child_main(config: str, settings: str, warmup: str, steps: str, out: str) -
 
     trainer = Trainer(parse_settings(Config().from_disk(config, overrides=json.loads(settings))), Path(out),
                       show_progress=False)  # fmt: skip
-    stream = trainer.stream.batches()
-    batches = [make_batch(next(stream), trainer.vocab) for _ in range(int(warmup) + int(steps))]
+    if hasattr(trainer, "batches"):  # windows or sentences, as ``train`` feeds them
+        stream = trainer.batches()
+    else:  # a checkout from before windows: sentence batches only
+        stream = (make_batch(item, trainer.vocab) for item in trainer.stream.batches())
+    batches = [next(stream) for _ in range(int(warmup) + int(steps))]
     for batch in batches[: int(warmup)]:
         trainer.train_step(batch)
     times, tokens = [], []

@@ -114,7 +114,6 @@ def test_dense_loop_equals_the_packed_loop_with_two_layers_and_skip_connections(
             torch.testing.assert_close(c_b, c_a, rtol=1e-5, atol=1e-6)
 
 
-
 def test_torchs_fused_lstm_over_windows_equals_the_dense_loop(device):
     """``fused_dense`` (torch's LSTM, cuDNN on a GPU: the "fast" recipe's windows) against the
     dense loop, from given states, for an unclipped layer; a clipped one is refused."""
@@ -134,10 +133,44 @@ def test_torchs_fused_lstm_over_windows_equals_the_dense_loop(device):
         lstm_kernels.fused_dense(ClippedLSTM(5, 7, 4, cell_clip=3.0), x.cpu(), None)
 
 
+def test_the_windows_loop_runs_and_trains_as_the_dense_loop(device):
+    """``windows_loop`` (the CPU's kernel for pretraining's windows: the packed loop's
+    feature-major states, every row every step) against the dense loop over the same windows
+    from given states: outputs, final states, and the gradients of the inputs, the initial states
+    and every parameter; clipped and not."""
+    from spacy_elmo.nn import lstm_kernels
+    from spacy_elmo.nn.lstm import ClippedLSTM
+
+    def dense(layer, x, state):
+        return lstm_kernels.dense_loop(layer, x, None, state)
+
+    for clip in (None, 1.0):
+        torch.manual_seed(0)
+        layer = ClippedLSTM(5, 7, 4, cell_clip=clip, proj_clip=clip)
+        with torch.no_grad():
+            for p in layer.parameters():
+                p.mul_(2)  # large enough that the clips bite
+        layer = layer.to(device)
+        x = torch.randn(3, 6, 5, device=device, requires_grad=True)
+        h0 = torch.randn(3, 4, device=device, requires_grad=True)
+        c0 = torch.randn(3, 7, device=device, requires_grad=True)
+        upstream = torch.randn(3, 6, 4, device=device)
+        results = []
+        for kernel in (lstm_kernels.windows_loop, dense):
+            for tensor in (x, h0, c0, *layer.parameters()):
+                tensor.grad = None
+            out, (h, c) = kernel(layer, x, (h0, c0))
+            assert out.is_contiguous()  # as the next layer's dropout draws its mask in memory order
+            ((out * upstream).sum() + h.sum() + 2 * c.sum()).backward()
+            grads = [t.grad.clone() for t in (x, h0, c0, *layer.parameters())]
+            results.append([out.detach(), h.detach(), c.detach(), *grads])
+        for a, b in zip(*results):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
 def test_the_packed_loop_trains_as_the_dense_loop(device):
-    """Gradients through the packed loop (whose recurrent and projection weights get theirs as
-    one product over all steps) against autograd through the dense loop, an independent
-    kernel: inputs, every parameter and given initial states, rows of unequal lengths, clipped
+    """Gradients through the packed loop against autograd through the dense loop, an
+    independent kernel: inputs, every parameter and given initial states, rows of unequal lengths, clipped
     and not, both directions, the final states' gradients included."""
     torch.manual_seed(0)
     lengths = torch.tensor([4, 9, 1, 6])

@@ -26,6 +26,7 @@ from torch.nn.utils.rnn import PackedSequence
 from . import lstm_kernels
 from .int8 import int8_wanted
 from .lstm_kernels import DistinctInputs, LSTMState
+from .precision import compiling
 
 __all__ = ["ClippedLSTM", "DirectionalLSTM", "DistinctInputs", "LSTMState", "length_mask", "reverse_padded"]
 
@@ -119,9 +120,12 @@ class ClippedLSTM(nn.LSTM):
         """Over padded rows with shapes that never depend on the data (``lstm_kernels.dense_loop``):
         x (batch, T, input_size) in reading order, valid (batch, T) bool (None: all valid);
         returns (batch, T, proj_size) outputs (zero at padding) and each row's final (h, c).
-        Unclipped layers on CUDA with every position valid run torch's fused LSTM (cuDNN)."""
+        Unclipped layers on CUDA with every position valid run torch's fused LSTM (cuDNN); every
+        position valid on the CPU, outside ``torch.compile``, the feature-major windows loop."""
         if valid is None and not self.clipped and x.is_cuda:
             return lstm_kernels.fused_dense(self, x, state)
+        if valid is None and not x.is_cuda and not compiling():
+            return lstm_kernels.windows_loop(self, x, state)
         return lstm_kernels.dense_loop(self, x, valid, state)
 
 

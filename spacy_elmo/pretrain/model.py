@@ -24,7 +24,7 @@ from torch.profiler import record_function
 from ..chars import BOS_TOKEN, EOS_TOKEN, tokens_to_ids
 from ..nn.bilm import BiLM, BiLMStates
 from ..nn.lstm import DistinctInputs, length_mask
-from ..nn.precision import get_precision, precision_context
+from ..nn.precision import compiling, get_precision, precision_context
 from ..nn.softmax import LMSoftmax
 from ..nn.threads import run_side_by_side, torch_threads
 from .vocab import Vocab
@@ -205,7 +205,10 @@ class BiLMLanguageModel(nn.Module):
         finals: List[list] = []
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.bilm_frozen):
             with record_function(PHASES["char_cnn"]):
-                vectors = self.bilm.token_encoder(batch.char_ids, all_positions=True)
+                # A static step's shapes are fixed; an eager step on the CPU, where reading the
+                # longest token back costs nothing, convolves only the positions that count.
+                static = batch.char_ids.is_cuda or compiling()
+                vectors = self.bilm.token_encoder(batch.char_ids, all_positions=static)
             with record_function(PHASES["lstm"]):
                 for direction, lstm in enumerate(lstms):
                     start = None if states is None else (states.forward, states.backward)[direction]
