@@ -73,3 +73,25 @@ def test_chunked_with_int8_each_token_gets_the_vector_it_gets_alone_bit_for_bit(
         torch.testing.assert_close(encoder(ids), alone, rtol=0, atol=1e-5)
     with torch.no_grad():
         torch.testing.assert_close(encoder(ids, chunked=True), encoder(ids), rtol=0, atol=1e-5)
+
+
+def test_the_max_that_trains_gives_amaxs_values_and_gradients(monkeypatch):
+    """With a gradient the pooling is ``max`` with its indices (a faster backward); ``amax``, which
+    splits a gradient among tied positions, is the independent formulation. Tokens with repeated
+    characters and trailing padding (windows that tie exactly): the same vectors and the same
+    gradients for every parameter."""
+    import spacy_elmo.nn.char_cnn as char_cnn
+
+    ids = torch.from_numpy(tokens_to_ids(["the", "aaaa", "a", "elephant", "ssss!"]))
+    upstream = torch.randn(len(ids), 6, generator=torch.Generator().manual_seed(1))
+    results = []
+    for pooling in ("max", "amax"):
+        if pooling == "amax":
+            monkeypatch.setattr(char_cnn, "_max_over_positions", lambda x: x.amax(dim=-1))
+        encoder = _encoder()
+        vectors = encoder(ids)
+        (vectors * upstream).sum().backward()
+        results.append([vectors.detach()] + [p.grad.clone() for p in encoder.parameters()])
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert results[0][1].abs().sum() > 0  # the char embeddings did get gradients
