@@ -6,10 +6,11 @@ PyTorch's intra-op threads meet at the end of every op: when other processes kee
 busy, each op waits for a descheduled thread (on a 2-core machine shared with one other job,
 ``en_core_web_sm`` + elmo ran 25x slower with 2 such threads than with 1). Pieces of a batch that
 share nothing run side by side instead, each on ops of the process's intra-op thread count, and
-meet once per batch. Nothing here writes PyTorch's thread count during a call: it is the
+meet once per batch. Nothing here writes PyTorch's thread count during a pipe's call: it is the
 process's, set once by the user (``torch.set_num_threads(1)``, ``OMP_NUM_THREADS=1``) or by a
-command that owns its process (``--threads``). The one write is in a forked child, before
-anything runs there (``_one_thread_after_fork``: a hang otherwise).
+command that owns its process (``--threads``). ``torch_threads`` sets it for spans of a process
+that a command owns (a pretraining run, each of its side-by-side steps); a forked child gets 1
+before anything runs there (``_one_thread_after_fork``: a hang otherwise).
 """
 
 from __future__ import annotations

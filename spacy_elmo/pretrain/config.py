@@ -57,7 +57,8 @@ activation = "relu"
 lstm_dim = 512
 projection_dim = 128
 n_layers = 2
-# null disables clipping, which lets the fused (cuDNN / oneDNN) LSTM kernel run.
+# null disables clipping, which lets torch's fused LSTM (cuDNN) run on a GPU; the CPU runs the
+# package's own loop either way.
 cell_clip = null
 proj_clip = null
 use_skip_connections = true
