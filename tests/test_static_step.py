@@ -67,18 +67,29 @@ def _compiled_step(trainer: Trainer) -> StaticStep:
     return StaticStep(trainer, "compile", trainer.settings.training.distinct_tokens, options)
 
 
-def test_the_compiled_window_step_is_one_graph_and_trains_as_the_eager_one(tmp_path, device):
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_compiled_window_step_is_one_graph_and_trains_as_the_eager_one(tmp_path, device, threads, monkeypatch):
     """With ``fullgraph=True`` any read back to the host (an ``.item()``, a data-dependent shape,
     a Python branch on a tensor) is an error, so this compiles only a step that never waits for
     the device: char CNN, both clipped LSTM stacks from carried states, dropout, negatives
-    drawn on the device, the sampled softmax. It then gives the eager step's parameters."""
-    eager = _trainer(tmp_path, "eager", device)
-    compiled = _trainer(tmp_path, "compiled", device)
-    runs: list = []
-    compiled.static_step = _Counting(_compiled_step(compiled), runs)
-    for trainer in (eager, compiled):
-        _train(trainer, 3)
+    drawn on the device, the sampled softmax. It then gives the eager step's parameters: on the
+    CPU at 2 threads, an eager step whose two directions ran side by side with their dropout
+    masks drawn beforehand."""
+    import spacy_elmo.pretrain.model as pretrain_model
+    from spacy_elmo.nn.threads import torch_threads
+
+    side_by_side: list = []
+    apply = pretrain_model._SideBySide.apply
+    monkeypatch.setattr(pretrain_model._SideBySide, "apply", lambda *args: side_by_side.append(1) or apply(*args))
+    with torch_threads(threads):  # the trainers set it for the process: put back afterwards
+        eager = _trainer(tmp_path, "eager", device, **{"system.threads": threads})
+        compiled = _trainer(tmp_path, "compiled", device, **{"system.threads": threads})
+        runs: list = []
+        compiled.static_step = _Counting(_compiled_step(compiled), runs)
+        for trainer in (eager, compiled):
+            _train(trainer, 3)
     assert len(runs) == 3  # every step ran compiled
+    assert len(side_by_side) == (3 if threads == 2 and device.type == "cpu" else 0)
     for (name, a), b in zip(eager.model.named_parameters(), compiled.model.parameters()):
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6, msg=name)
     for (h, c), (h2, c2) in zip(eager.carried.states.forward, compiled.carried.states.forward):

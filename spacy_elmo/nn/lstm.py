@@ -10,14 +10,14 @@ gate order (i, f, g, o)::
 Without clipping this is exactly ``torch.nn.LSTM(proj_size=...)``, so the layer *is* one: the
 parameters carry torch's names (``weight_ih_l0``, ``weight_hh_l0``, ``bias_ih_l0``, ``bias_hh_l0``,
 ``weight_hr_l0``). How the steps are run is a kernel's business (``nn/lstm_kernels.py``): the
-packed float loop, the dense static-shape loop (CUDA graphs), the int8 loop and torch's fused
-LSTM; every kernel but the fused one calls the cell above, and ``ClippedLSTM.run_packed`` picks
+packed float loop, the dense static-shape loop (CUDA graphs), the windows loop (pretraining's
+windows on the CPU), the int8 loop and torch's fused LSTM; every kernel but the fused one calls the cell above, and ``ClippedLSTM.run_packed`` picks
 one for packed input.
 """
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -28,7 +28,10 @@ from .int8 import int8_wanted
 from .lstm_kernels import DistinctInputs, LSTMState
 from .precision import compiling
 
-__all__ = ["ClippedLSTM", "DirectionalLSTM", "DistinctInputs", "LSTMState", "length_mask", "reverse_padded"]
+__all__ = [
+    "ClippedLSTM", "DirectionalLSTM", "DistinctInputs", "LSTMState", "length_mask", "reverse_padded",
+    "window_dropout_masks",
+]
 
 
 class ClippedLSTM(nn.LSTM):
@@ -251,7 +254,7 @@ class DirectionalLSTM(nn.Module):
         inputs: torch.Tensor,
         states: Optional[List[LSTMState]] = None,
         dropout: float = 0.0,
-        generator: Optional[torch.Generator] = None,
+        masks: Optional[Sequence[torch.Tensor]] = None,
     ) -> Tuple[torch.Tensor, List[LSTMState]]:
         """All layers over windows of running text (pretraining's ``"windows"`` batching): every
         position a token, each row already in this direction's reading order (the backward
@@ -260,17 +263,31 @@ class DirectionalLSTM(nn.Module):
         reads back to the host, as a compiled or graphed training step needs.
 
         Returns the top layer's (batch, T, proj_size) output and each layer's final (h, c).
-        ``dropout`` applies to each layer's input while training, as in ``forward``."""
+        ``dropout`` applies to each layer's input while training, as in ``forward``; or
+        ``masks``, per layer the input's scaled mask (``window_dropout_masks``), drawn before
+        the directions run side by side, which must not share a generator while they run."""
         x = inputs
         final_states: List[LSTMState] = []
         for i, layer in enumerate(self.layers):
-            layer_input = _dropout(x, dropout, self.training, generator)
+            layer_input = _dropout(x, dropout, self.training, None) if masks is None else x * masks[i]
             y, state = layer.run_dense(layer_input, None, None if states is None else states[i])
             if i > 0 and self.use_skip_connections:
                 y = y + x
             x = y
             final_states.append(state)
         return x, final_states
+
+
+def window_dropout_masks(
+    lstm: DirectionalLSTM, rows: int, steps: int, input_size: int, p: float, like: torch.Tensor
+) -> List[torch.Tensor]:
+    """The scaled input dropout masks of ``lstm.forward_windows``'s layers, drawn from torch's
+    generator as ``nn.functional.dropout`` draws them there, in the layers' order: the same
+    numbers, drawn before the run."""
+    sizes = [input_size] + [layer.input_size for layer in lstm.layers[1:]]
+    return [
+        like.new_empty((rows, steps, size)).bernoulli_(1.0 - p).div_(1.0 - p) for size in sizes
+    ]
 
 
 def _dropout(

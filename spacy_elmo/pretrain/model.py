@@ -23,7 +23,7 @@ from torch.profiler import record_function
 
 from ..chars import BOS_TOKEN, EOS_TOKEN, tokens_to_ids
 from ..nn.bilm import BiLM, BiLMStates
-from ..nn.lstm import DistinctInputs, length_mask
+from ..nn.lstm import DistinctInputs, length_mask, window_dropout_masks
 from ..nn.precision import compiling, get_precision, precision_context
 from ..nn.softmax import LMSoftmax
 from ..nn.threads import run_side_by_side, torch_threads
@@ -83,8 +83,8 @@ class LMBatch:
 class WindowBatch:
     """One batch of windows (``corpus.WindowStream``): B rows of T positions per direction.
 
-    char_ids: (U, 50) char ids of the distinct input tokens, all-padding rows after the first
-        ``n_distinct`` (a fixed U keeps the batch's shapes fixed).
+    char_ids: (U, 50) char ids of the distinct input tokens, U >= n_distinct: a static step pads
+        them to its fixed count with all-padding rows (``static_step._padded``).
     index: (2, B, T) rows of char_ids holding each position's token: forward, backward.
     targets: (2, B, T) vocabulary ids each position predicts: the next token of the row, in
         either direction's reading order.
@@ -200,9 +200,6 @@ class BiLMLanguageModel(nn.Module):
         states: Optional[BiLMStates],
     ) -> Tuple[torch.Tensor, BiLMStates]:
         drop = self.dropout if self.training else 0.0
-        lstms = (self.bilm.forward_lstm, self.bilm.backward_lstm)
-        tops: List[torch.Tensor] = []
-        finals: List[list] = []
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.bilm_frozen):
             with record_function(PHASES["char_cnn"]):
                 # A static step's shapes are fixed; an eager step on the CPU, where reading the
@@ -210,15 +207,50 @@ class BiLMLanguageModel(nn.Module):
                 static = batch.char_ids.is_cuda or compiling()
                 vectors = self.bilm.token_encoder(batch.char_ids, all_positions=static)
             with record_function(PHASES["lstm"]):
-                for direction, lstm in enumerate(lstms):
-                    start = None if states is None else (states.forward, states.backward)[direction]
-                    top, final = lstm.forward_windows(vectors[batch.index[direction]], start, drop)
-                    tops.append(nn.functional.dropout(top, drop, self.training).flatten(0, 1))
-                    finals.append([(h.detach(), c.detach()) for h, c in final])
+                tops, finals = self._window_directions(vectors, batch.index, states, drop)
         with record_function(PHASES["softmax"]):
+            tops = [nn.functional.dropout(top, drop, self.training).flatten(0, 1) for top in tops]
             hidden, targets = torch.cat(tops), batch.targets.flatten()
             nll = self._score(hidden, targets, n_samples, generator)
         return nll.view(2, -1).sum(1), BiLMStates(*finals)
+
+    def _window_directions(
+        self, vectors: torch.Tensor, index: torch.Tensor, states: Optional[BiLMStates], dropout: float
+    ) -> Tuple[List[torch.Tensor], List[list]]:
+        """Both LSTM stacks over their windows (``index[k]``: the rows of ``vectors`` at each
+        position of direction k) from the carried ``states``: the top layers (B, T, dim) and
+        each direction's final states, detached. On the CPU with two threads and no autocast
+        (eager, float32) the directions run side by side (``_SideBySide``), their dropout masks
+        drawn first, in the order the directions one after the other (and a compiled step) draw
+        them: the same numbers either way."""
+        lstms = (self.bilm.forward_lstm, self.bilm.backward_lstm)
+        starts = (None, None) if states is None else (states.forward, states.backward)
+        finals: List[list] = [[], []]
+        side_by_side = (
+            vectors.device.type == "cpu"
+            and not compiling()  # first: what follows cannot be traced
+            and torch.get_num_threads() >= 2
+            and get_precision(self.precision).autocast_dtype is None
+        )
+        masks: List[Optional[List[torch.Tensor]]] = [None, None]
+        if side_by_side and dropout and self.training:
+            rows, steps = index.shape[1:]
+            masks = [window_dropout_masks(lstm, rows, steps, vectors.shape[1], dropout, vectors) for lstm in lstms]
+
+        def run(k: int):
+            def direction(x: torch.Tensor) -> torch.Tensor:
+                top, final = lstms[k].forward_windows(x[index[k]], starts[k], dropout, masks[k])
+                finals[k] = [(h.detach(), c.detach()) for h, c in final]
+                return top
+
+            return direction
+
+        if not side_by_side:
+            return [run(0)(vectors), run(1)(vectors)], finals
+        params = [list(lstm.parameters()) for lstm in lstms]
+        modes = (torch.is_grad_enabled(), None)
+        tops = _SideBySide.apply([run(0), run(1)], params, modes, vectors, *params[0], *params[1])
+        return list(tops), finals
 
     def _score(
         self,
