@@ -12,16 +12,8 @@ from thinc.api import Config
 from conftest import ELMO_FIXTURE
 from spacy_elmo import batch_to_ids
 
-CONFIG = f"""
-[nlp]
-lang = "en"
-pipeline = ["elmo"]
-
-[components]
-
-[components.elmo]
-factory = "elmo"
-
+#: The weights as users give them to ``spacy train``: the loader in the initialize block.
+INITIALIZE_BLOCK = f"""
 [initialize]
 
 [initialize.components]
@@ -32,6 +24,18 @@ factory = "elmo"
 @misc = "spacy_elmo.WeightLoader.v2"
 weights = "{ELMO_FIXTURE}"
 """
+
+CONFIG = """
+[nlp]
+lang = "en"
+pipeline = ["elmo"]
+
+[components]
+
+[components.elmo]
+factory = "elmo"
+
+""" + INITIALIZE_BLOCK
 
 
 def test_weights_come_from_the_initialize_block(tmp_path, fixture_bilm):
@@ -58,7 +62,7 @@ def test_loader_settings_are_checked_when_the_config_is_resolved():
         nlp.initialize()
 
 
-TRAIN_CONFIG = f"""
+TRAIN_CONFIG = """
 [paths]
 train = null
 dev = null
@@ -87,11 +91,11 @@ width = 8
 
 [corpora.train]
 @readers = "spacy.Corpus.v1"
-path = ${{paths.train}}
+path = ${paths.train}
 
 [corpora.dev]
 @readers = "spacy.Corpus.v1"
-path = ${{paths.dev}}
+path = ${paths.dev}
 
 [training]
 seed = 0
@@ -99,16 +103,7 @@ gpu_allocator = null
 max_steps = 2
 eval_frequency = 2
 
-[initialize]
-
-[initialize.components]
-
-[initialize.components.elmo]
-
-[initialize.components.elmo.weights]
-@misc = "spacy_elmo.WeightLoader.v2"
-weights = "{ELMO_FIXTURE}"
-"""
+""" + INITIALIZE_BLOCK
 
 
 def test_spacy_train_reads_the_weights_of_the_initialize_block(tmp_path, fixture_bilm):
