@@ -6,7 +6,8 @@ processes, as ratios measured in one run.
 needs both trainers on the same batches, each in its own process (its own package on
 ``PYTHONPATH``), in the order A B, B A, ... . The child side of this file (``--child``) uses only
 what both trainers have had since the first release: ``Trainer`` and ``parse_settings``;
-``Trainer.batches`` where it exists (windows too), else its stream and ``make_batch``; ``train_step`` returns the loss as floats (older) or device tensors (now), and this side never
+``Trainer.batches`` where it exists (windows too), else its stream and ``make_batch``;
+``train_step`` returns the loss as floats (older) or device tensors (now), and this side never
 reads it.
 """
 

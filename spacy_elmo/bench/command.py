@@ -218,8 +218,6 @@ def measure_cells(work: Workload, cells: List[Cell], rounds: int) -> List[Dict[s
     return rows
 
 
-
-
 def run_cell(work: Workload, precision: str, threads: Threads) -> Dict[str, Any]:
     """Load the pipeline with ``precision`` and ``threads`` in its elmo pipe's model block, run
     the warm-up batches, then time the others one by one. The cell's process is a command's:

@@ -6,9 +6,9 @@ writing ``5`` to ``/proc/self/clear_refs``, so the peak of a block is ``VmHWM - 
 start``. Where that reset is refused (not Linux, restricted kernels) the fallback is
 ``getrusage``'s ``ru_maxrss``, which never resets: only increases over the process's earlier peak
 show, so the figure is a lower bound (``method`` says which was used). Benchmarks therefore run
-each measured path in a fresh process (``spacy_elmo.bench.isolate``, for
-``bench``'s cells and the checkout's benchmarks): memory that an earlier path freed but the allocator kept cannot hide a later path's
-peak.
+each measured path in a fresh process (``spacy_elmo.bench.isolate``, for ``bench``'s cells and
+the checkout's benchmarks): memory that an earlier path freed but the allocator kept cannot hide
+a later path's peak.
 
 On CUDA the peak is ``torch.cuda.max_memory_allocated`` minus the memory allocated at the start.
 """

@@ -11,8 +11,8 @@ Without clipping this is exactly ``torch.nn.LSTM(proj_size=...)``, so the layer 
 parameters carry torch's names (``weight_ih_l0``, ``weight_hh_l0``, ``bias_ih_l0``, ``bias_hh_l0``,
 ``weight_hr_l0``). How the steps are run is a kernel's business (``nn/lstm_kernels.py``): the
 packed float loop, the dense static-shape loop (CUDA graphs), the windows loop (pretraining's
-windows on the CPU), the int8 loop and torch's fused LSTM; every kernel but the fused one calls the cell above, and ``ClippedLSTM.run_packed`` picks
-one for packed input.
+windows on the CPU), the int8 loop and torch's fused LSTM; every kernel but the fused one calls
+the cell above, and ``ClippedLSTM.run_packed`` picks one for packed input.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The ways to run the steps of one ``ClippedLSTM`` layer: each a function of the layer.
 
 Every kernel but the fused ones runs the same recurrence, the layer's ``cell`` and
-``clip_output`` (``nn/lstm.py``), and differs only in how it lays out the states and runs the products:
+``clip_output`` (``nn/lstm.py``), and differs only in how it lays out the states and runs the
+products:
 
 - ``packed_loop``: float, over packed length-sorted rows. The input products of all time steps
   come in as one matrix product (``input_gates``); the loop touches only the rows still running,

@@ -226,12 +226,9 @@ class BiLMLanguageModel(nn.Module):
         lstms = (self.bilm.forward_lstm, self.bilm.backward_lstm)
         starts = (None, None) if states is None else (states.forward, states.backward)
         finals: List[list] = [[], []]
-        side_by_side = (
-            vectors.device.type == "cpu"
-            and not compiling()  # first: what follows cannot be traced
-            and torch.get_num_threads() >= 2
-            and get_precision(self.precision).autocast_dtype is None
-        )
+        # Masks in bf16 or fp16 (autocast) are not known to draw dropout's numbers: one after
+        # the other there.
+        side_by_side = self._side_by_side(vectors) and get_precision(self.precision).autocast_dtype is None
         masks: List[Optional[List[torch.Tensor]]] = [None, None]
         if side_by_side and dropout and self.training:
             rows, steps = index.shape[1:]
@@ -245,12 +242,7 @@ class BiLMLanguageModel(nn.Module):
 
             return direction
 
-        if not side_by_side:
-            return [run(0)(vectors), run(1)(vectors)], finals
-        params = [list(lstm.parameters()) for lstm in lstms]
-        modes = (torch.is_grad_enabled(), None)
-        tops = _SideBySide.apply([run(0), run(1)], params, modes, vectors, *params[0], *params[1])
-        return list(tops), finals
+        return self._run_directions([run(0), run(1)], vectors, side_by_side), finals
 
     def _score(
         self,
@@ -307,11 +299,24 @@ class BiLMLanguageModel(nn.Module):
             lambda x, lstm=lstm, g=g: lstm(x, lengths, None, dropout, distinct, g)[0][-1]
             for lstm, g in zip(lstms, generators)
         ]
-        if tokens.device.type != "cpu" or torch.get_num_threads() < 2:
-            return runs[0](tokens), runs[1](tokens)
+        forward_top, backward_top = self._run_directions(runs, tokens, self._side_by_side(tokens))
+        return forward_top, backward_top
+
+    @staticmethod
+    def _side_by_side(x: torch.Tensor) -> bool:
+        """Whether the two directions run side by side on ``x``: eager on the CPU with two or
+        more threads."""
+        return x.device.type == "cpu" and not compiling() and torch.get_num_threads() >= 2
+
+    def _run_directions(self, runs: Sequence, x: torch.Tensor, side_by_side: bool) -> List[torch.Tensor]:
+        """``runs[0](x)`` and ``runs[1](x)``, the forward and the backward stack's, one after the
+        other or side by side (``_SideBySide``)."""
+        if not side_by_side:
+            return [run(x) for run in runs]
+        lstms = (self.bilm.forward_lstm, self.bilm.backward_lstm)
         params = [list(lstm.parameters()) for lstm in lstms]
         modes = (torch.is_grad_enabled(), get_precision(self.precision).autocast_dtype)
-        return _SideBySide.apply(runs, params, modes, tokens, *params[0], *params[1])
+        return list(_SideBySide.apply(runs, params, modes, x, *params[0], *params[1]))
 
 
 class _SideBySide(torch.autograd.Function):

@@ -143,8 +143,8 @@ def compile_with_lstms(function: Callable, **options: Any) -> Callable:
     Dynamo refuses to trace any ``torch.nn.LSTM`` module (the layers are one, for torch's
     parameter names and its fused kernel) unless its private ``allow_rnn`` switch is on; the
     window step calls only the layers' own cell and dense loop, or, unclipped on CUDA, torch's
-    fused LSTM. The switch is confined here, and
-    tests/test_static_step.py fails loudly when it changes."""
+    fused LSTM. The switch is confined here, and tests/test_static_step.py fails loudly when it
+    changes."""
     compiled = torch.compile(function, **options)
 
     def run(*args: Any, **kwargs: Any) -> Any:
