@@ -21,7 +21,6 @@ pipeline is built, so an override at ``spacy.load`` takes effect.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple, Union
@@ -77,18 +76,16 @@ class BiLMSettings:
                 raise ValueError(f"{key} must be {kind}, got {value!r}")
         check_threads(self.threads, "threads")
 
-    def replace(self, **changes) -> "BiLMSettings":
-        return dataclasses.replace(self, **changes)
-
 
 class BiLMShim(PyTorchShim):
     """Thinc's PyTorch shim, holding one ``BiLMRunner`` for the model's life: weights arrive in
     it (``BiLMRunner.replace_bilm``: from files, or from bytes), never as a new module, so that
     ``runner`` is always the module the shim runs, copies included (a copy copies both at once)."""
 
-    def __init__(self, runner: BiLMRunner, **kwargs) -> None:
-        super().__init__(runner, **kwargs)
-        self.runner = runner
+    @property
+    def runner(self) -> BiLMRunner:
+        """The runner the shim runs: its ``_model``."""
+        return self._model
 
 
 def elmo_model(settings: BiLMSettings) -> Model[List[List[str]], List[Floats3d]]:

@@ -175,7 +175,7 @@ def _listener_forward(model: Model, docs: List[Doc], is_train: bool):
             )
         layers, backprop_layers = state.outputs, state.backprop
         state.batch_id = state.outputs = state.backprop = None
-    elif not is_train and state.init_batch == batch_id(docs) and not _all_annotated(docs):
+    elif not is_train and state.init_batch is not None and state.init_batch == batch_id(docs) and not _all_annotated(docs):
         width = model.get_dim("nO")
         return [model.ops.alloc2f(len(doc), width) for doc in docs], lambda d: []
     else:

@@ -18,12 +18,8 @@ from torch import nn
 from ..indexers import ByteIndexer, TokenIndexer
 from ..options import BiLMOptions
 from .char_cnn import CharacterEncoder
-from .lstm import DirectionalLSTM, DistinctInputs, LSTMState, length_mask
-
-#: (N, width) ids -> (N, dim) token vectors.
-Encoder = Callable[[torch.Tensor], torch.Tensor]
-#: One direction's outputs per layer and its final (h, c) per layer.
-DirectionOutputs = Tuple[List[torch.Tensor], List[LSTMState]]
+from .lstm import DirectionalLSTM, DirectionOutputs, DistinctInputs, LSTMState, length_mask
+from .token_cache import Encoder
 
 
 @dataclass

@@ -33,7 +33,7 @@ from typing import List, Optional, Tuple
 
 import torch
 
-from .lstm import DirectionalLSTM, LSTMState, length_mask
+from .lstm import DirectionalLSTM, DirectionOutputs, length_mask
 from .precision import precision_context
 
 #: Batches of more rows run the eager loop. Measured on an H100, original shape, float32
@@ -46,8 +46,6 @@ MAX_ROWS = 128
 MAX_GRAPHS = 16
 #: Sequence lengths are rounded up to a multiple of this (steps on padding cost a little).
 LENGTH_STEP = 8
-
-DirectionOutputs = Tuple[List[torch.Tensor], List[LSTMState]]
 
 
 def bucket_rows(n: int) -> int:

@@ -25,12 +25,12 @@ from torch.nn.utils.rnn import PackedSequence
 
 from . import lstm_kernels
 from .int8 import int8_wanted
-from .lstm_kernels import DistinctInputs, LSTMState
+from .lstm_kernels import DirectionOutputs, DistinctInputs, LSTMState
 from .precision import compiling
 
 __all__ = [
-    "ClippedLSTM", "DirectionalLSTM", "DistinctInputs", "LSTMState", "length_mask", "reverse_padded",
-    "window_dropout_masks",
+    "ClippedLSTM", "DirectionalLSTM", "DirectionOutputs", "DistinctInputs", "LSTMState", "length_mask",
+    "reverse_padded", "window_dropout_masks",
 ]
 
 

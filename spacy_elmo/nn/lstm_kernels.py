@@ -31,6 +31,8 @@ from torch.nn.utils.rnn import PackedSequence
 from .int8 import Int8Weight
 
 LSTMState = Tuple[torch.Tensor, torch.Tensor]
+#: One direction's outputs per layer and its final (h, c) per layer.
+DirectionOutputs = Tuple[List[torch.Tensor], List[LSTMState]]
 
 
 class LSTMLayer(Protocol):

@@ -74,8 +74,13 @@ def resolve_threads(threads: Threads) -> int:
     worker), so that the pieces are what runs in parallel; else 1, leaving the parallel work to
     PyTorch's own intra-op threads as the process set them."""
     if threads == "auto":
-        return min(AUTO_THREADS, usable_cores()) if torch.get_num_threads() == 1 else 1
+        return auto_threads() if torch.get_num_threads() == 1 else 1
     return threads
+
+
+def auto_threads() -> int:
+    """What "auto" counts where it applies: the usable cores, at most ``AUTO_THREADS``."""
+    return min(AUTO_THREADS, usable_cores())
 
 
 def usable_cores() -> int:

@@ -19,7 +19,7 @@ from pydantic import (
 )
 
 from ..nn.precision import TRAINING_PRECISIONS
-from ..nn.threads import AUTO_THREADS, usable_cores
+from ..nn.threads import auto_threads
 from ..options import ACTIVATIONS, BiLMOptions
 from .corpus import CorpusSettings
 from .optimizers import Fraction, OptimizerSettings
@@ -189,7 +189,7 @@ class SystemSettings(Section):
         """``threads`` with "auto" resolved: the usable cores, at most ``AUTO_THREADS``. The
         trainer sets torch's thread count to it for the run (which owns the process), so unlike
         the pipe's "auto" it does not depend on the count torch runs with now."""
-        return min(AUTO_THREADS, usable_cores()) if self.threads == "auto" else self.threads
+        return auto_threads() if self.threads == "auto" else self.threads
 
 
 class ModelSettings(Section):
