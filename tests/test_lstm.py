@@ -133,13 +133,16 @@ def test_torchs_fused_lstm_over_windows_equals_the_dense_loop(device):
         lstm_kernels.fused_dense(ClippedLSTM(5, 7, 4, cell_clip=3.0), x.cpu(), None)
 
 
-def test_the_windows_loop_runs_and_trains_as_the_dense_loop(device):
-    """``windows_loop`` (the CPU's kernel for pretraining's windows: the packed loop's
-    feature-major states, every row every step) against the dense loop over the same windows
-    from given states: outputs, final states, and the gradients of the inputs, the initial states
-    and every parameter; clipped and not."""
+def test_windows_run_and_train_as_the_dense_loop(device):
+    """``run_dense`` over windows (every position valid: on the CPU the packed kernels over
+    time-major rows, the training loop where gradients are wanted) against the dense loop over
+    the same windows from given states: outputs, final states, and the gradients of the inputs,
+    the initial states and every parameter; clipped and not."""
     from spacy_elmo.nn import lstm_kernels
     from spacy_elmo.nn.lstm import ClippedLSTM
+
+    def windows(layer, x, state):
+        return layer.run_dense(x, None, state)
 
     def dense(layer, x, state):
         return lstm_kernels.dense_loop(layer, x, None, state)
@@ -156,7 +159,7 @@ def test_the_windows_loop_runs_and_trains_as_the_dense_loop(device):
         c0 = torch.randn(3, 7, device=device, requires_grad=True)
         upstream = torch.randn(3, 6, 4, device=device)
         results = []
-        for kernel in (lstm_kernels.windows_loop, dense):
+        for kernel in (windows, dense):
             for tensor in (x, h0, c0, *layer.parameters()):
                 tensor.grad = None
             out, (h, c) = kernel(layer, x, (h0, c0))

@@ -10,9 +10,10 @@ gate order (i, f, g, o)::
 Without clipping this is exactly ``torch.nn.LSTM(proj_size=...)``, so the layer *is* one: the
 parameters carry torch's names (``weight_ih_l0``, ``weight_hh_l0``, ``bias_ih_l0``, ``bias_hh_l0``,
 ``weight_hr_l0``). How the steps are run is a kernel's business (``nn/lstm_kernels.py``): the
-packed float loop, the dense static-shape loop (CUDA graphs), the windows loop (pretraining's
-windows on the CPU), the int8 loop and torch's fused LSTM; every kernel but the fused one calls
-the cell above, and ``ClippedLSTM.run_packed`` picks one for packed input.
+packed float loop, the dense static-shape loop (CUDA graphs), the int8 loop and torch's fused
+LSTM, which call the cell above (all but the fused one); and the training loop
+(``nn/lstm_training.py``), which writes it out with its derivative.
+``ClippedLSTM.run_packed`` picks one for packed input, ``run_dense`` for padded rows.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from torch.nn.utils.rnn import PackedSequence
 from . import lstm_kernels
 from .int8 import int8_wanted
 from .lstm_kernels import DirectionOutputs, DistinctInputs, LSTMState
-from .precision import compiling
+from .lstm_training import packed_training_loop
+from .precision import autocast_dtype_now, compiling
 
 __all__ = [
     "ClippedLSTM", "DirectionalLSTM", "DirectionOutputs", "DistinctInputs", "LSTMState", "length_mask",
@@ -82,6 +84,16 @@ class ClippedLSTM(nn.LSTM):
         """The projected output, clipped to ``proj_clip``."""
         return h if self.proj_clip is None else h.clamp(-self.proj_clip, self.proj_clip)
 
+    def _trains_on_cpu(self, data: torch.Tensor, state: Optional[LSTMState]) -> bool:
+        """Whether gradients are wanted from a run on the CPU that the training loop takes:
+        eager, float32 or float64, without autocast (whose bf16 products autograd handles)."""
+        if not torch.is_grad_enabled() or data.device.type != "cpu" or compiling():
+            return False
+        if data.dtype not in (torch.float32, torch.float64) or autocast_dtype_now("cpu") is not None:
+            return False
+        tensors = [data, *self.parameters(), *(state or ())]
+        return any(t.requires_grad for t in tensors)
+
     def run_packed(
         self,
         data: torch.Tensor,
@@ -90,8 +102,10 @@ class ClippedLSTM(nn.LSTM):
         distinct: Optional[DistinctInputs] = None,
     ) -> Tuple[torch.Tensor, LSTMState]:
         """Run over packed input whose rows are sorted by decreasing length, on the kernel that
-        fits: torch's fused LSTM (cuDNN) for unclipped layers on CUDA, the int8 loop inside
-        ``int8_products`` where no gradient is needed, else the packed float loop.
+        fits: torch's fused LSTM (cuDNN) for unclipped layers on CUDA; where gradients are wanted
+        on the CPU (eager, float, no autocast), the training loop (``nn/lstm_training.py``: one
+        autograd node, its backward written out); the int8 loop inside ``int8_products`` where no
+        gradient is needed; else the packed float loop.
 
         Args:
             data: (n_tokens, input_size), time-major packed rows (PackedSequence.data).
@@ -107,6 +121,10 @@ class ClippedLSTM(nn.LSTM):
             if distinct is not None:
                 data = distinct.rows.index_select(0, distinct.index)
             return lstm_kernels.fused_packed(self, data, batch_sizes, state)
+        if self._trains_on_cpu(data, state):
+            if distinct is not None:
+                data = distinct.rows.index_select(0, distinct.index)
+            return packed_training_loop(self, data, batch_sizes.tolist(), state)
         if int8_wanted(self.weight_ih_l0, self.weight_hh_l0, self.weight_hr_l0):
             if distinct is not None:
                 data = distinct.rows.index_select(0, distinct.index)
@@ -124,11 +142,18 @@ class ClippedLSTM(nn.LSTM):
         x (batch, T, input_size) in reading order, valid (batch, T) bool (None: all valid);
         returns (batch, T, proj_size) outputs (zero at padding) and each row's final (h, c).
         Unclipped layers on CUDA with every position valid run torch's fused LSTM (cuDNN); every
-        position valid on the CPU, outside ``torch.compile``, the feature-major windows loop."""
+        position valid on the CPU, outside ``torch.compile``, ``run_packed`` over time-major rows
+        (the training loop, or the packed loop's feature-major products: 1.15x the dense loop's
+        row-major ones there)."""
         if valid is None and not self.clipped and x.is_cuda:
             return lstm_kernels.fused_dense(self, x, state)
         if valid is None and not x.is_cuda and not compiling():
-            return lstm_kernels.windows_loop(self, x, state)
+            # Windows on the CPU: time-major packed rows, every row every step, on ``run_packed``.
+            batch, steps, _ = x.shape
+            data = x.transpose(0, 1).reshape(steps * batch, -1)
+            output, final = self.run_packed(data, torch.full((steps,), batch), state)
+            # Contiguous as the dense loop's: dropout draws its mask in memory order.
+            return output.view(steps, batch, -1).transpose(0, 1).contiguous(), final
         return lstm_kernels.dense_loop(self, x, valid, state)
 
 

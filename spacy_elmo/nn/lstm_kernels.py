@@ -9,12 +9,10 @@ products:
   so padding costs nothing; states are feature-major ``(features, rows)`` so that each step's
   products are tall-skinny ``W @ h`` (about twice as fast on CPU BLAS as ``h @ W^T`` for a few
   rows); from a zero state the first step has no recurrent product. Exact in float32; what the
-  CPU runs, for inference and training, and CUDA for clipped layers outside CUDA graphs.
+  CPU runs for inference (training: ``nn/lstm_training.py``), and CUDA for clipped layers
+  outside CUDA graphs.
 - ``dense_loop``: every row every step, states frozen after a row's last valid step: shapes never
   depend on the data and nothing is read back to the host, as CUDA graphs need.
-- ``windows_loop``: pretraining's windows (every position a token) on the CPU: the packed loop
-  with every row running every step: 1.15x the dense loop's row-major products there (the
-  project's recipe on windows, 2 threads: 2,093 -> 2,407 tokens/s, nothing else changed).
 - ``int8_loop``: without gradients, inside ``int8_products``: row-major states, each step's
   recurrent and projection products on int8 weights (``nn/int8.py``); cell states float32.
 - ``fused_packed`` and ``fused_dense``: torch's own LSTM (cuDNN on a GPU), for unclipped layers
@@ -176,19 +174,6 @@ def dense_loop(
         h = torch.where(keep, h_new, h)
         outputs.append(h_new * keep)
     return torch.stack(outputs, dim=1), (h, c)
-
-
-def windows_loop(
-    layer: LSTMLayer, x: torch.Tensor, state: Optional[LSTMState]
-) -> Tuple[torch.Tensor, LSTMState]:
-    """``dense_loop`` where every position is a token (pretraining's windows), on the packed
-    loop's feature-major states: every row runs every step. x (batch, T, input_size) ->
-    (batch, T, proj_size), contiguous as the dense loop's (dropout draws its mask in memory
-    order: the same layout gives the same mask), and each row's final (h, c)."""
-    batch, steps, _ = x.shape
-    x_gates = input_gates(layer, x.transpose(0, 1).reshape(steps * batch, -1))
-    output, final = packed_loop(layer, x_gates, [batch] * steps, state)
-    return output.view(steps, batch, -1).transpose(0, 1).contiguous(), final
 
 
 def fused_packed(

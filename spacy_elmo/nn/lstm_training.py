@@ -1,0 +1,176 @@
+"""One ``ClippedLSTM`` layer over packed rows as a single autograd node, its backward written
+out: the kernel a layer trains on, on the CPU (``ClippedLSTM.run_packed``).
+
+Autograd through the step loop (``lstm_kernels.packed_loop``) records a dozen nodes per time
+step. Its backward then pays, every step, two small products for the weights' gradients and
+their accumulation, the transposed product ``W_hr^T dh`` (a slow layout for BLAS), and at the
+end a concatenation of every step's gate gradients. Here the forward keeps what it computed,
+row-major and time-major (each step's rows one contiguous block), and the backward runs the
+recurrence in reverse with two products per step, writing each step's gate gradients in place;
+each weight's gradient is one product over all steps.
+
+The recurrence is ``ClippedLSTM.cell`` and ``clip_output`` (``nn/lstm.py``), written out with its
+derivative: gates (i, f, g, o) in torch's order, ``c = clip(f c' + i g)``,
+``h = clip(W_hr (o tanh c))``. Tested against autograd through the step loop and against
+numerical gradients (``tests/test_lstm_training.py``).
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from .lstm_kernels import LSTMLayer, LSTMState
+
+
+def packed_training_loop(
+    layer: LSTMLayer, data: torch.Tensor, batch_sizes: List[int], state: Optional[LSTMState]
+) -> Tuple[torch.Tensor, LSTMState]:
+    """``lstm_kernels.packed_loop`` with its input products, for training: data (n_tokens,
+    input_size) time-major packed rows, sorted by decreasing length; batch_sizes: rows running at
+    each step; state in sorted row order, or None for zeros. Returns the packed (n_tokens,
+    proj_size) outputs and every row's final (h, c); gradients reach the data, the state and
+    every parameter."""
+    h0, c0 = (None, None) if state is None else state
+    output, h_n, c_n = _PackedLayer.apply(
+        data, h0, c0, layer.weight_ih_l0, layer.bias_ih_l0, layer.bias_hh_l0, layer.weight_hh_l0,
+        layer.weight_hr_l0, batch_sizes, layer.cell_clip, layer.proj_clip,
+    )  # fmt: skip
+    return output, (h_n, c_n)
+
+
+class _PackedLayer(torch.autograd.Function):
+    """forward(x, h0, c0, w_ih, b_ih, b_hh, w_hh, w_hr, batch_sizes, cell_clip, proj_clip) ->
+    (outputs (n, proj), h_n, c_n). h0 and c0 may be None (zeros): the first step then has no
+    recurrent product."""
+
+    @staticmethod
+    def forward(ctx, x, h0, c0, w_ih, b_ih, b_hh, w_hh, w_hr, batch_sizes, cell_clip, proj_clip):
+        ctx.set_materialize_grads(False)
+        n, hidden = x.shape[0], w_hh.shape[0] // 4
+        # The gates of every step, then (in place, step by step) their activations i, f, g, o.
+        acts = torch.addmm(b_ih + b_hh, x, w_ih.t())
+        cells, tanh_cells, hiddens = (x.new_empty(n, hidden) for _ in range(3))
+        outputs = x.new_empty(n, w_hr.shape[0])
+        cell_kept = None if cell_clip is None else x.new_empty(n, hidden, dtype=torch.bool)
+        output_kept = None if proj_clip is None else x.new_empty(outputs.shape, dtype=torch.bool)
+        w_hh_t, w_hr_t = w_hh.t(), w_hr.t()
+        h, c = h0, c0
+        for start, b in zip(_starts(batch_sizes), batch_sizes):
+            end = start + b
+            a = acts[start:end]
+            if h is not None:
+                a.addmm_(h[:b], w_hh_t)
+            a[:, : 2 * hidden].sigmoid_()
+            a[:, 2 * hidden : 3 * hidden].tanh_()
+            a[:, 3 * hidden :].sigmoid_()
+            i, f, g, o = a.split(hidden, dim=1)
+            c_new = cells[start:end]
+            if c is None:
+                torch.mul(i, g, out=c_new)
+            else:
+                torch.mul(f, c[:b], out=c_new).addcmul_(i, g)
+            if cell_kept is not None:
+                torch.le(c_new.abs(), cell_clip, out=cell_kept[start:end])
+                c_new.clamp_(-cell_clip, cell_clip)
+            tanh_c = torch.tanh(c_new, out=tanh_cells[start:end])
+            h_new = torch.mm(torch.mul(tanh_c, o, out=hiddens[start:end]), w_hr_t, out=outputs[start:end])
+            if output_kept is not None:
+                torch.le(h_new.abs(), proj_clip, out=output_kept[start:end])
+                h_new.clamp_(-proj_clip, proj_clip)
+            h, c = h_new, c_new
+        last = torch.tensor(_last_positions(batch_sizes), device=x.device)
+        ctx.save_for_backward(
+            x, h0, c0, w_ih, w_hh, w_hr, acts, cells, tanh_cells, hiddens, outputs, cell_kept, output_kept, last
+        )  # fmt: skip
+        ctx.batch_sizes = batch_sizes
+        return outputs, outputs.index_select(0, last), cells.index_select(0, last)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, d_outputs, d_h_n, d_c_n):
+        x, h0, c0, w_ih, w_hh, w_hr, acts, cells, tanh_cells, hiddens, outputs, cell_kept, output_kept, last = (
+            ctx.saved_tensors
+        )  # fmt: skip
+        batch_sizes = ctx.batch_sizes
+        starts = _starts(batch_sizes)
+        hidden = cells.shape[1]
+        one = acts.new_ones(())
+        # d loss / d h of every step: from above, then from the next step (added in place below).
+        dh = torch.zeros_like(outputs) if d_outputs is None else d_outputs.clone(memory_format=torch.contiguous_format)
+        if d_h_n is not None:
+            dh.index_add_(0, last, d_h_n)
+        d_gates = torch.empty_like(acts)
+        dc_next: Optional[torch.Tensor] = None  # d loss / d c of the step before, first rows
+        for t in range(len(batch_sizes) - 1, -1, -1):
+            start, b = starts[t], batch_sizes[t]
+            end = start + b
+            i, f, g, o = acts[start:end].split(hidden, dim=1)
+            hidden_t, tanh_c, dg = hiddens[start:end], tanh_cells[start:end], d_gates[start:end]
+            dh_t = dh[start:end]
+            if output_kept is not None:
+                dh_t.mul_(output_kept[start:end])
+            d_hidden = torch.mm(dh_t, w_hr)
+            # output gate: d_hidden tanh(c) o (1 - o) = d_hidden (hidden - hidden o)
+            torch.mul(d_hidden, torch.addcmul(hidden_t, hidden_t, o, value=-1), out=dg[:, 3 * hidden :])
+            # cell: d_hidden o (1 - tanh(c)^2) = d_hidden (o - hidden tanh(c)), plus the next step's
+            dc = d_hidden.mul_(torch.addcmul(o, hidden_t, tanh_c, value=-1))
+            if dc_next is not None:
+                dc[: dc_next.shape[0]] += dc_next
+            if d_c_n is not None:  # the rows whose last step this is
+                ending = batch_sizes[t + 1] if t + 1 < len(batch_sizes) else 0
+                dc[ending:] += d_c_n[ending:b]
+            if cell_kept is not None:
+                dc.mul_(cell_kept[start:end])
+            # input gate dc g i (1 - i); candidate dc i (1 - g^2); forget dc c' f (1 - f)
+            torch.mul(dc, g, out=dg[:, :hidden]).mul_(torch.addcmul(i, i, i, value=-1))
+            torch.mul(dc, i, out=dg[:, 2 * hidden : 3 * hidden]).mul_(torch.addcmul(one, g, g, value=-1))
+            c_prev = (None if c0 is None else c0[:b]) if t == 0 else cells[starts[t - 1] : starts[t - 1] + b]
+            if c_prev is None:
+                dg[:, hidden : 2 * hidden].zero_()
+            else:
+                torch.mul(dc, c_prev, out=dg[:, hidden : 2 * hidden]).mul_(torch.addcmul(f, f, f, value=-1))
+            dc_next = dc.mul_(f)
+            if t > 0:
+                dh[starts[t - 1] : starts[t - 1] + b].addmm_(dg, w_hh)
+        first = batch_sizes[0]
+        d_x = torch.mm(d_gates, w_ih) if ctx.needs_input_grad[0] else None
+        d_h0 = torch.mm(d_gates[:first], w_hh) if h0 is not None and ctx.needs_input_grad[1] else None
+        d_c0 = dc_next if c0 is not None and ctx.needs_input_grad[2] else None
+        d_w_ih = torch.mm(d_gates.t(), x)
+        d_bias = d_gates.sum(0)
+        d_w_hh = torch.mm(d_gates[first:].t(), _previous_outputs(outputs, batch_sizes, starts))
+        if h0 is not None:
+            d_w_hh.addmm_(d_gates[:first].t(), h0)
+        d_w_hr = torch.mm(dh.t(), hiddens)
+        return d_x, d_h0, d_c0, d_w_ih, d_bias, d_bias, d_w_hh, d_w_hr, None, None, None
+
+
+def _starts(batch_sizes: List[int]) -> List[int]:
+    """Where each step's rows begin in the packed data."""
+    starts, total = [], 0
+    for b in batch_sizes:
+        starts.append(total)
+        total += b
+    return starts
+
+
+def _last_positions(batch_sizes: List[int]) -> List[int]:
+    """The packed position of each row's last step, rows in order (the rows of step t that step
+    t + 1 no longer runs end there)."""
+    positions: List[int] = []
+    starts = _starts(batch_sizes)
+    for t in range(len(batch_sizes) - 1, -1, -1):
+        ending = batch_sizes[t + 1] if t + 1 < len(batch_sizes) else 0
+        positions.extend(range(starts[t] + ending, starts[t] + batch_sizes[t]))
+    return positions
+
+
+def _previous_outputs(outputs: torch.Tensor, batch_sizes: List[int], starts: List[int]) -> torch.Tensor:
+    """The recurrent input of every step from the second on, rows packed as the steps': the first
+    rows of the step before. Windows (every step the same rows) need no copy."""
+    if batch_sizes[-1] == batch_sizes[0]:
+        return outputs[: starts[-1]]
+    return torch.cat([outputs[starts[t - 1] : starts[t - 1] + batch_sizes[t]] for t in range(1, len(batch_sizes))])

@@ -1,0 +1,91 @@
+"""The training loop (``spacy_elmo.nn.lstm_training``): one LSTM layer as one autograd node with
+its backward written out, checked against numerical gradients and against autograd through the
+step loop (``lstm_kernels.packed_loop``, which autograd differentiates op by op)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from spacy_elmo.nn import lstm_kernels
+from spacy_elmo.nn.lstm import ClippedLSTM
+from spacy_elmo.nn.lstm_training import packed_training_loop
+
+#: Rows running at each step: rows of unequal lengths (5, 4, 4, 3, 1 steps), sorted.
+BATCH_SIZES = [5, 4, 4, 3, 1]
+
+
+def _layer(clip, dtype=torch.float64) -> ClippedLSTM:
+    torch.manual_seed(0)
+    layer = ClippedLSTM(3, 6, 4, cell_clip=clip, proj_clip=clip).to(dtype)
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.mul_(2)  # large enough that the clips bite
+    return layer
+
+
+@pytest.mark.parametrize("clip", [None, 0.5])
+@pytest.mark.parametrize("with_state", [False, True])
+def test_gradients_equal_numerical_gradients(clip, with_state):
+    """torch.autograd.gradcheck (float64 central differences) of the outputs and the final states
+    with respect to the inputs, the initial states and every parameter."""
+    layer = _layer(clip)
+    n = sum(BATCH_SIZES)
+    x = torch.randn(n, 3, dtype=torch.float64, requires_grad=True)
+    state = [torch.randn(5, size, dtype=torch.float64, requires_grad=True) for size in (4, 6)] if with_state else []
+
+
+    def run(x, *tensors):
+        # ``tensors``: the state, then the layer's own parameters, which gradcheck perturbs in
+        # place and differentiates by, as the layer reads them
+        output, (h_n, c_n) = packed_training_loop(layer, x, BATCH_SIZES, tuple(tensors[: len(state)]) or None)
+        return output, h_n, c_n
+
+    assert torch.autograd.gradcheck(run, [x, *state, *layer.parameters()], eps=1e-6, atol=1e-5)
+    if clip is not None:
+        with torch.no_grad():  # the clips bite: what the masks of the backward are for
+            output, (_, c_n) = packed_training_loop(layer, x, BATCH_SIZES, tuple(state) or None)
+        assert float(output.abs().max()) == pytest.approx(clip) and float(c_n.abs().max()) == pytest.approx(clip)
+
+
+@pytest.mark.parametrize("clip", [None, 3.0])
+def test_it_trains_as_autograd_through_the_step_loop_in_float32(clip):
+    """Outputs, final states and every gradient against autograd through ``packed_loop`` (an
+    independent derivation: torch's derivatives of each op) at a shape with many steps and
+    rows, from given states, the final states' gradients included."""
+    torch.manual_seed(1)
+    layer = ClippedLSTM(16, 32, 8, cell_clip=clip, proj_clip=clip)
+    lengths = sorted(torch.randint(1, 30, (12,)).tolist(), reverse=True)
+    batch_sizes = [sum(1 for length in lengths if length > t) for t in range(lengths[0])]
+    x = torch.randn(sum(batch_sizes), 16, requires_grad=True)
+    state = (torch.randn(12, 8, requires_grad=True), torch.randn(12, 32, requires_grad=True))
+    upstream = torch.randn(sum(batch_sizes), 8)
+    results = []
+    for kernel in ("training", "step loop"):
+        for t in (x, *state, *layer.parameters()):
+            t.grad = None
+        if kernel == "training":
+            output, (h_n, c_n) = packed_training_loop(layer, x, batch_sizes, state)
+        else:
+            output, (h_n, c_n) = lstm_kernels.packed_loop(layer, lstm_kernels.input_gates(layer, x), batch_sizes, state)
+        ((output * upstream).sum() + h_n.sum() - 2 * c_n.sum()).backward()
+        grads = [t.grad.clone() for t in (x, *state, *layer.parameters())]
+        results.append([output.detach(), h_n.detach(), c_n.detach(), *grads])
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_run_packed_trains_on_it_only_where_gradients_are_wanted_in_float():
+    """``ClippedLSTM.run_packed`` on the CPU: the training loop with gradients; the packed loop
+    without them, and under bf16 autocast (whose products autograd casts)."""
+    layer = _layer(None, torch.float32)
+    data = torch.randn(sum(BATCH_SIZES), 3)
+    batch_sizes = torch.tensor(BATCH_SIZES)
+    output, _ = layer.run_packed(data, batch_sizes, None)
+    assert type(output.grad_fn).__name__ == "_PackedLayerBackward"
+    with torch.no_grad():
+        expected, _ = layer.run_packed(data, batch_sizes, None)
+    torch.testing.assert_close(output.detach(), expected, rtol=1e-5, atol=1e-6)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        output, _ = layer.run_packed(data, batch_sizes, None)
+    assert output.grad_fn is not None and "Packed" not in type(output.grad_fn).__name__
