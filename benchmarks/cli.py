@@ -524,7 +524,8 @@ def pretrain_ab_command(
         fail(str(err))
     for side in ("this", "against"):
         runs = ", ".join(f"{run['tokens_per_s']:,.0f}" for run in result["runs"][side])
-        typer.echo(f"{side:8s} {result[side]}: {runs} tokens/s (median {result['median_tokens_per_s'][side]:,.0f})")
+        commit = result["commits"][side] or "no git"
+        typer.echo(f"{side:8s} {result[side]} ({commit}): {runs} tokens/s (median {result['median_tokens_per_s'][side]:,.0f})")
     typer.echo(
         f"this / against: {result['ratio_of_medians']:.3f}x (medians), "
         f"{result['step_by_step_ratio_median']:.3f}x (step by step)"

@@ -75,6 +75,7 @@ def run_pretrain_ab(
         "benchmark": "pretrain-ab",
         "this": str(this),
         "against": str(against),
+        "commits": {"this": _commit(this), "against": _commit(against)},
         "config": str(config),
         "overrides": overrides or {},
         "text": str(text),
@@ -88,6 +89,13 @@ def run_pretrain_ab(
         "step_by_step_ratio_median": statistics.median(step_ratios),
         "system": system_info(),
     }
+
+
+def _commit(checkout: Path) -> Optional[str]:
+    """The checkout's commit, with ``-dirty`` when it has changes (None: not a git checkout)."""
+    done = subprocess.run(["git", "-C", str(checkout), "describe", "--always", "--dirty", "--abbrev=12"],
+                          capture_output=True, text=True)  # fmt: skip
+    return done.stdout.strip() or None if done.returncode == 0 else None
 
 
 def _child(checkout: Path, config: Path, settings: Dict[str, Any], threads: int, warmup: int, steps: int,

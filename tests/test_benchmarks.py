@@ -592,6 +592,7 @@ def test_pretrain_ab_runs_both_checkouts_alternately_on_the_same_batches(tmp_pat
     medians = result["median_tokens_per_s"]
     assert result["ratio_of_medians"] == pytest.approx(medians["this"] / medians["against"])
     assert result["step_by_step_ratio_median"] > 0
+    assert result["commits"]["this"] == result["commits"]["against"]  # one checkout (or no git in both)
 
 
 def test_pretrain_ab_refuses_a_folder_that_is_no_checkout_or_a_missing_text(tmp_path):
