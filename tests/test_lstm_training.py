@@ -89,3 +89,20 @@ def test_run_packed_trains_on_it_only_where_gradients_are_wanted_in_float():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         output, _ = layer.run_packed(data, batch_sizes, None)
     assert output.grad_fn is not None and "Packed" not in type(output.grad_fn).__name__
+
+
+def test_a_frozen_layer_passes_gradients_to_its_inputs_only():
+    """Weights that need no gradient (a frozen LSTM under a trained encoder) get none, and the
+    inputs' gradient is the one a trained layer's run gives them."""
+    layer = _layer(0.5)
+    x = torch.randn(sum(BATCH_SIZES), 3, dtype=torch.float64, requires_grad=True)
+    output, _ = packed_training_loop(layer, x, BATCH_SIZES, None)
+    output.sum().backward()
+    trained = x.grad.clone()
+    x.grad = None
+    layer.zero_grad(set_to_none=True)
+    layer.requires_grad_(False)
+    output, _ = packed_training_loop(layer, x, BATCH_SIZES, None)
+    output.sum().backward()
+    assert all(p.grad is None for p in layer.parameters())
+    torch.testing.assert_close(x.grad, trained, rtol=0, atol=0)

@@ -136,15 +136,18 @@ class _PackedLayer(torch.autograd.Function):
             if t > 0:
                 dh[starts[t - 1] : starts[t - 1] + b].addmm_(dg, w_hh)
         first = batch_sizes[0]
-        d_x = torch.mm(d_gates, w_ih) if ctx.needs_input_grad[0] else None
-        d_h0 = torch.mm(d_gates[:first], w_hh) if h0 is not None and ctx.needs_input_grad[1] else None
-        d_c0 = dc_next if c0 is not None and ctx.needs_input_grad[2] else None
-        d_w_ih = torch.mm(d_gates.t(), x)
-        d_bias = d_gates.sum(0)
-        d_w_hh = torch.mm(d_gates[first:].t(), _previous_outputs(outputs, batch_sizes, starts))
-        if h0 is not None:
-            d_w_hh.addmm_(d_gates[:first].t(), h0)
-        d_w_hr = torch.mm(dh.t(), hiddens)
+        wanted = ctx.needs_input_grad
+        d_x = torch.mm(d_gates, w_ih) if wanted[0] else None
+        d_h0 = torch.mm(d_gates[:first], w_hh) if h0 is not None and wanted[1] else None
+        d_c0 = dc_next if c0 is not None and wanted[2] else None
+        d_w_ih = torch.mm(d_gates.t(), x) if wanted[3] else None
+        d_bias = d_gates.sum(0) if wanted[4] or wanted[5] else None
+        d_w_hh = None
+        if wanted[6]:
+            d_w_hh = torch.mm(d_gates[first:].t(), _previous_outputs(outputs, batch_sizes, starts))
+            if h0 is not None:
+                d_w_hh.addmm_(d_gates[:first].t(), h0)
+        d_w_hr = torch.mm(dh.t(), hiddens) if wanted[7] else None
         return d_x, d_h0, d_c0, d_w_ih, d_bias, d_bias, d_w_hh, d_w_hr, None, None, None
 
 
