@@ -113,7 +113,8 @@ class ClippedLSTM(nn.LSTM):
             state: (h0 (batch, proj_size), c0 (batch, hidden_size)) in sorted row order, or None
                 for zeros.
             distinct: the distinct rows of ``data`` and, per packed row, the index of its distinct
-                row: the input products are then computed once per distinct row (exact).
+                row: the input products are then computed once per distinct row (exact), except
+                in the training loop, which computes them per token.
         Returns:
             output (n_tokens, proj_size) packed like ``data``, and the final (h, c) of every row.
         """

@@ -7,7 +7,7 @@ their accumulation, the transposed product ``W_hr^T dh`` (a slow layout for BLAS
 end a concatenation of every step's gate gradients. Here the forward keeps what it computed,
 row-major and time-major (each step's rows one contiguous block), and the backward runs the
 recurrence in reverse with two products per step, writing each step's gate gradients in place;
-each weight's gradient is one product over all steps.
+each weight's gradient is one product over all steps (``W_hh``'s two from given initial states).
 
 The recurrence is ``ClippedLSTM.cell`` and ``clip_output`` (``nn/lstm.py``), written out with its
 derivative: gates (i, f, g, o) in torch's order, ``c = clip(f c' + i g)``,
@@ -81,7 +81,7 @@ class _PackedLayer(torch.autograd.Function):
                 torch.le(h_new.abs(), proj_clip, out=output_kept[start:end])
                 h_new.clamp_(-proj_clip, proj_clip)
             h, c = h_new, c_new
-        last = torch.tensor(_last_positions(batch_sizes), device=x.device)
+        last = torch.tensor(_last_positions(batch_sizes), dtype=torch.long, device=x.device)
         ctx.save_for_backward(
             x, h0, c0, w_ih, w_hh, w_hr, acts, cells, tanh_cells, hiddens, outputs, cell_kept, output_kept, last
         )  # fmt: skip
@@ -103,7 +103,8 @@ class _PackedLayer(torch.autograd.Function):
         if d_h_n is not None:
             dh.index_add_(0, last, d_h_n)
         d_gates = torch.empty_like(acts)
-        dc_next: Optional[torch.Tensor] = None  # d loss / d c of the step before, first rows
+        # d loss / d c of the step before, for its rows that this step still runs (the first)
+        dc_next: Optional[torch.Tensor] = None
         for t in range(len(batch_sizes) - 1, -1, -1):
             start, b = starts[t], batch_sizes[t]
             end = start + b
