@@ -16,7 +16,7 @@ from spacy_elmo.bench.text import DEFAULT_TEXT
 from spacy_elmo.cli_errors import fail
 from spacy_elmo.cli_help import prepare_help
 from spacy_elmo.cli_weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS, weight_source
-from spacy_elmo.pretrain.commands import EXTRA_ARGS
+from spacy_elmo.pretrain.commands import EXTRA_ARGS, config_overrides
 
 from .embed_bench import embed_bench_command
 from .shapes import SHAPE_NAMES
@@ -513,12 +513,10 @@ def pretrain_ab_command(
     ratio of the medians and the median of the step-by-step ratios come from the one run. Config
     values can be overridden for both, as for pretrain: --corpus.batching windows.
     """
-    from spacy.cli._util import parse_config_overrides
-
     from .pretrain_ab import PROJECT_RECIPE, run_pretrain_ab
 
     try:
-        overrides = parse_config_overrides(ctx.args)
+        overrides = config_overrides(ctx.args)
         result = run_pretrain_ab(against, text, config or PROJECT_RECIPE, overrides, threads, steps, warmup, rounds)
     except (ValueError, FileNotFoundError, RuntimeError) as err:
         fail(str(err))

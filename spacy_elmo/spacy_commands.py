@@ -2,7 +2,7 @@
 module when its CLI starts): ``python -m spacy elmo-pretrain CONFIG OUTPUT_DIR`` and
 ``python -m spacy elmo-init-config CONFIG``."""
 
-from spacy.cli._util import app as spacy_app
+from spacy.cli import app as spacy_app
 
 from .pretrain.commands import EXTRA_ARGS, init_config_command, pretrain_command
 

@@ -3,13 +3,37 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
+import srsly
 import typer
 
 from ..cli_errors import fail
 
+#: typer settings of a command that takes config overrides as extra arguments.
 EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+
+def config_overrides(args: Sequence[str]) -> Dict[str, Any]:
+    """Extra command-line arguments -> config overrides, as spaCy's commands read them:
+    ``--section.key value`` or ``--section.key=value``; a value is JSON where it parses
+    (``500``, ``null``, ``[1, 2]``), else a string; a key with no value is ``true``."""
+    overrides: Dict[str, Any] = {}
+    args = list(args)
+    while args:
+        arg = args.pop(0)
+        if not arg.startswith("--"):
+            raise ValueError(f"config override {arg!r}: expected --section.key VALUE")
+        key, has_value, value = arg[2:].partition("=")
+        if "." not in key:
+            raise ValueError(f"config override {arg!r}: name a key inside a section, e.g. --training.max_steps")
+        if not has_value:
+            value = "true" if not args or args[0].startswith("--") else args.pop(0)
+        try:
+            overrides[key.replace("-", "_")] = srsly.json_loads(value)
+        except ValueError:
+            overrides[key.replace("-", "_")] = value
+    return overrides
 
 
 def pretrain_command(
@@ -28,16 +52,14 @@ def pretrain_command(
 
     Data parallel: torchrun --nproc-per-node N -m spacy_elmo pretrain CONFIG OUT [--gpu-id 0]
     """
-    from spacy.cli._util import parse_config_overrides
-
     from ..distributed import env_rank
     from .config import load_config
     from .trainer import TrainingInterrupted, pretrain
 
-    overrides = parse_config_overrides(ctx.args)
-    if threads is not None:
-        overrides["system.threads"] = threads
     try:
+        overrides = config_overrides(ctx.args)
+        if threads is not None:
+            overrides["system.threads"] = threads
         config = load_config(config_path, overrides)
         out = pretrain(config, output_dir, gpu_id=gpu_id, resume=resume)
     except TrainingInterrupted as stop:
