@@ -13,6 +13,8 @@ command prints a table and can write every figure, with the machine it ran on, t
 - ``pretrain``: training throughput of the released shape and of the bundled model's shape;
 - ``pretrain-ab``: this checkout's pretraining step against another checkout's (an older
   commit), on the same batches in alternating processes;
+- ``lstm-training``: one LSTM layer's forward and backward on the training loop against
+  autograd through the step loop;
 - ``senses``: not speed but quality: how well each biLM layer and candidate mix separates the
   senses of ambiguous words (``--plot`` draws them);
 - ``embed``: the embed command in one process against torchrun's ranks, and a memory soak;

@@ -541,6 +541,35 @@ def _write_quietly(result: Dict[str, Any], output: Optional[Path]) -> None:
         tmp.replace(path)
 
 
+@app.command("lstm-training")
+def lstm_training_command(
+    shape: str = typer.Option("bundled", "--shape", help=f"biLM shape whose first LSTM layer runs: {', '.join(SHAPE_NAMES)}"),
+    rows: int = typer.Option(48, "--rows", min=1, help="Rows (sentences) of the batch"),
+    lengths: str = typer.Option("40,53", "--lengths", help="Shortest,longest row in steps (tokens)"),
+    threads: int = typer.Option(1, "--threads", min=1, help="torch threads"),
+    rounds: int = typer.Option(12, "--rounds", min=1, help="Timed rounds of both kernels; the medians count"),
+    output: Optional[Path] = OUTPUT,
+) -> None:
+    """One LSTM layer's forward and backward: the training loop against autograd through the step
+    loop, same layer and rows, alternating in one process."""
+    from .lstm_training_bench import run_lstm_training_bench
+
+    _check_shape(shape, "--shape")
+    bounds = _positive_ints(lengths, "--lengths")
+    if len(bounds) != 2 or bounds[0] > bounds[1]:
+        fail(f"--lengths takes SHORTEST,LONGEST (e.g. 40,53), got {lengths!r}")
+    result = run_lstm_training_bench(shape, rows, (bounds[0], bounds[1]), threads, rounds)
+    typer.echo(f"{shape}, {rows} rows, {result['tokens']} tokens in {result['steps']} steps, {threads} thread(s), "
+               f"median of {rounds} rounds:")  # fmt: skip
+    for name, parts in result["median_ms"].items():
+        rates = result["products_gflop_per_s"][name]
+        typer.echo(f"  {name:14s} forward {parts['forward_ms']:8.1f} ms ({rates['forward_ms']:5.1f} GFLOP/s)  "
+                   f"backward {parts['backward_ms']:8.1f} ms ({rates['backward_ms']:5.1f} GFLOP/s)")  # fmt: skip
+    ratio = result["step_loop_over_training_loop"]
+    typer.echo(f"step loop / training loop: forward {ratio['forward_ms']:.2f}x, backward {ratio['backward_ms']:.2f}x")
+    _finish(result, output)
+
+
 @app.command("senses")
 def senses_command(
     weights: Optional[str] = WEIGHTS,

@@ -603,3 +603,35 @@ def test_pretrain_ab_refuses_a_folder_that_is_no_checkout_or_a_missing_text(tmp_
         run_pretrain_ab(tmp_path, DEFAULT_TEXT, rounds=1)
     with pytest.raises(ValueError, match="--text .*missing.txt: no such file"):
         run_pretrain_ab(CHECKOUT, tmp_path / "missing.txt", rounds=1)
+
+
+def test_lstm_training_bench_times_both_kernels_on_the_same_layer():
+    """``benchmarks lstm-training`` at the fixture's shape: every round times both kernels, the
+    ratios come from their medians, and the products' rate from the layer's sizes (no timing is
+    asserted)."""
+    from benchmarks.lstm_training_bench import run_lstm_training_bench
+
+    result = run_lstm_training_bench("fixture", rows=3, lengths=(2, 5), threads=1, rounds=3)
+    assert set(result["runs_ms"]) == {"training loop", "step loop"}
+    assert all(len(runs) == 3 and min(min(run) for run in runs) > 0 for runs in result["runs_ms"].values())
+    medians = result["median_ms"]
+    ratio = result["step_loop_over_training_loop"]
+    assert ratio["forward_ms"] == pytest.approx(medians["step loop"]["forward_ms"] / medians["training loop"]["forward_ms"])
+    sizes = result["sizes"]
+    forward = 2 * result["tokens"] * (4 * sizes["hidden"] * (sizes["input"] + sizes["projection"]) + sizes["hidden"] * sizes["projection"])
+    assert result["products_gflop"]["forward"] == pytest.approx(forward / 1e9)
+    assert 2 <= result["steps"] <= 5 and result["threads"] == 1
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [(["--lengths", "9,3"], "--lengths takes SHORTEST,LONGEST"), (["--shape", "huge"], "--shape must be one of")],
+)
+def test_lstm_training_bench_refuses_what_it_cannot_run(args, message):
+    from typer.testing import CliRunner
+
+    from benchmarks.cli import app
+
+    result = CliRunner().invoke(app, ["lstm-training", *args])
+    assert result.exit_code != 0
+    assert message in " ".join(result.output.split()), result.output
