@@ -57,8 +57,9 @@ class _PackedLayer(torch.autograd.Function):
         cell_kept = None if cell_clip is None else x.new_empty(n, hidden, dtype=torch.bool)
         output_kept = None if proj_clip is None else x.new_empty(outputs.shape, dtype=torch.bool)
         w_hh_t, w_hr_t = w_hh.t(), w_hr.t()
+        starts = _starts(batch_sizes)
         h, c = h0, c0
-        for start, b in zip(_starts(batch_sizes), batch_sizes):
+        for start, b in zip(starts, batch_sizes):
             end = start + b
             a = acts[start:end]
             if h is not None:
@@ -81,11 +82,11 @@ class _PackedLayer(torch.autograd.Function):
                 torch.le(h_new.abs(), proj_clip, out=output_kept[start:end])
                 h_new.clamp_(-proj_clip, proj_clip)
             h, c = h_new, c_new
-        last = torch.tensor(_last_positions(batch_sizes), dtype=torch.long, device=x.device)
+        last = torch.tensor(_last_positions(batch_sizes, starts), dtype=torch.long, device=x.device)
         ctx.save_for_backward(
             x, h0, c0, w_ih, w_hh, w_hr, acts, cells, tanh_cells, hiddens, outputs, cell_kept, output_kept, last
         )  # fmt: skip
-        ctx.batch_sizes = batch_sizes
+        ctx.batch_sizes, ctx.starts = batch_sizes, starts
         return outputs, outputs.index_select(0, last), cells.index_select(0, last)
 
     @staticmethod
@@ -94,8 +95,7 @@ class _PackedLayer(torch.autograd.Function):
         x, h0, c0, w_ih, w_hh, w_hr, acts, cells, tanh_cells, hiddens, outputs, cell_kept, output_kept, last = (
             ctx.saved_tensors
         )  # fmt: skip
-        batch_sizes = ctx.batch_sizes
-        starts = _starts(batch_sizes)
+        batch_sizes, starts = ctx.batch_sizes, ctx.starts
         hidden = cells.shape[1]
         one = acts.new_ones(())
         # d loss / d h of every step: from above, then from the next step (added in place below).
@@ -161,11 +161,10 @@ def _starts(batch_sizes: List[int]) -> List[int]:
     return starts
 
 
-def _last_positions(batch_sizes: List[int]) -> List[int]:
+def _last_positions(batch_sizes: List[int], starts: List[int]) -> List[int]:
     """The packed position of each row's last step, rows in order (the rows of step t that step
     t + 1 no longer runs end there)."""
     positions: List[int] = []
-    starts = _starts(batch_sizes)
     for t in range(len(batch_sizes) - 1, -1, -1):
         ending = batch_sizes[t + 1] if t + 1 < len(batch_sizes) else 0
         positions.extend(range(starts[t] + ending, starts[t] + batch_sizes[t]))
