@@ -56,7 +56,7 @@ setup(
         "spacy_misc": [
             "spacy_elmo.WeightLoader.v2 = spacy_elmo.loaders:weight_loader_v2",
         ],
-        "spacy_cli": ["elmo = spacy_elmo.spacy_commands:elmo_pretrain"],
+        "spacy_cli": ["elmo = spacy_elmo.cli.spacy_app:elmo_pretrain"],
         "console_scripts": ["spacy-elmo = spacy_elmo.cli:main"],
     },
     classifiers=[

@@ -13,10 +13,10 @@ import typer
 
 from spacy_elmo.bench import report
 from spacy_elmo.bench.text import DEFAULT_TEXT
-from spacy_elmo.cli_errors import fail
-from spacy_elmo.cli_help import prepare_help
-from spacy_elmo.cli_weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS, weight_source
-from spacy_elmo.pretrain.commands import EXTRA_ARGS, config_overrides
+from spacy_elmo.cli.errors import fail
+from spacy_elmo.cli.help import prepare_help
+from spacy_elmo.cli.pretrain import EXTRA_ARGS, config_overrides
+from spacy_elmo.cli.weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS, weight_source
 
 from .embed_bench import embed_bench_command
 from .shapes import SHAPE_NAMES
@@ -614,7 +614,7 @@ def senses_command(
     """
     from spacy_elmo.bench.system import system_info
     from spacy_elmo.bench.text import text_lines
-    from spacy_elmo.senses import DATA_FILE, HELDOUT_FILE
+    from spacy_elmo.cli.senses import DATA_FILE, HELDOUT_FILE
     from spacy_elmo.sources import load_bilm_from
 
     from .senses import (

@@ -30,8 +30,8 @@ from spacy_elmo.bench import report
 from spacy_elmo.bench.measure import MB
 from spacy_elmo.bench.system import system_info
 from spacy_elmo.bench.text import default_text_path, text_lines
-from spacy_elmo.cli_errors import fail
-from spacy_elmo.cli_weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS
+from spacy_elmo.cli.errors import fail
+from spacy_elmo.cli.weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS
 
 from .subprocesses import descendants, package_argv, subprocess_env
 from .text import sentences

@@ -1,7 +1,7 @@
 """Which weights the pipe benchmarks run, and the ``nlp`` object around them.
 
 The pipe and memory benchmarks run the weights named by ``--weights`` or ``--options-file`` +
-``--weight-file`` (``spacy_elmo.cli_weights``), decided by the package's one resolver
+``--weight-file`` (``spacy_elmo.cli.weights``), decided by the package's one resolver
 (``spacy_elmo.sources.resolve_weight_source``): nothing named means the bundled model, which every
 installation has. ``--random-shape`` runs random weights of a named shape instead. There is no
 other fallback, and the benches print the files they measure.

@@ -1,6 +1,6 @@
 """``python -m benchmarks senses``: does a biLM output separate the senses of ambiguous words?
 
-The data is the package's (:mod:`spacy_elmo.senses`: ``data/senses.jsonl``, ambiguous English
+The data is the package's (:mod:`spacy_elmo.cli.senses`: ``data/senses.jsonl``, ambiguous English
 words, each with two senses and several sentences per sense); ``--heldout`` scores
 ``senses_heldout.jsonl``, 24 other words written after the pipe's default mix and the bundled
 model were chosen on the first set, to check that those choices carry over.
@@ -43,10 +43,10 @@ import numpy as np
 import torch
 from thinc.api import NumpyOps
 
+from spacy_elmo.cli.plots import pyplot
+from spacy_elmo.cli.senses import DATA_FILE, TIE_TOLERANCE, SenseSentence, has_one_tag, read_senses, unit_rows
 from spacy_elmo.layers import mix
 from spacy_elmo.nn import BiLM
-from spacy_elmo.plots import pyplot
-from spacy_elmo.senses import DATA_FILE, TIE_TOLERANCE, SenseSentence, has_one_tag, read_senses, unit_rows
 
 #: The output the ``elmo`` pipe writes to ``doc._.elmo`` with its default config.
 PIPE_DEFAULT = "contextual mix"

@@ -16,8 +16,8 @@ from benchmarks.cli import app as kit_app
 from conftest import cli_commands
 from spacy_elmo import batch_to_ids, load_bilm
 from spacy_elmo.cli import app
-from spacy_elmo.demo import demo_words
-from spacy_elmo.senses import DATA_FILE, read_senses
+from spacy_elmo.cli.demo import demo_words
+from spacy_elmo.cli.senses import DATA_FILE, read_senses
 
 runner = CliRunner()
 
@@ -211,7 +211,7 @@ def test_demo_refuses_what_it_cannot_score(fixture_files, args, message, monkeyp
     def embed_sentences(*args):
         raise AssertionError("the sense data was embedded before the options were checked")
 
-    monkeypatch.setattr("spacy_elmo.demo.embed_sentences", embed_sentences)
+    monkeypatch.setattr("spacy_elmo.cli.demo.embed_sentences", embed_sentences)
     result = runner.invoke(app, ["demo", *args, *_fixture_args(fixture_files)])
     assert result.exit_code == 1
     assert result.output.startswith("error: ") and message in result.output
@@ -295,7 +295,7 @@ def test_every_threads_option_takes_an_integer_of_at_least_1(path, option):
 def test_config_overrides_read_as_spacys_commands_read_them():
     """``--section.key value`` and ``--section.key=value``; JSON values parse, others stay
     strings; a key alone is true."""
-    from spacy_elmo.pretrain.commands import config_overrides
+    from spacy_elmo.cli.pretrain import config_overrides
 
     args = ["--training.max_steps", "500", "--corpus.batching=windows", "--model.cell_clip", "null",
             "--paths.train", "my corpus.txt", "--model.filters", "[[1, 4]]", "--x.flag"]  # fmt: skip

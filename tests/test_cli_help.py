@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 import spacy_elmo
 from conftest import checkout_pythonpath, cli_commands
 from spacy_elmo.cli import COMMANDS, app, load_command
-from spacy_elmo.cli_help import reflow
+from spacy_elmo.cli.help import reflow
 
 REPO = Path(__file__).resolve().parents[1]
 WIDTH = 80

@@ -1,10 +1,10 @@
-"""The demo's scoring (``spacy_elmo.demo``): mean cosine per sense group, leave one out, and the
+"""The demo's scoring (``spacy_elmo.cli.demo``): mean cosine per sense group, leave one out, and the
 rules that choose what the table shows. The command itself runs in test_cli.py."""
 
 import numpy as np
 import pytest
 
-from spacy_elmo.demo import (
+from spacy_elmo.cli.demo import (
     IN_CONTEXT,
     TOKEN_LAYER,
     QueryScores,
@@ -15,7 +15,7 @@ from spacy_elmo.demo import (
     leave_one_out,
     summary_lines,
 )
-from spacy_elmo.senses import DATA_FILE, SenseSentence, read_senses
+from spacy_elmo.cli.senses import DATA_FILE, SenseSentence, read_senses
 
 
 def _sentence(word, sense, pos=None):

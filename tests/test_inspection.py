@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from conftest import ELMO_FIXTURE
 from spacy_elmo.cli import app
-from spacy_elmo.inspection import MIX_HEAD, listener_mixes
+from spacy_elmo.cli.inspect import MIX_HEAD, listener_mixes
 
 ELMO = {"model": {"options_file": str(ELMO_FIXTURE / "options.json"), "weight_file": str(ELMO_FIXTURE / "lm_weights.hdf5")}}
 LISTENER = {"@architectures": "spacy_elmo.ElmoListener.v1", "width": 16, "dropout": 0.0}

@@ -26,9 +26,9 @@ from typer.testing import CliRunner
 
 from benchmarks.subprocesses import subprocess_env
 from spacy_elmo.cli import app
+from spacy_elmo.cli.config import components, training_config
 from spacy_elmo.pretrain.checkpoint import flatten
 from spacy_elmo.textcat_jsonl import read_docs
-from spacy_elmo.training_config import components, training_config
 
 REPO = Path(__file__).resolve().parents[1]
 EWT = REPO / "project" / "demo_data" / "ud-english-ewt"

@@ -20,6 +20,7 @@ from safetensors.torch import load_file
 
 from conftest import ELMO_FIXTURE, FIXTURES, checkout_pythonpath
 from spacy_elmo import batch_to_ids, export_bilm_tf, load_bilm
+from spacy_elmo.cli.plot_curve import plot_learning_curve
 from spacy_elmo.nn.threads import run_side_by_side
 from spacy_elmo.pretrain import (
     CorpusError,
@@ -31,7 +32,6 @@ from spacy_elmo.pretrain import (
 )
 from spacy_elmo.pretrain.config import ConfigError, model_overrides, parse_settings
 from spacy_elmo.pretrain.corpus import BatchStream, CorpusSettings, DataPosition, SequenceReader, WindowStream
-from spacy_elmo.pretrain.curve import plot_learning_curve
 from spacy_elmo.pretrain.evaluate import evaluate_run
 from spacy_elmo.pretrain.model import LMBatch, make_batch
 
@@ -604,6 +604,22 @@ def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path):
     a, b = _weights(tmp_path / "straight"), _weights(tmp_path / "resumed")
     for name in a:
         assert torch.equal(a[name], b[name]), name
+
+
+def test_a_checkpoint_loads_without_running_code_and_a_pickled_object_is_refused(tmp_path):
+    """state.pt holds tensors and plain values only: it loads with weights_only=True (PyTorch's
+    safe unpickler), windows' carried LSTM states included, and a state.pt holding any other
+    object (what a shared checkpoint could smuggle in) is refused on --resume, naming the file."""
+    config = tiny_config(**{**DETERMINISTIC, **WINDOWS, "training.max_steps": 2})
+    pretrain(config, tmp_path / "run", show_progress=False)
+    state_file = tmp_path / "run" / "checkpoint" / "state.pt"
+    saved = torch.load(state_file, weights_only=True)
+    assert saved["step"] == 2 and saved["ranks"][0]["lstm_states"] is not None
+    saved["ranks"][0]["note"] = Path("any object")  # neither a tensor nor a plain value
+    torch.save(saved, state_file)
+    with pytest.raises(ConfigError, match="state.pt: not a checkpoint this version can resume safely"):
+        pretrain(tiny_config(**{**DETERMINISTIC, **WINDOWS, "training.max_steps": 3}), tmp_path / "run", resume=True,
+                 show_progress=False)
 
 
 def test_threads_are_applied_recorded_and_restored(tmp_path):

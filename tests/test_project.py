@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from conftest import checkout_pythonpath
 from spacy_elmo.cli import app
-from spacy_elmo.compare import (
+from spacy_elmo.cli.compare import (
     SystemMetrics,
     SystemRuns,
     comparison_figure,

@@ -1,4 +1,4 @@
-"""The sense benchmark (``python -m benchmarks senses``): its data (``spacy_elmo.senses``), its
+"""The sense benchmark (``python -m benchmarks senses``): its data (``spacy_elmo.cli.senses``), its
 two figures, and the bundled model.
 
 The figures are checked against a four-vector example computed by hand and against a pair-by-pair
@@ -33,7 +33,7 @@ from benchmarks.senses import (
 )
 from conftest import checkout_pythonpath
 from spacy_elmo import DEFAULT_MODEL, load_bilm
-from spacy_elmo.senses import DATA_FILE, HELDOUT_FILE, has_one_tag, read_senses
+from spacy_elmo.cli.senses import DATA_FILE, HELDOUT_FILE, has_one_tag, read_senses
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -4,11 +4,10 @@ many under ``torchrun``, resumable after a crash.
 One module per job: ``items`` (the input as a stream of numbered sentences), ``keys`` (names for
 ``--use-sentence-keys``), ``manifest`` (what makes the output, for ``--resume``), ``chunks`` (the
 parts folder and its chunk files), ``job`` (rank 0's verdict at the start), ``worker`` (one rank's
-chunks), ``progress`` (rank 0's bar), ``merge`` (the chunks into one file) and ``command`` (the
-command and the ranks' handshake).
+chunks), ``progress`` (rank 0's bar), and ``merge`` (the chunks into one file); the
+command and the ranks' handshake are ``spacy_elmo.cli.embed``.
 """
 
-from .command import embed, run_embed
 from .job import EMBED_LAYERS, EmbedOptions
 
-__all__ = ["EMBED_LAYERS", "EmbedOptions", "embed", "run_embed"]
+__all__ = ["EMBED_LAYERS", "EmbedOptions"]

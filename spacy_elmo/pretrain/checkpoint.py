@@ -1,7 +1,9 @@
 """Checkpoints of a pretraining run: what ``--resume`` needs to continue it bit for bit.
 
 A checkpoint is the loadable model files plus ``checkpoint/state.pt`` (counters, model,
-optimizer, scheduler and grad-scaler state, and each rank's data position and RNG states). Kept
+optimizer, scheduler and grad-scaler state, and each rank's data position and RNG states). The
+state holds tensors and plain values only, so that it loads with ``torch.load(weights_only=True)``:
+a checkpoint someone shares cannot run code on ``--resume``. Kept
 apart from the trainer, which decides when to save and what to restore, so that the format and
 the checks of a resume (same vocabulary, same number of processes, same recipe) live in one place.
 """
@@ -10,10 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import pickle
 import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Dict, NamedTuple, Optional
+from typing import Any, Dict, List, NamedTuple, Optional
 
 import numpy as np
 import torch
@@ -70,11 +73,19 @@ class CarriedStates:
                 h.copy_(new_h)
                 c.copy_(new_c)
 
-    def on(self, device: torch.device) -> Optional[BiLMStates]:
+    def as_lists(self) -> Optional[Dict[str, List[List[torch.Tensor]]]]:
+        """The states as plain lists of CPU tensors (what a safe checkpoint holds)."""
         if self.states is None:
             return None
-        move = lambda layers: [(h.to(device), c.to(device)) for h, c in layers]  # noqa: E731
-        return BiLMStates(move(self.states.forward), move(self.states.backward))
+        as_lists = lambda layers: [[h.cpu(), c.cpu()] for h, c in layers]  # noqa: E731
+        return {"forward": as_lists(self.states.forward), "backward": as_lists(self.states.backward)}
+
+    @classmethod
+    def from_lists(cls, saved: Optional[Dict[str, List[List[torch.Tensor]]]], device: torch.device) -> "CarriedStates":
+        if saved is None:
+            return cls()
+        on_device = lambda layers: [(h.to(device), c.to(device)) for h, c in layers]  # noqa: E731
+        return cls(BiLMStates(on_device(saved["forward"]), on_device(saved["backward"])))
 
 
 class Progress(NamedTuple):
@@ -106,7 +117,7 @@ def save_checkpoint(
             "position": asdict(position),
             "rng": _rng_state(),
             "generator": state.generator.get_state(),
-            "lstm_states": state.carried.on(torch.device("cpu")),
+            "lstm_states": state.carried.as_lists(),
         }
     )
     if not ctx.is_main:
@@ -144,7 +155,14 @@ def load_checkpoint(
     """Restore ``state`` and this process's RNG states from the run's checkpoint, refusing one
     trained with another vocabulary, number of processes or model shape."""
     path = checkpoint_path(output_dir)
-    saved = torch.load(path, map_location=ctx.device, weights_only=False)
+    try:
+        saved = torch.load(path, map_location=ctx.device, weights_only=True)
+    except pickle.UnpicklingError as err:
+        raise ConfigError(
+            f"{path}: not a checkpoint this version can resume safely (it holds objects other than "
+            f"tensors and plain values): {err}. Start a new run from its model instead: "
+            f"--paths.init_bilm {output_dir}"
+        ) from None
     if saved["vocab_sha1"] != _vocab_hash(vocab) or saved["vocab_size"] != len(vocab):
         raise VocabError(
             f"{output_dir / VOCAB_NAME}: this vocabulary ({len(vocab)} words) is not "
@@ -166,7 +184,7 @@ def load_checkpoint(
     state.scaler.load_state_dict(saved["scaler"])
     mine = saved["ranks"][ctx.rank]
     state.generator.set_state(mine["generator"].cpu())
-    state.carried.states = CarriedStates(mine.get("lstm_states")).on(ctx.device)
+    state.carried.states = CarriedStates.from_lists(mine.get("lstm_states"), ctx.device).states
     _set_rng_state(mine["rng"])
     return Progress(saved["step"], saved["tokens_seen"], DataPosition(**mine["position"]))
 
@@ -239,9 +257,11 @@ def flatten(data: Dict, prefix: str = "") -> Dict[str, object]:
 
 
 def _rng_state() -> Dict[str, Any]:
+    """Every generator's state as tensors and plain values (NumPy's key array as a list)."""
+    kind, key, position, has_gauss, cached = np.random.get_state()
     state: Dict[str, Any] = {
         "python": random.getstate(),
-        "numpy": np.random.get_state(),
+        "numpy": [kind, key.tolist(), position, has_gauss, cached],
         "torch": torch.get_rng_state(),
     }
     if torch.cuda.is_available():
@@ -251,7 +271,8 @@ def _rng_state() -> Dict[str, Any]:
 
 def _set_rng_state(state: Dict[str, Any]) -> None:
     random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    kind, key, position, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, np.asarray(key, dtype=np.uint32), position, has_gauss, cached))
     torch.set_rng_state(state["torch"].cpu())
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])

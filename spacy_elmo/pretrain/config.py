@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Annotated, Any, Dict, List, Literal, Optional, Union
@@ -317,8 +318,15 @@ class PretrainSettings(Section):
 
     @property
     def config(self) -> Optional[Config]:
-        """The config these settings were parsed from: what a run writes as its config.cfg."""
+        """The config these settings were parsed from."""
         return self._config
+
+    def written_config(self) -> Config:
+        """What a run writes as its config.cfg: the config as parsed, with the thread count it
+        runs with (a config written before ``[system] threads`` existed gets the default)."""
+        config = copy.deepcopy(self._config)
+        config.setdefault("system", {})["threads"] = self.system.threads
+        return config
 
 
 def default_config() -> Config:

@@ -1,6 +1,7 @@
 """``python -m spacy_elmo``: the command-line interface (typer).
 
-Each command lives beside the code it drives; this file is their index, ``COMMANDS``. A command's
+Every command is a module of this package, named after it (``embed.py``, ``pretrain.py``); the
+library they drive lives outside it. This file is their index, ``COMMANDS``. A command's
 module is imported only when that command runs or shows its own ``--help``: the modules import
 PyTorch and spaCy, seconds of start-up that ``python -m spacy_elmo --help`` and ``--version``
 do not need. The list in ``--help`` shows each command's summary from the index (a test checks
@@ -18,7 +19,7 @@ from typing import Any, Dict, Iterator, List, Optional
 import typer
 from typer.core import TyperCommand
 
-from .cli_help import HelpGroup, prepare_help
+from .help import HelpGroup, prepare_help
 
 #: Words the commands' help uses, said once for the whole tool (each item one line: rich wraps it).
 GLOSSARY = "\n".join([
@@ -43,58 +44,58 @@ class Entry:
 
 
 COMMANDS: Dict[str, Entry] = {
-    "demo": Entry("spacy_elmo.commands:demo", "Show which senses of ambiguous words the vectors tell apart, measured."),
+    "demo": Entry("spacy_elmo.cli.demo:demo", "Show which senses of ambiguous words the vectors tell apart, measured."),
     "embed": Entry(
-        "spacy_elmo.embedding.command:embed",
+        "spacy_elmo.cli.embed:embed",
         "Write ELMo vectors of a text or .spacy file to HDF5, as AllenNLP's elmo command did; in one "
         "process, or sharded over many under torchrun (one GPU, or one CPU thread, per rank): torchrun "
         "--nproc-per-node N -m spacy_elmo embed INPUT OUT.hdf5 ...",
     ),
     "convert": Entry(
-        "spacy_elmo.commands:convert",
+        "spacy_elmo.cli.convert:convert",
         "Convert a released (bilm-tf HDF5) model to a native checkpoint, or back; or an ELMoForManyLangs "
         "model directory to a native checkpoint. SOURCE may name a downloaded model (python -m "
         "spacy_elmo list).",
     ),
     "pretrain": Entry(
-        "spacy_elmo.pretrain.commands:pretrain_command",
+        "spacy_elmo.cli.pretrain:pretrain_command",
         "Pretrain an ELMo biLM. Config values can be overridden: --training.max_steps 500.",
         extra_args=True,
     ),
     "init-config": Entry(
-        "spacy_elmo.pretrain.commands:init_config_command", "Write a documented pretraining config (--recipe: default, bilm-tf or fast)."
+        "spacy_elmo.cli.pretrain:init_config_command", "Write a documented pretraining config (--recipe: default, bilm-tf or fast)."
     ),
     "plot-curve": Entry(
-        "spacy_elmo.pretrain.commands:plot_curve_command",
+        "spacy_elmo.cli.pretrain:plot_curve_command",
         "Plot a pretraining run's learning curve (needs matplotlib: the package's 'plot' extra).",
     ),
     "evaluate-lm": Entry(
-        "spacy_elmo.pretrain.commands:evaluate_lm_command",
+        "spacy_elmo.cli.pretrain:evaluate_lm_command",
         "Held-out perplexity (forward, backward, average; full softmax) of a pretrained biLM.",
     ),
     "config": Entry(
-        "spacy_elmo.training_config:config_command",
+        "spacy_elmo.cli.config:config_command",
         "Write a spaCy training config for components on ELMo, as spacy init config does for spaCy's own: "
         "python -m spacy train CONFIG --output MODEL_DIR trains it.",
     ),
     "convert-textcat": Entry(
-        "spacy_elmo.textcat_jsonl:convert_textcat_command",
+        "spacy_elmo.cli.convert_textcat:convert_textcat_command",
         "Convert labelled texts in JSONL (spaCy's text classification format) to .spacy files.",
     ),
     "compare": Entry(
-        "spacy_elmo.compare:compare_command",
+        "spacy_elmo.cli.compare:compare_command",
         "Compare systems' test scores and training times: a Markdown table and a chart.",
     ),
     "inspect": Entry(
-        "spacy_elmo.inspection:inspect_command",
+        "spacy_elmo.cli.inspect:inspect_command",
         "The layer mix each ELMo listener learned: which biLM layers the tagger, the NER and the other "
         "components chose (the paper's analysis), as a table, and with --plot as a chart. Several "
         "pipelines (a tagger's and an NER's model-best) share one table and chart.",
     ),
-    "download": Entry("spacy_elmo.hub.commands:download_cli", "Download an ELMo model into the cache, once."),
-    "list": Entry("spacy_elmo.hub.commands:list_cli", "Show the cached models: name, size, shape, path, state."),
+    "download": Entry("spacy_elmo.cli.hub:download_cli", "Download an ELMo model into the cache, once."),
+    "list": Entry("spacy_elmo.cli.hub:list_cli", "Show the cached models: name, size, shape, path, state."),
     "bench": Entry(
-        "spacy_elmo.bench.command:bench_command",
+        "spacy_elmo.cli.bench:bench_command",
         "Measure the elmo pipe's tokens/s and peak memory on this machine, per precision and thread count, "
         "each cell in a fresh process; ratios are to the first cell.",
     ),
@@ -110,7 +111,7 @@ def load_command(name: str) -> Any:
         return typer.main.get_command(prepare_help(target))
     settings = None
     if entry.extra_args:
-        from .pretrain.commands import EXTRA_ARGS as settings
+        from .pretrain import EXTRA_ARGS as settings
     single = typer.Typer(add_completion=False)
     single.command(name, context_settings=settings)(target)
     return typer.main.get_command(prepare_help(single))
@@ -165,7 +166,7 @@ class LazyCommands(HelpGroup):
 
 def _print_version(value: bool) -> None:
     if value:
-        from . import __version__
+        from .. import __version__
 
         typer.echo(f"spacy-elmo {__version__}")
         raise typer.Exit()

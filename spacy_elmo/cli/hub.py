@@ -6,10 +6,10 @@ from typing import Optional
 
 import typer
 
-from ..cli_errors import fail
-from .cache import cache_root, list_cached
-from .catalog import releases
-from .download import DownloadError, download_model
+from ..hub.cache import cache_root, list_cached
+from ..hub.catalog import releases
+from ..hub.download import DownloadError, download_model
+from .errors import fail
 
 
 def download_cli(

@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, List, Optional, Sequence
 
 import typer
 
-from .cli_errors import fail
-from .cli_weights import WEIGHTS, weight_source
-from .textcat_jsonl import SUFFIX as JSONL_SUFFIX
+from ..textcat_jsonl import SUFFIX as JSONL_SUFFIX
+from .errors import fail
+from .weights import WEIGHTS, weight_source
 
 if TYPE_CHECKING:
     from thinc.api import Config
 
-CONFIGS = Path(__file__).parent / "configs"
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 #: What ``[paths] bilm`` says when no --weights is given: the model bundled with the package.
 BUNDLED = "en_wikitext_small"
 TEXTCAT = ("textcat", "textcat_multilabel")

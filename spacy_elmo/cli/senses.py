@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import srsly
 
-DATA_FILE = Path(__file__).resolve().parent / "data" / "senses.jsonl"
+DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "senses.jsonl"
 HELDOUT_FILE = DATA_FILE.with_name("senses_heldout.jsonl")
 
 #: Cosines within this distance of the best one count as tied (float32 noise of equal vectors).

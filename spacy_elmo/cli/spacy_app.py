@@ -4,7 +4,7 @@ module when its CLI starts): ``python -m spacy elmo-pretrain CONFIG OUTPUT_DIR``
 
 from spacy.cli import app as spacy_app
 
-from .pretrain.commands import EXTRA_ARGS, init_config_command, pretrain_command
+from .pretrain import EXTRA_ARGS, init_config_command, pretrain_command
 
 elmo_pretrain = spacy_app.command("elmo-pretrain", context_settings=EXTRA_ARGS)(pretrain_command)
 elmo_init_config = spacy_app.command("elmo-init-config")(init_config_command)

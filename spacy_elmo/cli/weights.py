@@ -8,13 +8,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, Optional
+from typing import TYPE_CHECKING, Dict, Optional
 
 import typer
 
-from .cli_errors import fail
-from .nn.precision import PRECISIONS, get_precision
-from .sources import WeightSource, resolve_weight_source
+if TYPE_CHECKING:
+    from spacy.language import Language
+
+from ..nn.precision import PRECISIONS, get_precision
+from ..sources import WeightSource, resolve_weight_source
+from .errors import fail
 
 WEIGHTS = typer.Option(
     None,
@@ -65,3 +68,27 @@ def weight_source(
         return resolve_weight_source(weights, options_file, weight_file, what="--weights")
     except (ValueError, FileNotFoundError) as err:
         fail(str(err))
+
+THREADS_HELP = "Threads the biLM splits its batches over, PyTorch ops on one thread each (more help only on cores no other process uses)"
+
+
+def elmo_pipeline(model_settings: Dict[str, object], lang: str, prefix: str = "", **pipe_settings) -> "Language":
+    """A blank pipeline of ``lang`` with the elmo pipe, its weights read now. ``model_settings``:
+    keys of the pipe's model block (``weight_settings`` and any other); ``pipe_settings``: the
+    pipe's own keys; ``prefix`` starts the error message (a rank's name under torchrun).
+
+    For a command, which owns its process: PyTorch runs its ops on one thread, set once here, and
+    the biLM splits its batches over the model's ``threads`` (``--threads``)."""
+    import spacy
+    import torch
+
+    from .. import pipe  # noqa: F401  registers the factory where no entry point does (a checkout)
+
+    torch.set_num_threads(1)
+    nlp = spacy.blank(lang)
+    config = {"model": model_settings, **pipe_settings}
+    try:
+        nlp.add_pipe("elmo", config=config).initialize()  # reads the weights now
+    except (ValueError, OSError) as err:  # a bad setting or file, no model to load
+        fail(f"{prefix}{err}")
+    return nlp

@@ -32,7 +32,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import typer
 
-from .cli_errors import fail
+from .errors import fail
 from .plots import pyplot
 
 TASKS = ("tagger", "ner", "textcat", "parser")

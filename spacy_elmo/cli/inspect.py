@@ -17,7 +17,7 @@ from typing import List, Optional
 import numpy as np
 import typer
 
-from .cli_errors import fail
+from .errors import fail
 from .plots import pyplot
 
 #: The name Thinc gives a listener's mix head (``layers.mix_head``).

@@ -24,14 +24,14 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import typer
 
-from ..cli_errors import fail
-from ..cli_weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS, weight_settings, weight_source
+from ..bench import report
+from ..bench.isolate import ProcessDied, run_isolated
+from ..bench.measure import MB, PeakMemory, current_rss_bytes
+from ..bench.system import system_info
+from ..bench.text import DEFAULT_TEXT, text_lines
 from ..nn.precision import get_precision
-from . import report
-from .isolate import ProcessDied, run_isolated
-from .measure import MB, PeakMemory, current_rss_bytes
-from .system import system_info
-from .text import DEFAULT_TEXT, text_lines
+from .errors import fail
+from .weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS, weight_settings, weight_source
 
 #: The elmo model block's ``threads``: a count, or "auto".
 Threads = Union[int, str]

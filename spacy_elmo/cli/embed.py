@@ -1,4 +1,4 @@
-"""The ``embed`` command, in one process or under ``torchrun`` (PyTorch's launcher, the engine
+"""``python -m spacy_elmo embed``: the command, in one process or under ``torchrun`` (PyTorch's launcher, the engine
 pretraining uses too): one rank per process, one GPU per rank when there are GPUs, one CPU
 thread per rank otherwise.
 
@@ -22,20 +22,18 @@ from typing import NoReturn, Optional, Tuple
 import torch
 import typer
 
-from ..cli_errors import fail, record_for_torchrun, report_error
-from ..cli_weights import OPTIONS_FILE, PRECISION, WEIGHT_FILE, WEIGHTS
-from ..commands import elmo_pipeline
 from ..distributed import DistributedContext, env_rank
-from .chunks import finished_chunks, parts_folder
-from .interruption import Interrupted, interruption_report, stop_on_signals
-from .items import open_input
-from .job import EMBED_LAYERS, EmbedOptions, JobPlan, JobRefused, prepare_job
-from .merge import merge_chunks
-from .progress import JobProgress
-from .worker import RankFailure, embed_own_chunks
+from ..embedding.chunks import finished_chunks, parts_folder
+from ..embedding.interruption import Interrupted, interruption_report, stop_on_signals
+from ..embedding.items import open_input
+from ..embedding.job import EmbedOptions, JobPlan, JobRefused, prepare_job
+from ..embedding.merge import merge_chunks
+from ..embedding.progress import JobProgress
+from ..embedding.worker import RankFailure, embed_own_chunks
+from .errors import fail, record_for_torchrun, report_error
+from .weights import OPTIONS_FILE, PRECISION, WEIGHT_FILE, WEIGHTS, elmo_pipeline
 
 THREADS_HELP = "Threads each process's biLM splits its batches over, PyTorch ops on one thread each (more help only on cores no other process uses)"
-WAIT_SECONDS = 0.5
 
 
 def embed(
@@ -97,6 +95,9 @@ def embed(
         gpu_id, forget_sentences, use_sentence_keys, threads, precision, chunk_size, resume,
     )
     run_embed(options)
+
+
+WAIT_SECONDS = 0.5
 
 
 #: oneDNN (PyTorch's CPU convolutions) caches a compiled primitive per input shape, up to 1,024 of
@@ -246,6 +247,3 @@ def _stop_with_torchrun() -> None:
         return
     if os.getppid() != parent:  # torchrun died before the request
         os.kill(os.getpid(), signal.SIGTERM)
-
-
-__all__ = ["EMBED_LAYERS", "embed", "run_embed"]

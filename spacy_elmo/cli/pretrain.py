@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import srsly
 import typer
 
-from ..cli_errors import fail
+from .errors import fail
 
 #: typer settings of a command that takes config overrides as extra arguments.
 EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
@@ -53,8 +53,8 @@ def pretrain_command(
     Data parallel: torchrun --nproc-per-node N -m spacy_elmo pretrain CONFIG OUT [--gpu-id 0]
     """
     from ..distributed import env_rank
-    from .config import load_config
-    from .trainer import TrainingInterrupted, pretrain
+    from ..pretrain.config import load_config
+    from ..pretrain.trainer import TrainingInterrupted, pretrain
 
     try:
         overrides = config_overrides(ctx.args)
@@ -94,8 +94,8 @@ def init_config_command(
 ) -> None:
     """Write a documented pretraining config (--recipe: default, bilm-tf or fast)."""
     from ..options import BiLMOptions
+    from ..pretrain.config import RECIPES, config_text, config_text_for_model
     from ..sources import resolve_weight_source
-    from .config import RECIPES, config_text, config_text_for_model
 
     if recipe not in RECIPES:
         fail(f"--recipe {recipe!r}: choose one of {', '.join(RECIPES)}")
@@ -117,7 +117,7 @@ def plot_curve_command(
     output_png: Path = typer.Argument(..., help="Where to write the PNG"),
 ) -> None:
     """Plot a pretraining run's learning curve (needs matplotlib: the package's 'plot' extra)."""
-    from .curve import plot_learning_curve
+    from .plot_curve import plot_learning_curve
 
     try:
         typer.echo(f"Wrote {plot_learning_curve(metrics_file, output_png)}")
@@ -132,7 +132,7 @@ def evaluate_lm_command(
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use; -1 for the CPU"),
 ) -> None:
     """Held-out perplexity (forward, backward, average; full softmax) of a pretrained biLM."""
-    from .evaluate import evaluate_run
+    from ..pretrain.evaluate import evaluate_run
 
     try:
         result = evaluate_run(run_dir, text, max_tokens, gpu_id)

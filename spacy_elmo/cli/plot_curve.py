@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Dict, List, Union
 
-from ..plots import pyplot
+from .plots import pyplot
 
 
 def read_metrics(path: Union[str, Path]) -> List[Dict]:

@@ -2,7 +2,7 @@
 
 A nearest-neighbour list for one hand-picked sentence says little (one robbery "bank" next to a
 river query looks like "not contextual" even when the model separates senses on average). So the
-demo scores the sentences of the sense data (:mod:`spacy_elmo.senses`, ``data/senses.jsonl``): each
+demo scores the sentences of the sense data (:mod:`spacy_elmo.cli.senses`, ``data/senses.jsonl``): each
 sentence in turn is the query, and its target word's vector is compared with the word's other
 sentences, grouped by sense. The right sense *wins* when the mean cosine to the query's own sense
 group beats every other group's by more than float noise. The same is done with the context-free
@@ -17,12 +17,16 @@ Everything is computed from the pipe's output at run time; nothing here is a sto
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 import numpy as np
+import typer
 
-from .bench.report import table
+from ..bench.report import table
+from .errors import fail
 from .senses import TIE_TOLERANCE, SenseSentence, has_one_tag, unit_rows
+from .weights import OPTIONS_FILE, PRECISION, THREADS_HELP, WEIGHT_FILE, WEIGHTS, elmo_pipeline, weight_settings
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -269,3 +273,82 @@ def format_user_query(query: QueryScores) -> str:
         means = ", ".join(f"{s} {v:.3f}" for s, v in query.means[output].items())
         parts.append(f"{output}: {means} -> {query.outcome(output)}")
     return f"Query: {query.text}\n  " + "\n  ".join(parts)
+
+
+def demo(
+    weights: Optional[str] = WEIGHTS,
+    options_file: Optional[Path] = OPTIONS_FILE,
+    weight_file: Optional[Path] = WEIGHT_FILE,
+    words: List[str] = typer.Option(
+        [],
+        "--word",
+        help="A word of the sense data to show (repeat for more; default: the words whose senses "
+        "differ in part of speech)",
+        show_default=False,
+    ),
+    queries: List[str] = typer.Option(
+        [],
+        "--query",
+        help="Your own sentence using a word of the sense data, e.g. bank (repeat for more)",
+        show_default=False,
+    ),
+    threads: int = typer.Option(1, "--threads", min=1, help=THREADS_HELP),
+    precision: str = PRECISION,
+) -> None:
+    """Show which senses of ambiguous words the vectors tell apart, measured.
+
+    Each sentence of the sense benchmark (data/senses.jsonl) is a query: its word's vector is compared
+    with the word's other sentences, grouped by sense (mean cosine), in context and with the
+    context-free token layer; the right sense wins when its group is closest.
+    """
+    from ..hub.cache import download_command
+    from .senses import DATA_FILE, read_senses
+
+    settings = weight_settings(weights, options_file, weight_file)
+    nlp = elmo_pipeline({**settings, "threads": threads, "precision": precision}, "en")
+    sentences = read_senses(DATA_FILE, nlp.tokenizer)
+    known = list(dict.fromkeys(s.word for s in sentences))
+    unknown = [w for w in words if w not in known]
+    if unknown:
+        fail(f"--word {', '.join(unknown)}: not in {DATA_FILE.name}; its words: {', '.join(known)}")
+    try:  # before the data is embedded and anything printed
+        for query in queries:
+            query_target(nlp.make_doc(query), known)
+    except ValueError as err:
+        fail(str(err))
+    shown = list(dict.fromkeys(words)) or demo_words(sentences)
+    try:
+        data = embed_sentences(nlp, sentences)
+        mine = score_user_queries(nlp, queries, data)
+    except ValueError as err:
+        fail(str(err))
+    scores = leave_one_out(data)
+    elmo = nlp.get_pipe("elmo")
+    mix = ", ".join(f"{w:.2f}" for w in elmo.layer_weights())
+    typer.echo(
+        f"ELMo: {elmo.bilm.n_output_layers} layers of width {elmo.bilm.output_dim}, precision "
+        f"{precision}; {IN_CONTEXT} = "
+        f"the pipe's vectors (layer weights [{mix}], token layer first); token layer = layer 0, "
+        "context-free\n"
+    )
+    rule = "chosen with --word" if words else "whose senses differ in part of speech"
+    typer.echo(
+        f"{len(shown)} of the {len(known)} words of the sense benchmark ({DATA_FILE.name}), "
+        f"those {rule}.\nEach row: a query sentence (the first of each sense); own / "
+        "other = mean cosine of its word to the word in the other sentences of its own sense / of "
+        "the other sense; wins = own is higher."
+    )
+    typer.echo(format_table(first_of_each_sense(scores, shown)) + "\n")
+    typer.echo("Every sentence of the data in turn as the query:")
+    for line in summary_lines(scores, sentences, shown):
+        typer.echo(f"  {line}")
+    if weights is None and options_file is None and weight_file is None:
+        typer.echo(
+            "Senses with the same part of speech (bank: river / money) need a larger released "
+            f"model: {download_command(RELEASED_FOR_MEANING)}, then add --weights "
+            f"{RELEASED_FOR_MEANING}"
+        )
+    if mine:
+        typer.echo("")
+        for query in mine:
+            typer.echo(format_user_query(query))
