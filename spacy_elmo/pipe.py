@@ -59,7 +59,6 @@ from spacy.pipeline import TrainablePipe
 from spacy.pipeline.tok2vec import Tok2VecListener
 from spacy.tokens import Doc, Span, Token
 from spacy.training import Example
-from spacy.util import minibatch
 from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer
 
@@ -347,25 +346,8 @@ class Elmo(TrainablePipe):
                     self.add_listener(node, component.name)
 
     # ------------------------------------------------------------------ processing
-    def __call__(self, doc: Doc) -> Doc:
-        error_handler = self.get_error_handler()
-        try:
-            self.set_annotations([doc], self.predict([doc]))
-            return doc
-        except Exception as err:
-            error_handler(self.name, self, [doc], err)
-
-    def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128) -> Iterator[Doc]:
-        """Process docs in groups of ``batch_size``; within a group, sequences are batched by
-        length (see ``max_batch_tokens``)."""
-        error_handler = self.get_error_handler()
-        for docs in minibatch(stream, size=batch_size):
-            try:
-                self.set_annotations(docs, self.predict(docs))
-                yield from docs
-            except Exception as err:
-                error_handler(self.name, self, docs, err)
-
+    # __call__ and pipe are TrainablePipe's (predict, then set_annotations, under the error
+    # handler; pipe in groups of batch_size): within a group, predict batches sequences by length.
     def predict(self, docs: Iterable[Doc]) -> List[ElmoOutput]:
         """The ELMo output of each doc (CPU arrays), without modifying the docs."""
         docs = list(docs)

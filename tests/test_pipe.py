@@ -215,6 +215,22 @@ def test_works_with_and_without_initialize(nlp):
     np.testing.assert_array_equal(nlp("No initialize needed .")._.elmo, before)
 
 
+def test_call_and_pipe_are_spacys_and_keep_its_error_handler(nlp):
+    """The pipe writes only predict and set_annotations: spaCy's TrainablePipe runs them, under
+    the pipeline's error handler, in groups of batch_size."""
+    from spacy.pipeline import TrainablePipe
+
+    from spacy_elmo.pipe import Elmo
+
+    assert Elmo.__call__ is TrainablePipe.__call__ and Elmo.pipe is TrainablePipe.pipe
+    pipe = nlp.get_pipe("elmo")
+    failed = []
+    pipe.set_error_handler(lambda name, proc, docs, err: failed.append((name, len(docs), type(err))))
+    pipe.predict = lambda docs: 1 / 0
+    assert pipe(nlp.make_doc("One .")) is None and list(pipe.pipe(nlp.tokenizer.pipe(["a", "b", "c"]), batch_size=2)) == []
+    assert failed == [("elmo", 1, ZeroDivisionError), ("elmo", 2, ZeroDivisionError), ("elmo", 1, ZeroDivisionError)]
+
+
 def test_native_checkpoint_and_model_directory(tmp_path, nlp, fixture_files):
     expected = nlp("Same weights , other file .")._.elmo
     save_bilm(load_bilm(*fixture_files), tmp_path / "native")
