@@ -58,9 +58,9 @@ from spacy_elmo.bench.report import ratio
 from spacy_elmo.bench.system import system_info
 from spacy_elmo.bench.text import default_text_path, text_lines
 from spacy_elmo.chars import batch_to_ids
-from spacy_elmo.layers.mix import default_mix_weights
 from spacy_elmo.nn.precision import runs_on
 from spacy_elmo.nn.runner import BiLMRunner
+from spacy_elmo.nn.scalar_mix import default_mix_weights
 from spacy_elmo.sources import load_bilm, resolve_weight_source
 
 from .reference import ReferenceBiLM, max_abs_differences

@@ -41,12 +41,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
-from thinc.api import NumpyOps
 
 from spacy_elmo.cli.plots import pyplot
 from spacy_elmo.cli.senses import DATA_FILE, TIE_TOLERANCE, SenseSentence, has_one_tag, read_senses, unit_rows
-from spacy_elmo.layers import mix
 from spacy_elmo.nn import BiLM
+from spacy_elmo.nn.scalar_mix import default_mix_weights, normalize_layers
 
 #: The output the ``elmo`` pipe writes to ``doc._.elmo`` with its default config.
 PIPE_DEFAULT = "contextual mix"
@@ -87,9 +86,8 @@ def sentence_layers(
 def layer_norm(layers: np.ndarray) -> np.ndarray:
     """AllenNLP's ``ScalarMix(do_layer_norm=True)`` normalisation of one sentence's
     ``(n_layers, n_tokens, width)`` layers, as a listener with ``layer_norm = true`` applies it
-    (:func:`spacy_elmo.layers.mix.layer_norm`: statistics per sentence, not per batch)."""
-    (normed,), _ = mix.layer_norm(NumpyOps(), [layers])
-    return normed
+    (:func:`spacy_elmo.nn.scalar_mix.normalize_layers` on one sentence: statistics per sentence)."""
+    return normalize_layers(torch.from_numpy(layers)).numpy()
 
 
 def candidate_weights(n_layers: int) -> Dict[str, np.ndarray]:
@@ -101,7 +99,7 @@ def candidate_weights(n_layers: int) -> Dict[str, np.ndarray]:
             name += " (top)"
         candidates[name] = np.eye(n_layers, dtype=np.float32)[k]
     candidates["equal mix"] = np.full(n_layers, 1.0 / n_layers, dtype=np.float32)
-    candidates[PIPE_DEFAULT] = mix.default_mix_weights(n_layers)
+    candidates[PIPE_DEFAULT] = default_mix_weights(n_layers)
     return candidates
 
 

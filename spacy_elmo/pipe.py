@@ -54,13 +54,14 @@ import multiprocessing
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
+import torch
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.pipeline.tok2vec import Tok2VecListener
 from spacy.tokens import Doc, Span, Token
 from spacy.training import Example
 from spacy.vocab import Vocab
-from thinc.api import Config, Model, Optimizer
+from thinc.api import Config, Model, Optimizer, torch2xp, xp2torch
 
 from . import architectures, loaders  # noqa: F401  (register the architectures and spacy_elmo.WeightLoader.v2)
 from .batching import batch_by_length
@@ -77,9 +78,9 @@ from .layers.bilm_model import (
     torch_device,
 )
 from .layers.doc_layers import LayerCache, doc_layers, split_sequences
-from .layers.mix import default_mix_weights, scalar_mix
 from .nn.bilm import BiLM
 from .nn.runner import BiLMRunner
+from .nn.scalar_mix import default_mix_weights, weighted_sum
 
 __all__ = ["Elmo", "add_vector_hooks", "batch_by_length", "make_elmo", "split_sequences"]
 
@@ -365,7 +366,9 @@ class Elmo(TrainablePipe):
         ops = self.model.ops
         weights = self.layer_weights()
         width = self.model.get_dim("nO")
-        mixed, _ = scalar_mix(ops, ops.asarray1f(weights), self.gamma, layers)
+        scale = xp2torch(ops.asarray1f(weights * self.gamma))
+        with torch.no_grad():
+            mixed = [torch2xp(weighted_sum(xp2torch(x), scale)) for x in layers]
         return [
             ElmoOutput(
                 width,

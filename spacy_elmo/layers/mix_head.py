@@ -1,15 +1,22 @@
 """A listener's task-specific head: its own scalar mix of the biLM layers, dropout, optional
-token embedding, Maxout to ``width`` (Peters et al. 2018, eq. 1, then ``[x_k; ELMo_k]``)."""
+token embedding, Maxout to ``width`` (Peters et al. 2018, eq. 1, then ``[x_k; ELMo_k]``).
+
+The mix is ``spacy_elmo.nn.scalar_mix`` (the one implementation: its scale once a batch, then
+each doc's weighted sum, layer-normalised first with ``layer_norm``), run under autograd on the
+head's Thinc parameters ``s`` and ``gamma``: Thinc's optimizer updates them (and averages them
+with ``use_averages``), and saved pipelines keep them as Thinc parameters.
+"""
 
 from __future__ import annotations
 
 from typing import List, Optional, Tuple
 
+import torch
 from spacy.tokens import Doc
-from thinc.api import Maxout, Model, with_array
+from thinc.api import Maxout, Model, torch2xp, with_array, xp2torch
 from thinc.types import Floats2d, Floats3d
 
-from .mix import layer_norm, scalar_mix, softmax_scale_backprop
+from ..nn.scalar_mix import mix_scale, normalize_layers, weighted_sum
 
 MixInput = Tuple[List[Doc], List[Floats3d]]
 
@@ -20,7 +27,8 @@ def mix_head(
     token_embed: Optional[Model] = None,
     layer_norm: bool = False,
 ) -> Model[MixInput, List[Floats2d]]:
-    """The task-specific part: scalar mix (of layer-normalised layers with ``layer_norm``),
+    """The task-specific part: scalar mix (of layer-normalised layers with ``layer_norm``,
+    statistics per doc, so that a doc's features do not depend on the docs batched with it),
     dropout, optional token embedding, Maxout to width.
 
     Input ``(docs, layers)``: each layers array ``(nL, len(doc), nI)``. Params: ``s`` (nL,) and
@@ -54,15 +62,37 @@ def _mix_init(model: Model, X: Optional[MixInput] = None, Y=None) -> Model:
     return model
 
 
+def _mix(model: Model, layers: List[Floats3d], is_train: bool):
+    """Each doc's ``(nL, n_tokens, nI)`` layers -> ``(n_tokens, nI)``, and the backprop that
+    adds the gradients of ``s`` and ``gamma`` and returns those of the layers. The docs travel
+    as one tensor, split into per-doc views at the end (and for the layer norm's statistics)."""
+    ops = model.ops
+    if not layers:
+        return [], lambda d_mixed: []
+    lengths = [x.shape[1] for x in layers]
+    params = [xp2torch(model.get_param(name), requires_grad=is_train) for name in ("s", "gamma")]
+    joined = xp2torch(ops.xp.concatenate(layers, axis=1), requires_grad=is_train)
+    with torch.set_grad_enabled(is_train):
+        scale = mix_scale(*params)
+        normed = joined
+        if model.attrs["layer_norm"]:  # statistics per doc
+            normed = torch.cat([normalize_layers(x) for x in torch.split(joined, lengths, dim=1)], dim=1)
+        output = weighted_sum(normed, scale)
+    mixed = ops.xp.split(torch2xp(output.detach()), ops.xp.cumsum(lengths)[:-1].tolist())
+
+    def backprop(d_mixed: List[Floats2d]) -> List[Floats3d]:
+        output.backward(xp2torch(ops.xp.concatenate(d_mixed)))
+        for name, param in zip(("s", "gamma"), params):
+            model.inc_grad(name, torch2xp(param.grad))
+        return ops.xp.split(torch2xp(joined.grad), ops.xp.cumsum(lengths)[:-1].tolist(), axis=1)
+
+    return mixed, backprop
+
+
 def _mix_forward(model: Model, X: MixInput, is_train: bool):
     docs, layers = X
     ops = model.ops
-    s, gamma = model.get_param("s"), model.get_param("gamma")
-    weights = ops.softmax(s)
-    backprop_norm = None
-    if model.attrs["layer_norm"]:
-        layers, backprop_norm = layer_norm(ops, layers)
-    mixed, backprop_mix = scalar_mix(ops, weights, gamma[0], layers)
+    mixed, backprop_mix = _mix(model, layers, is_train)
     rate = model.attrs["dropout_rate"] if is_train else 0.0
     masks = [ops.get_dropout_mask(m.shape, rate) if rate else None for m in mixed]
     dropped = [m * mask if mask is not None else m for m, mask in zip(mixed, masks)]
@@ -80,10 +110,6 @@ def _mix_forward(model: Model, X: MixInput, is_train: bool):
             backprop_embed([d[:, width:] for d in d_features])
         d_mixed = [d[:, :width] for d in d_features]
         d_mixed = [d * mask if mask is not None else d for d, mask in zip(d_mixed, masks)]
-        d_scale, d_layers = backprop_mix(d_mixed)
-        d_s, d_gamma = softmax_scale_backprop(weights, gamma[0], d_scale)
-        model.inc_grad("s", d_s)
-        model.inc_grad("gamma", ops.asarray1f([d_gamma]))
-        return backprop_norm(d_layers) if backprop_norm is not None else d_layers
+        return backprop_mix(d_mixed)
 
     return outputs, backprop

@@ -1,14 +1,54 @@
-"""ELMo's task-specific layer mix: ``gamma * sum_j softmax(s)_j * h_j`` (Peters et al. 2018, eq. 1)."""
+"""ELMo's task-specific layer mix: ``gamma * sum_j softmax(s)_j * h_j`` (Peters et al. 2018, eq. 1).
+
+The one implementation of the mix: the :class:`ScalarMix` module for users of the bare biLM, the
+``elmo`` pipe's fixed mix (:func:`weighted_sum`) and a listener's learned mix
+(``layers/mix_head.py``, which runs :func:`scalar_mix` on its Thinc parameters under autograd).
+"""
 
 from __future__ import annotations
 
 from typing import Optional, Sequence
 
+import numpy as np
 import torch
 from torch import nn
 
 #: Added to the variance before the layer norm's square root, as in AllenNLP's ``ScalarMix``.
 LAYER_NORM_EPS = 1e-12
+
+
+def default_mix_weights(n_layers: int) -> np.ndarray:
+    """The pipe's mix when ``mix_weights`` is null, (n_layers,) float32: the LSTM layers equally
+    and not the token layer, which is the same for every occurrence of a word and, longer than
+    the LSTM outputs, would pull all cosines of a word towards 1 (``python -m benchmarks senses``)."""
+    weights = np.full(n_layers, 1.0 / (n_layers - 1), dtype=np.float32)
+    weights[0] = 0.0
+    return weights
+
+
+def weighted_sum(layers: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """``sum_j scale_j layers_j``, ``scale = gamma * w`` (n_layers,): layers (n_layers, *shape,
+    dim) -> (*shape, dim)."""
+    return torch.tensordot(scale.to(layers.dtype), layers, dims=([0], [0]))
+
+
+def mix_scale(s: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
+    """``gamma * softmax(s)``, (n_layers,): the learned mix's scale."""
+    return gamma * torch.softmax(s, dim=0)
+
+
+def scalar_mix(
+    layers: torch.Tensor,
+    s: torch.Tensor,
+    gamma: torch.Tensor,
+    layer_norm: bool = False,
+    mask: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """``gamma * sum_j softmax(s)_j h_j``, each layer first normalised over all its unmasked
+    elements with ``layer_norm``: layers (n_layers, *shape, dim) -> (*shape, dim)."""
+    if layer_norm:
+        layers = normalize_layers(layers, mask)
+    return weighted_sum(layers, mix_scale(s, gamma))
 
 
 class ScalarMix(nn.Module):
@@ -56,18 +96,19 @@ class ScalarMix(nn.Module):
                 f"ScalarMix built for {self.n_layers} layers got a tensor with {layers.shape[0]} "
                 f"(shape {tuple(layers.shape)})"
             )
-        if self.layer_norm:
-            layers = _masked_layer_norm(layers, mask)
-        weights = self.normalized_weights().to(layers.dtype)
-        mixed = torch.tensordot(weights, layers, dims=([0], [0]))
-        return self.gamma.to(layers.dtype) * mixed
+        return scalar_mix(layers, self.scalar_parameters, self.gamma, self.layer_norm, mask)
 
 
-def _masked_layer_norm(layers: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
-    if mask is None:
-        mask = torch.ones(layers.shape[1:-1], dtype=torch.bool, device=layers.device)
-    m = mask[None, ..., None].to(layers.dtype)
+def normalize_layers(layers: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Each layer minus the mean of its unmasked elements (all without a mask), over their
+    standard deviation: layers (n_layers, *shape, dim), same shape; an empty one stays as it is."""
     dims = tuple(range(1, layers.dim()))
+    if mask is None:
+        if layers.numel() == 0:
+            return layers
+        centered = layers - layers.mean(dim=dims, keepdim=True)
+        return centered * torch.rsqrt((centered**2).mean(dim=dims, keepdim=True) + LAYER_NORM_EPS)
+    m = mask[None, ..., None].to(layers.dtype)
     count = (m.sum() * layers.shape[-1]).clamp(min=1)
     mean = (layers * m).sum(dim=dims, keepdim=True) / count
     var = (((layers - mean) * m) ** 2).sum(dim=dims, keepdim=True) / count
