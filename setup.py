@@ -18,7 +18,7 @@ setup(
     python_requires=">=3.9",
     packages=find_packages(include=["spacy_elmo", "spacy_elmo.*"]),
     include_package_data=True,
-    package_data={"spacy_elmo": ["py.typed", "data/*.txt", "data/*.jsonl", "models/*/*", "hub/*.json", "configs/*.cfg"]},
+    package_data={"spacy_elmo": ["py.typed", "data/*.txt", "data/*.jsonl", "models/*/*", "hub/*.json", "configs/*.cfg", "configs/recipes/*.cfg"]},
     install_requires=[
         "spacy>=3.7,<4",
         "thinc>=8.2,<9",

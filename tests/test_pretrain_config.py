@@ -110,7 +110,7 @@ def test_init_config_recipes_are_the_default_config_with_their_settings(tmp_path
     from typer.testing import CliRunner
 
     from spacy_elmo.cli import app
-    from spacy_elmo.pretrain.config import BILM_TF_RECIPE, RECIPES
+    from spacy_elmo.pretrain.config import RECIPES
 
     runner = CliRunner()
     settings = {}
@@ -126,7 +126,7 @@ def test_init_config_recipes_are_the_default_config_with_their_settings(tmp_path
     assert bilm_tf.options.lstm.dim == 4096 and bilm_tf.corpus.batching == "windows"
     assert bilm_tf.optimizer.name == "adagrad" and bilm_tf.objective.n_negative_samples == 8192
     assert fast.model_dump(exclude={"model"}) == bilm_tf.model_dump(exclude={"model"})
-    assert set(RECIPES["fast"]) == set(BILM_TF_RECIPE)
+    assert set(RECIPES["fast"]) == set(RECIPES["bilm-tf"])
     result = runner.invoke(app, ["init-config", str(tmp_path / "x.cfg"), "--recipe", "huge"])
     assert result.exit_code == 1 and "choose one of default, bilm-tf, fast" in result.output
     assert not (tmp_path / "x.cfg").exists()

@@ -126,6 +126,8 @@ def test_the_venv_imports_the_wheel_not_the_checkout(installed):
         "spacy_elmo/data/wikitext2_valid_head.txt",
         "spacy_elmo/data/wikitext2_valid_head.NOTICE.txt",
         "spacy_elmo/data/senses.jsonl",
+        "spacy_elmo/configs/pretrain.cfg",
+        "spacy_elmo/configs/recipes/bilm-tf.cfg",
     ):
         assert data in names, data
         assert (package.parent / data).is_file(), data

@@ -26,132 +26,10 @@ from .corpus import CorpusSettings
 from .optimizers import Fraction, OptimizerSettings
 from .section import Section, describe_error
 
-DEFAULT_CONFIG = """
-# Pretraining config for spacy_elmo. Write a copy with `python -m spacy_elmo init-config`.
-# Any value can be overridden on the command line: --training.max_steps 1000
-
-[paths]
-train = null
-dev = null
-vocab = null
-init_bilm = null
-
-[system]
-seed = 0
-# CPU threads for torch (torch.set_num_threads), at least 1 (like every --threads of the CLI), or
-# "auto": 2 where the process may use two cores (the two LSTM directions then train side by
-# side, each on a thread of its own), else 1. 1 is safe on a shared machine (two processes each
-# running a pool of all the cores' threads can be many times slower than either alone) and gives
-# the same numbers on every machine: the weights are bitwise reproducible for the same seed and
-# thread count only. On a dedicated machine, set it to the cores you want to use (--threads N).
-threads = 1
-
-# The biLM's shape: the fields of the released options.json. The defaults are a small model
-# that trains on a CPU; the released "original" model is
-# filters [[1,32],[2,32],[3,64],[4,128],[5,256],[6,512],[7,1024]], n_highway 2,
-# lstm_dim 4096, projection_dim 512, cell_clip 3, proj_clip 3.
-[model]
-char_embedding_dim = 16
-filters = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256]]
-n_highway = 1
-activation = "relu"
-lstm_dim = 512
-projection_dim = 128
-n_layers = 2
-# null disables clipping, which lets torch's fused LSTM (cuDNN) run on a GPU; the CPU runs the
-# package's own loop either way.
-cell_clip = null
-proj_clip = null
-use_skip_connections = true
-
-[corpus]
-train = ${paths.train}
-dev = ${paths.dev}
-# true: lines are already tokenized (split on whitespace); false: spaCy's tokenizer for `lang`.
-tokenized = true
-lang = "en"
-# Cut lines into sentences (the biLM reads sentences at inference time).
-split_sentences = true
-max_sequence_length = 100
-# Lines that are not valid UTF-8: "skip" (counted in the metrics) or "raise".
-on_decode_error = "skip"
-# Sequences shuffled together, then bucketed by length.
-shuffle_buffer = 10000
-# "sentences": batches of whole sentences (bucketed by length), each from zero LSTM states, as
-# the biLM reads text at inference time. "windows": bilm-tf's batches, rows of running text
-# (sentences one after another, split anywhere) of window_length tokens, training.batch_tokens /
-# window_length rows, each row's LSTM states carried on to the next batch; every batch the same
-# shape, which lets a GPU run the whole step as one graph (training.step).
-batching = "sentences"
-window_length = 20
-# Cap the tokens scored in each held-out evaluation (null: the whole dev file).
-dev_max_tokens = null
-
-[vocab]
-# An existing vocab.txt (<S>, </S>, <UNK>, then words by frequency), or null to build one.
-path = ${paths.vocab}
-size = 50000
-min_count = 1
-
-[objective]
-# "full" softmax, "sampled" softmax, or "auto" (sampled when the vocabulary exceeds 100k).
-softmax = "auto"
-n_negative_samples = 8192
-dropout = 0.1
-# Sampled softmax with adagrad: update only the softmax rows each step uses (bilm-tf's sparse
-# updates; the same numbers as dense Adagrad without a dense vocab x dim gradient per step, and
-# data parallel ranks exchange those rows instead of the whole softmax). "auto": whenever the
-# softmax is sampled, the optimizer adagrad and weight_decay 0; true: require it; false: dense.
-sparse_updates = "auto"
-
-[optimizer]
-# "adagrad" (the paper's: lr 0.2, initial accumulator 1.0) or "adam".
-name = "adam"
-learning_rate = 0.002
-initial_accumulator_value = 1.0
-beta1 = 0.9
-beta2 = 0.999
-weight_decay = 0.0
-# Gradients are clipped to this global norm (bilm-tf: 10).
-clip_norm = 10.0
-warmup_steps = 200
-# "constant" or "linear" decay to 0 at training.max_steps (after warmup).
-schedule = "linear"
-
-[initialize]
-# Start from an existing biLM instead of random weights (continued pretraining, e.g. on text of
-# your domain): a released model directory (options.json + weights.hdf5), the name of a model
-# downloaded with `python -m spacy_elmo download NAME`, a pretraining output
-# directory, or an options.json with its weight_file. [model] must describe the same shape:
-# `python -m spacy_elmo init-config CONFIG --model DIR` writes a config that does. A pretraining
-# output directory whose vocab.txt is this run's vocabulary (set vocab.path to it) also gives
-# the softmax; otherwise the softmax starts fresh (released models come without one).
-bilm = ${paths.init_bilm}
-weight_file = null
-# Train only the softmax for the first N steps (the biLM frozen, no gradient through it):
-# a fresh softmax is random, and its first gradients would otherwise flow back into the
-# trained biLM. Counted in training.max_steps and in the learning-rate schedule. Single process.
-softmax_only_steps = 0
-
-[training]
-# Padded tokens per batch and per process, boundary tokens included (bilm-tf: 128 x 20).
-batch_tokens = 2560
-max_steps = 10000
-# "fp32", "tf32" (TensorFloat-32 products on a GPU), "bf16" or "fp16" (autocast; fp16 adds a
-# gradient scaler).
-precision = "fp32"
-# How each update runs: "eager" (op by op), "cuda_graph" (the whole update recorded once and
-# replayed: windows on a GPU), "compile" (torch.compile; windows), or "auto": "cuda_graph" for
-# windows on a GPU (not with fp16), else "eager".
-step = "auto"
-# "cuda_graph" and "compile": the fixed number of distinct tokens the character CNN encodes per
-# batch (the batch's own, padded); a batch with more runs eagerly (logged as eager_steps).
-# null: one per position of the forward windows (batch_tokens rounded down to whole windows).
-distinct_tokens = null
-eval_every = 1000
-checkpoint_every = 1000
-log_every = 50
-"""
+#: The package's config files: the documented default (``pretrain.cfg``, written by ``init-config``)
+#: and the recipes of ``init-config --recipe`` (``recipes/NAME.cfg``: keys that replace its own).
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+DEFAULT_CONFIG = (CONFIGS / "pretrain.cfg").read_text(encoding="utf-8")
 
 
 #: ``[training] step`` values (``static_step.resolve_step_kind``).
@@ -408,52 +286,15 @@ def model_overrides(options: BiLMOptions) -> Dict[str, Any]:
     }
 
 
-#: The released "original" biLM's shape (93.6M parameters).
-ORIGINAL_SHAPE = {
-    "model.char_embedding_dim": 16,
-    "model.filters": [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]],
-    "model.n_highway": 2,
-    "model.activation": "relu",
-    "model.lstm_dim": 4096,
-    "model.projection_dim": 512,
-    "model.n_layers": 2,
-    "model.use_skip_connections": True,
-}
+def _recipe(name: str) -> Dict[str, Any]:
+    """``{"section.key": value}`` of ``configs/recipes/NAME.cfg``."""
+    config = Config().from_disk(CONFIGS / "recipes" / f"{name}.cfg", interpolate=False)
+    return {f"{section}.{key}": value for section, keys in config.items() for key, value in keys.items()}
 
-#: bilm-tf's training of the original model (bilm/train.py, the paper's section 3): cell and
-#: projection clip 3, windows of 20 tokens in rows of 128, sampled softmax with 8,192
-#: negatives, Adagrad at 0.2 (accumulators from 1.0), gradients clipped to norm 10, dropout 0.1,
-#: the words seen at least 3 times (793,471 in the 1B Word Benchmark).
-BILM_TF_RECIPE = {
-    **ORIGINAL_SHAPE,
-    "model.cell_clip": 3.0,
-    "model.proj_clip": 3.0,
-    "corpus.batching": "windows",
-    "corpus.window_length": 20,
-    "training.batch_tokens": 2560,
-    "vocab.size": 800000,
-    "vocab.min_count": 3,
-    "objective.softmax": "sampled",
-    "objective.n_negative_samples": 8192,
-    "objective.dropout": 0.1,
-    "optimizer.name": "adagrad",
-    "optimizer.learning_rate": 0.2,
-    "optimizer.initial_accumulator_value": 1.0,
-    "optimizer.clip_norm": 10.0,
-    "optimizer.warmup_steps": 0,
-    "optimizer.schedule": "constant",
-}
 
-#: Named starting points of ``init-config --recipe``: overrides of the documented default.
-#: "default": a small model that trains on a CPU, on sentences. "bilm-tf": the released
-#: original shape as bilm-tf trained it. "fast": the same without cell and projection clipping,
-#: which lets torch's fused LSTM (cuDNN) run on a GPU; docs/manual.md gives what it costs in
-#: held-out perplexity.
-RECIPES: Dict[str, Dict[str, Any]] = {
-    "default": {},
-    "bilm-tf": BILM_TF_RECIPE,
-    "fast": {**BILM_TF_RECIPE, "model.cell_clip": None, "model.proj_clip": None},
-}
+#: Named starting points of ``init-config --recipe``: "default", a small model that trains on a
+#: CPU, on sentences (the default config as it is); the others are files of ``configs/recipes``.
+RECIPES: Dict[str, Dict[str, Any]] = {"default": {}, "bilm-tf": _recipe("bilm-tf"), "fast": _recipe("fast")}
 
 
 def config_text(recipe: str = "default", values: Optional[Dict[str, Any]] = None) -> str:
