@@ -245,10 +245,11 @@ class Stage:
 
 
 def _stop(process: subprocess.Popen) -> str:
-    """SIGTERM to the process, its group and its descendants (torchrun's workers each run in a
-    session of their own), SIGKILL after ``GRACE_S``; returns what it wrote."""
+    """SIGINT to the process, its group and its descendants (torchrun's workers each run in a
+    session of their own; pytest ends its session, writing its report), then SIGTERM and SIGKILL,
+    each after ``GRACE_S``; returns what it wrote."""
     pids = [process.pid, *descendants(process.pid)]
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
         for kill, pid in [(os.killpg, process.pid), *((os.kill, pid) for pid in pids)]:
             try:
                 kill(pid, sig)
@@ -281,10 +282,13 @@ def _checkout_path(*parts: str) -> Path:
 
 
 def _pytest(stage: Stage, only_device_tests: bool) -> Dict[str, Any]:
-    """The suite (or the tests taking the ``device`` fixture) on the stage's device."""
+    """The suite (or the tests taking the ``device`` fixture) on the stage's device; what passed
+    and failed is read from pytest's ``--junitxml`` report (a run stopped at the deadline writes
+    it too: the stop's SIGINT lets pytest finish the session)."""
     paths = [str(_checkout_path(p).relative_to(CHECKOUT)) for p in stage.sizes.test_paths]
-    # -v names each test as it ends, so a run stopped at the deadline still says what failed.
-    argv = [sys.executable, "-m", "pytest", *paths, "--device", stage.device.type, "-v", "-rfE", "-p", "no:cacheprovider"]
+    report = stage.workdir / f"pytest-{'device' if only_device_tests else 'suite'}.xml"
+    report.unlink(missing_ok=True)
+    argv = [sys.executable, "-m", "pytest", *paths, "--device", stage.device.type, "-rfE", "-p", "no:cacheprovider", f"--junitxml={report}"]
     if only_device_tests:
         argv += ["-m", "uses_device"]
     else:
@@ -292,8 +296,7 @@ def _pytest(stage: Stage, only_device_tests: bool) -> Dict[str, Any]:
         if (CHECKOUT / OWN_TESTS).is_file() and "tests" in paths:
             argv += ["--ignore", OWN_TESTS]
     code, output, seconds = stage.run(argv, cwd=CHECKOUT)
-    counts = pytest_counts(output)
-    failures = failed_tests(output)
+    counts, failures = junit_results(report)
     result: Dict[str, Any] = {
         "command": " ".join(argv[1:]),
         "exit_status": code,
@@ -317,48 +320,25 @@ def _parallel_workers() -> List[str]:
     return ["-n", "8"] if importlib.util.find_spec("xdist") and (os.cpu_count() or 1) >= 16 else []
 
 
-def failed_tests(output: str) -> List[str]:
-    """``FAILED <test id>`` / ``ERROR <test id>`` for each test that failed, in order, from
-    ``-v`` lines as they came (``tests/x.py::y FAILED``, with xdist ``[gw0] ... FAILED
-    tests/x.py::y``) and from the summary."""
-    found: Dict[str, None] = {}
-    for line in output.splitlines():
-        words = line.split()
-        for verdict in ("FAILED", "ERROR"):
-            if verdict not in words:
-                continue
-            at = words.index(verdict)
-            ids = [w for w in words[max(at - 1, 0) : at + 2] if "::" in w]
-            if ids:
-                found[f"{verdict} {ids[0]}"] = None
-    return list(found)
+def junit_results(report: Path) -> Tuple[Dict[str, int], List[str]]:
+    """``({"passed", "failed", "skipped", "errors"}: counts, ["FAILED <test id>" / "ERROR <test
+    id>", ...])`` from pytest's ``--junitxml`` report; nothing where pytest wrote none."""
+    import xml.etree.ElementTree as ElementTree
 
-
-def pytest_counts(output: str) -> Dict[str, int]:
-    """passed/failed/skipped/errors from pytest's last summary line; from the progress dots or
-    the ``-v`` lines when there is none (a run stopped at the deadline)."""
-    counts = {"passed": 0, "failed": 0, "skipped": 0, "errors": 0, "deselected": 0}
-    names = {"passed": "passed", "failed": "failed", "skipped": "skipped", "error": "errors", "errors": "errors", "deselected": "deselected"}
-    summary = [line for line in output.splitlines() if " in " in line and any(f" {n}" in line for n in names)]
-    if summary:
-        words = summary[-1].replace(",", " ").split()
-        for number, word in zip(words, words[1:]):
-            if number.isdigit() and word in names:
-                counts[names[word]] += int(number)
-        return counts
-    marks = {".": "passed", "F": "failed", "s": "skipped", "E": "errors"}
-    verdicts = {"PASSED": "passed", "FAILED": "failed", "SKIPPED": "skipped", "ERROR": "errors"}
-    for line in output.splitlines():
-        progress = line.split("[")[0].strip()
-        if progress and set(progress) <= set(".FsExX"):
-            for mark in progress:
-                if mark in marks:
-                    counts[marks[mark]] += 1
-        elif "::" in line and not line.startswith(("FAILED ", "ERROR ")):  # -v: one test a line
-            verdict = next((v for v in verdicts if v in line.split()), None)
-            if verdict:
-                counts[verdicts[verdict]] += 1
-    return counts
+    counts = {"passed": 0, "failed": 0, "skipped": 0, "errors": 0}
+    failures: List[str] = []
+    if not report.is_file():
+        return counts, failures
+    for case in ElementTree.parse(report).iter("testcase"):
+        if case.get("name") is None:  # the test running when the run was stopped
+            continue
+        test_id = f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"  # tests.test_x
+        verdict = next((tag for tag in ("failure", "error", "skipped") if case.find(tag) is not None), "passed")
+        kind = {"failure": "failed", "error": "errors"}.get(verdict, verdict)
+        counts[kind] += 1
+        if kind in ("failed", "errors"):
+            failures.append(f"{'FAILED' if kind == 'failed' else 'ERROR'} {test_id}")
+    return counts, failures
 
 
 def tests_stage(stage: Stage) -> None:

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from benchmarks import gpu_run
 from benchmarks.cli import app
-from benchmarks.gpu_run import SMOKE, STAGES, Stage, failed_tests, pytest_counts
+from benchmarks.gpu_run import SMOKE, STAGES, Stage, junit_results
 
 SYSTEM_FIELDS = ("python", "torch", "cpu", "gpu", "gpu_driver", "cuda", "cudnn", "cupy", "spacy")
 MAX_FILE_BYTES = 16 * 2**20
@@ -119,32 +119,45 @@ def test_a_subprocess_is_stopped_at_the_deadline(tmp_path):
     assert code is None and "started" in output  # None: stopped, not ended
 
 
-def test_pytest_counts_from_the_summary_or_from_the_dots_of_a_stopped_run():
-    assert pytest_counts("..F\nFAILED tests/a.py::t - x\n2 failed, 9 passed, 1 skipped in 3.2s\n") == {
-        "passed": 9, "failed": 2, "skipped": 1, "errors": 0, "deselected": 0,
-    }
-    assert pytest_counts("....s.F. [ 40%]\n..") == {
-        "passed": 8, "failed": 1, "skipped": 1, "errors": 0, "deselected": 0,
-    }
+SAMPLE_TESTS = """
+import time, pytest
 
+def test_passes():
+    pass
 
-#: What ``pytest -v`` printed on the GPU machine, with xdist and without, cut by a deadline.
-VERBOSE_RUN = """\
-[gw0] [ 12%] PASSED tests/test_lstm.py::test_reverse_padded_keeps_padding_in_place
-[gw3] [ 13%] FAILED tests/test_cli.py::test_pretraining_commands_are_in_spacys_cli
-[gw1] [ 14%] SKIPPED tests/test_bench_gpu.py::test_cuda_without_a_gpu_is_refused
-tests/test_bilm.py::test_batch_invariance[cuda] PASSED                   [ 15%]
-tests/test_pipe.py::test_bad_weights ERROR                               [ 16%]
+def test_fails():
+    assert False
+
+@pytest.mark.skip(reason="no")
+def test_skipped():
+    pass
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("fixture")
+
+def test_errors(broken):
+    pass
+
+def test_zz_sleeps_past_the_deadline():
+    time.sleep(60)
 """
 
 
-def test_a_verbose_run_stopped_at_the_deadline_names_its_failures():
-    assert failed_tests(VERBOSE_RUN + "FAILED tests/test_cli.py::test_pretraining_commands_are_in_spacys_cli - x\n") == [
-        "FAILED tests/test_cli.py::test_pretraining_commands_are_in_spacys_cli",
-        "ERROR tests/test_pipe.py::test_bad_weights",
-    ]
-    assert failed_tests("..F\nFAILED tests/a.py::t - x\n1 failed in 1s\n") == ["FAILED tests/a.py::t"]
-    assert pytest_counts(VERBOSE_RUN) == {"passed": 2, "failed": 1, "skipped": 1, "errors": 1, "deselected": 0}
+def test_pytest_results_come_from_its_junit_report_also_when_stopped_at_the_deadline(tmp_path):
+    """pytest runs until the deadline stops it (SIGINT: it ends its session and writes
+    --junitxml); the counts and the failing tests' ids are read from that report."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_sample.py").write_text(SAMPLE_TESTS)
+    stage = Stage("tests", torch.device("cpu"), SMOKE, 8.0, tmp_path, logging.getLogger(__name__), print)
+    report = tmp_path / "report.xml"
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--junitxml={report}", "tests"]
+    code, _, _ = stage.run(argv, cwd=tmp_path)
+    assert code is None  # stopped, not ended
+    counts, failures = junit_results(report)
+    assert counts == {"passed": 1, "failed": 1, "skipped": 1, "errors": 1}
+    assert failures == ["FAILED tests/test_sample.py::test_fails", "ERROR tests/test_sample.py::test_errors"]
+    assert junit_results(tmp_path / "missing.xml") == ({"passed": 0, "failed": 0, "skipped": 0, "errors": 0}, [])
 
 
 def test_an_unknown_stage_is_refused(tmp_path):

@@ -109,7 +109,7 @@ def list_cached() -> List[CachedModel]:
 
 def _describe(directory: Path) -> CachedModel:
     manifest = read_manifest(directory) or {}
-    problem = _problem(directory, manifest)
+    problem = unusable_reason(directory, manifest)
     size = sum(f.stat().st_size for f in directory.iterdir() if f.is_file())
     return CachedModel(
         name=directory.name,
@@ -121,7 +121,7 @@ def _describe(directory: Path) -> CachedModel:
     )
 
 
-def _problem(directory: Path, manifest: Dict[str, Any]) -> Optional[str]:
+def unusable_reason(directory: Path, manifest: Dict[str, Any]) -> Optional[str]:
     """Why ``directory`` is not a usable model, or None when it is."""
     if not manifest:
         return f"no {MANIFEST_NAME}"
@@ -145,7 +145,7 @@ def model_dir(name: str) -> Path:
     """
     directory = model_path(name)
     manifest = read_manifest(directory) or {}
-    problem = _problem(directory, manifest) if directory.is_dir() else "not downloaded"
+    problem = unusable_reason(directory, manifest) if directory.is_dir() else "not downloaded"
     if problem is None:
         return directory
     raise ModelNotCachedError(

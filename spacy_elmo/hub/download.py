@@ -34,7 +34,7 @@ from tqdm import tqdm
 from ..formats.base import OPTIONS_NAME, WeightFileError
 from ..formats.bilm_tf import HDF5_NAME, read_bilm_tf_weights
 from ..options import BiLMOptions, OptionsError
-from .cache import MANIFEST_NAME, _problem, check_name, model_path, read_manifest, write_manifest
+from .cache import MANIFEST_NAME, check_name, model_path, read_manifest, unusable_reason, write_manifest
 from .catalog import get_release, options_shape, releases
 
 #: Seconds to wait for a connection or for the next bytes of a response.
@@ -103,7 +103,7 @@ def download_model(
     directory = model_path(check_name(name))
     with _one_download_at_a_time(directory, progress):
         manifest = read_manifest(directory) if directory.is_dir() else None
-        cached = manifest if manifest and _problem(directory, manifest) is None else None
+        cached = manifest if manifest and unusable_reason(directory, manifest) is None else None
         if cached and not force:
             return directory
         created = not directory.exists()

@@ -147,7 +147,7 @@ class CharacterEncoder(nn.Module):
 def _max_over_positions(x: torch.Tensor) -> torch.Tensor:
     """(N, channels, positions) -> (N, channels): ``amax`` when no gradient flows (the faster
     forward), else ``max`` with its indices, whose backward writes each gradient to its maximum's
-    position where ``amax``'s compares every position with the maximum (fwd + bwd 2.8x faster at
-    1,000 x 256 x 20 on the CPU). The values are the same; a gradient tied between identical
+    position where ``amax``'s compares every position with the maximum (faster on the CPU:
+    docs/manual.md, "Design"). The values are the same; a gradient tied between identical
     windows goes to one of them instead of being split, which gives the weights the same sum."""
     return x.max(dim=-1).values if x.requires_grad else x.amax(dim=-1)

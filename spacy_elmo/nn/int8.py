@@ -18,7 +18,7 @@ Why this mechanism: ``torch._int_mm`` is the plain tensor op that PyTorch's own 
 (fastest with VNNI; AVX2 CPUs run it too). Where a build lacks it on the CPU, preparing raises an
 error that says so. Without VNNI, oneDNN's kernel multiplies unsigned by signed bytes and adds
 pairs of products in int16 with saturation (``vpmaddubsw``): full 8-bit weights overflow it and
-silently corrupt the sums (measured: per-token cosine 0.986 instead of 0.9999). The first
+silently corrupt the sums (docs/manual.md gives the cosine it cost). The first
 preparation therefore probes the kernel once with extreme values and, if it saturates, quantizes
 weights to 7 bits, whose pair sums cannot overflow.
 
@@ -26,9 +26,9 @@ Two kernels, chosen once per process by the CPU (``int8_backend``):
 
 - ``"int_mm"``, ``torch._int_mm`` as above, on CPUs with VNNI (``avx512_vnni`` or ``avx_vnni``), and
   wherever the other is missing;
-- ``"fbgemm"``, on x86 CPUs without VNNI: ``torch._int_mm`` ran there at 1 GMAC/s (1% of the
-  integer peak, 12x slower than float32; 2-core AMD EPYC, AVX2, PyTorch 2.13) while FBGEMM's
-  quantized linear, which PyTorch ships for this case, ran 30 to 45 GMAC/s. FBGEMM quantizes its
+- ``"fbgemm"``, on x86 CPUs without VNNI, where ``torch._int_mm`` runs far below float32 and
+  FBGEMM's quantized linear, which PyTorch ships for this case, far above it (docs/manual.md,
+  "Where the time goes, and int8 on AVX2 without VNNI", gives the figures). FBGEMM quantizes its
   input per tensor, asymmetrically, to 7 bits (``reduce_range``, which keeps AVX2's int16 pair
   sums from saturating). Per tensor would make a sentence's vectors depend on the others in its
   batch (and on the thread split, and on the token cache), so each row is first divided by

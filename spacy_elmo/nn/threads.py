@@ -3,8 +3,8 @@ that runs independent pieces of a batch (the two LSTM directions, shards of the 
 side.
 
 PyTorch's intra-op threads meet at the end of every op: when other processes keep the cores
-busy, each op waits for a descheduled thread (on a 2-core machine shared with one other job,
-``en_core_web_sm`` + elmo ran 25x slower with 2 such threads than with 1). Pieces of a batch that
+busy, each op waits for a descheduled thread (docs/manual.md, "Threads", gives what that cost
+on a shared 2-core machine). Pieces of a batch that
 share nothing run side by side instead, each on ops of the process's intra-op thread count, and
 meet once per batch. Nothing here writes PyTorch's thread count during a pipe's call: it is the
 process's, set once by the user (``torch.set_num_threads(1)``, ``OMP_NUM_THREADS=1``) or by a
