@@ -73,7 +73,6 @@ from .layers.bilm_model import (
     bilm_settings,
     configured_source,
     ensure_bilm,
-    get_runner,
     load_weights,
     torch_device,
 )
@@ -229,14 +228,10 @@ class Elmo(TrainablePipe):
     def ensure_loaded(self) -> BiLMRunner:
         """The runner, the model initialized first if it has no weights: the configured ones
         are read, with errors that name the pipe."""
-        loaded = get_runner(self.model) is not None
         try:
-            runner = ensure_bilm(self.model)
+            return ensure_bilm(self.model)
         except (FileNotFoundError, ValueError) as err:
             raise type(err)(f"elmo pipe '{self.name}': {err}") from None
-        if not loaded:
-            self._link_listener_dims()
-        return runner
 
     def weight_source(self) -> WeightSource:
         """The files the model block names, resolved now (their weights are not read): a missing
@@ -268,16 +263,8 @@ class Elmo(TrainablePipe):
                 load_weights(self.model, weights())
             except (FileNotFoundError, ValueError) as err:
                 raise type(err)(f"elmo pipe '{self.name}': {err}") from None
-            self._link_listener_dims()
         self.ensure_loaded()
         self.layer_weights()
-
-    def _link_listener_dims(self) -> None:
-        runner = get_runner(self.model)
-        if runner is None:
-            return
-        for listener in self.listeners:
-            listeners.set_layer_dims(listener, runner.bilm.n_output_layers, runner.bilm.output_dim)
 
     def layer_weights(self) -> np.ndarray:
         """The normalised mix weights w_j, shape (n_layers + 1,), float32. Default: the LSTM
@@ -322,8 +309,7 @@ class Elmo(TrainablePipe):
 
     def add_listener(self, listener: Model, component_name: str) -> None:
         """Register a listener of a downstream component and link it to this pipe's biLM model
-        (its layer dims are set now if the weights are there; spaCy links listeners while it
-        builds a pipeline from its config, before the weights come from disk)."""
+        (the listener takes its layer dims from it at its init)."""
         self.listener_map.setdefault(component_name, [])
         if listener not in self.listener_map[component_name]:
             self.listener_map[component_name].append(listener)
@@ -449,9 +435,7 @@ class Elmo(TrainablePipe):
 
     def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "Elmo":
         torch_device()  # a clear error before Thinc asks CUDA for a device it cannot see
-        super().from_bytes(bytes_data, exclude=exclude)
-        self._link_listener_dims()
-        return self
+        return super().from_bytes(bytes_data, exclude=exclude)
 
     def from_disk(self, path, *, exclude=tuple()) -> "Elmo":
         torch_device()
@@ -459,7 +443,6 @@ class Elmo(TrainablePipe):
             super().from_disk(path, exclude=exclude)
         except (ValueError, OSError, KeyError) as err:  # a cut or damaged file of the saved pipe
             raise unreadable_saved_pipe(self.name, path, err) from err
-        self._link_listener_dims()
         return self
 
 

@@ -32,7 +32,7 @@ from thinc.api import Model, deserialize_attr, serialize_attr
 from thinc.types import Floats2d, Floats3d
 
 from ..doc_output import decode_elmo_output
-from .bilm_model import ensure_bilm, get_runner
+from .bilm_model import ensure_bilm
 
 UPSTREAM = "elmo_upstream"
 STATE = "elmo_listener_state"
@@ -104,12 +104,9 @@ def batch_id(docs: Iterable[Doc]) -> int:
 
 def link(listener: Model, upstream: Model, pipe_name: str) -> None:
     """Called by the ``elmo`` pipe that feeds ``listener``: its biLM model, whose layer dims the
-    listener takes (now if the weights are there, else at the listener's init)."""
+    listener takes at its init (a trained listener has them; its forward checks what it gets)."""
     state = _state(listener)
     state.upstream, state.upstream_pipe = upstream, pipe_name
-    runner = get_runner(upstream)
-    if runner is not None:
-        set_layer_dims(listener, runner.bilm.n_output_layers, runner.bilm.output_dim)
 
 
 def unlink(listener: Model) -> None:
@@ -181,6 +178,8 @@ def _listener_forward(model: Model, docs: List[Doc], is_train: bool):
     else:
         layers, backprop_layers = _layers_from_docs(model, docs), None
     state.init_batch = None
+    if layers:
+        set_layer_dims(model, layers[0].shape[0], layers[0].shape[2])
     vectors, backprop_head = listener_head(model)((docs, layers), is_train)
 
     def backprop(d_vectors: List[Floats2d]) -> List:
