@@ -27,6 +27,7 @@ from .layers.bilm_model import BiLMSettings, elmo_model
 from .layers.embedder import elmo_embedder
 from .layers.listener import elmo_listener, listener_head
 from .layers.mix_head import mix_head
+from .validation import validated
 
 
 @registry.architectures("spacy_elmo.ElmoModel.v2")
@@ -59,13 +60,15 @@ def elmo_model_v2(
         recently used out), pre-filled with the first lines of ``token_cache_vocab`` (default the
         ``vocab.txt`` beside the weights, if any); 0: no cache.
     """
-    try:
-        settings = BiLMSettings(
-            weights, options_file, weight_file, precision, max_sequence_length, max_batch_tokens,
-            threads, token_cache_words, token_cache_vocab,
-        )
-    except ValueError as err:
-        raise ValueError(f"spacy_elmo.ElmoModel.v2: {err}") from None
+    settings = validated(
+        BiLMSettings,
+        dict(
+            weights=weights, options_file=options_file, weight_file=weight_file, precision=precision,
+            max_sequence_length=max_sequence_length, max_batch_tokens=max_batch_tokens, threads=threads,
+            token_cache_words=token_cache_words, token_cache_vocab=token_cache_vocab,
+        ),
+        "spacy_elmo.ElmoModel.v2: ",
+    )
     model = elmo_model(settings)
     model.attrs["replace_listener"] = replace_listener
     model.attrs["replace_listener_cfg"] = replace_listener_cfg

@@ -16,13 +16,15 @@ these options when a model is built.
 from __future__ import annotations
 
 import json
-import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional, Tuple, Union
+from typing import Annotated, Any, List, Literal, Mapping, Optional, Tuple, Union
+
+from pydantic import BaseModel, ConfigDict, Field, Strict, StrictBool
 
 from .chars import MAX_CHARS_PER_TOKEN, N_CHARACTERS
+from .validation import StrictNonNegative, StrictPositive, validated
 
 ACTIVATIONS = ("relu", "tanh")
 
@@ -124,28 +126,42 @@ def read_options_json(path: Union[str, Path]) -> Any:
         raise OptionsError(f"{path}: not a valid JSON options file ({err})") from err
 
 
-def _section(data: Mapping[str, Any], key: str, source: str) -> Mapping[str, Any]:
-    value = data.get(key)
-    if not isinstance(value, Mapping):
-        raise OptionsError(f"{source}: missing section '{key}' (an object)")
-    return value
+#: A clip: a non-negative finite number, or 0/null for none (AllenNLP's ``if clip_value:``).
+Clip = Optional[Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]]
 
 
-def _positive_int(section: Mapping[str, Any], key: str, where: str, minimum: int = 1) -> int:
-    value = section.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise OptionsError(f"{where}.{key} must be an integer >= {minimum}, got {value!r}")
-    return value
+class _JsonSection(BaseModel):
+    """A section of options.json as the released files write it; other keys are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
 
 
-def _clip(section: Mapping[str, Any], key: str, where: str) -> Optional[float]:
-    value = section.get(key)
-    ok = not isinstance(value, bool) and isinstance(value, (int, float))
-    if value is None or (ok and value == 0):
-        return None  # no clipping, as in AllenNLP ("if clip_value:")
-    if not ok or not math.isfinite(value) or value < 0:
-        raise OptionsError(f"{where}.{key} must be a positive number, 0 or null, got {value!r}")
-    return float(value)
+class _Embedding(_JsonSection):
+    dim: StrictPositive
+
+
+class _CharCNNJson(_JsonSection):
+    embedding: _Embedding
+    filters: List[Tuple[StrictPositive, StrictPositive]] = Field(min_length=1)
+    n_highway: StrictNonNegative
+    activation: Literal[ACTIVATIONS] = "relu"
+    max_characters_per_token: StrictPositive = MAX_CHARS_PER_TOKEN
+    n_characters: Annotated[int, Strict(), Field(ge=2)] = N_CHARACTERS
+    word_dim: StrictNonNegative = 0
+
+
+class _LSTMJson(_JsonSection):
+    dim: StrictPositive
+    projection_dim: StrictPositive
+    n_layers: StrictPositive
+    cell_clip: Clip = None
+    proj_clip: Clip = None
+    use_skip_connections: StrictBool = True
+
+
+class _OptionsJson(_JsonSection):
+    char_cnn: _CharCNNJson
+    lstm: _LSTMJson
 
 
 def _parse(data: Mapping[str, Any], source: str) -> BiLMOptions:
@@ -157,73 +173,34 @@ def _parse(data: Mapping[str, Any], source: str) -> BiLMOptions:
             f"{source}: bidirectional must be true (ELMo concatenates a forward and a backward "
             f"LM), got {data['bidirectional']!r}"
         )
-    cnn = _section(data, "char_cnn", source)
-    lstm = _section(data, "lstm", source)
-    where = f"{source}: char_cnn"
-
-    embedding = cnn.get("embedding")
-    if not isinstance(embedding, Mapping):
-        raise OptionsError(f"{where}.embedding must be an object like {{'dim': 16}}")
-    embedding_dim = _positive_int(embedding, "dim", f"{where}.embedding")
-
-    max_width = _positive_int(
-        {"max_characters_per_token": MAX_CHARS_PER_TOKEN, **cnn}, "max_characters_per_token", where
-    )
-    filters = cnn.get("filters")
-    if not isinstance(filters, (list, tuple)) or not filters:
-        raise OptionsError(f"{where}.filters must be a non-empty list of [width, n_filters]")
-    # A filter cannot be wider than a token's character ids.
-    parsed_filters = []
-    for i, pair in enumerate(filters):
-        ok = isinstance(pair, (list, tuple)) and len(pair) == 2
-        ok = ok and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in pair)
-        if not ok or pair[0] > max_width:
+    for section in ("char_cnn", "lstm"):
+        if not isinstance(data.get(section), Mapping):
+            raise OptionsError(f"{source}: missing section '{section}' (an object)")
+    parsed = validated(_OptionsJson, data, f"{source}: ", OptionsError)
+    cnn, lstm = parsed.char_cnn, parsed.lstm
+    for i, (width, _) in enumerate(cnn.filters):  # a filter cannot be wider than a token's ids
+        if width > cnn.max_characters_per_token:
             raise OptionsError(
-                f"{where}.filters[{i}] must be [width <= {max_width}, n_filters] (width at most "
-                f"max_characters_per_token), got {pair!r}"
+                f"{source}: char_cnn.filters[{i}] must be [width <= {cnn.max_characters_per_token}, "
+                f"n_filters] (width at most max_characters_per_token), got {list(cnn.filters[i])!r}"
             )
-        parsed_filters.append((pair[0], pair[1]))
-
-    n_highway = _positive_int(cnn, "n_highway", where, minimum=0)
-    activation = cnn.get("activation", "relu")
-    if activation not in ACTIVATIONS:
-        raise OptionsError(f"{where}.activation must be one of {ACTIVATIONS}, got {activation!r}")
-    n_characters = _positive_int({"n_characters": N_CHARACTERS, **cnn}, "n_characters", where, minimum=2)
-    word_dim = _positive_int({"word_dim": 0, **cnn}, "word_dim", where, minimum=0)
-
-    where = f"{source}: lstm"
-    skip = lstm.get("use_skip_connections", True)
-    if not isinstance(skip, bool):
-        raise OptionsError(f"{where}.use_skip_connections must be true or false, got {skip!r}")
-    if not skip:
+    if lstm.projection_dim >= lstm.dim:  # torch.nn.LSTM's projection must narrow the state
+        raise OptionsError(
+            f"{source}: lstm.projection_dim ({lstm.projection_dim}) must be smaller than lstm.dim ({lstm.dim})"
+        )
+    if not lstm.use_skip_connections:
         warnings.warn(
             f"{source}: lstm.use_skip_connections is false: the LSTM layers are stacked without "
             "residual connections, as bilm-tf does; AllenNLP refuses such files.",
             stacklevel=3,
         )
-    dim = _positive_int(lstm, "dim", where)
-    projection_dim = _positive_int(lstm, "projection_dim", where)
-    if projection_dim >= dim:
-        # torch.nn.LSTM's projection (what the biLM runs on) must narrow the state.
-        raise OptionsError(
-            f"{where}.projection_dim ({projection_dim}) must be smaller than lstm.dim ({dim})"
-        )
     return BiLMOptions(
         char_cnn=CharCNNOptions(
-            embedding_dim=embedding_dim,
-            filters=tuple(parsed_filters),
-            n_highway=n_highway,
-            activation=activation,
-            word_dim=word_dim,
-            n_characters=n_characters,
-            max_characters_per_token=max_width,
+            cnn.embedding.dim, tuple(cnn.filters), cnn.n_highway, cnn.activation, cnn.word_dim,
+            cnn.n_characters, cnn.max_characters_per_token,
         ),
         lstm=LSTMOptions(
-            dim=dim,
-            projection_dim=projection_dim,
-            n_layers=_positive_int(lstm, "n_layers", where),
-            cell_clip=_clip(lstm, "cell_clip", where),
-            proj_clip=_clip(lstm, "proj_clip", where),
-            use_skip_connections=skip,
+            lstm.dim, lstm.projection_dim, lstm.n_layers, lstm.cell_clip or None, lstm.proj_clip or None,
+            lstm.use_skip_connections,
         ),
     )

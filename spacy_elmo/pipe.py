@@ -49,12 +49,12 @@ the layers of sentences already seen, so training epochs after the first skip th
 
 from __future__ import annotations
 
-import math
 import multiprocessing
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 import torch
+from pydantic import BaseModel, field_validator
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.pipeline.tok2vec import Tok2VecListener
@@ -80,6 +80,7 @@ from .layers.doc_layers import LayerCache, doc_layers, split_sequences
 from .nn.bilm import BiLM
 from .nn.runner import BiLMRunner
 from .nn.scalar_mix import default_mix_weights, weighted_sum
+from .validation import FiniteNumber, StrictNonNegative, validated
 
 __all__ = ["Elmo", "add_vector_hooks", "batch_by_length", "make_elmo", "split_sequences"]
 
@@ -199,12 +200,13 @@ class Elmo(TrainablePipe):
         self.model = model
         self.name = name
         self.cfg: Dict = {}
-        self.mix_weights = _check_mix_weights(name, mix_weights)
-        self.gamma = _check_number(name, "gamma", gamma)
+        settings = validated(
+            PipeSettings, dict(mix_weights=mix_weights, gamma=gamma, cache_size_mb=cache_size_mb), f"elmo pipe '{name}': "
+        )
+        self.mix_weights, self.gamma = settings.mix_weights, settings.gamma
         self.store_layers = store_layers
         self.set_vector_hooks = set_vector_hooks
         self.frozen = frozen
-        _check_int(name, "cache_size_mb", cache_size_mb, minimum=0)
         #: On for the pipe's life when set (and the biLM is frozen): every call looks up its
         #: sentences first, training epochs and inference alike.
         self.cache = LayerCache(cache_size_mb * 2**20) if cache_size_mb and frozen else None
@@ -603,30 +605,22 @@ def _has_vector(obj: Union[Doc, Span]) -> bool:
     return any(_token_has_vector(token) for token in obj)
 
 
-def _check_mix_weights(name: str, mix_weights: Optional[Sequence[float]]) -> Optional[List[float]]:
-    if mix_weights is None:
-        return None
-    weights = [float(w) for w in mix_weights]
-    if not weights or not all(math.isfinite(w) and w >= 0 for w in weights) or sum(weights) <= 0:
-        raise ValueError(
-            f"elmo pipe '{name}': mix_weights must be non-negative numbers, one per layer, with a "
-            f"positive sum (or null: the LSTM layers equally, no token layer), got {list(mix_weights)!r}"
-        )
-    return weights
+class PipeSettings(BaseModel):
+    """The pipe's own settings, checked as the model block's are (``spacy_elmo.validation``)."""
 
+    mix_weights: Optional[List[FiniteNumber]] = None
+    gamma: FiniteNumber = 1.0
+    cache_size_mb: StrictNonNegative = 0
 
-def _check_number(name: str, key: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"elmo pipe '{name}': {key} must be a finite number, got {value!r}")
-    return float(value)
-
-
-def _check_int(name: str, key: str, value: int, minimum: int = 1) -> int:
-    """An int (not a bool) >= ``minimum``, or a ValueError naming the pipe and the key."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        kind = "a positive integer" if minimum == 1 else "a non-negative integer"
-        raise ValueError(f"elmo pipe '{name}': {key} must be {kind}, got {value!r}")
-    return value
+    @field_validator("mix_weights")
+    @classmethod
+    def _a_mix(cls, weights: Optional[List[float]]) -> Optional[List[float]]:
+        if weights is not None and (not weights or min(weights) < 0 or sum(weights) <= 0):
+            raise ValueError(
+                "must be non-negative numbers, one per layer, with a positive sum (or null: the "
+                "LSTM layers equally, no token layer)"
+            )
+        return weights
 
 
 install_extensions()

@@ -327,7 +327,7 @@ def test_config_errors_name_the_key(fixture_files):
         nlp.add_pipe("elmo", config={"model": {"max_sequence_length": "long"}})
     with pytest.raises(ConfigValidationError, match="max_batch_size"):
         nlp.add_pipe("elmo", config={"max_batch_size": 10})
-    with pytest.raises(ValueError, match="max_batch_tokens must be a positive integer"):
+    with pytest.raises(ValueError, match="max_batch_tokens must be >= 1, got 0"):
         nlp.add_pipe("elmo", config={"model": {"max_batch_tokens": 0}})
     with pytest.raises(ValueError, match="mix_weights must be non-negative"):
         nlp.add_pipe("elmo", config={"mix_weights": [1, -1, 1]})

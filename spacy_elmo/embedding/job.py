@@ -32,6 +32,7 @@ import h5py
 from ..layers.bilm_model import BiLMSettings
 from ..nn.precision import get_precision
 from ..sources import resolve_weight_source
+from ..validation import validated
 from .chunks import finished_chunks, parts_folder, remove_temporaries
 from .items import InputItems, open_input
 from .keys import first_bad_key
@@ -137,7 +138,7 @@ def prepare_job(options: EmbedOptions, world_size: int = 1) -> JobPlan:
         raise JobRefused(f"cannot write {o.output_path}: the folder {o.output_path.parent} does not exist")
     try:
         source = resolve_weight_source(o.weights, o.options_file, o.weight_file, what="--weights")
-        settings = BiLMSettings(**o.model_settings())
+        settings = validated(BiLMSettings, o.model_settings(), "")
     except (ValueError, FileNotFoundError) as err:
         raise JobRefused(str(err)) from None
     reader = _reader(o)

@@ -21,11 +21,11 @@ pipeline is built, so an override at ``spacy.load`` takes effect.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 import torch
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 from thinc.api import (
     ArgsKwargs,
     CupyOps,
@@ -43,8 +43,9 @@ from ..formats.native import bilm_from_bytes, bilm_to_bytes
 from ..nn.bilm import BiLM
 from ..nn.precision import get_precision
 from ..nn.runner import BiLMRunner
-from ..nn.threads import check_threads, resolve_threads
+from ..nn.threads import resolve_threads
 from ..sources import check_weight_settings, load_bilm_from, resolve_weight_source
+from ..validation import StrictNonNegative, StrictPositive
 
 SETTINGS = "elmo_settings"
 #: The token-cache words read when the weights were loaded: serialised with the model (a list of
@@ -52,29 +53,34 @@ SETTINGS = "elmo_settings"
 CACHE_WORDS = "elmo_token_cache_words"
 
 
-@dataclass(frozen=True)
-class BiLMSettings:
-    """What the biLM needs to run, as ``spacy_elmo.ElmoModel.v2`` takes it (see its docstring)."""
+class BiLMSettings(BaseModel):
+    """What the biLM needs to run, as ``spacy_elmo.ElmoModel.v2`` takes it (see its docstring);
+    validated as the package's other settings are (``spacy_elmo.validation``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     weights: Optional[str] = None
     options_file: Optional[str] = None
     weight_file: Optional[str] = None
     precision: str = "fp32"
-    max_sequence_length: int = 256
-    max_batch_tokens: int = 4096
+    max_sequence_length: StrictPositive = 256
+    max_batch_tokens: StrictPositive = 4096
     threads: Union[int, str] = "auto"
-    token_cache_words: int = 0
+    token_cache_words: StrictNonNegative = 0
     token_cache_vocab: Optional[str] = None
 
-    def __post_init__(self) -> None:
+    @field_validator("threads", mode="before")
+    @classmethod
+    def _threads(cls, value: Union[int, str]) -> Union[int, str]:
+        if value != "auto" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError('must be a positive integer or "auto"')
+        return value
+
+    @model_validator(mode="after")
+    def _together(self) -> "BiLMSettings":
         check_weight_settings(self.weights, self.options_file, self.weight_file)
         get_precision(self.precision, "precision")
-        for key, minimum in (("max_sequence_length", 1), ("max_batch_tokens", 1), ("token_cache_words", 0)):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                kind = "a positive integer" if minimum else "a non-negative integer"
-                raise ValueError(f"{key} must be {kind}, got {value!r}")
-        check_threads(self.threads, "threads")
+        return self
 
 
 class BiLMShim(PyTorchShim):

@@ -52,16 +52,6 @@ if hasattr(os, "register_at_fork"):  # POSIX; Windows has no fork
 Threads = Union[int, str]
 
 
-def check_threads(value: Threads, what: str) -> Threads:
-    """``value`` if it is ``"auto"`` or a positive int, else a ValueError naming ``what`` (the
-    key)."""
-    if value == "auto" and isinstance(value, str):
-        return value
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{what} must be a positive integer or \"auto\", got {value!r}")
-    return value
-
-
 #: What ``threads = "auto"`` uses at most: the two LSTM directions side by side, the split that
 #: kept its speed on a shared 2-core machine (docs/manual.md, "Threads").
 AUTO_THREADS = 2

@@ -1,0 +1,33 @@
+"""The one validation style of the package's settings (pydantic, as the pretraining config's
+sections): strict types (no "3" for 3, no true for 1) and the few constrained ones they share, and
+an error in the settings' own words (``lstm.cell_clip must be >= 0, got -1``)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Dict, Optional
+
+from pydantic import BaseModel, Field, Strict, ValidationError
+
+StrictPositive = Annotated[int, Strict(), Field(ge=1)]
+StrictNonNegative = Annotated[int, Strict(), Field(ge=0)]
+#: A finite number (an int is one too; a bool is not).
+FiniteNumber = Annotated[float, Strict(), Field(allow_inf_nan=False)]
+
+
+def describe(error: Dict[str, Any]) -> str:
+    """One pydantic error: ``where must be ..., got value`` (``where``: ``a.b[1]``)."""
+    where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"]).lstrip(".")
+    if error["type"] == "missing":
+        return f"{where} is missing"
+    message = error["msg"].replace("Value error, ", "").replace("Input should be", "must be")
+    message = re.sub(r" or instance of \w+", "", message.replace("greater than or equal to", ">="))
+    return f"{where} {message}, got {error['input']!r}" if where else message
+
+
+def validated(schema: type, data: Any, prefix: str, error: type = ValueError) -> Optional[BaseModel]:
+    """``schema.model_validate(data)``; its errors joined into one ``error`` after ``prefix``."""
+    try:
+        return schema.model_validate(data)
+    except ValidationError as err:
+        raise error(prefix + "; ".join(describe(e) for e in err.errors())) from None
