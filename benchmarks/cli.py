@@ -188,12 +188,9 @@ def inference_command(
     CUDA when available; at each batch size and thread count given.
     """
     from .inference_bench import (
-        EXACT_TOLERANCE,
         INFERENCE_COLUMNS,
-        SCALING_COLUMNS,
         THREAD_MODES,
         run_inference_bench,
-        thread_scaling,
     )
 
     _check_shape(shape)
@@ -215,6 +212,18 @@ def inference_command(
         result["rows"],
         INFERENCE_COLUMNS,
     )
+    not_exact = _echo_inference_notes(result, isolate)
+    _finish(result, output)
+    if not_exact:
+        raise typer.Exit(2)
+
+
+def _echo_inference_notes(result: Dict[str, Any], isolate: bool) -> List[str]:
+    """What follows the inference table: thread scaling, the CPU, the token cache, each inexact
+    path's cosines, whether the float32 paths agree, how peak memory was measured; returns the
+    paths that disagree with the reference."""
+    from .inference_bench import EXACT_TOLERANCE, SCALING_COLUMNS, thread_scaling
+
     scaling = thread_scaling(result["rows"])
     result["thread_scaling"] = scaling
     if scaling:
@@ -250,9 +259,7 @@ def inference_command(
         f"({result['model_mb']:.0f} MB), each path in "
         f"{'its own process' if isolate else 'this process'}"
     )
-    _finish(result, output)
-    if not_exact:
-        raise typer.Exit(2)
+    return not_exact
 
 
 def _positive_ints(value: Union[str, List[int]], option: str) -> List[int]:
@@ -612,21 +619,9 @@ def senses_command(
     (per word, then averaged); accuracy = leave-one-out nearest occurrence of the same sense.
     Default model: the bundled one.
     """
-    from spacy_elmo.bench.system import system_info
-    from spacy_elmo.bench.text import text_lines
     from spacy_elmo.cli.senses import DATA_FILE, HELDOUT_FILE
-    from spacy_elmo.sources import load_bilm_from
 
-    from .senses import (
-        PIPE_DEFAULT,
-        POS_COLUMNS,
-        SENSE_COLUMNS,
-        draw_projection,
-        per_word_rows,
-        run_senses_bench,
-        sense_projection,
-    )
-    from .text import sentences
+    from .senses import draw_projection
 
     _threads(threads)
     if heldout and data is not None:
@@ -635,24 +630,48 @@ def senses_command(
     source = weight_source(weights, options_file, weight_file)  # exits with the resolver's error
     typer.echo(f"model: {source.describe()}")
     try:
-        reference = None
-        if center_text is not None:
-            text_sentences = sentences(text_lines(center_text), 100)
-            reference = list(itertools.islice(text_sentences, center_sentences))
-        bilm = load_bilm_from(source)
-        result = run_senses_bench(bilm, data, batch_size, reference)
-        if plot is not None:
-            result["projection"] = sense_projection(bilm, data, batch_size=batch_size)
+        result = _measure_senses(source, data, batch_size, center_text, center_sentences, plot is not None)
     except (ValueError, FileNotFoundError) as err:
         fail(str(err))
+    _echo_senses(result, per_word)
+    if plot is not None:
+        try:
+            title = f"Word senses, {source.weight_file.parent.name} ({source.format})"
+            draw_projection(result["projection"], plot, title)
+        except ImportError as err:
+            fail(str(err))
+        typer.echo(f"\nwrote {plot}: {', '.join(result['projection']['words'])}, per output")
+    _finish(result, output)
+
+
+def _measure_senses(source, data: Path, batch_size: int, center_text, center_sentences: int, projection: bool):
+    """The senses bench's result: its rows, the model, the data, the system (and the 2-D
+    projection with ``projection``)."""
+    from spacy_elmo.bench.system import system_info
+    from spacy_elmo.bench.text import text_lines
+    from spacy_elmo.sources import load_bilm_from
+
+    from .senses import run_senses_bench, sense_projection
+    from .text import sentences
+
+    reference = None
+    if center_text is not None:
+        reference = list(itertools.islice(sentences(text_lines(center_text), 100), center_sentences))
+    bilm = load_bilm_from(source)
+    result = run_senses_bench(bilm, data, batch_size, reference)
+    if projection:
+        result["projection"] = sense_projection(bilm, data, batch_size=batch_size)
     result["model"] = source.describe()
-    result["weights"] = {
-        "options_file": str(source.options_file),
-        "weight_file": str(source.weight_file),
-        "format": source.format,
-    }
+    result["weights"] = {"options_file": str(source.options_file), "weight_file": str(source.weight_file), "format": source.format}
     result["data"]["centering_text"] = str(center_text or "the benchmark sentences")
     result["system"] = system_info()
+    return result
+
+
+def _echo_senses(result: Dict[str, Any], per_word: bool) -> None:
+    """The senses table, what its columns mean, and with ``per_word`` each word's row."""
+    from .senses import PIPE_DEFAULT, POS_COLUMNS, SENSE_COLUMNS, per_word_rows
+
     d = result["data"]
     report.echo_table(
         f"Word senses, {result['model']}: {d['words']} words, {d['senses']} senses, "
@@ -679,14 +698,6 @@ def senses_command(
             per_word_rows(default_row),
             [("output", "word", ""), *SENSE_COLUMNS[1:]],
         )
-    if plot is not None:
-        try:
-            title = f"Word senses, {source.weight_file.parent.name} ({source.format})"
-            draw_projection(result["projection"], plot, title)
-        except ImportError as err:
-            fail(str(err))
-        typer.echo(f"\nwrote {plot}: {', '.join(result['projection']['words'])}, per output")
-    _finish(result, output)
 
 
 # embed keeps its options beside its subprocess runs, in embed_bench.py.

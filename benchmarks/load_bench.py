@@ -64,22 +64,7 @@ def run_load_bench(
         },
     }
     _prime(workdir, seed)
-    times: Dict[str, Dict[str, List[float]]] = {name: {"cold": [], "warm": []} for name in loaders}
-    last: Dict[str, BiLM] = {}
-    evicted = True
-    runs = [(r, mode, name) for r in range(repeats) for mode in ("cold", "warm") for name in loaders]
-    for _, mode, name in tqdm(runs, desc="load", unit="load", disable=not progress):
-        loader = loaders[name]
-        last.pop(name, None)
-        gc.collect()
-        if mode == "cold":
-            evicted = evict_from_page_cache(loader["file"]) and evicted
-        else:
-            loader["file"].read_bytes()  # make sure it is cached
-        start = time.perf_counter()
-        last[name] = loader["load"]()
-        times[name][mode].append(time.perf_counter() - start)
-
+    times, last, evicted = _time_loads(loaders, repeats, progress)
     identical = _same_tensors(last["load_bilm (bilm-tf HDF5)"], last[BASELINE])
     identical_native = _same_tensors(last["load_bilm (bilm-tf HDF5)"], last["load_bilm (native safetensors)"])
     base = times[BASELINE]
@@ -117,6 +102,28 @@ def run_load_bench(
         "baseline": BASELINE,
         "rows": rows,
     }
+
+
+def _time_loads(loaders: Dict[str, Dict[str, Any]], repeats: int, progress: bool):
+    """Each loader ``repeats`` times from a cold (evicted) and a warm page cache, interleaved:
+    ``(times {name: {"cold": [s], "warm": [s]}}, the last model each loaded, whether every
+    eviction worked)``."""
+    times: Dict[str, Dict[str, List[float]]] = {name: {"cold": [], "warm": []} for name in loaders}
+    last: Dict[str, BiLM] = {}
+    evicted = True
+    runs = [(r, mode, name) for r in range(repeats) for mode in ("cold", "warm") for name in loaders]
+    for _, mode, name in tqdm(runs, desc="load", unit="load", disable=not progress):
+        loader = loaders[name]
+        last.pop(name, None)
+        gc.collect()
+        if mode == "cold":
+            evicted = evict_from_page_cache(loader["file"]) and evicted
+        else:
+            loader["file"].read_bytes()  # make sure it is cached
+        start = time.perf_counter()
+        last[name] = loader["load"]()
+        times[name][mode].append(time.perf_counter() - start)
+    return times, last, evicted
 
 
 def _prime(workdir: Path, seed: int) -> None:

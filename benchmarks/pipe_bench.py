@@ -17,7 +17,6 @@ lazy initialisation nor the pipe's layer cache flatters the timed run.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -72,6 +71,25 @@ def pipe_texts(text: Optional[Path], max_tokens: int) -> List[str]:
     return texts
 
 
+def _timed_pipe(nlp, texts: List[str], batch_size: int, bilm: torch.nn.Module, device: torch.device, progress: bool):
+    """``(tokens, wall seconds, ForwardClock)`` of one ``nlp.pipe`` over ``texts``."""
+    clock = ForwardClock(bilm, device)
+    n_tokens = 0
+    try:
+        bar = tqdm(total=len(texts), desc="nlp.pipe", unit="doc", disable=not progress)
+        synchronize(device)
+        start = time.perf_counter()
+        for doc in nlp.pipe(texts, batch_size=batch_size):
+            n_tokens += len(doc)
+            bar.update(1)
+        synchronize(device)
+        total_s = time.perf_counter() - start
+        bar.close()
+    finally:
+        clock.remove()
+    return n_tokens, total_s, clock
+
+
 def run_pipe_bench(
     source: ModelSource,
     text: Optional[Path] = None,
@@ -104,20 +122,7 @@ def run_pipe_bench(
     n_tokenized = sum(len(doc) for doc in tokenizer.pipe(texts, batch_size=batch_size))
     tokenizer_s = time.perf_counter() - start
 
-    clock = ForwardClock(bilm, device)
-    n_tokens = 0
-    try:
-        bar = tqdm(total=len(texts), desc="nlp.pipe", unit="doc", disable=not progress)
-        synchronize(device)
-        start = time.perf_counter()
-        for doc in nlp.pipe(texts, batch_size=batch_size):
-            n_tokens += len(doc)
-            bar.update(1)
-        synchronize(device)
-        total_s = time.perf_counter() - start
-        bar.close()
-    finally:
-        clock.remove()
+    n_tokens, total_s, clock = _timed_pipe(nlp, texts, batch_size, bilm, device, progress)
     assert n_tokens == n_tokenized
     outside_s = total_s - clock.seconds
     cache = getattr(elmo, "cache", None)
@@ -136,7 +141,7 @@ def run_pipe_bench(
         "layer_cache_misses": None if cache is None else cache.misses,
     }
     model_block = {
-        key: value for key, value in dataclasses.asdict(elmo.settings).items() if key not in WEIGHT_KEYS
+        key: value for key, value in elmo.settings.model_dump().items() if key not in WEIGHT_KEYS
     }
     return {
         "benchmark": "pipe",

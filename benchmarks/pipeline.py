@@ -9,7 +9,6 @@ other fallback, and the benches print the files they measure.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
@@ -87,7 +86,7 @@ def split_settings(settings: Optional[Dict[str, Any]]) -> Tuple[Dict[str, Any], 
     """``--set`` settings as (model block keys, pipe keys): the biLM's settings (precision,
     max_batch_tokens, ...) live in the model block, the others (cache_size_mb, ...) on the pipe.
     The weight keys are refused: the weight options name the weights."""
-    model_keys = {f.name for f in dataclasses.fields(BiLMSettings)}
+    model_keys = set(BiLMSettings.model_fields)
     model: Dict[str, Any] = {}
     pipe: Dict[str, Any] = {}
     for key, value in (settings or {}).items():

@@ -122,25 +122,27 @@ def auto_chunk_size(total: int, world_size: int) -> int:
     return max(1, min(DEFAULT_CHUNK_SIZE, math.ceil(total / (world_size * CHUNKS_PER_RANK))))
 
 
-def prepare_job(options: EmbedOptions, world_size: int = 1) -> JobPlan:
-    """Check everything, read the input once (count its sentences; check the keys with
-    ``--use-sentence-keys``) and set up the parts folder. Raises JobRefused."""
-    o = options
+def _checked_options(o: EmbedOptions):
+    """``(WeightSource, BiLMSettings)`` of the options, or JobRefused naming the one at fault."""
     if o.layers not in EMBED_LAYERS:
         raise JobRefused(f"--layers must be one of {', '.join(EMBED_LAYERS)}, got {o.layers!r}")
-    try:
-        get_precision(o.precision, "--precision")
-    except ValueError as err:
-        raise JobRefused(str(err)) from None
     if not o.input_path.is_file():
         raise JobRefused(f"input file not found: {o.input_path}")
     if not o.output_path.parent.is_dir():
         raise JobRefused(f"cannot write {o.output_path}: the folder {o.output_path.parent} does not exist")
     try:
+        get_precision(o.precision, "--precision")
         source = resolve_weight_source(o.weights, o.options_file, o.weight_file, what="--weights")
-        settings = validated(BiLMSettings, o.model_settings(), "")
+        return source, validated(BiLMSettings, o.model_settings(), "")
     except (ValueError, FileNotFoundError) as err:
         raise JobRefused(str(err)) from None
+
+
+def prepare_job(options: EmbedOptions, world_size: int = 1) -> JobPlan:
+    """Check everything, read the input once (count its sentences; check the keys with
+    ``--use-sentence-keys``) and set up the parts folder. Raises JobRefused."""
+    o = options
+    source, settings = _checked_options(o)
     reader = _reader(o)
     parts = parts_folder(o.output_path)
     if o.chunk_size is None:  # a run being resumed (or checked) keeps its own
