@@ -122,22 +122,13 @@ def bench_command(
 ) -> None:
     """Measure the elmo pipe's tokens/s and peak memory on this machine, per precision and
     thread count, each cell in a fresh process; ratios are to the first cell."""
-    import torch
-
-    from ..nn.precision import runs_on
-
     if pipeline is not None and (weights or options_file or weight_file):
         fail("PIPELINE brings its own weights: give it or --weights/--options-file/--weight-file")
     model = None if pipeline is not None else weight_settings(weights, options_file, weight_file)
     measured = str(pipeline) if pipeline is not None else weight_source(weights, options_file, weight_file).describe()
     typer.echo(f"measuring: {measured}")
     component = "elmo" if pipeline is None else _elmo_component(pipeline)
-    if gpu_id >= 0 and not torch.cuda.is_available():
-        fail(f"--gpu-id {gpu_id}: PyTorch {torch.__version__} sees no CUDA device")
-    device = torch.device(f"cuda:{gpu_id}" if gpu_id >= 0 else "cpu")
-    for name in precisions:
-        if not runs_on(name, device):
-            fail(f"--precision {name} does not run on {device}: compare others, e.g. --precision fp32,bf16")
+    device = _device(gpu_id, precisions)
     try:
         lines = text_lines(text)
     except (OSError, ValueError) as err:
@@ -151,25 +142,37 @@ def bench_command(
     except ProcessDied:
         fail("a cell's process ended without a result (killed, or out of memory); try fewer --batch-size docs")
     described = str(pipeline) if pipeline is not None else "blank en + sentencizer + elmo"
-    result = {
-        "benchmark": "bench",
-        "settings": {
-            "pipeline": described,
-            "model": model,
-            "weights": measured if pipeline is None else None,
-            "text": str(text),
-            "batch_size": batch_size,
-            "warmup_batches": warmup,
-            "timed_batches": batches,
-            "rounds": rounds,
-            "device": str(device),
-        },
-        "cells": rows,
-        "system": system_info(),
+    settings = {
+        "pipeline": described, "model": model, "weights": measured if pipeline is None else None,
+        "text": str(text), "batch_size": batch_size, "warmup_batches": warmup, "timed_batches": batches,
+        "rounds": rounds, "device": str(device),
     }
+    _report(settings, rows, output)
+
+
+def _device(gpu_id: int, precisions: List[str]):
+    """The torch device of ``--gpu-id``, where every precision runs, or exit saying which not."""
+    import torch
+
+    from ..nn.precision import runs_on
+
+    if gpu_id >= 0 and not torch.cuda.is_available():
+        fail(f"--gpu-id {gpu_id}: PyTorch {torch.__version__} sees no CUDA device")
+    device = torch.device(f"cuda:{gpu_id}" if gpu_id >= 0 else "cpu")
+    for name in precisions:
+        if not runs_on(name, device):
+            fail(f"--precision {name} does not run on {device}: compare others, e.g. --precision fp32,bf16")
+    return device
+
+
+def _report(settings: Dict[str, Any], rows: List[Dict[str, Any]], output: Optional[Path]) -> None:
+    """The table, what its memory columns mean, the system; every figure to ``output``."""
+    result = {"benchmark": "bench", "settings": settings, "cells": rows, "system": system_info()}
+    s = settings
     report.echo_table(
-        f"{described} on {device}: {batches} timed batches of {batch_size} docs after {warmup} "
-        f"warm-up, best of {rounds} round(s), each cell in a fresh process",
+        f"{s['pipeline']} on {s['device']}: {s['timed_batches']} timed batches of {s['batch_size']} "
+        f"docs after {s['warmup_batches']} warm-up, best of {s['rounds']} round(s), each cell in a "
+        "fresh process",
         rows,
         COLUMNS,
     )

@@ -323,25 +323,7 @@ def demo(
     except ValueError as err:
         fail(str(err))
     scores = leave_one_out(data)
-    elmo = nlp.get_pipe("elmo")
-    mix = ", ".join(f"{w:.2f}" for w in elmo.layer_weights())
-    typer.echo(
-        f"ELMo: {elmo.bilm.n_output_layers} layers of width {elmo.bilm.output_dim}, precision "
-        f"{precision}; {IN_CONTEXT} = "
-        f"the pipe's vectors (layer weights [{mix}], token layer first); token layer = layer 0, "
-        "context-free\n"
-    )
-    rule = "chosen with --word" if words else "whose senses differ in part of speech"
-    typer.echo(
-        f"{len(shown)} of the {len(known)} words of the sense benchmark ({DATA_FILE.name}), "
-        f"those {rule}.\nEach row: a query sentence (the first of each sense); own / "
-        "other = mean cosine of its word to the word in the other sentences of its own sense / of "
-        "the other sense; wins = own is higher."
-    )
-    typer.echo(format_table(first_of_each_sense(scores, shown)) + "\n")
-    typer.echo("Every sentence of the data in turn as the query:")
-    for line in summary_lines(scores, sentences, shown):
-        typer.echo(f"  {line}")
+    _echo_scores(nlp, scores, sentences, shown, len(known), precision, chosen=bool(words))
     if weights is None and options_file is None and weight_file is None:
         typer.echo(
             "Senses with the same part of speech (bank: river / money) need a larger released "
@@ -352,3 +334,29 @@ def demo(
         typer.echo("")
         for query in mine:
             typer.echo(format_user_query(query))
+
+
+def _echo_scores(nlp, scores, sentences, shown: List[str], n_known: int, precision: str, chosen: bool) -> None:
+    """The model line, what a row means, the table of the first query of each sense and the
+    summary of every query."""
+    from .senses import DATA_FILE
+
+    elmo = nlp.get_pipe("elmo")
+    mix = ", ".join(f"{w:.2f}" for w in elmo.layer_weights())
+    typer.echo(
+        f"ELMo: {elmo.bilm.n_output_layers} layers of width {elmo.bilm.output_dim}, precision "
+        f"{precision}; {IN_CONTEXT} = "
+        f"the pipe's vectors (layer weights [{mix}], token layer first); token layer = layer 0, "
+        "context-free\n"
+    )
+    rule = "chosen with --word" if chosen else "whose senses differ in part of speech"
+    typer.echo(
+        f"{len(shown)} of the {n_known} words of the sense benchmark ({DATA_FILE.name}), "
+        f"those {rule}.\nEach row: a query sentence (the first of each sense); own / "
+        "other = mean cosine of its word to the word in the other sentences of its own sense / of "
+        "the other sense; wins = own is higher."
+    )
+    typer.echo(format_table(first_of_each_sense(scores, shown)) + "\n")
+    typer.echo("Every sentence of the data in turn as the query:")
+    for line in summary_lines(scores, sentences, shown):
+        typer.echo(f"  {line}")
