@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Tuple
 
+import numpy as np
 import torch
 from spacy.tokens import Doc
 from thinc.api import Maxout, Model, torch2xp, with_array, xp2torch
@@ -78,13 +79,14 @@ def _mix(model: Model, layers: List[Floats3d], is_train: bool):
         if model.attrs["layer_norm"]:  # statistics per doc
             normed = torch.cat([normalize_layers(x) for x in torch.split(joined, lengths, dim=1)], dim=1)
         output = weighted_sum(normed, scale)
-    mixed = ops.xp.split(torch2xp(output.detach()), ops.xp.cumsum(lengths)[:-1].tolist())
+    starts = np.cumsum(lengths)[:-1].tolist()  # where each doc after the first starts
+    mixed = ops.xp.split(torch2xp(output.detach()), starts)
 
     def backprop(d_mixed: List[Floats2d]) -> List[Floats3d]:
         output.backward(xp2torch(ops.xp.concatenate(d_mixed)))
         for name, param in zip(("s", "gamma"), params):
             model.inc_grad(name, torch2xp(param.grad))
-        return ops.xp.split(torch2xp(joined.grad), ops.xp.cumsum(lengths)[:-1].tolist(), axis=1)
+        return ops.xp.split(torch2xp(joined.grad), starts, axis=1)
 
     return mixed, backprop
 
