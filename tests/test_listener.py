@@ -342,3 +342,21 @@ def test_a_listener_is_a_plain_thinc_model_whose_copy_keeps_working():
     nlp.get_pipe("elmo").find_listeners(tagger)
     assert copy.attrs[listeners.STATE].upstream is nlp.get_pipe("elmo").model
     assert [t.tag_ for t in nlp("They eat ham")] == [t.tag_ for t in tagger(nlp.get_pipe("elmo")(nlp.make_doc("They eat ham")))]
+
+
+def test_a_listener_takes_its_dims_at_init_and_refuses_layers_of_another_biLM():
+    """The pipe pushes nothing into its listeners: a listener reads the biLM's layer count and
+    width at its init, and layers of another shape (the pipe's model swapped after training) are
+    an error naming both."""
+    from spacy_elmo.layers.listener import listener_head
+
+    nlp = tagger_pipeline()
+    listener = next(node for node in nlp.get_pipe("tagger").model.walk() if node.name == "elmo-listener")
+    assert not listener_head(listener).has_dim("nL")
+    nlp.initialize(lambda: examples(nlp))
+    bilm = nlp.get_pipe("elmo").bilm
+    assert (listener_head(listener).get_dim("nL"), listener_head(listener).get_dim("nI")) == (bilm.n_output_layers, bilm.output_dim)
+    doc = nlp("Eat blue ham")
+    doc._.elmo_output.layers = doc._.elmo_output.layers[:2]
+    with pytest.raises(ValueError, match="built for a biLM with nL=3, the upstream elmo pipe has 2"):
+        listener.predict([doc])
