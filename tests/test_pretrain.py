@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -148,7 +149,47 @@ def _cli_overrides(**extra):
     return args
 
 
-def test_resume_after_ctrl_c_is_bit_for_bit(tmp_path):
+#: ``python -m spacy_elmo`` with Ctrl-C arriving at a given step (``STOP_AT_STEP``): the signal
+#: goes to the process itself just before that step's update, so the run stops after that step
+#: wherever the machine's load puts it in time (no race between the test's clock and the run's).
+CTRL_C_AT_STEP = """
+import os, signal, sys
+from spacy_elmo.pretrain.trainer import Trainer
+stop_at = int(os.environ["STOP_AT_STEP"])
+train_step = Trainer.train_step
+def ctrl_c_then_step(self, batch):
+    if self.step + 1 == stop_at:
+        os.kill(os.getpid(), signal.SIGINT)
+    return train_step(self, batch)
+Trainer.train_step = ctrl_c_then_step
+from spacy_elmo.cli import main
+sys.argv[0] = "spacy_elmo"
+main()
+"""
+
+
+def _run_cli_with_ctrl_c(args, stop_at_step: int):
+    env = {**os.environ, "PYTHONPATH": checkout_pythonpath(), "OMP_NUM_THREADS": "1", "STOP_AT_STEP": str(stop_at_step)}
+    return subprocess.run(
+        [sys.executable, "-c", CTRL_C_AT_STEP, "pretrain", *args], cwd=REPO, env=env, capture_output=True,
+        text=True, timeout=300,
+    )
+
+
+def _pasted(line: str, **kwargs):
+    """Run a printed ``python -m ...`` command as a user pastes it (this test's interpreter)."""
+    words = shlex.split(line)
+    assert words[0] == "python", line
+    env = {**os.environ, "PYTHONPATH": checkout_pythonpath(), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, *words[1:]], cwd=REPO, env=env, capture_output=True, text=True, timeout=300, **kwargs)
+
+
+@pytest.mark.slow
+def test_resume_after_ctrl_c_as_printed_is_bit_for_bit(tmp_path):
+    """Ctrl-C saves a checkpoint and prints the command that continues the run; pasted as
+    printed (no config overrides repeated: the run's own config.cfg keeps its paths and
+    max_steps), it ends bit for bit where a straight run ends, at the first run's max_steps, and
+    ends with a summary whose first command works pasted."""
     config_file = tmp_path / "config.cfg"
     subprocess.run(
         [sys.executable, "-m", "spacy_elmo", "init-config", str(config_file)], cwd=REPO, check=True
@@ -164,30 +205,46 @@ def test_resume_after_ctrl_c_is_bit_for_bit(tmp_path):
     straight = _run_cli([str(config_file), str(tmp_path / "straight"), *args])
     assert straight.wait(timeout=300) == 0
 
-    interrupted = _run_cli([str(config_file), str(tmp_path / "resumed"), *args], stderr=subprocess.PIPE, text=True)
-    metrics = tmp_path / "resumed" / "metrics.jsonl"
-    deadline = time.time() + 240
-    while time.time() < deadline and not (
-        metrics.exists() and len(metrics.read_text().splitlines()) >= 4
-    ):
-        time.sleep(0.05)
-    interrupted.send_signal(signal.SIGINT)
-    _, stderr = interrupted.communicate(timeout=120)
-    assert interrupted.returncode == 130  # stopped, not finished: scripts can tell
-    assert "continue with --resume" in stderr
-    stopped_at = torch.load(tmp_path / "resumed" / "checkpoint" / "state.pt", weights_only=False)[
-        "step"
-    ]
-    assert 4 <= stopped_at < 12, "the interrupt should land mid-run"
+    interrupted = _run_cli_with_ctrl_c([str(config_file), str(tmp_path / "resumed"), *args], stop_at_step=5)
+    assert interrupted.returncode == 130, interrupted.stderr  # stopped, not finished: scripts can tell
+    assert "continue with --resume" in interrupted.stderr
+    stopped_at = torch.load(tmp_path / "resumed" / "checkpoint" / "state.pt", weights_only=False)["step"]
+    assert stopped_at == 5
+    printed = interrupted.stderr.split("Continue it with: ")[1].splitlines()[0]
 
-    resumed = _run_cli([str(config_file), str(tmp_path / "resumed"), "--resume", *args])
-    assert resumed.wait(timeout=300) == 0
+    resumed = _pasted(printed)
+    assert resumed.returncode == 0, resumed.stderr
     a, b = _weights(tmp_path / "straight"), _weights(tmp_path / "resumed")
     assert a.keys() == b.keys()
     for name in a:
         assert torch.equal(a[name], b[name]), name
     losses = lambda d: [r["loss"] for r in _metrics(d) if "loss" in r]  # noqa: E731
     assert losses(tmp_path / "resumed") == losses(tmp_path / "straight")
+    assert [r["step"] for r in _metrics(tmp_path / "resumed") if "loss" in r][-1] == 12
+
+    summary = resumed.stdout[resumed.stdout.index("Pretraining done: 12 steps"):]
+    assert "held-out perplexity" in summary and f"Model: {tmp_path / 'resumed'}" in summary
+    assert "held-out perplexity" in resumed.stdout.split("Pretraining done")[0]  # as evaluated
+    demo = _pasted(summary.split("Use it:\n")[1].splitlines()[0].strip())
+    assert demo.returncode == 0 and "Right sense wins" in demo.stdout, demo.stderr
+
+
+def test_resume_takes_only_what_a_resume_may_change_and_names_it(tmp_path, capsys):
+    """On --resume the run's config.cfg rules: a resumable key changed on the command line is
+    applied and named, the first run's own overrides repeated are accepted, another key refused."""
+    from spacy_elmo.pretrain.resume import resumed_config
+
+    pretrain(tiny_config(**{"training.max_steps": 2}), tmp_path, show_progress=False)
+    config, changes = resumed_config(tmp_path, {"training.max_steps": 4, "paths.dev": str(CORPUS / "train.txt")})
+    assert config["training"]["max_steps"] == 4 and config["paths"]["train"] == TINY["paths.train"]
+    assert config["corpus"]["dev"] == str(CORPUS / "train.txt")  # follows ${paths.dev}
+    assert changes == [
+        "training.max_steps: 2 -> 4",
+        f"paths.dev: {TINY['paths.dev']!r} -> {str(CORPUS / 'train.txt')!r}",
+    ]
+    assert resumed_config(tmp_path, {"model.lstm_dim": 32, "training.max_steps": 2})[1] == []
+    with pytest.raises(ConfigError, match=r"not --model.lstm_dim 64 \(the run has 32\).*--paths.init_bilm"):
+        resumed_config(tmp_path, {"model.lstm_dim": 64})
 
 
 def test_resume_drops_the_metrics_a_killed_run_logged_after_its_checkpoint(tmp_path):
