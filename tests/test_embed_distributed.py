@@ -207,12 +207,13 @@ def test_resume_refuses_a_changed_input_or_option(unfinished):
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     changed_input = _one_process(*args, "--resume")
     assert changed_input.exit_code == 1
-    assert "--resume: the unfinished run in" in changed_input.output
+    assert "the unfinished run in" in changed_input.output and "its 2 finished chunk(s)" in changed_input.output
+    assert f"start over: rm -r {parts_folder(tmp_path / 'out.hdf5')}, then run the same command without --resume" in changed_input.output
     assert "input.sha256: was" in changed_input.output and "layers" not in changed_input.output
     (tmp_path / "in.txt").write_text(original, encoding="utf-8")
     changed_layers = _one_process(*args, "--layers", "top", "--resume")
     assert changed_layers.exit_code == 1
-    assert "different job (layers: was 'all', now 'top'); give the same" in changed_layers.output
+    assert "different job (layers: was 'all', now 'top'): its 2 finished" in changed_layers.output
     assert finished_chunks(parts_folder(tmp_path / "out.hdf5")) == {0, 1}  # refusals touch nothing
 
     finished = _one_process(*args, "--resume")
@@ -232,7 +233,7 @@ def test_without_resume_an_existing_run_or_output_is_refused(unfinished):
     parts = parts_folder(tmp_path / "out.hdf5")
     result = _one_process(*args)
     assert result.exit_code == 1
-    assert f"{parts} holds an unfinished embed run: add --resume to finish it, or remove the folder" in result.output
+    assert f"{parts} holds an unfinished embed run of this job: add --resume to finish it, or remove the folder to start over: rm -r {parts}" in result.output
     assert finished_chunks(parts) == {0, 1}
     (tmp_path / "other.hdf5").write_bytes(b"not mine")
     result = _one_process(args[0], str(tmp_path / "other.hdf5"), *args[2:])
@@ -435,3 +436,44 @@ def test_a_stopped_torchrun_embed_says_it_on_rank_0(tmp_path, fixture_files, sto
         finished = _finish_as_printed(resume, tmp_path)
         assert finished.returncode == 0, finished.stderr[-3000:]
         assert len(_read(tmp_path / "out.hdf5")[0]) == 3000
+
+
+def test_an_undecodable_line_says_how_to_fix_it_and_leaves_nothing_in_the_way(tmp_path, fixture_files):
+    """A Latin-1 byte in the input: the error names the line and the command that re-encodes the
+    file, on a line of its own (not after the progress bar); a run that finished no chunk leaves
+    no parts folder; the printed command, pasted, gives a file the same command embeds."""
+    lines = [line.encode("utf-8") for line in _lines(40)]
+    lines[2] += b" caf\xe9 ."
+    (tmp_path / "in.txt").write_bytes(b"\n".join(lines) + b"\n")
+    args = [str(tmp_path / "out.hdf5"), "--chunk-size", "25", *_model(fixture_files)]
+    result = _one_process(str(tmp_path / "in.txt"), *args)
+    assert result.exit_code == 1
+    error = next(line for line in result.output.splitlines() if "error:" in line)
+    assert error.startswith("error: input line 3 (") and "UnicodeDecodeError" in error
+    iconv = f"iconv -f latin1 -t utf-8 {tmp_path / 'in.txt'} > {tmp_path / 'in.txt.utf8'}"
+    assert iconv in error and "rm -r" not in error
+    assert not parts_folder(tmp_path / "out.hdf5").exists() and not (tmp_path / "out.hdf5").exists()
+
+    subprocess.run(iconv, shell=True, check=True)
+    fixed = _one_process(str(tmp_path / "in.txt.utf8"), *args)
+    assert fixed.exit_code == 0, fixed.output
+    assert "wrote 40 sentences" in fixed.output
+
+
+def test_a_rerun_after_the_input_changed_says_exactly_what_to_do(tmp_path, fixture_files):
+    """A parts folder with finished chunks of an earlier input: the rerun, with or without
+    --resume, names what changed and prints the command that clears the way; pasted, the same
+    command then runs."""
+    (tmp_path / "in.txt").write_text("\n".join(_lines(60)) + "\n", encoding="utf-8")
+    args = [str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"), "--chunk-size", "25", *_model(fixture_files)]
+    parts = parts_folder(tmp_path / "out.hdf5")
+    parts.mkdir()
+    (parts / "job.json").write_text(json.dumps({"compared": {"input.sha256": "0" * 64}}), encoding="utf-8")
+    (parts / "chunk-0000000.hdf5").write_bytes(b"")
+    for extra in ([], ["--resume"]):
+        result = _one_process(*args, *extra)
+        assert result.exit_code == 1
+        assert "input.sha256: was 000000000000..." in result.output
+        assert f"start over: rm -r {parts}, then run the same command without --resume" in result.output
+    subprocess.run(f"rm -r {parts}", shell=True, check=True)
+    assert _one_process(*args).exit_code == 0
