@@ -26,6 +26,30 @@ ELMO_FIXTURE = FIXTURES / "allennlp_elmo"
 REPO = Path(__file__).resolve().parents[1]
 
 
+#: float32's machine epsilon: the spacing of float32 numbers in [1, 2).
+F32_EPS = float(np.finfo(np.float32).eps)
+
+
+def float32_tolerance(expected, ulps: float = 4) -> float:
+    """The absolute tolerance between two float32 computations of the same values by different
+    code paths (another kernel, batch shape, summation order or CPU: AVX2, AVX-512, AMX): each
+    rounds its products and sums to float32, so the two differ by a few units in the last place
+    of the values they sum, which scale with the magnitude, not by a fixed amount. ``ulps`` units
+    of float32's spacing at the largest magnitude of ``expected`` (at least 1: smaller values
+    are sums of terms near 1). A fixed ``atol=1e-6`` is about one unit at 8, less than the
+    rounding of the last op alone for the values these models output (up to about 9)."""
+    expected = np.asarray(expected, dtype=np.float64)
+    scale = max(1.0, float(np.max(np.abs(expected)))) if expected.size else 1.0
+    return ulps * F32_EPS * scale
+
+
+def assert_float32_close(actual, expected, ulps: float = 4, err_msg: str = "") -> None:
+    """``actual`` equals ``expected`` up to ``float32_tolerance``: two code paths of the same
+    float32 arithmetic. Not for a path against itself (that is bit for bit) or a lower precision."""
+    actual, expected = (np.asarray(x.detach().cpu() if isinstance(x, torch.Tensor) else x) for x in (actual, expected))
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=float32_tolerance(expected, ulps), err_msg=err_msg)
+
+
 def checkout_pythonpath() -> str:
     """PYTHONPATH for a subprocess that runs this checkout's code: the checkout first, then the
     caller's own PYTHONPATH (where some environments install packages: dropping it loses them)."""
