@@ -106,19 +106,37 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+#: ``python HOLD_AFTER_FIRST_CHUNK embed ...`` (a script torchrun can start): each rank finishes
+#: its first chunk, then waits to be killed, so a test kills the job mid-run at a known point
+#: instead of racing its clock against the job's.
+HOLD_AFTER_FIRST_CHUNK = """
+import sys, time
+from spacy_elmo.embedding import chunks
+finish = chunks.ChunkWriter.finish
+def finish_then_hold(writer):
+    finish(writer)
+    time.sleep(3600)
+chunks.ChunkWriter.finish = finish_then_hold
+from spacy_elmo.cli import main
+sys.argv[0] = "spacy_elmo"
+main()
+"""
+
+
 def test_sigkill_of_every_process_then_resume(tmp_path, fixture_files):
-    """SIGKILL torchrun and both workers once a chunk is on disk; --resume (one process, a
-    different world size) finishes with nothing lost and nothing written twice."""
-    (tmp_path / "in.txt").write_text("\n".join(_lines(3000)) + "\n", encoding="utf-8")
+    """SIGKILL torchrun and both workers once each rank has a chunk on disk; --resume (one
+    process, a different world size) finishes with nothing lost and nothing written twice."""
+    (tmp_path / "in.txt").write_text("\n".join(_lines(400)) + "\n", encoding="utf-8")
+    (tmp_path / "hold.py").write_text(HOLD_AFTER_FIRST_CHUNK, encoding="utf-8")
     args = ["--chunk-size", "50", "--layers", "top", *_model(fixture_files)]
-    job = subprocess.Popen(
-        _torchrun_argv("in.txt", "out.hdf5", *args), cwd=tmp_path, env=_env(),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )
+    argv = _torchrun_argv("in.txt", "out.hdf5", *args)
+    argv[argv.index("-m", 3) : argv.index("embed")] = [str(tmp_path / "hold.py")]
+    job = subprocess.Popen(argv, cwd=tmp_path, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     parts = parts_folder(tmp_path / "out.hdf5")
-    deadline = time.monotonic() + 180
-    while not finished_chunks(parts) and job.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.02)
+    deadline = time.monotonic() + 240  # a hang, not a race: each rank stops after its first chunk
+    while finished_chunks(parts) != {0, 1} and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert finished_chunks(parts) == {0, 1}, "each rank should hold after its first chunk"
     workers = descendants(job.pid)
     os.killpg(job.pid, signal.SIGKILL)
     for pid in workers:
@@ -132,12 +150,11 @@ def test_sigkill_of_every_process_then_resume(tmp_path, fixture_files):
         time.sleep(0.05)
     assert len(workers) >= 2 and not any(_alive(pid) for pid in workers)
     assert not (tmp_path / "out.hdf5").exists()
-    done = finished_chunks(parts)
-    assert 0 < len(done) < 60, done  # killed in the middle of the job
+    assert finished_chunks(parts) == {0, 1}
 
     resumed = _one_process(str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"), *args, "--resume")
     assert resumed.exit_code == 0, resumed.output
-    assert f"resuming: {len(done)} of 60 chunks" in resumed.output
+    assert "resuming: 2 of 8 chunks" in resumed.output
     reference = _one_process(str(tmp_path / "in.txt"), str(tmp_path / "reference.hdf5"), *args)
     assert reference.exit_code == 0, reference.output
     _assert_same_output(tmp_path / "out.hdf5", tmp_path / "reference.hdf5")
