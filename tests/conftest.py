@@ -219,6 +219,14 @@ def device(request) -> torch.device:
     return torch.device(name)
 
 
+@pytest.fixture
+def matplotlib():
+    """matplotlib, for a test that draws a chart; the test is skipped where it is not installed
+    (it is the package's optional ``plot`` extra). The one way the tests handle that extra: the
+    tests that draw take this fixture, so the others in their module still run without it."""
+    return pytest.importorskip("matplotlib", reason="draws a chart: needs the 'plot' extra (pip install -e '.[plot]')")
+
+
 @pytest.fixture(scope="session")
 def fixture_files():
     return ELMO_FIXTURE / "options.json", ELMO_FIXTURE / "lm_weights.hdf5"

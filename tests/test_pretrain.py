@@ -112,6 +112,12 @@ def test_loss_falls_and_dev_perplexity_is_reported(tmp_path):
         evaluate_run(tmp_path, [str(TINY["paths.dev"])])
 
 
+def test_the_learning_curve_is_a_png(tmp_path, matplotlib):
+    pretrain(tiny_config(**{"training.max_steps": 2, "training.eval_every": 1}), tmp_path / "run", show_progress=False)
+    png = plot_learning_curve(tmp_path / "run" / "metrics.jsonl", tmp_path / "curve.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_output_directory_loads_in_the_pipe_and_exports_to_bilm_tf(tmp_path):
     pretrain(
         tiny_config(**{"training.max_steps": 2, "training.eval_every": 1}),
@@ -125,8 +131,6 @@ def test_output_directory_loads_in_the_pipe_and_exports_to_bilm_tf(tmp_path):
     with torch.no_grad():
         layers = bilm(torch.from_numpy(batch_to_ids([["The", "game", "began", "."]])))[0]
     np.testing.assert_allclose(doc._.elmo_layers, layers[:, 0].numpy(), atol=1e-6)
-    png = plot_learning_curve(tmp_path / "run" / "metrics.jsonl", tmp_path / "curve.png")
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     export_bilm_tf(bilm, tmp_path / "tf")
     again = load_bilm(tmp_path / "tf" / "options.json", tmp_path / "tf" / "weights.hdf5")
     ids = torch.from_numpy(batch_to_ids([["The", "game", "began", "."], ["Valkyria"]]))
