@@ -84,6 +84,7 @@ def _assert_same_output(path: Path, reference: Path) -> None:
         np.testing.assert_allclose(data[name], array, atol=1e-6, err_msg=name)
 
 
+@pytest.mark.slow
 def test_two_processes_write_what_one_process_writes(tmp_path, fixture_files):
     (tmp_path / "in.txt").write_text("\n".join(_lines(400)) + "\n", encoding="utf-8")
     args = ["--chunk-size", "25", *_model(fixture_files)]
@@ -123,6 +124,7 @@ main()
 """
 
 
+@pytest.mark.slow
 def test_sigkill_of_every_process_then_resume(tmp_path, fixture_files):
     """SIGKILL torchrun and both workers once each rank has a chunk on disk; --resume (one
     process, a different world size) finishes with nothing lost and nothing written twice."""
@@ -166,6 +168,7 @@ def _rank_of(pid: int) -> int:
     return next(int(v[5:]) for v in environ if v.startswith(b"RANK="))
 
 
+@pytest.mark.slow
 def test_sigkill_of_one_rank_then_resume_under_torchrun(tmp_path, fixture_files):
     """SIGKILL rank 1 alone: torchrun stops rank 0; --resume under torchrun finishes the job."""
     (tmp_path / "in.txt").write_text("\n".join(_lines(3000)) + "\n", encoding="utf-8")
@@ -275,6 +278,7 @@ def _docbin(path: Path) -> None:
     DocBin(docs=docs).to_disk(path)
 
 
+@pytest.mark.slow
 def test_spacy_input_and_sentence_keys_sharded(tmp_path, fixture_files):
     _docbin(tmp_path / "docs.spacy")
     args = ["--chunk-size", "40", "--layers", "average", *_model(fixture_files)]
@@ -302,6 +306,7 @@ def test_spacy_input_and_sentence_keys_sharded(tmp_path, fixture_files):
     assert sorted(_read(tmp_path / "keys2.hdf5")[0]) == sorted(line.strip() for line in unique)
 
 
+@pytest.mark.slow
 def test_a_failing_rank_names_its_line_and_leaves_a_resumable_run(tmp_path, fixture_files):
     """An undecodable byte in a line of chunk 5 (rank 1's): rank 1 stops naming the line, torchrun
     stops rank 0, the chunks finished before stay, nothing unfinished looks finished."""
@@ -348,6 +353,7 @@ def test_precision_is_any_mode_of_the_registry(tmp_path, fixture_files):
     assert not parts_folder(tmp_path / "out.hdf5").exists()
 
 
+@pytest.mark.slow
 def test_the_int8_cpu_path_sharded(tmp_path):
     """--precision int8 (the bundled model: the fixture is too small for int8 products) gives
     the same vectors in 2 processes as in one, and not fp32's."""
@@ -433,6 +439,7 @@ def test_a_stopped_embed_says_what_is_done_and_how_to_finish(tmp_path, fixture_f
         assert len(data) == 3000 and len(index) == len(set(_lines(3000)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stop", list(STOPS), ids=["Ctrl-C to the group", "SIGTERM to torchrun"])
 def test_a_stopped_torchrun_embed_says_it_on_rank_0(tmp_path, fixture_files, stop):
     """torchrun passes the stop to its workers; rank 0 says what is done and how to finish (the

@@ -392,6 +392,7 @@ def test_docbin_keeps_the_vectors_with_user_data(nlp):
     assert next(DocBin().from_bytes(plain).get_docs(nlp.vocab))._.elmo is None
 
 
+@pytest.mark.slow
 def test_n_process_2(nlp):
     texts = [f"Sentence number {i} goes to another process ." for i in range(12)]
     expected = [doc._.elmo for doc in nlp.pipe(texts)]  # torch has run in this process first

@@ -268,6 +268,7 @@ def test_resume_drops_the_metrics_a_killed_run_logged_after_its_checkpoint(tmp_p
     assert steps(tmp_path / "killed") == steps(tmp_path / "straight")
 
 
+@pytest.mark.slow
 def test_two_process_gloo_equals_one_process_with_both_shards(tmp_path):
     overrides = {
         "training.max_steps": 3,
@@ -491,6 +492,7 @@ def test_sparse_softmax_updates_equal_dense_adagrad(tmp_path):
         Trainer(strict, tmp_path / "strict", show_progress=False)
 
 
+@pytest.mark.slow
 def test_two_process_gloo_sparse_rows_equal_dense(tmp_path):
     """Data parallel: ranks exchanging the softmax rows they used end where DDP's dense
     all-reduce of the whole softmax ends."""
@@ -746,6 +748,7 @@ def test_shards_count_lines_across_files_and_a_bom_is_not_a_character(tmp_path):
     assert Vocab.load(vocab_file).words == vocab.words
 
 
+@pytest.mark.slow
 def test_ctrl_c_on_one_rank_stops_both_at_the_same_step(tmp_path):
     """A stop signal that reaches one torchrun worker only: the ranks agree on it in the next
     step's all-reduce and stop together (a rank that stopped alone hung both)."""

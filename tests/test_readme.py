@@ -27,6 +27,7 @@ def _python_blocks(section: str, count: int) -> str:
     return "\n".join(blocks[:count])
 
 
+@pytest.mark.slow
 def test_the_using_it_example_prints_what_its_comments_say(tmp_path):
     """Both blocks: one process, then nlp.pipe(n_process=2) and a DocBin on disk with
     spacy_elmo.restore (without it the two "bank"s would print 1.00). Run with PyTorch's

@@ -211,6 +211,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("start_method", ["fork", "spawn", "forkserver"])
 def test_workers_after_parallel_torch_work_in_the_parent_finish(tmp_path, start_method):
     """No hang under any start method (fork: each child sets one thread in an at-fork handler,

@@ -35,6 +35,7 @@ def _sentences(n: int) -> str:
     return "\n".join(lines[:n]) + "\n"
 
 
+@pytest.mark.slow
 def test_twenty_sentences_under_torchrun_give_both_ranks_work(tmp_path, fixture_files):
     """Without --chunk-size a small input is cut so that every rank gets chunks (before: one
     chunk of 1000, all of it rank 0's, without a word)."""
@@ -47,6 +48,7 @@ def test_twenty_sentences_under_torchrun_give_both_ranks_work(tmp_path, fixture_
         assert len([name for name in f if name != "sentence_to_index"]) == 20
 
 
+@pytest.mark.slow
 def test_a_chunk_size_that_leaves_a_rank_idle_is_said(tmp_path, fixture_files):
     (tmp_path / "in.txt").write_text(_sentences(20), encoding="utf-8")
     result = _torchrun(tmp_path, "in.txt", "out.hdf5", "--chunk-size", "1000", *_model(fixture_files))
@@ -54,6 +56,7 @@ def test_a_chunk_size_that_leaves_a_rank_idle_is_said(tmp_path, fixture_files):
     assert "20 sentences make 1 chunk of 1000: only 1 of the 2 processes get work" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_failing_torchrun_job_ends_with_its_error_line(tmp_path, fixture_files):
     """The package's line comes first (rank 0 prints it) and again as the root cause's
     ``traceback :`` in torchrun's report, the line above the report's closing rule, the last one
