@@ -864,3 +864,26 @@ def test_two_threads_run_the_directions_side_by_side_and_train_as_one(tmp_path, 
     assert calls == [2, 2] * 3  # forward and backward of each step at 2 threads, none at 1
     for name, value in weights[1].items():
         torch.testing.assert_close(weights[2][name], value, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_init_config_prints_the_command_that_trains_it(tmp_path, monkeypatch):
+    """The printed command, its placeholders filled in (and, to be quick, the tiny model and 2
+    steps appended: later overrides win), trains; the line names the config's own max_steps."""
+    from typer.testing import CliRunner
+
+    from spacy_elmo.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    written = CliRunner().invoke(app, ["init-config", "bilm.cfg"])
+    assert written.exit_code == 0, written.output
+    printed = written.output.splitlines()[1].strip()
+    assert printed == (
+        "python -m spacy_elmo pretrain bilm.cfg OUT_DIR --paths.train TRAIN.txt --paths.dev DEV.txt "
+        "--training.max_steps 2000"
+    )
+    assert "the config's max_steps is 10000" in written.output
+    filled = printed.replace("OUT_DIR", "out").replace("TRAIN.txt", TINY["paths.train"]).replace("DEV.txt", TINY["paths.dev"])
+    args = shlex.split(filled)[4:] + _cli_overrides(**{"training.max_steps": 2})
+    trained = CliRunner().invoke(app, ["pretrain", *args])
+    assert trained.exit_code == 0, trained.output
+    assert "Pretraining done: 2 steps" in trained.output and (tmp_path / "out" / "model.safetensors").is_file()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -122,7 +123,19 @@ def init_config_command(
             fail(str(err))
         text = config_text_for_model(BiLMOptions.from_file(source.options_file), model, recipe)
     output_file.write_text(text, encoding="utf-8")
-    typer.echo(f"Wrote {output_file}")
+    typer.echo(f"Wrote {output_file}. Train it (GPU recipes: add --gpu-id 0):")
+    typer.echo(
+        f"    python -m spacy_elmo pretrain {shlex.quote(str(output_file))} OUT_DIR --paths.train TRAIN.txt "
+        "--paths.dev DEV.txt --training.max_steps 2000"
+    )
+    typer.echo(f"(the config's max_steps is {max_steps_of(text)}; --training.max_steps sets the length)")
+
+
+def max_steps_of(config_text: str) -> object:
+    """``[training] max_steps`` of a pretraining config's text."""
+    from confection import Config
+
+    return Config().from_str(config_text, interpolate=False)["training"]["max_steps"]
 
 
 def plot_curve_command(
