@@ -58,6 +58,7 @@ def test_the_pipe_runs_on_the_callers_thread_count(fixture_files, two_threads, t
     assert nlp.get_pipe("elmo").runner.threads == threads and torch.get_num_threads() == 2
 
 
+@pytest.mark.filterwarnings("ignore::spacy_elmo.nn.thread_warning.CompetingThreadsWarning")  # tested below
 def test_auto_splits_where_pytorch_runs_one_op_thread(fixture_files, monkeypatch):
     """threads = "auto" (the default): the usable cores, at most 2, where the process runs
     PyTorch's ops on one thread (as this suite does); else 1, PyTorch's own threads doing the
