@@ -89,5 +89,11 @@ def test_resume_keeps_the_chunk_size_the_run_chose(tmp_path, fixture_files):
     resumed = prepare_job(EmbedOptions(**{**vars(options), "resume": True}), world_size=1)
     resumed.release()
     assert (resumed.chunk_size, resumed.n_chunks) == (3, 7)
+    (tmp_path / "out.hdf5.parts" / "chunk-0000000.hdf5").write_bytes(b"")  # a finished chunk's name
     with pytest.raises(JobRefused, match="chunk_size: was 3, now 5"):
         prepare_job(EmbedOptions(**{**vars(options), "resume": True, "chunk_size": 5}))
+    (tmp_path / "out.hdf5.parts" / "chunk-0000000.hdf5").unlink()
+    # Nothing finished, nothing to lose: the folder gives way to the new job, which says so.
+    fresh = prepare_job(EmbedOptions(**{**vars(options), "resume": True, "chunk_size": 5}))
+    fresh.release()
+    assert (fresh.chunk_size, fresh.n_chunks) == (5, 4) and any("removed" in note for note in fresh.notes)
