@@ -233,9 +233,12 @@ def test_resume_after_ctrl_c_as_printed_is_bit_for_bit(tmp_path):
     assert demo.returncode == 0 and "Right sense wins" in demo.stdout, demo.stderr
 
 
-def test_resume_takes_only_what_a_resume_may_change_and_names_it(tmp_path, capsys):
+def test_resume_takes_only_what_a_resume_may_change_and_names_it(tmp_path, monkeypatch):
     """On --resume the run's config.cfg rules: a resumable key changed on the command line is
     applied and named, the first run's own overrides repeated are accepted, another key refused."""
+    from typer.testing import CliRunner
+
+    from spacy_elmo.cli import app
     from spacy_elmo.pretrain.resume import resumed_config
 
     pretrain(tiny_config(**{"training.max_steps": 2}), tmp_path, show_progress=False)
@@ -247,6 +250,12 @@ def test_resume_takes_only_what_a_resume_may_change_and_names_it(tmp_path, capsy
         f"paths.dev: {TINY['paths.dev']!r} -> {str(CORPUS / 'train.txt')!r}",
     ]
     assert resumed_config(tmp_path, {"model.lstm_dim": 32, "training.max_steps": 2})[1] == []
+    resumed = CliRunner().invoke(
+        app, ["pretrain", str(tmp_path / "config.cfg"), str(tmp_path), "--resume", "--training.max_steps", "3"]
+    )
+    assert resumed.exit_code == 0, resumed.output
+    assert "changed on resume: training.max_steps: 2 -> 3" in resumed.output
+    assert "Pretraining done: 3 steps" in resumed.output
     with pytest.raises(ConfigError, match=r"not --model.lstm_dim 64 \(the run has 32\).*--paths.init_bilm"):
         resumed_config(tmp_path, {"model.lstm_dim": 64})
 

@@ -40,7 +40,11 @@ def config_overrides(args: Sequence[str]) -> Dict[str, Any]:
 def pretrain_command(
     ctx: typer.Context,
     config_path: Path = typer.Argument(
-        ..., help="Pretraining config (see init-config)", exists=True, dir_okay=False
+        ...,
+        help="Pretraining config (see init-config); with --resume, the run's own OUTPUT_DIR/config.cfg is "
+        "read instead",
+        exists=True,
+        dir_okay=False,
     ),
     output_dir: Path = typer.Argument(..., help="Where the model, metrics and checkpoints go"),
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use; -1 for the CPU"),
