@@ -170,28 +170,32 @@ def _rank_of(pid: int) -> int:
 
 @pytest.mark.slow
 def test_sigkill_of_one_rank_then_resume_under_torchrun(tmp_path, fixture_files):
-    """SIGKILL rank 1 alone: torchrun stops rank 0; --resume under torchrun finishes the job."""
-    (tmp_path / "in.txt").write_text("\n".join(_lines(3000)) + "\n", encoding="utf-8")
+    """SIGKILL rank 1 alone, once each rank holds after its first chunk (HOLD_AFTER_FIRST_CHUNK):
+    torchrun stops rank 0; --resume under torchrun finishes the job."""
+    (tmp_path / "in.txt").write_text("\n".join(_lines(400)) + "\n", encoding="utf-8")
+    (tmp_path / "hold.py").write_text(HOLD_AFTER_FIRST_CHUNK, encoding="utf-8")
     args = ["--chunk-size", "50", "--layers", "average", *_model(fixture_files)]
+    argv = _torchrun_argv("in.txt", "out.hdf5", *args)
+    argv[argv.index("-m", 3) : argv.index("embed")] = [str(tmp_path / "hold.py")]
     job = subprocess.Popen(
-        _torchrun_argv("in.txt", "out.hdf5", *args), cwd=tmp_path, env=_env(),
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        argv, cwd=tmp_path, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
     )
     parts = parts_folder(tmp_path / "out.hdf5")
-    deadline = time.monotonic() + 180
-    while not finished_chunks(parts) and job.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.02)
+    deadline = time.monotonic() + 240  # a hang, not a race: each rank stops after its first chunk
+    while finished_chunks(parts) != {0, 1} and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert finished_chunks(parts) == {0, 1}, "each rank should hold after its first chunk"
     workers = {_rank_of(pid): pid for pid in descendants(job.pid) if Path(f"/proc/{pid}/environ").exists()}
     os.kill(workers[1], signal.SIGKILL)
     _, stderr = job.communicate(timeout=120)
     assert job.returncode != 0 and "Signal 9 (SIGKILL) received" in stderr, stderr[-2000:]
     assert not _alive(workers[0]) and not (tmp_path / "out.hdf5").exists()
-    done = finished_chunks(parts)
-    assert 0 < len(done) < 60, done
+    assert finished_chunks(parts) == {0, 1}
 
     resumed = _torchrun(tmp_path, "in.txt", "out.hdf5", *args, "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert f"resuming: {len(done)} of 60 chunks" in resumed.stderr
+    assert "resuming: 2 of 8 chunks" in resumed.stderr
     reference = _one_process(str(tmp_path / "in.txt"), str(tmp_path / "reference.hdf5"), *args)
     assert reference.exit_code == 0, reference.output
     _assert_same_output(tmp_path / "out.hdf5", tmp_path / "reference.hdf5")
