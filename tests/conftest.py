@@ -26,6 +26,33 @@ ELMO_FIXTURE = FIXTURES / "allennlp_elmo"
 REPO = Path(__file__).resolve().parents[1]
 
 
+#: float32's machine epsilon: the spacing of float32 numbers in [1, 2).
+F32_EPS = float(np.finfo(np.float32).eps)
+
+
+def float32_tolerance(expected, ulps: float = 8) -> float:
+    """The absolute tolerance between two float32 computations of the same values by different
+    code paths (another kernel, batch shape, summation order or CPU: AVX2, AVX-512, AMX). Each
+    path rounds every product and sum to float32, and the LSTMs carry those roundings through
+    their recurrence and projections, so each result is a few units in the last place off the
+    exact value, and the two differ by up to the sum of both: an amount that scales with the
+    values' magnitude, not a fixed one (``atol=1e-6`` is about one unit for values near 8, tighter
+    than the last op's own rounding there). ``ulps`` units of float32's epsilon times the largest
+    magnitude of ``expected`` (at least 1: smaller values are sums of terms near 1); the largest
+    difference these tests meet is well inside it, and a wrong result (another layer, a
+    misplaced row or state) is off by orders of magnitude more."""
+    expected = np.asarray(expected, dtype=np.float64)
+    scale = max(1.0, float(np.max(np.abs(expected)))) if expected.size else 1.0
+    return ulps * F32_EPS * scale
+
+
+def assert_float32_close(actual, expected, ulps: float = 8, err_msg: str = "") -> None:
+    """``actual`` equals ``expected`` up to ``float32_tolerance``: two code paths of the same
+    float32 arithmetic. Not for a path against itself (that is bit for bit) or a lower precision."""
+    actual, expected = (np.asarray(x.detach().cpu() if isinstance(x, torch.Tensor) else x) for x in (actual, expected))
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=float32_tolerance(expected, ulps), err_msg=err_msg)
+
+
 def checkout_pythonpath() -> str:
     """PYTHONPATH for a subprocess that runs this checkout's code: the checkout first, then the
     caller's own PYTHONPATH (where some environments install packages: dropping it loses them)."""
@@ -193,6 +220,14 @@ def device(request) -> torch.device:
     if name == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     return torch.device(name)
+
+
+@pytest.fixture
+def matplotlib():
+    """matplotlib, for a test that draws a chart; the test is skipped where it is not installed
+    (it is the package's optional ``plot`` extra). The one way the tests handle that extra: the
+    tests that draw take this fixture, so the others in their module still run without it."""
+    return pytest.importorskip("matplotlib", reason="draws a chart: needs the 'plot' extra (pip install -e '.[plot]')")
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ import spacy
 import torch
 from thinc.api import Config, ConfigValidationError, CupyOps, NumpyOps, set_current_ops
 
-from conftest import make_options, write_random_bilm_tf
+from conftest import assert_float32_close, make_options, write_random_bilm_tf
 from spacy_elmo import batch_to_ids, load_bilm
 from spacy_elmo.architectures import elmo_model_v2
 from spacy_elmo.layers.bilm_model import BiLMShim, bilm_settings, get_runner, set_bilm
@@ -68,7 +68,7 @@ def test_outputs_are_the_bilm_layers_of_each_sequence(elmo_model, fixture_bilm):
     assert [o.shape for o in outputs] == [(3, len(s), 32) for s in SENTENCES]
     assert all(o.dtype == np.float32 for o in outputs)
     for output, expected in zip(outputs, _reference_layers(fixture_bilm, SENTENCES)):
-        np.testing.assert_allclose(output, expected, atol=1e-6)
+        assert_float32_close(output, expected)
     assert elmo_model.get_dim("nO") == 32
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import ELMO_FIXTURE, make_options, write_random_bilm_tf
+from conftest import ELMO_FIXTURE, assert_float32_close, make_options, write_random_bilm_tf
 from numpy_bilm import NumpyBiLM
 from spacy_elmo import batch_to_ids, load_bilm
 
@@ -44,11 +44,11 @@ def test_stateless_differs_from_stateful_after_first_batch(fixture_files, fixtur
     stateless = load_bilm(*fixture_files)
     batches = [[fixture_sentences[k][i].split() for k in range(3)] for i in range(2)]
     first = [_run(m, batches[0])[0] for m in (stateful, stateless)]
-    np.testing.assert_allclose(first[0], first[1], atol=1e-6)
+    assert_float32_close(first[0], first[1])
     second = [_run(m, batches[1])[0] for m in (stateful, stateless)]
     assert np.abs(second[0] - second[1]).max() > 1e-3
     stateful.reset_states()
-    np.testing.assert_allclose(_run(stateful, batches[1])[0], second[1], atol=1e-6)
+    assert_float32_close(_run(stateful, batches[1])[0], second[1])
 
 
 def test_token_embeddings_match_tensorflow(fixture_bilm):
@@ -58,7 +58,7 @@ def test_token_embeddings_match_tensorflow(fixture_bilm):
     n = min(len(words), len(expected))
     with torch.no_grad():
         got = fixture_bilm.token_encoder(torch.from_numpy(batch_to_ids([words])[0])).numpy()
-    np.testing.assert_allclose(got[:n], expected[:n], atol=1e-6, rtol=0)
+    assert_float32_close(got[:n], expected[:n])
 
 
 SENTENCES = [
@@ -174,9 +174,9 @@ def test_distinct_token_input_products_change_nothing(go_forward, with_states):
         want, want_states = lstm(inputs, lengths, states)
         got, got_states = lstm(inputs, lengths, states, distinct=DistinctInputs(rows, index))
     for a, b in zip(got, want):
-        torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+        assert_float32_close(a, b)
     for (h, c), (h_want, c_want) in zip(got_states, want_states):
-        torch.testing.assert_close(h, h_want, atol=1e-6, rtol=0)
-        torch.testing.assert_close(c, c_want, atol=1e-6, rtol=0)
+        assert_float32_close(h, h_want)
+        assert_float32_close(c, c_want)
     # Rows that end early keep their own final state, not a neighbour's.
     assert not torch.allclose(got_states[0][0][1], got_states[0][0][2])

@@ -28,6 +28,7 @@ def test_a_plain_process_initialises_nothing(monkeypatch):
     assert ctx.gather_rows(ids, values) == (ids, values) and ctx.broadcast_object("x") == "x"
 
 
+@pytest.mark.slow
 def test_one_rank_under_torchrun_runs_the_collectives(monkeypatch):
     """What torchrun --nproc-per-node 1 sets; a real Gloo group of one process."""
     env = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}

@@ -84,6 +84,7 @@ def _assert_same_output(path: Path, reference: Path) -> None:
         np.testing.assert_allclose(data[name], array, atol=1e-6, err_msg=name)
 
 
+@pytest.mark.slow
 def test_two_processes_write_what_one_process_writes(tmp_path, fixture_files):
     (tmp_path / "in.txt").write_text("\n".join(_lines(400)) + "\n", encoding="utf-8")
     args = ["--chunk-size", "25", *_model(fixture_files)]
@@ -106,19 +107,38 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+#: ``python HOLD_AFTER_FIRST_CHUNK embed ...`` (a script torchrun can start): each rank finishes
+#: its first chunk, then waits to be killed, so a test kills the job mid-run at a known point
+#: instead of racing its clock against the job's.
+HOLD_AFTER_FIRST_CHUNK = """
+import sys, time
+from spacy_elmo.embedding import chunks
+finish = chunks.ChunkWriter.finish
+def finish_then_hold(writer):
+    finish(writer)
+    time.sleep(3600)
+chunks.ChunkWriter.finish = finish_then_hold
+from spacy_elmo.cli import main
+sys.argv[0] = "spacy_elmo"
+main()
+"""
+
+
+@pytest.mark.slow
 def test_sigkill_of_every_process_then_resume(tmp_path, fixture_files):
-    """SIGKILL torchrun and both workers once a chunk is on disk; --resume (one process, a
-    different world size) finishes with nothing lost and nothing written twice."""
-    (tmp_path / "in.txt").write_text("\n".join(_lines(3000)) + "\n", encoding="utf-8")
+    """SIGKILL torchrun and both workers once each rank has a chunk on disk; --resume (one
+    process, a different world size) finishes with nothing lost and nothing written twice."""
+    (tmp_path / "in.txt").write_text("\n".join(_lines(400)) + "\n", encoding="utf-8")
+    (tmp_path / "hold.py").write_text(HOLD_AFTER_FIRST_CHUNK, encoding="utf-8")
     args = ["--chunk-size", "50", "--layers", "top", *_model(fixture_files)]
-    job = subprocess.Popen(
-        _torchrun_argv("in.txt", "out.hdf5", *args), cwd=tmp_path, env=_env(),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )
+    argv = _torchrun_argv("in.txt", "out.hdf5", *args)
+    argv[argv.index("-m", 3) : argv.index("embed")] = [str(tmp_path / "hold.py")]
+    job = subprocess.Popen(argv, cwd=tmp_path, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     parts = parts_folder(tmp_path / "out.hdf5")
-    deadline = time.monotonic() + 180
-    while not finished_chunks(parts) and job.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.02)
+    deadline = time.monotonic() + 240  # a hang, not a race: each rank stops after its first chunk
+    while finished_chunks(parts) != {0, 1} and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert finished_chunks(parts) == {0, 1}, "each rank should hold after its first chunk"
     workers = descendants(job.pid)
     os.killpg(job.pid, signal.SIGKILL)
     for pid in workers:
@@ -132,12 +152,11 @@ def test_sigkill_of_every_process_then_resume(tmp_path, fixture_files):
         time.sleep(0.05)
     assert len(workers) >= 2 and not any(_alive(pid) for pid in workers)
     assert not (tmp_path / "out.hdf5").exists()
-    done = finished_chunks(parts)
-    assert 0 < len(done) < 60, done  # killed in the middle of the job
+    assert finished_chunks(parts) == {0, 1}
 
     resumed = _one_process(str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"), *args, "--resume")
     assert resumed.exit_code == 0, resumed.output
-    assert f"resuming: {len(done)} of 60 chunks" in resumed.output
+    assert "resuming: 2 of 8 chunks" in resumed.output
     reference = _one_process(str(tmp_path / "in.txt"), str(tmp_path / "reference.hdf5"), *args)
     assert reference.exit_code == 0, reference.output
     _assert_same_output(tmp_path / "out.hdf5", tmp_path / "reference.hdf5")
@@ -149,29 +168,34 @@ def _rank_of(pid: int) -> int:
     return next(int(v[5:]) for v in environ if v.startswith(b"RANK="))
 
 
+@pytest.mark.slow
 def test_sigkill_of_one_rank_then_resume_under_torchrun(tmp_path, fixture_files):
-    """SIGKILL rank 1 alone: torchrun stops rank 0; --resume under torchrun finishes the job."""
-    (tmp_path / "in.txt").write_text("\n".join(_lines(3000)) + "\n", encoding="utf-8")
+    """SIGKILL rank 1 alone, once each rank holds after its first chunk (HOLD_AFTER_FIRST_CHUNK):
+    torchrun stops rank 0; --resume under torchrun finishes the job."""
+    (tmp_path / "in.txt").write_text("\n".join(_lines(400)) + "\n", encoding="utf-8")
+    (tmp_path / "hold.py").write_text(HOLD_AFTER_FIRST_CHUNK, encoding="utf-8")
     args = ["--chunk-size", "50", "--layers", "average", *_model(fixture_files)]
+    argv = _torchrun_argv("in.txt", "out.hdf5", *args)
+    argv[argv.index("-m", 3) : argv.index("embed")] = [str(tmp_path / "hold.py")]
     job = subprocess.Popen(
-        _torchrun_argv("in.txt", "out.hdf5", *args), cwd=tmp_path, env=_env(),
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        argv, cwd=tmp_path, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
     )
     parts = parts_folder(tmp_path / "out.hdf5")
-    deadline = time.monotonic() + 180
-    while not finished_chunks(parts) and job.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.02)
+    deadline = time.monotonic() + 240  # a hang, not a race: each rank stops after its first chunk
+    while finished_chunks(parts) != {0, 1} and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert finished_chunks(parts) == {0, 1}, "each rank should hold after its first chunk"
     workers = {_rank_of(pid): pid for pid in descendants(job.pid) if Path(f"/proc/{pid}/environ").exists()}
     os.kill(workers[1], signal.SIGKILL)
     _, stderr = job.communicate(timeout=120)
     assert job.returncode != 0 and "Signal 9 (SIGKILL) received" in stderr, stderr[-2000:]
     assert not _alive(workers[0]) and not (tmp_path / "out.hdf5").exists()
-    done = finished_chunks(parts)
-    assert 0 < len(done) < 60, done
+    assert finished_chunks(parts) == {0, 1}
 
     resumed = _torchrun(tmp_path, "in.txt", "out.hdf5", *args, "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert f"resuming: {len(done)} of 60 chunks" in resumed.stderr
+    assert "resuming: 2 of 8 chunks" in resumed.stderr
     reference = _one_process(str(tmp_path / "in.txt"), str(tmp_path / "reference.hdf5"), *args)
     assert reference.exit_code == 0, reference.output
     _assert_same_output(tmp_path / "out.hdf5", tmp_path / "reference.hdf5")
@@ -207,12 +231,13 @@ def test_resume_refuses_a_changed_input_or_option(unfinished):
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     changed_input = _one_process(*args, "--resume")
     assert changed_input.exit_code == 1
-    assert "--resume: the unfinished run in" in changed_input.output
+    assert "the unfinished run in" in changed_input.output and "its 2 finished chunk(s)" in changed_input.output
+    assert f"start over: rm -r {parts_folder(tmp_path / 'out.hdf5')}, then run the same command without --resume" in changed_input.output
     assert "input.sha256: was" in changed_input.output and "layers" not in changed_input.output
     (tmp_path / "in.txt").write_text(original, encoding="utf-8")
     changed_layers = _one_process(*args, "--layers", "top", "--resume")
     assert changed_layers.exit_code == 1
-    assert "different job (layers: was 'all', now 'top'); give the same" in changed_layers.output
+    assert "different job (layers: was 'all', now 'top'): its 2 finished" in changed_layers.output
     assert finished_chunks(parts_folder(tmp_path / "out.hdf5")) == {0, 1}  # refusals touch nothing
 
     finished = _one_process(*args, "--resume")
@@ -232,7 +257,7 @@ def test_without_resume_an_existing_run_or_output_is_refused(unfinished):
     parts = parts_folder(tmp_path / "out.hdf5")
     result = _one_process(*args)
     assert result.exit_code == 1
-    assert f"{parts} holds an unfinished embed run: add --resume to finish it, or remove the folder" in result.output
+    assert f"{parts} holds an unfinished embed run of this job: add --resume to finish it, or remove the folder to start over: rm -r {parts}" in result.output
     assert finished_chunks(parts) == {0, 1}
     (tmp_path / "other.hdf5").write_bytes(b"not mine")
     result = _one_process(args[0], str(tmp_path / "other.hdf5"), *args[2:])
@@ -257,6 +282,7 @@ def _docbin(path: Path) -> None:
     DocBin(docs=docs).to_disk(path)
 
 
+@pytest.mark.slow
 def test_spacy_input_and_sentence_keys_sharded(tmp_path, fixture_files):
     _docbin(tmp_path / "docs.spacy")
     args = ["--chunk-size", "40", "--layers", "average", *_model(fixture_files)]
@@ -284,6 +310,7 @@ def test_spacy_input_and_sentence_keys_sharded(tmp_path, fixture_files):
     assert sorted(_read(tmp_path / "keys2.hdf5")[0]) == sorted(line.strip() for line in unique)
 
 
+@pytest.mark.slow
 def test_a_failing_rank_names_its_line_and_leaves_a_resumable_run(tmp_path, fixture_files):
     """An undecodable byte in a line of chunk 5 (rank 1's): rank 1 stops naming the line, torchrun
     stops rank 0, the chunks finished before stay, nothing unfinished looks finished."""
@@ -330,6 +357,7 @@ def test_precision_is_any_mode_of_the_registry(tmp_path, fixture_files):
     assert not parts_folder(tmp_path / "out.hdf5").exists()
 
 
+@pytest.mark.slow
 def test_the_int8_cpu_path_sharded(tmp_path):
     """--precision int8 (the bundled model: the fixture is too small for int8 products) gives
     the same vectors in 2 processes as in one, and not fp32's."""
@@ -415,6 +443,7 @@ def test_a_stopped_embed_says_what_is_done_and_how_to_finish(tmp_path, fixture_f
         assert len(data) == 3000 and len(index) == len(set(_lines(3000)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stop", list(STOPS), ids=["Ctrl-C to the group", "SIGTERM to torchrun"])
 def test_a_stopped_torchrun_embed_says_it_on_rank_0(tmp_path, fixture_files, stop):
     """torchrun passes the stop to its workers; rank 0 says what is done and how to finish (the
@@ -435,3 +464,44 @@ def test_a_stopped_torchrun_embed_says_it_on_rank_0(tmp_path, fixture_files, sto
         finished = _finish_as_printed(resume, tmp_path)
         assert finished.returncode == 0, finished.stderr[-3000:]
         assert len(_read(tmp_path / "out.hdf5")[0]) == 3000
+
+
+def test_an_undecodable_line_says_how_to_fix_it_and_leaves_nothing_in_the_way(tmp_path, fixture_files):
+    """A Latin-1 byte in the input: the error names the line and the command that re-encodes the
+    file, on a line of its own (not after the progress bar); a run that finished no chunk leaves
+    no parts folder; the printed command, pasted, gives a file the same command embeds."""
+    lines = [line.encode("utf-8") for line in _lines(40)]
+    lines[2] += b" caf\xe9 ."
+    (tmp_path / "in.txt").write_bytes(b"\n".join(lines) + b"\n")
+    args = [str(tmp_path / "out.hdf5"), "--chunk-size", "25", *_model(fixture_files)]
+    result = _one_process(str(tmp_path / "in.txt"), *args)
+    assert result.exit_code == 1
+    error = next(line for line in result.output.splitlines() if "error:" in line)
+    assert error.startswith("error: input line 3 (") and "UnicodeDecodeError" in error
+    iconv = f"iconv -f latin1 -t utf-8 {tmp_path / 'in.txt'} > {tmp_path / 'in.txt.utf8'}"
+    assert iconv in error and "rm -r" not in error
+    assert not parts_folder(tmp_path / "out.hdf5").exists() and not (tmp_path / "out.hdf5").exists()
+
+    subprocess.run(iconv, shell=True, check=True)
+    fixed = _one_process(str(tmp_path / "in.txt.utf8"), *args)
+    assert fixed.exit_code == 0, fixed.output
+    assert "wrote 40 sentences" in fixed.output
+
+
+def test_a_rerun_after_the_input_changed_says_exactly_what_to_do(tmp_path, fixture_files):
+    """A parts folder with finished chunks of an earlier input: the rerun, with or without
+    --resume, names what changed and prints the command that clears the way; pasted, the same
+    command then runs."""
+    (tmp_path / "in.txt").write_text("\n".join(_lines(60)) + "\n", encoding="utf-8")
+    args = [str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"), "--chunk-size", "25", *_model(fixture_files)]
+    parts = parts_folder(tmp_path / "out.hdf5")
+    parts.mkdir()
+    (parts / "job.json").write_text(json.dumps({"compared": {"input.sha256": "0" * 64}}), encoding="utf-8")
+    (parts / "chunk-0000000.hdf5").write_bytes(b"")
+    for extra in ([], ["--resume"]):
+        result = _one_process(*args, *extra)
+        assert result.exit_code == 1
+        assert "input.sha256: was 000000000000..." in result.output
+        assert f"start over: rm -r {parts}, then run the same command without --resume" in result.output
+    subprocess.run(f"rm -r {parts}", shell=True, check=True)
+    assert _one_process(*args).exit_code == 0

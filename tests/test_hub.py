@@ -17,7 +17,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import h5py
 import numpy as np
@@ -60,7 +60,11 @@ class FixtureServer:
         }
         self.drop_after: Dict[str, int] = {}  # path -> bytes sent before the connection drops, once
         self.ignore_range = False
-        self.delay = 0.0  # seconds before each response's body: slow enough for downloads to overlap
+        self.delay = 0.0  # seconds before each response's body
+        #: When set: every response's body waits for this event, and ``requested`` says a request
+        #: arrived (a test holds a download mid-way at a known point instead of racing a clock).
+        self.gate: Optional[threading.Event] = None
+        self.requested = threading.Event()
         self.requests: List[tuple] = []
         server = self
 
@@ -81,6 +85,9 @@ class FixtureServer:
                     self.send_response(200)
                 self.send_header("Content-Length", str(len(body) - start))
                 self.end_headers()
+                if server.gate is not None:
+                    server.requested.set()
+                    server.gate.wait(timeout=120)
                 time.sleep(server.delay)
                 cut = server.drop_after.pop(self.path, None)
                 self.wfile.write(body[start:] if cut is None else body[start:cut])
@@ -153,11 +160,25 @@ def test_download_then_load_by_name(server, home):
     assert len(server.requests) == before
 
 
-def test_concurrent_downloads_of_one_model_fetch_it_once(server, home):
+def test_concurrent_downloads_of_one_model_fetch_it_once(server, home, monkeypatch):
     """Two downloads of the same model at once (two threads; two processes take the same file
     lock): the second waits for the first and then finds it complete, instead of writing into the
-    same .part files."""
-    server.delay = 0.5
+    same .part files. The first is held at its first response until the second is seen waiting
+    for the lock, so the two overlap whatever the machine's load."""
+    from spacy_elmo.hub import download as download_module
+
+    second_waits = threading.Event()
+
+    class SignallingLock(download_module.FileLock):
+        def acquire(self, timeout=None, *args, **kwargs):
+            try:
+                return super().acquire(timeout, *args, **kwargs)
+            except download_module.Timeout:
+                second_waits.set()  # found the lock held: it waits for the first download
+                raise
+
+    monkeypatch.setattr(download_module, "FileLock", SignallingLock)
+    server.gate = threading.Event()
     results, errors = [], []
 
     def run() -> None:
@@ -167,8 +188,11 @@ def test_concurrent_downloads_of_one_model_fetch_it_once(server, home):
             errors.append(err)
 
     threads = [threading.Thread(target=run) for _ in range(2)]
-    for thread in threads:
-        thread.start()
+    threads[0].start()
+    assert server.requested.wait(timeout=60), "the first download never reached the server"
+    threads[1].start()
+    assert second_waits.wait(timeout=60), "the second download never found the lock held"
+    server.gate.set()
     for thread in threads:
         thread.join(timeout=60)
     assert not errors and results == [home / "tiny", home / "tiny"]

@@ -40,7 +40,7 @@ def _expected(nlp, name):
     return np.exp(s) / np.exp(s).sum(), float(head.get_param("gamma")[0])
 
 
-def test_inspect_reads_each_listeners_learned_mix(tmp_path):
+def test_inspect_reads_each_listeners_learned_mix(tmp_path, matplotlib):
     nlp = _trained_pipeline(tmp_path)
     result = CliRunner().invoke(
         app, ["inspect", str(tmp_path / "pipeline"), "--output", str(tmp_path / "mix.json"), "--plot", str(tmp_path / "mix.png")]

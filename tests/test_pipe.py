@@ -16,7 +16,7 @@ from spacy.tokens import Doc, DocBin
 from spacy.training import Example
 from thinc.api import ConfigValidationError
 
-from conftest import make_options, write_random_bilm_tf
+from conftest import assert_float32_close, make_options, write_random_bilm_tf
 from spacy_elmo import DEFAULT_MODEL, ScalarMix, batch_to_ids, load_bilm, save_bilm
 from spacy_elmo.pipe import add_vector_hooks, batch_by_length, split_sequences
 
@@ -54,9 +54,9 @@ def test_vectors_are_the_bilm_outputs_of_each_sentence(nlp, fixture_bilm, senten
         assert doc._.elmo_layers.shape == (3, len(words), WIDTH)
         assert doc._.elmo.shape == (len(words), WIDTH)
         assert doc._.elmo.dtype == doc._.elmo_layers.dtype == np.float32
-        np.testing.assert_allclose(doc._.elmo_layers, expected, atol=1e-6)
+        assert_float32_close(doc._.elmo_layers, expected)
         with torch.no_grad():
-            np.testing.assert_allclose(doc._.elmo, mix(torch.from_numpy(expected[1:])).numpy(), atol=1e-6)
+            assert_float32_close(doc._.elmo, mix(torch.from_numpy(expected[1:])).numpy())
 
 
 def test_fixed_mix_weights_and_gamma(fixture_files, fixture_bilm):
@@ -67,7 +67,7 @@ def test_fixed_mix_weights_and_gamma(fixture_files, fixture_bilm):
         config={"model": {"options_file": options, "weight_file": weights}, "mix_weights": [0, 0, 3], "gamma": 2.0, "store_layers": False},
     )
     doc = nlp("Only the top layer , doubled .")
-    np.testing.assert_allclose(doc._.elmo, 2 * _layers(fixture_bilm, [t.text for t in doc])[-1], atol=1e-6)
+    assert_float32_close(doc._.elmo, 2 * _layers(fixture_bilm, [t.text for t in doc])[-1])
     assert doc._.elmo_layers is None
 
 
@@ -119,11 +119,9 @@ def test_each_sentence_is_one_sequence(nlp, fixture_bilm):
     assert [s.text for s in doc.sents] == ["The river bank was muddy .", "She went to the bank ."]
     for sentence in doc.sents:
         words = [t.text for t in sentence]
-        np.testing.assert_allclose(
-            doc._.elmo_layers[:, sentence.start : sentence.end], _layers(fixture_bilm, words), atol=1e-6
-        )
+        assert_float32_close(doc._.elmo_layers[:, sentence.start : sentence.end], _layers(fixture_bilm, words))
     whole = nlp(text)  # no sentence boundaries: one window for the whole doc
-    np.testing.assert_allclose(whole._.elmo_layers, _layers(fixture_bilm, text.split()), atol=1e-6)
+    assert_float32_close(whole._.elmo_layers, _layers(fixture_bilm, text.split()))
     assert not np.allclose(whole._.elmo[6:], doc._.elmo[6:], atol=1e-3)
 
 
@@ -134,7 +132,7 @@ def test_docs_without_sentences_are_cut_into_windows(fixture_files, fixture_bilm
     words = [f"w{i}" for i in range(10)]
     doc = nlp(Doc(nlp.vocab, words=words))
     for start, end in [(0, 4), (4, 7), (7, 10)]:  # ceil(10 / 4) = 3 windows of near-equal length
-        np.testing.assert_allclose(doc._.elmo_layers[:, start:end], _layers(fixture_bilm, words[start:end]), atol=1e-6)
+        assert_float32_close(doc._.elmo_layers[:, start:end], _layers(fixture_bilm, words[start:end]))
 
 
 def test_split_sequences_skips_whitespace_and_cuts_long_sentences():
@@ -162,7 +160,7 @@ def test_whitespace_tokens_get_zero_vectors_and_do_not_reach_the_bilm(nlp, fixtu
     doc = nlp("Hello  world\n\nagain")
     assert [t.text for t in doc] == ["Hello", " ", "world", "\n\n", "again"]
     read = [0, 2, 4]
-    np.testing.assert_allclose(doc._.elmo_layers[:, read], _layers(fixture_bilm, ["Hello", "world", "again"]), atol=1e-6)
+    assert_float32_close(doc._.elmo_layers[:, read], _layers(fixture_bilm, ["Hello", "world", "again"]))
     assert not doc._.elmo[[1, 3]].any()
     assert [t.has_vector for t in doc] == [True, False, True, False, True]
 
@@ -188,7 +186,7 @@ def test_mixed_scripts_emoji_and_long_tokens(nlp, fixture_bilm):
     doc = nlp("Tokyo 東京 Москва مرحبا 😀👍🏽 " + "x" * 80 + " naïve")
     words = [t.text for t in doc]
     assert np.isfinite(doc._.elmo).all()
-    np.testing.assert_allclose(doc._.elmo_layers, _layers(fixture_bilm, words), atol=1e-6)
+    assert_float32_close(doc._.elmo_layers, _layers(fixture_bilm, words))
 
 
 def test_a_100000_token_doc_without_sentences(fixture_files, fixture_bilm):
@@ -201,9 +199,9 @@ def test_a_100000_token_doc_without_sentences(fixture_files, fixture_bilm):
     assert np.isfinite(doc._.elmo).all() and np.abs(doc._.elmo).sum(axis=1).min() > 0
     # ceil(100000 / 256) = 391 windows: the first 295 hold 256 tokens, the others 255
     first = _layers(fixture_bilm, words[:256])[1:].mean(axis=0)  # the default mix: LSTM layers
-    np.testing.assert_allclose(doc._.elmo[:256], first, atol=1e-6)
+    assert_float32_close(doc._.elmo[:256], first)
     last = _layers(fixture_bilm, words[-255:])[1:].mean(axis=0)
-    np.testing.assert_allclose(doc._.elmo[-255:], last, atol=1e-6)
+    assert_float32_close(doc._.elmo[-255:], last)
 
 
 # Weights: lazy loading, native checkpoints, errors
@@ -241,7 +239,7 @@ def test_native_checkpoint_and_model_directory(tmp_path, nlp, fixture_files):
     for directory in (tmp_path / "native", hdf5_dir):
         other = spacy.blank("en")
         other.add_pipe("elmo", config={"model": {"weights": str(directory)}})
-        np.testing.assert_allclose(other("Same weights , other file .")._.elmo, expected, atol=1e-6)
+        assert_float32_close(other("Same weights , other file .")._.elmo, expected)
 
 
 def _pipe_with(**model):
@@ -304,12 +302,12 @@ def test_default_model_is_bundled_and_contextual():
     river, money = nlp("We sat on the bank of the river ."), nlp("The bank raised its interest rates .")
     assert river._.elmo.shape == (9, 256) and river._.elmo_layers.shape == (3, 9, 256)
     # Layer 0 is context-free: the same word gives the same vector; the LSTM layers do not.
-    np.testing.assert_allclose(river._.elmo_layers[0, 4], money._.elmo_layers[0, 1], atol=1e-6)
+    assert_float32_close(river._.elmo_layers[0, 4], money._.elmo_layers[0, 1])
     assert river[4].text == money[1].text == "bank" and river[4].similarity(money[1]) < 0.99
     # The bundled vocabulary feeds the token cache.
     cached = spacy.blank("en")
     cached.add_pipe("elmo", config={"model": {"token_cache_words": 1000}})
-    np.testing.assert_allclose(cached(river.text)._.elmo, river._.elmo, atol=1e-6)
+    assert_float32_close(cached(river.text)._.elmo, river._.elmo)
 
 
 def test_missing_default_model_says_what_to_do(monkeypatch, tmp_path):
@@ -410,6 +408,7 @@ def test_docbin_keeps_the_vectors_with_user_data(nlp):
     assert next(DocBin().from_bytes(plain).get_docs(nlp.vocab))._.elmo is None
 
 
+@pytest.mark.slow
 def test_n_process_2(nlp):
     texts = [f"Sentence number {i} goes to another process ." for i in range(12)]
     expected = [doc._.elmo for doc in nlp.pipe(texts)]  # torch has run in this process first
@@ -417,7 +416,7 @@ def test_n_process_2(nlp):
         warnings.simplefilter("ignore")  # W109: the hooks stay behind in the workers
         docs = list(nlp.pipe(texts, n_process=2, batch_size=4))
     for doc, vectors in zip(docs, expected):
-        np.testing.assert_allclose(doc._.elmo, vectors, atol=1e-6)
+        assert_float32_close(doc._.elmo, vectors)
         assert doc._.elmo_layers.shape == (3, len(doc), WIDTH)
         add_vector_hooks(doc)
         np.testing.assert_array_equal(doc[1].vector, doc._.elmo[1])
@@ -452,13 +451,13 @@ def test_token_cache_words_give_identical_vectors_and_survive_serialization(tmp_
     docs = [nlp(" ".join(words)) for words in sentences]
     assert len(elmo.runner.token_cache) == elmo.runner.token_cache.max_words == 20
     for doc in docs:
-        np.testing.assert_allclose(doc._.elmo_layers, _layers(fixture_bilm, [t.text for t in doc]), atol=1e-6)
+        assert_float32_close(doc._.elmo_layers, _layers(fixture_bilm, [t.text for t in doc]))
     nlp.to_disk(tmp_path / "pipeline")
     shutil.rmtree(model_dir)  # the loaded pipeline needs neither the weights nor the vocabulary
     loaded = spacy.load(tmp_path / "pipeline")
     assert len(loaded.get_pipe("elmo").runner.token_cache) == len(set(vocab[:20]))
     doc = loaded(" ".join(sentences[0]))
-    np.testing.assert_allclose(doc._.elmo_layers, docs[0]._.elmo_layers, atol=1e-6)
+    assert_float32_close(doc._.elmo_layers, docs[0]._.elmo_layers)
 
 
 def test_token_cache_without_a_vocabulary_fills_from_the_text(fixture_files, fixture_bilm):
@@ -473,7 +472,7 @@ def test_token_cache_without_a_vocabulary_fills_from_the_text(fixture_files, fix
     assert len(elmo.runner.token_cache) == 0
     for _ in range(2):
         doc = nlp("The bank raised its rates .")
-        np.testing.assert_allclose(doc._.elmo_layers, _layers(fixture_bilm, [t.text for t in doc]), atol=1e-6)
+        assert_float32_close(doc._.elmo_layers, _layers(fixture_bilm, [t.text for t in doc]))
     assert len(elmo.runner.token_cache) == 8 and elmo.runner.token_cache.hits == 8  # 6 words, <S>, </S>
 
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import signal
+import shlex
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -111,6 +110,12 @@ def test_loss_falls_and_dev_perplexity_is_reported(tmp_path):
         evaluate_run(tmp_path, [str(TINY["paths.dev"])])
 
 
+def test_the_learning_curve_is_a_png(tmp_path, matplotlib):
+    pretrain(tiny_config(**{"training.max_steps": 2, "training.eval_every": 1}), tmp_path / "run", show_progress=False)
+    png = plot_learning_curve(tmp_path / "run" / "metrics.jsonl", tmp_path / "curve.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_output_directory_loads_in_the_pipe_and_exports_to_bilm_tf(tmp_path):
     pretrain(
         tiny_config(**{"training.max_steps": 2, "training.eval_every": 1}),
@@ -124,8 +129,6 @@ def test_output_directory_loads_in_the_pipe_and_exports_to_bilm_tf(tmp_path):
     with torch.no_grad():
         layers = bilm(torch.from_numpy(batch_to_ids([["The", "game", "began", "."]])))[0]
     np.testing.assert_allclose(doc._.elmo_layers, layers[:, 0].numpy(), atol=1e-6)
-    png = plot_learning_curve(tmp_path / "run" / "metrics.jsonl", tmp_path / "curve.png")
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     export_bilm_tf(bilm, tmp_path / "tf")
     again = load_bilm(tmp_path / "tf" / "options.json", tmp_path / "tf" / "weights.hdf5")
     ids = torch.from_numpy(batch_to_ids([["The", "game", "began", "."], ["Valkyria"]]))
@@ -148,7 +151,47 @@ def _cli_overrides(**extra):
     return args
 
 
-def test_resume_after_ctrl_c_is_bit_for_bit(tmp_path):
+#: ``python -m spacy_elmo`` with Ctrl-C arriving at a given step (``STOP_AT_STEP``): the signal
+#: goes to the process itself just before that step's update, so the run stops after that step
+#: wherever the machine's load puts it in time (no race between the test's clock and the run's).
+CTRL_C_AT_STEP = """
+import os, signal, sys
+from spacy_elmo.pretrain.trainer import Trainer
+stop_at = int(os.environ["STOP_AT_STEP"])
+train_step = Trainer.train_step
+def ctrl_c_then_step(self, batch):
+    if self.step + 1 == stop_at:
+        os.kill(os.getpid(), signal.SIGINT)
+    return train_step(self, batch)
+Trainer.train_step = ctrl_c_then_step
+from spacy_elmo.cli import main
+sys.argv[0] = "spacy_elmo"
+main()
+"""
+
+
+def _run_cli_with_ctrl_c(args, stop_at_step: int):
+    env = {**os.environ, "PYTHONPATH": checkout_pythonpath(), "OMP_NUM_THREADS": "1", "STOP_AT_STEP": str(stop_at_step)}
+    return subprocess.run(
+        [sys.executable, "-c", CTRL_C_AT_STEP, "pretrain", *args], cwd=REPO, env=env, capture_output=True,
+        text=True, timeout=300,
+    )
+
+
+def _pasted(line: str, **kwargs):
+    """Run a printed ``python -m ...`` command as a user pastes it (this test's interpreter)."""
+    words = shlex.split(line)
+    assert words[0] == "python", line
+    env = {**os.environ, "PYTHONPATH": checkout_pythonpath(), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, *words[1:]], cwd=REPO, env=env, capture_output=True, text=True, timeout=300, **kwargs)
+
+
+@pytest.mark.slow
+def test_resume_after_ctrl_c_as_printed_is_bit_for_bit(tmp_path):
+    """Ctrl-C saves a checkpoint and prints the command that continues the run; pasted as
+    printed (no config overrides repeated: the run's own config.cfg keeps its paths and
+    max_steps), it ends bit for bit where a straight run ends, at the first run's max_steps, and
+    ends with a summary whose first command works pasted."""
     config_file = tmp_path / "config.cfg"
     subprocess.run(
         [sys.executable, "-m", "spacy_elmo", "init-config", str(config_file)], cwd=REPO, check=True
@@ -164,30 +207,55 @@ def test_resume_after_ctrl_c_is_bit_for_bit(tmp_path):
     straight = _run_cli([str(config_file), str(tmp_path / "straight"), *args])
     assert straight.wait(timeout=300) == 0
 
-    interrupted = _run_cli([str(config_file), str(tmp_path / "resumed"), *args], stderr=subprocess.PIPE, text=True)
-    metrics = tmp_path / "resumed" / "metrics.jsonl"
-    deadline = time.time() + 240
-    while time.time() < deadline and not (
-        metrics.exists() and len(metrics.read_text().splitlines()) >= 4
-    ):
-        time.sleep(0.05)
-    interrupted.send_signal(signal.SIGINT)
-    _, stderr = interrupted.communicate(timeout=120)
-    assert interrupted.returncode == 130  # stopped, not finished: scripts can tell
-    assert "continue with --resume" in stderr
-    stopped_at = torch.load(tmp_path / "resumed" / "checkpoint" / "state.pt", weights_only=False)[
-        "step"
-    ]
-    assert 4 <= stopped_at < 12, "the interrupt should land mid-run"
+    interrupted = _run_cli_with_ctrl_c([str(config_file), str(tmp_path / "resumed"), *args], stop_at_step=5)
+    assert interrupted.returncode == 130, interrupted.stderr  # stopped, not finished: scripts can tell
+    assert "continue with --resume" in interrupted.stderr
+    stopped_at = torch.load(tmp_path / "resumed" / "checkpoint" / "state.pt", weights_only=False)["step"]
+    assert stopped_at == 5
+    printed = interrupted.stderr.split("Continue it with: ")[1].splitlines()[0]
 
-    resumed = _run_cli([str(config_file), str(tmp_path / "resumed"), "--resume", *args])
-    assert resumed.wait(timeout=300) == 0
+    resumed = _pasted(printed)
+    assert resumed.returncode == 0, resumed.stderr
     a, b = _weights(tmp_path / "straight"), _weights(tmp_path / "resumed")
     assert a.keys() == b.keys()
     for name in a:
         assert torch.equal(a[name], b[name]), name
     losses = lambda d: [r["loss"] for r in _metrics(d) if "loss" in r]  # noqa: E731
     assert losses(tmp_path / "resumed") == losses(tmp_path / "straight")
+    assert [r["step"] for r in _metrics(tmp_path / "resumed") if "loss" in r][-1] == 12
+
+    summary = resumed.stdout[resumed.stdout.index("Pretraining done: 12 steps"):]
+    assert "held-out perplexity" in summary and f"Model: {tmp_path / 'resumed'}" in summary
+    assert "held-out perplexity" in resumed.stdout.split("Pretraining done")[0]  # as evaluated
+    demo = _pasted(summary.split("Use it:\n")[1].splitlines()[0].strip())
+    assert demo.returncode == 0 and "Right sense wins" in demo.stdout, demo.stderr
+
+
+def test_resume_takes_only_what_a_resume_may_change_and_names_it(tmp_path, monkeypatch):
+    """On --resume the run's config.cfg rules: a resumable key changed on the command line is
+    applied and named, the first run's own overrides repeated are accepted, another key refused."""
+    from typer.testing import CliRunner
+
+    from spacy_elmo.cli import app
+    from spacy_elmo.pretrain.resume import resumed_config
+
+    pretrain(tiny_config(**{"training.max_steps": 2}), tmp_path, show_progress=False)
+    config, changes = resumed_config(tmp_path, {"training.max_steps": 4, "paths.dev": str(CORPUS / "train.txt")})
+    assert config["training"]["max_steps"] == 4 and config["paths"]["train"] == TINY["paths.train"]
+    assert config["corpus"]["dev"] == str(CORPUS / "train.txt")  # follows ${paths.dev}
+    assert changes == [
+        "training.max_steps: 2 -> 4",
+        f"paths.dev: {TINY['paths.dev']!r} -> {str(CORPUS / 'train.txt')!r}",
+    ]
+    assert resumed_config(tmp_path, {"model.lstm_dim": 32, "training.max_steps": 2})[1] == []
+    resumed = CliRunner().invoke(
+        app, ["pretrain", str(tmp_path / "config.cfg"), str(tmp_path), "--resume", "--training.max_steps", "3"]
+    )
+    assert resumed.exit_code == 0, resumed.output
+    assert "changed on resume: training.max_steps: 2 -> 3" in resumed.output
+    assert "Pretraining done: 3 steps" in resumed.output
+    with pytest.raises(ConfigError, match=r"not --model.lstm_dim 64 \(the run has 32\).*--paths.init_bilm"):
+        resumed_config(tmp_path, {"model.lstm_dim": 64})
 
 
 def test_resume_drops_the_metrics_a_killed_run_logged_after_its_checkpoint(tmp_path):
@@ -207,6 +275,7 @@ def test_resume_drops_the_metrics_a_killed_run_logged_after_its_checkpoint(tmp_p
     assert steps(tmp_path / "killed") == steps(tmp_path / "straight")
 
 
+@pytest.mark.slow
 def test_two_process_gloo_equals_one_process_with_both_shards(tmp_path):
     overrides = {
         "training.max_steps": 3,
@@ -430,6 +499,7 @@ def test_sparse_softmax_updates_equal_dense_adagrad(tmp_path):
         Trainer(strict, tmp_path / "strict", show_progress=False)
 
 
+@pytest.mark.slow
 def test_two_process_gloo_sparse_rows_equal_dense(tmp_path):
     """Data parallel: ranks exchanging the softmax rows they used end where DDP's dense
     all-reduce of the whole softmax ends."""
@@ -685,28 +755,25 @@ def test_shards_count_lines_across_files_and_a_bom_is_not_a_character(tmp_path):
     assert Vocab.load(vocab_file).words == vocab.words
 
 
+@pytest.mark.slow
 def test_ctrl_c_on_one_rank_stops_both_at_the_same_step(tmp_path):
     """A stop signal that reaches one torchrun worker only: the ranks agree on it in the next
     step's all-reduce and stop together (a rank that stopped alone hung both)."""
     config_file = tmp_path / "config.cfg"
     tiny_config(**{"training.max_steps": 100000, "training.log_every": 1}).to_disk(config_file)
-    env = {**os.environ, "PYTHONPATH": checkout_pythonpath(), "OMP_NUM_THREADS": "1"}
+    # Ctrl-C reaches rank 1 alone, at a known step, however loaded the machine (CTRL_C_AT_STEP).
+    driver = tmp_path / "ctrl_c_on_rank_1.py"
+    driver.write_text(CTRL_C_AT_STEP.replace("if self.step + 1 == stop_at:", 'if self.step + 1 == stop_at and os.environ["RANK"] == "1":'))
+    env = {**os.environ, "PYTHONPATH": checkout_pythonpath(), "OMP_NUM_THREADS": "1", "STOP_AT_STEP": "3"}
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-        "--master_port", "29531", "-m", "spacy_elmo", "pretrain", str(config_file), str(tmp_path / "ddp"),
+        "--master_port", "29531", str(driver), "pretrain", str(config_file), str(tmp_path / "ddp"),
     ]  # fmt: skip
-    run = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    metrics = tmp_path / "ddp" / "metrics.jsonl"
-    deadline = time.time() + 240
-    while time.time() < deadline and not (metrics.exists() and len(metrics.read_text().splitlines()) >= 3):
-        time.sleep(0.05)
-    workers = [int(p) for p in Path(f"/proc/{run.pid}/task/{run.pid}/children").read_text().split()]
-    assert len(workers) == 2
-    os.kill(workers[1], signal.SIGINT)  # the second rank only
-    run.communicate(timeout=120)  # hung forever before
+    run = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)  # hung forever before
     assert run.returncode != 0  # interrupted, not finished
     state = torch.load(tmp_path / "ddp" / "checkpoint" / "state.pt", weights_only=False)
-    assert 3 <= state["step"] < 100000 and len(state["ranks"]) == 2  # both ranks saved together
+    assert state["step"] == 3 and len(state["ranks"]) == 2, run.stderr[-3000:]  # both ranks saved together
+    assert "Continue it with: torchrun --nproc-per-node 2 -m spacy_elmo pretrain" in run.stderr
 
 
 WINDOWS = {"corpus.batching": "windows", "corpus.window_length": 6}
@@ -800,3 +867,26 @@ def test_two_threads_run_the_directions_side_by_side_and_train_as_one(tmp_path, 
     assert calls == [2, 2] * 3  # forward and backward of each step at 2 threads, none at 1
     for name, value in weights[1].items():
         torch.testing.assert_close(weights[2][name], value, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_init_config_prints_the_command_that_trains_it(tmp_path, monkeypatch):
+    """The printed command, its placeholders filled in (and, to be quick, the tiny model and 2
+    steps appended: later overrides win), trains; the line names the config's own max_steps."""
+    from typer.testing import CliRunner
+
+    from spacy_elmo.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    written = CliRunner().invoke(app, ["init-config", "bilm.cfg"])
+    assert written.exit_code == 0, written.output
+    printed = written.output.splitlines()[1].strip()
+    assert printed == (
+        "python -m spacy_elmo pretrain bilm.cfg OUT_DIR --paths.train TRAIN.txt --paths.dev DEV.txt "
+        "--training.max_steps 2000"
+    )
+    assert "the config's max_steps is 10000" in written.output
+    filled = printed.replace("OUT_DIR", "out").replace("TRAIN.txt", TINY["paths.train"]).replace("DEV.txt", TINY["paths.dev"])
+    args = shlex.split(filled)[4:] + _cli_overrides(**{"training.max_steps": 2})
+    trained = CliRunner().invoke(app, ["pretrain", *args])
+    assert trained.exit_code == 0, trained.output
+    assert "Pretraining done: 2 steps" in trained.output and (tmp_path / "out" / "model.safetensors").is_file()

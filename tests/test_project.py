@@ -13,7 +13,6 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-import matplotlib.image
 import pytest
 import spacy
 import srsly
@@ -171,7 +170,7 @@ def test_seeds_table_of_textcat_and_parser_with_the_time_after_the_first_epoch(t
     assert "| ELMo | 40.00 | 35.00 | 80.00 | 85.00 |" in single
 
 
-def test_plot_is_a_png(tmp_path):
+def test_plot_is_a_png(tmp_path, matplotlib):
     systems = [SystemRuns(s.name, [s]) for s in (ELMO, BASELINE)]
     png = plot_comparison(systems, tmp_path / "plots" / "chart.png", title="Test sets")
     assert png.read_bytes()[:8] == PNG_MAGIC
@@ -180,7 +179,7 @@ def test_plot_is_a_png(tmp_path):
     assert png.read_bytes()[:8] == PNG_MAGIC
 
 
-def test_every_axis_of_the_chart_starts_at_zero():
+def test_every_axis_of_the_chart_starts_at_zero(matplotlib):
     """An axis fitted to the values makes a 1-point gap at 94% look like a doubling; from 0, the
     bars and points are to scale (the means are written beside the points)."""
     import matplotlib.pyplot as plt
@@ -495,7 +494,7 @@ def test_demo_packages_a_loadable_elmo_pipeline(demo_project):
 
 
 @pytest.mark.slow
-def test_demo_metrics_and_comparison(demo_project):
+def test_demo_metrics_and_comparison(demo_project, matplotlib):
     metrics = demo_project / "metrics" / "demo"
     floor = majority_upos_rate(demo_project / "demo_data" / "ud-english-ewt" / "test.conllu")
     for system in ("elmo", "baseline"):
@@ -511,6 +510,8 @@ def test_demo_metrics_and_comparison(demo_project):
     elmo_accuracy = srsly.read_json(metrics / "elmo" / "tagger.json")["tag_acc"]
     assert f"| {100 * elmo_accuracy:.2f} |" in rows[2]
     assert (metrics / "comparison.png").read_bytes()[:8] == PNG_MAGIC
+    import matplotlib.image
+
     assert matplotlib.image.imread(metrics / "comparison.png").shape[:2] == (400, 1200)
 
 
@@ -544,7 +545,7 @@ def test_demo_package_installs_offline_with_pip(demo_project, tmp_path):
     assert any(r.startswith("spacy-elmo") for r in requirements)
 
 
-def test_seeds_script_compares_every_seed(tmp_path):
+def test_seeds_script_compares_every_seed(tmp_path, matplotlib):
     """project/scripts/seeds.py compare: expands vars.seeds into one directory per seed."""
     for system, tag_accs in (("bundled", (0.94, 0.95)), ("baseline", (0.93, 0.92))):
         for seed, acc in zip((0, 1), tag_accs):

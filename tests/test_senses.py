@@ -344,14 +344,12 @@ def test_projection_shows_the_token_layer_as_one_point_and_layers_apart(bundled_
         assert not np.allclose(np.abs(layer_1["x"]), np.abs(top["x"]))  # each layer its own fit
 
 
-def test_draw_projection_writes_a_png(bundled_projection, tmp_path):
-    pytest.importorskip("matplotlib")
+def test_draw_projection_writes_a_png(bundled_projection, tmp_path, matplotlib):
     path = draw_projection(bundled_projection, tmp_path / "plots" / "senses.png", "bundled")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_cli_plot_writes_the_png_and_its_data(tmp_path):
-    pytest.importorskip("matplotlib")
+def test_cli_plot_writes_the_png_and_its_data(tmp_path, matplotlib):
     if not (DEFAULT_MODEL / "options.json").is_file():
         pytest.skip(f"the bundled model is not in this checkout ({DEFAULT_MODEL})")
     env = {**os.environ, "PYTHONPATH": checkout_pythonpath(), "OMP_NUM_THREADS": "1"}

@@ -58,6 +58,7 @@ def test_the_pipe_runs_on_the_callers_thread_count(fixture_files, two_threads, t
     assert nlp.get_pipe("elmo").runner.threads == threads and torch.get_num_threads() == 2
 
 
+@pytest.mark.filterwarnings("ignore::spacy_elmo.nn.thread_warning.CompetingThreadsWarning")  # tested below
 def test_auto_splits_where_pytorch_runs_one_op_thread(fixture_files, monkeypatch):
     """threads = "auto" (the default): the usable cores, at most 2, where the process runs
     PyTorch's ops on one thread (as this suite does); else 1, PyTorch's own threads doing the
@@ -211,6 +212,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("start_method", ["fork", "spawn", "forkserver"])
 def test_workers_after_parallel_torch_work_in_the_parent_finish(tmp_path, start_method):
     """No hang under any start method (fork: each child sets one thread in an at-fork handler,
@@ -327,3 +329,46 @@ def _child_pool_state():
 
     dropped = threads._pool is None
     return dropped, torch.get_num_threads(), threads.run_side_by_side([lambda: 1, lambda: 2])
+
+
+@pytest.fixture
+def fresh_thread_warning(monkeypatch):
+    """The once-per-process warning not yet given in this process (another test may have)."""
+    from spacy_elmo.nn import thread_warning
+
+    monkeypatch.setattr(thread_warning, "_warned", False)
+    monkeypatch.setattr("spacy_elmo.layers.bilm_model.auto_threads", lambda: 2)  # a 2-core machine
+
+
+def test_default_threads_warn_once_naming_the_fix(fixture_files, two_threads, fresh_thread_warning):
+    """PyTorch's default thread count leaves threads = "auto" on PyTorch's own intra-op threads,
+    the path that collapses beside a busy process: the pipe says so once per process, naming the
+    fix, and still does not touch the setting."""
+    from spacy_elmo.nn.thread_warning import CompetingThreadsWarning
+
+    nlp = _pipeline(fixture_files)
+    with pytest.warns(CompetingThreadsWarning) as record:
+        list(nlp.pipe(["One doc .", "Another doc ."], batch_size=1))
+        nlp("A third doc .")
+        _pipeline(fixture_files)("A second pipeline in the same process .")
+    assert len(record) == 1
+    message = str(record[0].message)
+    assert "torch.set_num_threads(1)" in message and "OMP_NUM_THREADS=1" in message
+    assert torch.get_num_threads() == 2
+
+
+@pytest.mark.parametrize("threads", ["auto", 1, 2])
+def test_no_thread_warning_on_one_op_thread_or_a_chosen_split(fixture_files, fresh_thread_warning, threads):
+    """One op thread (the fix) never warns; nor does a number the user chose, whatever PyTorch's
+    count."""
+    import warnings
+
+    before = torch.get_num_threads()
+    for torch_count in (1, 2) if threads != "auto" else (1,):
+        torch.set_num_threads(torch_count)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                _pipeline(fixture_files, threads=threads)("No warning here .")
+        finally:
+            torch.set_num_threads(before)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import ELMO_FIXTURE, run_in_threads
+from conftest import ELMO_FIXTURE, assert_float32_close, run_in_threads
 from spacy_elmo import BiLMRunner, batch_to_ids, load_bilm
 
 WORDS = (ELMO_FIXTURE / "vocab_test.txt").read_text(encoding="utf-8").split("\n")
@@ -41,13 +41,13 @@ def test_cached_vectors_are_the_tensorflow_token_embeddings(bilm):
     n = min(len(WORDS), len(expected))
     assert bilm.cache_token_embeddings(WORDS[:n]) == len(set(WORDS[:n]))
     ids = torch.from_numpy(batch_to_ids([WORDS[:n]])[0])
-    np.testing.assert_allclose(bilm.token_cache.encode(ids, _refuse).numpy(), expected[:n], atol=1e-6, rtol=0)
+    assert_float32_close(bilm.token_cache.encode(ids, _refuse).numpy(), expected[:n])
 
 
 def test_layers_with_cache_equal_layers_without(bilm):
     reference = _layers(bilm, SENTENCES)
     bilm.cache_token_embeddings(WORDS + ["bank", "🙂", ""])
-    np.testing.assert_allclose(_layers(bilm, SENTENCES), reference, atol=1e-6, rtol=0)
+    assert_float32_close(_layers(bilm, SENTENCES), reference)
     bilm.clear_token_cache()
     assert bilm.token_cache is None
 
@@ -57,18 +57,18 @@ def test_without_a_vocabulary_the_cache_fills_from_the_text(bilm):
     all hits, and both equal the uncached layers."""
     reference = _layers(bilm, SENTENCES)
     assert bilm.cache_token_embeddings(max_words=1000) == 0
-    np.testing.assert_allclose(_layers(bilm, SENTENCES), reference, atol=1e-6, rtol=0)
+    assert_float32_close(_layers(bilm, SENTENCES), reference)
     cache = bilm.token_cache
     distinct = len(cache)  # the sentences' distinct tokens, <S> and </S>
     assert distinct > 40 and cache.hits == 0 and cache.misses == distinct
-    np.testing.assert_allclose(_layers(bilm, SENTENCES), reference, atol=1e-6, rtol=0)
+    assert_float32_close(_layers(bilm, SENTENCES), reference)
     assert cache.hits == distinct and cache.misses == distinct and len(cache) == distinct
 
 
 def test_the_cache_keeps_the_most_recently_used_words_up_to_its_size(bilm):
     reference = _layers(bilm, SENTENCES)
     bilm.cache_token_embeddings(max_words=5)
-    np.testing.assert_allclose(_layers(bilm, SENTENCES), reference, atol=1e-6, rtol=0)
+    assert_float32_close(_layers(bilm, SENTENCES), reference)
     assert len(bilm.token_cache) == 5
     bilm.cache_token_embeddings(max_words=5)
     for word in ["a", "b", "c", "d", "e", "a", "f"]:  # "a" used again, so "b" is the oldest
@@ -91,7 +91,7 @@ def test_only_the_same_ids_hit(bilm):
     vectors = bilm.token_cache.encode(ids, lambda rows: encoded.append(rows) or bilm.bilm.token_encoder(rows))
     assert [row.tolist() for row in encoded[0]] == [ids[i].tolist() for i, q in enumerate(queries) if q not in cached]
     with torch.no_grad():
-        np.testing.assert_allclose(vectors.numpy(), bilm.bilm.token_encoder(ids).numpy(), atol=1e-6, rtol=0)
+        assert_float32_close(vectors.numpy(), bilm.bilm.token_encoder(ids).numpy())
 
 
 def test_cache_is_recomputed_after_an_in_place_weight_update(bilm):
@@ -101,7 +101,7 @@ def test_cache_is_recomputed_after_an_in_place_weight_update(bilm):
         bilm.bilm.token_encoder.projection.weight.mul_(1.5)
     after = _layers(bilm, SENTENCES)
     bilm.clear_token_cache()
-    np.testing.assert_allclose(after, _layers(bilm, SENTENCES), atol=1e-6, rtol=0)
+    assert_float32_close(after, _layers(bilm, SENTENCES))
     assert np.abs(after - before).max() > 1e-3
 
 
@@ -113,7 +113,7 @@ def test_a_new_precision_or_dtype_empties_and_refills_the_cache(bilm):
     int8_cached = _layers(bilm, SENTENCES)
     assert bilm.token_cache.state[0] == "int8"
     bilm.clear_token_cache()
-    np.testing.assert_allclose(int8_cached, _layers(bilm, SENTENCES), atol=1e-6, rtol=0)
+    assert_float32_close(int8_cached, _layers(bilm, SENTENCES))
     bilm.precision = "fp32"
     bilm.cache_token_embeddings(["bank"], max_words=100)
     bilm.double()
@@ -139,7 +139,7 @@ def test_concurrent_calls_from_four_threads_equal_sequential_ones(bilm):
     bilm.cache_token_embeddings(max_words=60)  # small: words are evicted while others read
     got = run_in_threads(lambda batch: _layers(bilm, batch), batches * 2, n_threads=4)
     for layers, reference in zip(got, expected * 2):
-        np.testing.assert_allclose(layers, reference, atol=1e-6, rtol=0)
+        assert_float32_close(layers, reference)
     assert len(bilm.token_cache) == 60 and bilm.token_cache.hits > 0
 
 

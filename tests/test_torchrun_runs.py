@@ -35,6 +35,7 @@ def _sentences(n: int) -> str:
     return "\n".join(lines[:n]) + "\n"
 
 
+@pytest.mark.slow
 def test_twenty_sentences_under_torchrun_give_both_ranks_work(tmp_path, fixture_files):
     """Without --chunk-size a small input is cut so that every rank gets chunks (before: one
     chunk of 1000, all of it rank 0's, without a word)."""
@@ -47,6 +48,7 @@ def test_twenty_sentences_under_torchrun_give_both_ranks_work(tmp_path, fixture_
         assert len([name for name in f if name != "sentence_to_index"]) == 20
 
 
+@pytest.mark.slow
 def test_a_chunk_size_that_leaves_a_rank_idle_is_said(tmp_path, fixture_files):
     (tmp_path / "in.txt").write_text(_sentences(20), encoding="utf-8")
     result = _torchrun(tmp_path, "in.txt", "out.hdf5", "--chunk-size", "1000", *_model(fixture_files))
@@ -54,6 +56,7 @@ def test_a_chunk_size_that_leaves_a_rank_idle_is_said(tmp_path, fixture_files):
     assert "20 sentences make 1 chunk of 1000: only 1 of the 2 processes get work" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_failing_torchrun_job_ends_with_its_error_line(tmp_path, fixture_files):
     """The package's line comes first (rank 0 prints it) and again as the root cause's
     ``traceback :`` in torchrun's report, the line above the report's closing rule, the last one
@@ -86,5 +89,11 @@ def test_resume_keeps_the_chunk_size_the_run_chose(tmp_path, fixture_files):
     resumed = prepare_job(EmbedOptions(**{**vars(options), "resume": True}), world_size=1)
     resumed.release()
     assert (resumed.chunk_size, resumed.n_chunks) == (3, 7)
+    (tmp_path / "out.hdf5.parts" / "chunk-0000000.hdf5").write_bytes(b"")  # a finished chunk's name
     with pytest.raises(JobRefused, match="chunk_size: was 3, now 5"):
         prepare_job(EmbedOptions(**{**vars(options), "resume": True, "chunk_size": 5}))
+    (tmp_path / "out.hdf5.parts" / "chunk-0000000.hdf5").unlink()
+    # Nothing finished, nothing to lose: the folder gives way to the new job, which says so.
+    fresh = prepare_job(EmbedOptions(**{**vars(options), "resume": True, "chunk_size": 5}))
+    fresh.release()
+    assert (fresh.chunk_size, fresh.n_chunks) == (5, 4) and any("removed" in note for note in fresh.notes)

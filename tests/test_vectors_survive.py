@@ -111,6 +111,7 @@ def test_doc_bytes_without_hooks(nlp):
     assert len(data) < doc._.elmo_layers.nbytes + 1.5 * doc._.elmo.nbytes
 
 
+@pytest.mark.slow
 def test_n_process_2_without_hooks(nlp):
     expected = [doc._.elmo for doc in nlp.pipe(TEXTS)]
     with warnings.catch_warnings():
@@ -185,6 +186,7 @@ def readme_nlp():
     return nlp
 
 
+@pytest.mark.slow
 def test_spacy_elmo_restore_brings_back_what_bytes_drop(readme_nlp, tmp_path):
     """The README's example through n_process=2, a DocBin on disk and doc bytes: without restore,
     spaCy compares the two "bank"s as 1.0 and a DocBin's tokens have no vector; spacy_elmo.restore

@@ -26,7 +26,16 @@ def _layers(bilm):
         return bilm(torch.from_numpy(batch_to_ids(SENTENCES)))[0].numpy()
 
 
+def _forget_block(bias: np.ndarray) -> slice:
+    """The f gate's columns of an LSTM bias in TF's gate order (i, j, f, o)."""
+    dim = bias.shape[0] // 4
+    return slice(2 * dim, 3 * dim)
+
+
 def test_export_writes_the_same_datasets_bit_for_bit(tmp_path, fixture_files):
+    """Every dataset bit for bit, but for the LSTM biases' forget gates: loading adds TF's
+    implicit forget bias 1.0 in float32 and export takes it off, so b + 1 - 1 is b rounded to
+    float32's spacing near 1: at most half of it times (1 + |b|) (the subtraction is exact)."""
     bilm = load_bilm(*fixture_files)
     export_bilm_tf(bilm, tmp_path)
     with h5py.File(fixture_files[1], "r") as original, h5py.File(tmp_path / "weights.hdf5", "r") as new:
@@ -36,7 +45,13 @@ def test_export_writes_the_same_datasets_bit_for_bit(tmp_path, fixture_files):
         new.visititems(lambda n, o: written.append(n) if isinstance(o, h5py.Dataset) else None)
         assert sorted(names) == sorted(written)
         for name in names:
-            np.testing.assert_allclose(new[name][()], original[name][()], atol=1e-6, err_msg=name)
+            got, want = new[name][()], original[name][()]
+            if name.endswith("LSTMCell/B"):
+                f = _forget_block(want)
+                bound = np.finfo(np.float32).eps / 2 * (1 + np.abs(want[f]).astype(np.float64))
+                assert (np.abs(got[f].astype(np.float64) - want[f]) <= bound).all(), name
+                got, want = np.delete(got, f), np.delete(want, f)
+            np.testing.assert_array_equal(got, want, err_msg=name)
     reloaded = load_bilm(tmp_path / "options.json", tmp_path / "weights.hdf5")
     np.testing.assert_array_equal(_layers(reloaded), _layers(bilm))
 

@@ -109,8 +109,9 @@ def config_text(config: "Config", command: str, output: str) -> str:
     header = [
         f"# A spaCy training config: {', '.join(pipeline)} on ELMo ({config['paths']['bilm']}), written by",
         f"#   {command}",
-        "# Train it (add --gpu-id 0 for a GPU):",
-        f"#   python -m spacy train {output} --output MODEL_DIR{paths}",
+        "# Train it (OMP_NUM_THREADS=1: one PyTorch op thread, the fast path on a CPU; add --gpu-id 0 for a GPU; "
+        "--training.max_steps 2000 for a short first run):",
+        f"#   OMP_NUM_THREADS=1 python -m spacy train {output} --output MODEL_DIR{paths}",
         "# Every setting is spaCy's (https://spacy.io/api/data-formats#config); the elmo pipe and its",
         "# listeners: docs/manual.md, \"Training on your own data\".",
         "",

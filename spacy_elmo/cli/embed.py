@@ -12,6 +12,8 @@ a rank fails, torchrun stops every worker), merges them into ``OUT.hdf5`` and re
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
 import signal
 import sys
 import time
@@ -23,7 +25,7 @@ import torch
 import typer
 
 from ..distributed import DistributedContext, env_rank
-from ..embedding.chunks import finished_chunks, parts_folder
+from ..embedding.chunks import finished_chunks, parts_folder, remove_own_temporaries
 from ..embedding.interruption import Interrupted, interruption_report, stop_on_signals
 from ..embedding.items import open_input
 from ..embedding.job import EmbedOptions, JobPlan, JobRefused, prepare_job
@@ -143,6 +145,7 @@ def run_embed(o: EmbedOptions) -> None:
                     plan.release()
                 context.shutdown()
         except Interrupted as stop:  # Ctrl-C or SIGTERM: rank 0 says what is done and how to finish
+            remove_own_temporaries(parts_folder(o.output_path))  # later signals are let pass
             if plan is not None:
                 report = interruption_report(stop, parts_folder(o.output_path), o.output_path, plan.n_chunks, plan.total)
                 typer.echo(report, err=True)
@@ -173,6 +176,7 @@ def _work(context: DistributedContext, o: EmbedOptions, plan: Optional[JobPlan],
     nlp = elmo_pipeline(o.model_settings(), o.lang or "xx", prefix, store_layers=True)
     reader = open_input(o.input_path, o.lang, nlp.vocab)
     progress = JobProgress(parts, plan.total if plan is not None else 0, enabled=context.is_main)
+    failure: Optional[RankFailure] = None
     try:
         embed_own_chunks(
             reader, nlp, parts, rank=context.rank, world_size=context.world_size,
@@ -183,11 +187,13 @@ def _work(context: DistributedContext, o: EmbedOptions, plan: Optional[JobPlan],
             return
         _wait_for_chunks(parts, plan.n_chunks, progress)
     except RankFailure as err:
-        fail(f"{prefix}{err}")
+        failure = err
     finally:  # the bar ends before any message below it
         embed_seconds = progress.elapsed
         tokens_now = progress.tokens
         progress.close()
+    if failure is not None:
+        fail(f"{prefix}{failure}{failure_next_step(failure, o, plan, context.world_size)}")
     merged = merge_chunks(parts, o.output_path, plan.n_chunks, plan.manifest, o.use_sentence_keys, o.forget_sentences)
     processes = f"{context.world_size} process{'es' if context.world_size > 1 else ''}"
     typer.echo(
@@ -199,6 +205,29 @@ def _work(context: DistributedContext, o: EmbedOptions, plan: Optional[JobPlan],
         shares = ", ".join(f"rank {rank} {n}" for rank, n in merged.sentences_by_rank.items())
         chunks = f"{plan.n_chunks} chunk{'s' if plan.n_chunks != 1 else ''} of {o.chunk_size}"
         typer.echo(f"sentences embedded per rank ({chunks}): {shares}")
+
+
+def failure_next_step(failure: RankFailure, o: EmbedOptions, plan: Optional[JobPlan], world_size: int) -> str:
+    """What to do after a rank's failure, as one more sentence of its error. A one-process run
+    that finished no chunk removes its parts folder (a rerun then starts clean, whatever changed);
+    an input that is not UTF-8 is named with the command that re-encodes it."""
+    parts = parts_folder(o.output_path)
+    if world_size == 1 and plan is not None and not finished_chunks(parts):
+        plan.release()
+        shutil.rmtree(parts, ignore_errors=True)
+    if not isinstance(failure.__cause__, UnicodeDecodeError):
+        return ""
+    source = shlex.quote(str(o.input_path))
+    fixed = shlex.quote(f"{o.input_path}.utf8")
+    step = (
+        f". The input must be UTF-8: re-encode it (from Latin-1, e.g.: iconv -f latin1 -t utf-8 "
+        f"{source} > {fixed}; file -i {source} guesses the encoding) and run the same command on {fixed}"
+    )
+    if parts.exists():
+        step += (
+            f"; its chunks differ from this run's, so start over first: rm -r {shlex.quote(str(parts))}"
+        )
+    return step
 
 
 def _wait_for_chunks(parts: Path, n_chunks: int, progress: JobProgress) -> None:

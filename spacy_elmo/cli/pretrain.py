@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -39,11 +40,21 @@ def config_overrides(args: Sequence[str]) -> Dict[str, Any]:
 def pretrain_command(
     ctx: typer.Context,
     config_path: Path = typer.Argument(
-        ..., help="Pretraining config (see init-config)", exists=True, dir_okay=False
+        ...,
+        help="Pretraining config (see init-config); with --resume, the run's own OUTPUT_DIR/config.cfg is "
+        "read instead",
+        exists=True,
+        dir_okay=False,
     ),
     output_dir: Path = typer.Argument(..., help="Where the model, metrics and checkpoints go"),
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use; -1 for the CPU"),
-    resume: bool = typer.Option(False, "--resume", help="Continue from output_dir/checkpoint"),
+    resume: bool = typer.Option(
+        False,
+        "--resume",
+        help="Continue the run in output_dir from its checkpoint, as its own config.cfg records it "
+        "(paths, overrides, max_steps); overrides given now may change only how long it runs, how "
+        "often it logs, evaluates and saves, its held-out text and threads",
+    ),
     threads: Optional[int] = typer.Option(
         None, "--threads", min=1, help="CPU threads for torch (sets the config's system.threads)"
     ),
@@ -54,24 +65,33 @@ def pretrain_command(
     """
     from ..distributed import env_rank
     from ..pretrain.config import load_config
+    from ..pretrain.resume import resume_command, resumed_config
+    from ..pretrain.summary import RunClock, run_summary
     from ..pretrain.trainer import TrainingInterrupted, pretrain
 
+    speak = env_rank() == 0
+    clock = RunClock()
     try:
         overrides = config_overrides(ctx.args)
         if threads is not None:
             overrides["system.threads"] = threads
-        config = load_config(config_path, overrides)
+        if resume:
+            config, changes = resumed_config(output_dir, overrides)
+            if speak:
+                typer.echo(f"Resuming {output_dir} as its {output_dir / 'config.cfg'} records it", err=True)
+                for change in changes:
+                    typer.echo(f"  changed on resume: {change}", err=True)
+        else:
+            config = load_config(config_path, overrides)
         out = pretrain(config, output_dir, gpu_id=gpu_id, resume=resume)
     except TrainingInterrupted as stop:
-        typer.echo(str(stop), err=True)
+        if speak:
+            typer.echo(f"{stop}\nContinue it with: {resume_command(output_dir, gpu_id)}", err=True)
         raise typer.Exit(130) from None  # the shell's code for a Ctrl-C'd command
     except (ValueError, FileNotFoundError, FileExistsError) as err:  # names the key or file
         fail(str(err))
-    if env_rank() == 0:
-        typer.echo(
-            f"Model written to {out} (load it with nlp.add_pipe('elmo', config={{'model': "
-            f"{{'@architectures': 'spacy_elmo.ElmoModel.v2', 'weights': '{out}'}}}}))"
-        )
+    if speak:
+        typer.echo(run_summary(out, clock.elapsed()))
 
 
 def init_config_command(
@@ -107,7 +127,19 @@ def init_config_command(
             fail(str(err))
         text = config_text_for_model(BiLMOptions.from_file(source.options_file), model, recipe)
     output_file.write_text(text, encoding="utf-8")
-    typer.echo(f"Wrote {output_file}")
+    typer.echo(f"Wrote {output_file}. Train it (GPU recipes: add --gpu-id 0):")
+    typer.echo(
+        f"    python -m spacy_elmo pretrain {shlex.quote(str(output_file))} OUT_DIR --paths.train TRAIN.txt "
+        "--paths.dev DEV.txt --training.max_steps 2000"
+    )
+    typer.echo(f"(the config's max_steps is {max_steps_of(text)}; --training.max_steps sets the length)")
+
+
+def max_steps_of(config_text: str) -> object:
+    """``[training] max_steps`` of a pretraining config's text."""
+    from confection import Config
+
+    return Config().from_str(config_text, interpolate=False)["training"]["max_steps"]
 
 
 def plot_curve_command(

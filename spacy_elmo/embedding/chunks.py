@@ -53,6 +53,18 @@ def remove_temporaries(parts: Path) -> None:
         path.unlink(missing_ok=True)
 
 
+def own_temporary_suffix() -> str:
+    """The end of this process's temporary file names (unique per host and process)."""
+    return f".{socket.gethostname()}-{os.getpid()}{TEMPORARY_SUFFIX}"
+
+
+def remove_own_temporaries(parts: Path) -> None:
+    """Delete the temporary files of this process: what a stop left where no writer's clean-up
+    could run (a signal between creating a chunk's file and entering its writer's block)."""
+    for path in parts.glob(f"*{own_temporary_suffix()}"):
+        path.unlink(missing_ok=True)
+
+
 def chunk_counts(path: Path) -> Tuple[int, int]:
     """(sentences, tokens) of a finished chunk file."""
     with h5py.File(path, "r") as f:
@@ -71,9 +83,7 @@ class ChunkWriter:
     def __init__(self, parts: Path, chunk: int, first_item: int, rank: int = 0) -> None:
         self.path = chunk_path(parts, chunk)
         # Unique per process: a writer that outlived its job never shares a file with a new one.
-        self.temporary = self.path.with_name(
-            f"{self.path.name}.{socket.gethostname()}-{os.getpid()}{TEMPORARY_SUFFIX}"
-        )
+        self.temporary = self.path.with_name(self.path.name + own_temporary_suffix())
         self.chunk = chunk
         self.first_item = first_item
         self.rank = rank  # which process embedded it: the summary counts each rank's sentences

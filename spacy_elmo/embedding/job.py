@@ -22,6 +22,7 @@ import fcntl
 import json
 import math
 import os
+import shlex
 import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -151,10 +152,13 @@ def prepare_job(options: EmbedOptions, world_size: int = 1) -> JobPlan:
     if o.output_path.exists():
         return _finished_output(o, parts, manifest)
     notes = []
+    if parts.exists() and _remove_if_nothing_finished(parts):
+        notes.append(f"removed {parts}: an earlier run stopped before it finished any chunk")
     if parts.exists() and not o.resume:
+        _check_manifest(read_manifest(parts / MANIFEST_NAME), manifest, parts)
         raise JobRefused(
-            f"{parts} holds an unfinished embed run: add --resume to finish it, or remove the "
-            "folder to start over"
+            f"{parts} holds an unfinished embed run of this job: add --resume to finish it, or "
+            f"remove the folder to start over: rm -r {shlex.quote(str(parts))}"
         )
     lock = None
     if parts.exists():
@@ -252,15 +256,36 @@ def _finished_output(o: EmbedOptions, parts: Path, manifest: Dict[str, Any]) -> 
 
 
 def _check_manifest(old: Optional[Dict[str, Any]], new: Dict[str, Any], parts: Path) -> None:
+    """Refuse to continue a parts folder of another job, saying what differs and what to do."""
+    start_over = f"rm -r {shlex.quote(str(parts))}, then run the same command without --resume"
     if old is None:
-        raise JobRefused(f"--resume: {parts} has no readable {MANIFEST_NAME}; remove the folder to start over")
+        raise JobRefused(f"{parts} has no readable {MANIFEST_NAME}; to start over: {start_over}")
     found = differences(old, new)
     if found:
+        n_done = len(finished_chunks(parts))
         raise JobRefused(
-            f"--resume: the unfinished run in {parts} was started for a different job ("
+            f"the unfinished run in {parts} was started for a different job ("
             + "; ".join(found)
-            + "); give the same input, model and options, or remove the folder to start over"
+            + f"): its {n_done} finished chunk(s) hold vectors of that job, which --resume cannot "
+            f"mix with this one. To embed this input, start over: {start_over}; or give the same "
+            "input, model and options with --resume to finish the earlier job"
         )
+
+
+def _remove_if_nothing_finished(parts: Path) -> bool:
+    """Remove a parts folder that no run is writing (its lock is free) and that holds no finished
+    chunk: a run that failed or stopped before its first chunk left it, and it holds nothing to
+    resume. Returns whether it was removed."""
+    if finished_chunks(parts):
+        return False
+    descriptor = _lock(parts)  # refused while another run holds it
+    try:
+        if finished_chunks(parts):
+            return False
+        shutil.rmtree(parts)
+        return True
+    finally:
+        os.close(descriptor)
 
 
 def _count_and_check_keys(reader: InputItems, use_sentence_keys: bool) -> int:

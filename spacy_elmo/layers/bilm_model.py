@@ -43,7 +43,8 @@ from ..formats.native import bilm_from_bytes, bilm_to_bytes
 from ..nn.bilm import BiLM
 from ..nn.precision import get_precision
 from ..nn.runner import BiLMRunner
-from ..nn.threads import resolve_threads
+from ..nn.thread_warning import warn_if_threads_compete
+from ..nn.threads import auto_threads, resolve_threads
 from ..sources import check_weight_settings, load_bilm_from, resolve_weight_source
 from ..validation import StrictNonNegative, StrictPositive
 
@@ -197,6 +198,7 @@ def _apply_settings(model: Model, runner: BiLMRunner) -> None:
     settings = bilm_settings(model)
     runner.precision = settings.precision
     runner.threads = resolve_threads(settings.threads)
+    warn_if_threads_compete(settings.threads, auto_threads(), runner.bilm.token_encoder.projection.weight.device)
     n_words = settings.token_cache_words
     if not n_words:
         runner.clear_token_cache()

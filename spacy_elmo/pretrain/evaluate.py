@@ -22,6 +22,7 @@ from tqdm import tqdm
 
 from ..batching import pack_sequences
 from ..nn.softmax import LMSoftmax
+from ..nn.threads import torch_threads
 from ..sources import load_bilm
 from .config import parse_settings
 from .corpus import CorpusError, SequenceReader, resolve_files
@@ -101,7 +102,10 @@ def evaluate_run(
     model = BiLMLanguageModel(load_bilm(run_dir), softmax).to(device).eval()
     files = [path for spec in text for path in resolve_files(spec)]
     reader = SequenceReader(files, settings.corpus)
-    sums = held_out_nll(model, vocab, reader, settings.training.batch_tokens, max_tokens, progress)
+    # The run's own thread count ([system] threads), as its training evaluations ran: PyTorch's
+    # default (a thread per core) is the path that stalls on a shared machine.
+    with torch_threads(settings.system.thread_count):
+        sums = held_out_nll(model, vocab, reader, settings.training.batch_tokens, max_tokens, progress)
     return EvalResult.from_sums(sums, ", ".join(map(str, text)))
 
 

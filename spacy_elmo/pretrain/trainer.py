@@ -46,6 +46,9 @@ class TrainingInterrupted(Exception):
 class Trainer:
     """Owns the model, optimizer, data stream and output directory of one pretraining run."""
 
+    #: The latest held-out perplexity (average of both directions), shown on the progress bar.
+    dev_ppl: Optional[float] = None
+
     def __init__(
         self,
         settings: PretrainSettings,
@@ -225,8 +228,9 @@ class Trainer:
             self._warn_fallbacks()
             self.eager_fallbacks = 0
         self.metrics.write(record)
+        held_out = {} if self.dev_ppl is None else {"dev_ppl": f"{self.dev_ppl:.1f}"}
         bar.set_postfix(
-            loss=f"{record['loss']:.3f}", ppl=f"{record['ppl']:.1f}", tok_s=f"{record['tokens_per_s']:.0f}"
+            loss=f"{record['loss']:.3f}", ppl=f"{record['ppl']:.1f}", **held_out, tok_s=f"{record['tokens_per_s']:.0f}"
         )
 
     def _warn_fallbacks(self) -> None:
@@ -249,6 +253,12 @@ class Trainer:
                 "dev_ppl": result.ppl_average,
             }
         )
+        self.dev_ppl = result.ppl_average
+        if self.ctx.is_main and self.show_progress:
+            tqdm.write(
+                f"Step {self.step}: held-out perplexity {result.ppl_average:.2f} (forward "
+                f"{result.ppl_forward:.2f}, backward {result.ppl_backward:.2f})"
+            )
 
     # ----------------------------------------------------------------------------- one step
     def train_step(self, batch: Union[LMBatch, WindowBatch]) -> Tuple[torch.Tensor, int]:

@@ -1,0 +1,52 @@
+"""The one warning the package gives about PyTorch's thread count, once per process.
+
+The package never writes the process's thread count during a call (``threads.py``): it is the
+user's. Left at PyTorch's default (one op thread per core), the biLM's ``threads = "auto"`` falls
+back to PyTorch's own intra-op threads, which meet at the end of every op and wait for any thread
+another process has descheduled: beside a busy process that path ran many times slower than one
+op thread with the two LSTM directions side by side (the measured figures: docs/manual.md,
+"Threads"). Nothing signals that cost, so the pipe says it once, naming the fix, instead of
+setting the count behind the user's back.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+
+import torch
+
+
+class CompetingThreadsWarning(UserWarning):
+    """PyTorch runs its ops on several threads where the biLM would split a batch itself."""
+
+
+_warned = False
+_lock = threading.Lock()
+
+
+def warn_if_threads_compete(threads: object, split: int, device: torch.device) -> bool:
+    """Warn once per process when ``threads = "auto"`` on the CPU fell back to PyTorch's intra-op
+    threads (``torch.get_num_threads() > 1``) where one op thread would let the biLM split the
+    batch over ``split`` (> 1) cores. Returns whether this call warned."""
+    global _warned
+    n_torch = torch.get_num_threads()
+    if _warned or threads != "auto" or device.type != "cpu" or n_torch == 1 or split < 2:
+        return False
+    with _lock:
+        if _warned:
+            return False
+        _warned = True
+    warnings.warn(
+        f"spacy_elmo: PyTorch runs its ops on {n_torch} threads in this process, so the elmo pipe "
+        f"(threads = \"auto\") runs on them instead of its forward and backward LSTMs side by "
+        f"side on {split} cores. Beside another busy process those threads wait for each other "
+        "at every op: the pipe, `spacy train` and `spacy evaluate` measured many times slower "
+        "than with one op thread (docs/manual.md, \"Threads\"). Fix: call "
+        "torch.set_num_threads(1) once at the start of your program, or run commands with "
+        "OMP_NUM_THREADS=1 (e.g. OMP_NUM_THREADS=1 python -m spacy train ...). To keep "
+        "PyTorch's threads and silence this, set the elmo model block's threads to a number.",
+        CompetingThreadsWarning,
+        stacklevel=2,
+    )
+    return True

@@ -1,0 +1,83 @@
+"""The lines a finished pretraining run ends with: what it did, how good the model is on held-out
+text, where it is, and the commands that use it (each works pasted as printed).
+
+Read from the run's metrics.jsonl, so that a resumed run reports its whole run (steps and tokens
+since the start) and the trainer needs no extra state.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from .run_files import METRICS_NAME
+
+
+class RunClock:
+    """Wall time since this command started."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+
+def format_duration(seconds: float) -> str:
+    """12.3 -> "12 s"; 754 -> "12 min 34 s"; 7384 -> "2 h 3 min"."""
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"
+
+
+def _records(output_dir: Path) -> List[Dict]:
+    path = Path(output_dir) / METRICS_NAME
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def last_held_out(output_dir: Path) -> Optional[Dict]:
+    """The run's latest evaluation record (``dev_ppl`` ...), None if it never evaluated."""
+    evaluations = [r for r in _records(output_dir) if "dev_ppl" in r]
+    return evaluations[-1] if evaluations else None
+
+
+def run_summary(output_dir: Path, seconds: float) -> str:
+    """What ``pretrain`` prints at the end of a run that reached ``max_steps``."""
+    records = _records(output_dir)
+    training = [r for r in records if "loss" in r]
+    last = training[-1] if training else {"step": 0, "tokens": 0}
+    held_out = last_held_out(output_dir)
+    out = shlex.quote(str(output_dir))
+    ppl = (
+        f"held-out perplexity {held_out['dev_ppl']:.2f} (forward {held_out['dev_ppl_forward']:.2f}, "
+        f"backward {held_out['dev_ppl_backward']:.2f}; {held_out['dev_tokens']:,} tokens, step "
+        f"{held_out['step']})"
+        if held_out
+        else "no held-out text (--paths.dev DEV.txt measures it; or python -m spacy_elmo "
+        f"evaluate-lm {out} DEV.txt now)"
+    )
+    weights = json.dumps(str(output_dir))
+    return "\n".join(
+        [
+            f"Pretraining done: {last['step']:,} steps, {last['tokens']:,} tokens, "
+            f"{format_duration(seconds)} in this session; {ppl}.",
+            f"Model: {output_dir} (options.json + model.safetensors; softmax and vocab for more "
+            "pretraining)",
+            "Use it:",
+            f"  python -m spacy_elmo demo --weights {out}",
+            f"  python -m spacy_elmo config train.cfg --pipeline tagger --weights {out} --train "
+            "TRAIN.spacy --dev DEV.spacy",
+            f"  nlp.add_pipe(\"elmo\", config={{\"model\": {{\"@architectures\": "
+            f"\"spacy_elmo.ElmoModel.v2\", \"weights\": {weights}}}}})",
+        ]
+    )
