@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import srsly
 import typer
+import wasabi
 
 Column = Tuple[str, str, str]  # (row key, header, format spec)
 
@@ -22,23 +23,16 @@ def format_value(value: Any, spec: str) -> str:
 
 
 def table(rows: Sequence[Dict[str, Any]], columns: Sequence[Column]) -> str:
-    """A plain text table: text columns left-aligned, numbers right-aligned."""
-    header = [title for _, title, _ in columns]
+    """A plain text table (wasabi's): text columns left-aligned, numbers right-aligned."""
     cells = [[format_value(row.get(key), spec) for key, _, spec in columns] for row in rows]
-    widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(header)]
-    numeric = [
-        bool(rows) and all(isinstance(row.get(key), (int, float)) or row.get(key) is None for row in rows)
+    aligns = [
+        "r" if rows and all(isinstance(row.get(key), (int, float)) or row.get(key) is None for row in rows) else "l"
         for key, _, _ in columns
     ]
-
-    def line(values: List[str]) -> str:
-        return "  ".join(
-            v.rjust(w) if is_number else v.ljust(w) for v, w, is_number in zip(values, widths, numeric)
-        ).rstrip()
-
-    out = [line(header), "  ".join("-" * w for w in widths)]
-    out.extend(line(c) for c in cells)
-    return "\n".join(out)
+    text = wasabi.table(
+        cells, header=[title for _, title, _ in columns], divider=True, spacing=2, max_col=10**6, aligns=aligns
+    )
+    return "\n".join(line.rstrip() for line in text.strip("\n").split("\n"))
 
 
 def echo_table(title: str, rows: Sequence[Dict[str, Any]], columns: Sequence[Column]) -> None:
