@@ -9,13 +9,14 @@ PIPELINE`` prints them as a table and ``--plot`` draws them.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import List, Optional
 
 import numpy as np
+import srsly
 import typer
+import wasabi
 
 from .errors import fail
 from .plots import pyplot
@@ -104,14 +105,14 @@ def inspect_command(
         for pipeline, mix in found:
             mix.component = f"{mix.component} ({pipeline})"
     names = mixes[0].layer_names
-    width = max(len(m.component) for m in mixes) + 2
-    typer.echo(f"{'component':<{width}}" + "".join(f"{n:>15}" for n in names) + f"{'gamma':>9}")
-    for mix in mixes:
-        cells = "".join(f"{w:>15.3f}" for w in mix.weights)
-        typer.echo(f"{mix.component:<{width}}{cells}{mix.gamma:>9.3f}" + ("  (layer norm)" if mix.layer_norm else ""))
+    rows = [
+        [m.component, *(f"{w:.3f}" for w in m.weights), f"{m.gamma:.3f}", "(layer norm)" if m.layer_norm else ""]
+        for m in mixes
+    ]
+    typer.echo(wasabi.table(rows, header=["component", *names, "gamma", ""], aligns=["l", *"r" * len(names), "r", "l"]))
     typer.echo(f"\nweights = softmax(s): the share of each biLM layer in the component's ELMo vector; equal mix: {1 / len(names):.3f}")
     if output is not None:
-        output.write_text(json.dumps([asdict(m) for m in mixes], indent=2) + "\n", encoding="utf-8")
+        srsly.write_json(output, [asdict(m) for m in mixes])
         typer.echo(f"Wrote {output}")
     if plot is not None:
         where = pipelines[0].name if len(pipelines) == 1 else f"{len(pipelines)} pipelines"
