@@ -24,12 +24,12 @@ standard deviation as error bars and a dot per seed) and training times.
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+import srsly
 import typer
 
 from .errors import fail
@@ -104,10 +104,10 @@ def read_system(name: str, directory: Path) -> SystemMetrics:
     for task in TASKS:
         scores = directory / f"{task}.json"
         if scores.exists():
-            system.scores[task] = json.loads(scores.read_text(encoding="utf-8"))
+            system.scores[task] = srsly.read_json(scores)
         timing = directory / f"{task}_train.json"
         if timing.exists():
-            timing_data = json.loads(timing.read_text(encoding="utf-8"))
+            timing_data = srsly.read_json(timing)
             system.train_seconds[task] = float(timing_data["seconds"])
             later = later_epochs_seconds(timing_data.get("evaluations", []))
             if later is not None:
