@@ -3,8 +3,8 @@ table and, with ``--output``, writes every figure to JSON."""
 
 from __future__ import annotations
 
+import enum
 import itertools
-import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
@@ -50,12 +50,10 @@ ISOLATE = typer.Option(
     True, "--isolate/--no-isolate", help="Measure each path in a fresh process (reliable memory)"
 )
 SEED = typer.Option(0, "--seed", help="Seed of the random weights")
-RANDOM_SHAPE = typer.Option(
-    None,
-    "--random-shape",
-    help=f"Random weights of a shape instead of --weights: {', '.join(SHAPE_NAMES)}",
-)
-SHAPE = typer.Option("original", "--shape", help=f"Model shape: {', '.join(SHAPE_NAMES)}")
+#: The shapes of ``shapes.py``, as a choice typer checks (and lists in --help).
+Shape = enum.StrEnum("Shape", SHAPE_NAMES)
+RANDOM_SHAPE = typer.Option(None, "--random-shape", help="Random weights of a shape instead of --weights")
+SHAPE = typer.Option(Shape.original, "--shape", help="Model shape")
 
 
 def _threads(threads: Optional[int]) -> None:
@@ -63,17 +61,12 @@ def _threads(threads: Optional[int]) -> None:
         torch.set_num_threads(threads)
 
 
-def _check_shape(shape: str, option: str = "--shape") -> None:
-    if shape not in SHAPE_NAMES:
-        fail(f"{option} must be one of {', '.join(SHAPE_NAMES)}, got {shape!r}")
-
-
 def _bench_model(
     directory: Path,
     weights: Optional[str],
     options_file: Optional[Path],
     weight_file: Optional[Path],
-    random_shape: Optional[str],
+    random_shape: Optional[Shape],
 ):
     """The weights a pipe bench runs: ``--random-shape``, or what the weight options name (the
     bundled model for none), resolved by the package's resolver; printed, so a run says what it
@@ -83,7 +76,6 @@ def _bench_model(
     if random_shape is not None:
         if weights is not None or options_file is not None or weight_file is not None:
             fail("--random-shape replaces the weights: give it or --weights/--options-file/--weight-file")
-        _check_shape(random_shape, "--random-shape")
         model = random_model_source(directory, random_shape)
     else:
         source = weight_source(weights, options_file, weight_file)  # exits with the resolver's error
@@ -100,7 +92,7 @@ def _finish(result: Dict[str, Any], output: Optional[Path]) -> None:
 
 @app.command("load")
 def load_command(
-    shape: str = SHAPE,
+    shape: Shape = SHAPE,
     repeats: int = typer.Option(3, "--repeats", help="Loads per loader and mode; the best counts"),
     workdir: Optional[Path] = WORKDIR,
     seed: int = SEED,
@@ -115,7 +107,6 @@ def load_command(
     """
     from .load_bench import LOAD_COLUMNS, run_load_bench
 
-    _check_shape(shape)
     _threads(threads)
     with bench_workdir(workdir) as directory:
         result = run_load_bench(directory, shape, seed, repeats)
@@ -137,7 +128,7 @@ def load_command(
 
 @app.command("inference")
 def inference_command(
-    shape: str = SHAPE,
+    shape: Shape = SHAPE,
     batch_size: str = typer.Option(
         "32",
         "--batch-size",
@@ -193,7 +184,6 @@ def inference_command(
         run_inference_bench,
     )
 
-    _check_shape(shape)
     try:
         with bench_workdir(workdir) as directory:
             result = run_inference_bench(
@@ -296,7 +286,7 @@ def _parse_settings(items: List[str]) -> Dict[str, Any]:
 @app.command("token-chunks")
 def token_chunks_command(
     weights: Optional[str] = WEIGHTS,
-    random_shape: Optional[str] = RANDOM_SHAPE,
+    random_shape: Optional[Shape] = RANDOM_SHAPE,
     batch_size: str = typer.Option(
         "1,32", "--batch-size", callback=lambda value: _positive_ints(value, "--batch-size"),
         help="Sentences per batch, comma-separated",
@@ -329,7 +319,7 @@ def pipe_command(
     weights: Optional[str] = WEIGHTS,
     options_file: Optional[Path] = OPTIONS_FILE,
     weight_file: Optional[Path] = WEIGHT_FILE,
-    random_shape: Optional[str] = RANDOM_SHAPE,
+    random_shape: Optional[Shape] = RANDOM_SHAPE,
     max_tokens: int = typer.Option(20000, "--max-tokens", help="Tokens of text to process (whole sentences: the last may go past it)"),
     batch_size: int = typer.Option(64, "--batch-size", help="nlp.pipe batch size (docs)"),
     sentencizer: bool = typer.Option(
@@ -386,7 +376,7 @@ def memory_command(
     weights: Optional[str] = WEIGHTS,
     options_file: Optional[Path] = OPTIONS_FILE,
     weight_file: Optional[Path] = WEIGHT_FILE,
-    random_shape: Optional[str] = RANDOM_SHAPE,
+    random_shape: Optional[Shape] = RANDOM_SHAPE,
     sizes: List[int] = typer.Option(
         [2500, 10000, 40000], "--size", help="Doc length in tokens (repeat the option)"
     ),
@@ -480,7 +470,7 @@ def pretrain_command(
         chosen = [tiny_case(CASES[c]()) if tiny else CASES[c]() for c in cases]
         result = run_pretrain_bench(
             chosen, text, sizes, window, warmup, steps, seconds, precisions,
-            step_kinds, device, threads, phases, isolate, on_row=lambda partial: _write_quietly(partial, output),
+            step_kinds, device, threads, phases, isolate, on_row=lambda partial: report.write_json(partial, output, quiet=True),
         )
     except (ValueError, FileNotFoundError) as err:
         fail(str(err))
@@ -538,19 +528,9 @@ def pretrain_ab_command(
     _finish(result, output)
 
 
-def _write_quietly(result: Dict[str, Any], output: Optional[Path]) -> None:
-    """The result so far, written over ``output`` (a cut run keeps what it measured)."""
-    if output is not None:
-        path = Path(output)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(result, indent=1, default=str) + "\n", encoding="utf-8")
-        tmp.replace(path)
-
-
 @app.command("lstm-training")
 def lstm_training_command(
-    shape: str = typer.Option("bundled", "--shape", help=f"biLM shape whose first LSTM layer runs: {', '.join(SHAPE_NAMES)}"),
+    shape: Shape = typer.Option(Shape.bundled, "--shape", help="biLM shape whose first LSTM layer runs"),
     rows: int = typer.Option(48, "--rows", min=1, help="Rows (sentences) of the batch"),
     lengths: str = typer.Option("40,53", "--lengths", help="Shortest,longest row in steps (tokens)"),
     threads: int = typer.Option(1, "--threads", min=1, help="torch threads"),
@@ -561,7 +541,6 @@ def lstm_training_command(
     loop, same layer and rows, alternating in one process."""
     from .lstm_training_bench import run_lstm_training_bench
 
-    _check_shape(shape, "--shape")
     bounds = _positive_ints(lengths, "--lengths")
     if len(bounds) != 2 or bounds[0] > bounds[1]:
         fail(f"--lengths takes SHORTEST,LONGEST (e.g. 40,53), got {lengths!r}")

@@ -55,14 +55,19 @@ def echo_system(system: Dict[str, Any]) -> None:
         )
 
 
-def write_json(result: Dict[str, Any], path: Optional[Path]) -> None:
-    """Write every figure of ``result`` (JSON-serialisable values only) to ``path``."""
+def write_json(result: Dict[str, Any], path: Optional[Path], quiet: bool = False) -> None:
+    """Write every figure of ``result`` (JSON-serialisable values only) to ``path``, under a
+    temporary name first: a file that exists is whole (``quiet``: a bench's partial result
+    after each case, written over, so that a cut run keeps what it measured)."""
     if path is None:
         return
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    srsly.write_json(path, result)
-    typer.echo(f"\nwrote {path}")
+    tmp = path.with_name(path.name + ".tmp")
+    srsly.write_json(tmp, result)
+    tmp.replace(path)
+    if not quiet:
+        typer.echo(f"\nwrote {path}")
 
 
 def ratio(value: Optional[float], baseline: Optional[float]) -> Optional[float]:
