@@ -42,7 +42,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from spacy_elmo.cli.plots import pyplot
+from spacy_elmo.cli.plots import pyplot, save_figure
 from spacy_elmo.cli.senses import DATA_FILE, TIE_TOLERANCE, SenseSentence, has_one_tag, read_senses, unit_rows
 from spacy_elmo.nn import BiLM
 from spacy_elmo.nn.scalar_mix import default_mix_weights, normalize_layers
@@ -377,8 +377,4 @@ def draw_projection(projection: Dict[str, Any], path: Path, title: str = "") -> 
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=110)

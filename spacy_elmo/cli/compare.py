@@ -33,7 +33,7 @@ import srsly
 import typer
 
 from .errors import fail
-from .plots import pyplot
+from .plots import pyplot, save_figure
 
 TASKS = ("tagger", "ner", "textcat", "parser")
 TASK_NAMES = {"tagger": "tagger", "ner": "NER", "textcat": "textcat", "parser": "parser"}
@@ -247,13 +247,7 @@ def plot_comparison(
     systems: Sequence[SystemRuns], output_png: Path, title: Optional[str] = None
 ) -> Path:
     """The chart of ``comparison_figure``, written to ``output_png``."""
-    plt = pyplot("compare --plot")
-    fig = comparison_figure(systems, title)
-    output_png = Path(output_png)
-    output_png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(output_png, dpi=100)
-    plt.close(fig)
-    return output_png
+    return save_figure(comparison_figure(systems, title), output_png, dpi=100)
 
 
 def comparison_figure(systems: Sequence[SystemRuns], title: Optional[str] = None):

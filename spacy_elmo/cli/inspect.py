@@ -19,7 +19,7 @@ import typer
 import wasabi
 
 from .errors import fail
-from .plots import pyplot
+from .plots import pyplot, save_figure
 
 #: The name Thinc gives a listener's mix head (``layers.mix_head``).
 MIX_HEAD = "elmo-mix"
@@ -80,10 +80,7 @@ def plot_listener_mixes(mixes: List[ListenerMix], output_png: Path, title: str) 
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    output_png = Path(output_png)
-    fig.savefig(output_png, dpi=120)
-    plt.close(fig)
-    return output_png
+    return save_figure(fig, output_png)
 
 
 def inspect_command(

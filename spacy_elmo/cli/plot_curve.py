@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Dict, List, Union
 
-from .plots import pyplot
+import srsly
+
+from .plots import pyplot, save_figure
 
 
 def read_metrics(path: Union[str, Path]) -> List[Dict]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"metrics file not found: {path}")
-    return [
-        json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
-    ]
+    return list(srsly.read_jsonl(path))  # blank lines skipped
 
 
 def plot_learning_curve(metrics_file: Union[str, Path], output_png: Union[str, Path]) -> Path:
@@ -46,7 +45,4 @@ def plot_learning_curve(metrics_file: Union[str, Path], output_png: Union[str, P
     for ax in (ax_loss, ax_ppl):
         ax.grid(alpha=0.3)
     fig.tight_layout()
-    output_png = Path(output_png)
-    fig.savefig(output_png, dpi=120)
-    plt.close(fig)
-    return output_png
+    return save_figure(fig, output_png)

@@ -7,7 +7,9 @@ project's ``compare``, ``plot-curve``) must fail with the install command rather
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import ModuleType
+from typing import Any, Union
 
 PLOT_EXTRA = "pip install 'spacy-elmo[plot]'"
 
@@ -23,3 +25,12 @@ def pyplot(what: str) -> ModuleType:
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def save_figure(fig: Any, path: Union[str, Path], dpi: int = 120) -> Path:
+    """Write ``fig`` to ``path`` (its folder created) and close it: a command draws many."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    pyplot("save_figure").close(fig)
+    return path
