@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import typer
 
 from spacy_elmo.bench import report
-from spacy_elmo.bench.measure import MB
+from spacy_elmo.bench.measure import MB, proc_status_kb
 from spacy_elmo.bench.system import system_info
 from spacy_elmo.bench.text import default_text_path, text_lines
 from spacy_elmo.cli.errors import fail
@@ -123,16 +123,8 @@ class TreeSampler:
 
 def _status(pid: int) -> Dict[str, float]:
     """VmRSS and VmHWM of ``pid`` in MB; empty once it is gone."""
-    try:
-        text = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return {}
-    found = {}
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            found[key] = int(value.split()[0]) * 1024 / MB
-    return found
+    found = {key: proc_status_kb(key, pid) for key in ("VmRSS", "VmHWM")}
+    return {key: kb * 1024 / MB for key, kb in found.items() if kb is not None}
 
 
 def _rank(pid: int) -> Optional[int]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import resource
 import sys
 import time
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 
@@ -49,9 +49,11 @@ class Stopwatch:
         self.seconds = time.perf_counter() - self._start
 
 
-def _proc_status_kb(field: str) -> Optional[int]:
+def proc_status_kb(field: str, pid: Union[int, str] = "self") -> Optional[int]:
+    """``field`` (``VmRSS``, ``VmHWM``) of a process's ``/proc/PID/status`` in KiB; None where
+    there is none (not Linux, the process gone)."""
     try:
-        with open("/proc/self/status", encoding="ascii") as handle:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as handle:
             for line in handle:
                 if line.startswith(field + ":"):
                     return int(line.split()[1])
@@ -61,7 +63,7 @@ def _proc_status_kb(field: str) -> Optional[int]:
 
 
 def current_rss_bytes() -> Optional[int]:
-    kb = _proc_status_kb("VmRSS")
+    kb = proc_status_kb("VmRSS")
     return None if kb is None else kb * 1024
 
 
@@ -113,7 +115,7 @@ class PeakMemory:
             torch.cuda.synchronize(self.device)
             self.total = torch.cuda.max_memory_allocated(self.device)
         elif self.method == "rss_hwm_reset":
-            self.total = (_proc_status_kb("VmHWM") or 0) * 1024
+            self.total = (proc_status_kb("VmHWM") or 0) * 1024
         else:
             self.total = _ru_maxrss_bytes()
         self.bytes = max(0, self.total - self._start)
