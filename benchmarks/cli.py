@@ -16,7 +16,7 @@ from spacy_elmo.bench.text import DEFAULT_TEXT
 from spacy_elmo.cli.errors import fail
 from spacy_elmo.cli.help import prepare_help
 from spacy_elmo.cli.pretrain import EXTRA_ARGS, config_overrides
-from spacy_elmo.cli.weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS, weight_source
+from spacy_elmo.cli.weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS, weight_keys, weight_source
 
 from .embed_bench import embed_bench_command
 from .shapes import SHAPE_NAMES
@@ -71,7 +71,7 @@ def _bench_model(
     """The weights a pipe bench runs: ``--random-shape``, or what the weight options name (the
     bundled model for none), resolved by the package's resolver; printed, so a run says what it
     measured."""
-    from .pipeline import ModelSource, random_model_source, weight_config
+    from .pipeline import ModelSource, random_model_source
 
     if random_shape is not None:
         if weights is not None or options_file is not None or weight_file is not None:
@@ -79,7 +79,7 @@ def _bench_model(
         model = random_model_source(directory, random_shape)
     else:
         source = weight_source(weights, options_file, weight_file)  # exits with the resolver's error
-        model = ModelSource(weight_config(weights, options_file, weight_file), source)
+        model = ModelSource(weight_keys(weights, options_file, weight_file), source)
     typer.echo(f"model: {model.description}")
     return model
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
+from spacy_elmo.cli.weights import weight_keys
 from spacy_elmo.formats import WeightSource
 from spacy_elmo.layers.bilm_model import BiLMSettings
 from spacy_elmo.sources import resolve_weight_source
@@ -50,17 +51,6 @@ class ModelSource:
         }
 
 
-def weight_config(
-    weights: Optional[str], options_file: Optional[Path], weight_file: Optional[Path]
-) -> Dict[str, Optional[str]]:
-    """The model block's weight keys for the weight options (all None: the bundled model)."""
-    return {
-        "weights": None if weights is None else str(weights),
-        "options_file": None if options_file is None else str(options_file),
-        "weight_file": None if weight_file is None else str(weight_file),
-    }
-
-
 def model_source(
     weights: Optional[str] = None,
     options_file: Optional[Path] = None,
@@ -69,17 +59,14 @@ def model_source(
     """The weights the settings name (the bundled model for none), resolved now: ValueError or
     FileNotFoundError as the resolver gives them."""
     source = resolve_weight_source(weights, options_file, weight_file, what="--weights")
-    return ModelSource(weight_config(weights, options_file, weight_file), source)
+    return ModelSource(weight_keys(weights, options_file, weight_file), source)
 
 
 def random_model_source(workdir: Path, shape: str, seed: int = 0) -> ModelSource:
     """Random weights of ``shape`` (``shapes.SHAPE_NAMES``), written to ``workdir`` once."""
     directory = cached_model(workdir, shape, seed)
-    return ModelSource(
-        {"weights": str(directory), "options_file": None, "weight_file": None},
-        resolve_weight_source(directory, what="--random-shape"),
-        random_shape=shape,
-    )
+    source = resolve_weight_source(directory, what="--random-shape")
+    return ModelSource(weight_keys(directory, None, None), source, random_shape=shape)
 
 
 def split_settings(settings: Optional[Dict[str, Any]]) -> Tuple[Dict[str, Any], Dict[str, Any]]:

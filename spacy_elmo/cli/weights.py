@@ -53,11 +53,16 @@ def weight_settings(
 ) -> Dict[str, Optional[str]]:
     """The weight keys of the ``elmo`` pipe's model block, checked now (with ``fail``)."""
     weight_source(weights, options_file, weight_file)
-    return {
-        "weights": weights,
-        "options_file": None if options_file is None else str(options_file),
-        "weight_file": None if weight_file is None else str(weight_file),
-    }
+    return weight_keys(weights, options_file, weight_file)
+
+
+def weight_keys(
+    weights: Optional[str], options_file: Optional[Path], weight_file: Optional[Path]
+) -> Dict[str, Optional[str]]:
+    """The weight keys of the ``elmo`` pipe's model block for the weight options, unchecked (all
+    None: the bundled model)."""
+    names = {"weights": weights, "options_file": options_file, "weight_file": weight_file}
+    return {key: None if value is None else str(value) for key, value in names.items()}
 
 
 def weight_source(
