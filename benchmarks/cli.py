@@ -50,8 +50,18 @@ ISOLATE = typer.Option(
     True, "--isolate/--no-isolate", help="Measure each path in a fresh process (reliable memory)"
 )
 SEED = typer.Option(0, "--seed", help="Seed of the random weights")
-#: The shapes of ``shapes.py``, as a choice typer checks (and lists in --help).
-Shape = enum.StrEnum("Shape", SHAPE_NAMES)
+
+
+class _Name(str, enum.Enum):
+    """A choice typer checks (and lists in --help) that reads as its name, in f-strings too (the
+    standard library's StrEnum needs Python 3.11)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: The shapes of ``shapes.py``.
+Shape = _Name("Shape", {name: name for name in SHAPE_NAMES})
 RANDOM_SHAPE = typer.Option(None, "--random-shape", help="Random weights of a shape instead of --weights")
 SHAPE = typer.Option(Shape.original, "--shape", help="Model shape")
 

@@ -17,6 +17,7 @@ lazy initialisation nor the pipe's layer cache flatters the timed run.
 
 from __future__ import annotations
 
+import itertools
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -24,7 +25,7 @@ from typing import Any, Dict, List, Optional
 import torch
 from tqdm import tqdm
 
-from spacy_elmo.bench.measure import synchronize
+from spacy_elmo.bench.measure import Stopwatch, synchronize
 from spacy_elmo.bench.system import system_info
 from spacy_elmo.bench.text import DEMO_TEXT, default_text_path, text_lines
 from spacy_elmo.nn.precision import runs_on
@@ -61,33 +62,24 @@ class ForwardClock:
 def pipe_texts(text: Optional[Path], max_tokens: int) -> List[str]:
     """Lines of the text, in order, until about ``max_tokens`` whitespace tokens."""
     texts, n = [], 0
-    lines = text_lines(text)
-    while n < max_tokens:
-        for line in lines:
-            if n >= max_tokens:
-                break
-            texts.append(line)
-            n += len(line.split())
-    return texts
+    for line in itertools.cycle(text_lines(text)):
+        if n >= max_tokens:
+            return texts
+        texts.append(line)
+        n += len(line.split())
 
 
 def _timed_pipe(nlp, texts: List[str], batch_size: int, bilm: torch.nn.Module, device: torch.device, progress: bool):
     """``(tokens, wall seconds, ForwardClock)`` of one ``nlp.pipe`` over ``texts``."""
     clock = ForwardClock(bilm, device)
-    n_tokens = 0
+    docs = tqdm(nlp.pipe(texts, batch_size=batch_size), total=len(texts), desc="nlp.pipe", unit="doc", disable=not progress)
     try:
-        bar = tqdm(total=len(texts), desc="nlp.pipe", unit="doc", disable=not progress)
-        synchronize(device)
-        start = time.perf_counter()
-        for doc in nlp.pipe(texts, batch_size=batch_size):
-            n_tokens += len(doc)
-            bar.update(1)
-        synchronize(device)
-        total_s = time.perf_counter() - start
-        bar.close()
+        with Stopwatch(device) as wall:
+            n_tokens = sum(len(doc) for doc in docs)
     finally:
         clock.remove()
-    return n_tokens, total_s, clock
+        docs.close()
+    return n_tokens, wall.seconds, clock
 
 
 def run_pipe_bench(
