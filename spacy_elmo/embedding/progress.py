@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Optional, Set
+from typing import Set
 
 from .chunks import chunk_counts, chunk_path, finished_chunks
 
@@ -79,6 +79,3 @@ class JobProgress:
     @property
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
-
-    def rate(self) -> Optional[float]:
-        return self.tokens / self.elapsed if self.elapsed > 0 else None
