@@ -139,20 +139,19 @@ class _DatasetReader:
                     f"{self.path}: dataset '{name}' holds {dataset.dtype} values, not floats ({why})"
                 )
         except HDF5_READ_ERRORS as err:
-            raise WeightFileError(
-                f"{self.path}: dataset '{name}' cannot be read (truncated or corrupt file?): {err}"
-            ) from err
+            raise self._unreadable(name, err) from err
         self.used.add(name)
         return dataset
+
+    def _unreadable(self, name: str, err: Exception) -> WeightFileError:
+        return WeightFileError(f"{self.path}: dataset '{name}' cannot be read (truncated or corrupt file?): {err}")
 
     def __call__(self, name: str) -> np.ndarray:
         dataset = self.dataset(name)
         try:
             array = dataset[()]
         except HDF5_READ_ERRORS as err:
-            raise WeightFileError(
-                f"{self.path}: dataset '{name}' cannot be read (truncated or corrupt file?): {err}"
-            ) from err
+            raise self._unreadable(name, err) from err
         if not np.all(np.isfinite(array)):
             raise WeightFileError(f"{self.path}: dataset '{name}' holds NaN or infinite values")
         return array.astype(np.float32, copy=False)
