@@ -320,8 +320,7 @@ def token_chunks_command(
             str(model.source.directory), model.description, batch_size, threads, sentences, rounds
         )
     report.echo_table(f"{model.description}: median of {rounds} passes of {sentences} sentences", result["rows"], COLUMNS)
-    report.echo_system(result["system"])
-    report.write_json(result, output)
+    _finish(result, output)
 
 
 @app.command("pipe")
@@ -352,9 +351,8 @@ def pipe_command(
 
     Default model: the bundled one (--weights or --random-shape for others); it says which.
     """
-    from .pipe_bench import PIPE_COLUMNS, run_pipe_bench
+    from .pipe_bench import PIPE_COLUMNS, run_pipe_bench  # it sets --threads
 
-    _threads(threads)
     if gpu_id >= 0:
         import spacy
 
@@ -410,9 +408,8 @@ def memory_command(
     The memory beyond the output arrays should depend on the window and batch size, not on the
     doc; each doc runs in a fresh process. Default model: the bundled one (it says which).
     """
-    from .memory_bench import MEMORY_COLUMNS, run_memory_bench
+    from .memory_bench import MEMORY_COLUMNS, run_memory_bench  # each doc's process sets --threads
 
-    _threads(threads)
     try:
         with bench_workdir(workdir) as directory:
             source = _bench_model(directory, weights, options_file, weight_file, random_shape)
