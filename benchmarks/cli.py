@@ -16,7 +16,8 @@ from spacy_elmo.bench.text import DEFAULT_TEXT
 from spacy_elmo.cli.errors import fail
 from spacy_elmo.cli.help import prepare_help
 from spacy_elmo.cli.pretrain import EXTRA_ARGS, config_overrides
-from spacy_elmo.cli.weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS, weight_keys, weight_source
+from spacy_elmo.cli.weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS, weight_source
+from spacy_elmo.sources import weight_keys
 
 from .embed_bench import embed_bench_command
 from .shapes import SHAPE_NAMES

@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
-from spacy_elmo.cli.weights import weight_keys
 from spacy_elmo.formats import WeightSource
 from spacy_elmo.layers.bilm_model import BiLMSettings
-from spacy_elmo.sources import resolve_weight_source
+from spacy_elmo.sources import resolve_weight_source, weight_keys
 
 from .shapes import cached_model
 

@@ -22,7 +22,7 @@ early (when a pipe is made) and load late.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, List, Optional, Union
+from typing import Callable, Dict, List, Optional, Union
 
 import torch
 
@@ -128,6 +128,15 @@ def check_weight_settings(
         raise ValueError(f"options_file and weight_file go together; {missing} is missing")
 
 
+def weight_keys(
+    weights: Optional[PathLike], options_file: Optional[PathLike], weight_file: Optional[PathLike]
+) -> Dict[str, Optional[str]]:
+    """The three weight settings as the ``elmo`` pipe's model block holds them (strings or None;
+    all None: the bundled model), unchecked."""
+    names = {"weights": weights, "options_file": options_file, "weight_file": weight_file}
+    return {key: None if value is None else str(value) for key, value in names.items()}
+
+
 def _cached_model(name: str, what: str) -> WeightSource:
     """A model downloaded into the cache under ``name`` (``spacy_elmo.hub``)."""
     try:
@@ -191,4 +200,5 @@ __all__: List[str] = [
     "load_bilm",
     "load_bilm_from",
     "resolve_weight_source",
+    "weight_keys",
 ]

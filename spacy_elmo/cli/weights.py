@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from spacy.language import Language
 
 from ..nn.precision import PRECISIONS, get_precision
-from ..sources import WeightSource, resolve_weight_source
+from ..sources import WeightSource, resolve_weight_source, weight_keys
 from .errors import fail
 
 WEIGHTS = typer.Option(
@@ -54,15 +54,6 @@ def weight_settings(
     """The weight keys of the ``elmo`` pipe's model block, checked now (with ``fail``)."""
     weight_source(weights, options_file, weight_file)
     return weight_keys(weights, options_file, weight_file)
-
-
-def weight_keys(
-    weights: Optional[str], options_file: Optional[Path], weight_file: Optional[Path]
-) -> Dict[str, Optional[str]]:
-    """The weight keys of the ``elmo`` pipe's model block for the weight options, unchecked (all
-    None: the bundled model)."""
-    names = {"weights": weights, "options_file": options_file, "weight_file": weight_file}
-    return {key: None if value is None else str(value) for key, value in names.items()}
 
 
 def weight_source(

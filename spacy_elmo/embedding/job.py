@@ -32,7 +32,7 @@ import h5py
 
 from ..layers.bilm_model import BiLMSettings
 from ..nn.precision import get_precision
-from ..sources import resolve_weight_source
+from ..sources import resolve_weight_source, weight_keys
 from ..validation import validated
 from .chunks import finished_chunks, parts_folder, remove_temporaries
 from .items import InputItems, open_input
@@ -74,13 +74,8 @@ class EmbedOptions:
 
     def model_settings(self) -> Dict[str, Any]:
         """The keys of the elmo pipe's model block this command sets."""
-        return {
-            "weights": self.weights,
-            "options_file": None if self.options_file is None else str(self.options_file),
-            "weight_file": None if self.weight_file is None else str(self.weight_file),
-            "precision": self.precision,
-            "threads": self.threads,
-        }
+        weights = weight_keys(self.weights, self.options_file, self.weight_file)
+        return {**weights, "precision": self.precision, "threads": self.threads}
 
     def output_options(self, settings: BiLMSettings) -> Dict[str, Any]:
         """The settings that change the output's numbers or names (the manifest compares them)."""
