@@ -41,6 +41,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
+from spacy.util import minibatch
 
 from spacy_elmo.cli.plots import pyplot, save_figure
 from spacy_elmo.cli.senses import DATA_FILE, TIE_TOLERANCE, SenseSentence, has_one_tag, read_senses, unit_rows
@@ -75,8 +76,7 @@ def sentence_layers(
     float32 arrays, one per sentence."""
     device = next(bilm.parameters()).device
     out: List[np.ndarray] = []
-    for start in range(0, len(sentences), batch_size):
-        batch = sentences[start : start + batch_size]
+    for batch in minibatch(sentences, batch_size):
         layers, _ = bilm(torch.from_numpy(bilm.batch_to_ids(batch)).to(device))
         layers = layers.cpu().numpy()
         out.extend(layers[:, i, : len(tokens)] for i, tokens in enumerate(batch))

@@ -228,6 +228,7 @@ def run_cell(work: Workload, precision: str, threads: Threads) -> Dict[str, Any]
     ``python -m spacy_elmo demo`` and ``embed`` run)."""
     import spacy
     import torch
+    from spacy.util import minibatch
 
     from .. import pipe  # noqa: F401  registers the factory where no entry point does (a checkout)
 
@@ -243,7 +244,7 @@ def run_cell(work: Workload, precision: str, threads: Threads) -> Dict[str, Any]
     else:
         nlp = spacy.load(work.pipeline, config={"components": {work.component: {"model": settings}}})
     size = work.batch_size
-    batches = [work.texts[i : i + size] for i in range(0, len(work.texts), size)]
+    batches = list(minibatch(work.texts, size))
     for batch in batches[: work.warmup]:
         list(nlp.pipe(batch, batch_size=size))
     loaded = current_rss_bytes() or 0
