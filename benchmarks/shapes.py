@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 from typing import Any, Dict
 
+import srsly
 import torch
 
 from spacy_elmo.chars import N_CHARACTERS
@@ -28,6 +29,10 @@ from spacy_elmo.nn.bilm import BiLM
 from spacy_elmo.options import BiLMOptions
 from spacy_elmo.sources import resolve_weight_source
 
+from .subprocesses import CHECKOUT
+
+#: The tiny model of AllenNLP's test fixture, in the checkout's tests.
+FIXTURE_OPTIONS = CHECKOUT / "tests" / "fixtures" / "allennlp_elmo" / "options.json"
 RELEASED_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
 #: The pretraining config the bundled model was trained with, in its directory (package data; a
 #: copy of the project's configs/pretrain_wikitext2.cfg, which tests keep the same).
@@ -58,24 +63,7 @@ def _released(dim: int, projection_dim: int, n_highway: int) -> Dict[str, Any]:
 FIXED_SHAPES: Dict[str, Dict[str, Any]] = {
     "original": _released(4096, 512, 2),
     "small": _released(1024, 128, 1),
-    "fixture": {  # tests/fixtures/allennlp_elmo/options.json
-        "char_cnn": {
-            "activation": "relu",
-            "embedding": {"dim": 4},
-            "filters": [[1, 4], [2, 8], [3, 16], [4, 32], [5, 64]],
-            "max_characters_per_token": 50,
-            "n_characters": N_CHARACTERS,
-            "n_highway": 2,
-        },
-        "lstm": {
-            "cell_clip": 3,
-            "dim": 64,
-            "n_layers": 2,
-            "proj_clip": 3,
-            "projection_dim": 16,
-            "use_skip_connections": True,
-        },
-    },
+    "fixture": srsly.read_json(FIXTURE_OPTIONS),
 }
 SHAPE_NAMES = ("original", "small", "bundled", "fixture")
 
