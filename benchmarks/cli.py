@@ -95,12 +95,6 @@ def _bench_model(
     return model
 
 
-def _finish(result: Dict[str, Any], output: Optional[Path]) -> None:
-    typer.echo("")
-    report.echo_system(result["system"])
-    report.write_json(result, output)
-
-
 @app.command("load")
 def load_command(
     shape: Shape = SHAPE,
@@ -134,7 +128,7 @@ def load_command(
         f"{report.format_value(result['identical_tensors'], '')}; native checkpoint identical: "
         f"{report.format_value(result['identical_tensors_native'], '')}"
     )
-    _finish(result, output)
+    report.finish(result, output)
 
 
 @app.command("inference")
@@ -214,7 +208,7 @@ def inference_command(
         INFERENCE_COLUMNS,
     )
     not_exact = _echo_inference_notes(result, isolate)
-    _finish(result, output)
+    report.finish(result, output)
     if not_exact:
         raise typer.Exit(2)
 
@@ -321,7 +315,7 @@ def token_chunks_command(
             str(model.source.directory), model.description, batch_size, threads, sentences, rounds
         )
     report.echo_table(f"{model.description}: median of {rounds} passes of {sentences} sentences", result["rows"], COLUMNS)
-    _finish(result, output)
+    report.finish(result, output)
 
 
 @app.command("pipe")
@@ -377,7 +371,7 @@ def pipe_command(
         "outside biLM = (total - biLM forward) / total: tokenizer, sentencizer, char ids, "
         "batching, layer mix, extensions"
     )
-    _finish(result, output)
+    report.finish(result, output)
 
 
 @app.command("memory")
@@ -429,7 +423,7 @@ def memory_command(
         "users see), fixed-mmap = MALLOC_MMAP_THRESHOLD_=131072 (freed blocks go back to the OS); "
         "loaded RSS = the process's resident memory with the pipeline loaded and run once"
     )
-    _finish(result, output)
+    report.finish(result, output)
 
 
 @app.command("pretrain")
@@ -497,7 +491,7 @@ def pretrain_command(
         if "tokens_per_s" not in row:
             typer.echo(f"{row['case']} {row.get('precision')} {row.get('step')}: {row.get('error') or row.get('skipped')}")
     typer.echo("tokens/s = predictions per direction per second (as the trainer logs it)")
-    _finish(result, output)
+    report.finish(result, output)
 
 
 @app.command("pretrain-ab", context_settings=EXTRA_ARGS)
@@ -533,7 +527,7 @@ def pretrain_ab_command(
         f"this / against: {result['ratio_of_medians']:.3f}x (medians), "
         f"{result['step_by_step_ratio_median']:.3f}x (step by step)"
     )
-    _finish(result, output)
+    report.finish(result, output)
 
 
 @app.command("lstm-training")
@@ -561,7 +555,7 @@ def lstm_training_command(
                    f"backward {parts['backward_ms']:8.1f} ms ({rates['backward_ms']:5.1f} GFLOP/s)")  # fmt: skip
     ratio = result["step_loop_over_training_loop"]
     typer.echo(f"step loop / training loop: forward {ratio['forward_ms']:.2f}x, backward {ratio['backward_ms']:.2f}x")
-    _finish(result, output)
+    report.finish(result, output)
 
 
 @app.command("senses")
@@ -628,7 +622,7 @@ def senses_command(
         except ImportError as err:
             fail(str(err))
         typer.echo(f"\nwrote {plot}: {', '.join(result['projection']['words'])}, per output")
-    _finish(result, output)
+    report.finish(result, output)
 
 
 def _measure_senses(source, data: Path, batch_size: int, center_text, center_sentences: int, projection: bool):

@@ -31,7 +31,8 @@ from spacy_elmo.bench.measure import MB, proc_status_kb
 from spacy_elmo.bench.system import system_info
 from spacy_elmo.bench.text import default_text_path, text_lines
 from spacy_elmo.cli.errors import fail
-from spacy_elmo.cli.weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS
+from spacy_elmo.cli.weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS, weight_source
+from spacy_elmo.sources import weight_keys
 
 from .subprocesses import descendants, package_argv, subprocess_env
 from .text import sentences
@@ -169,6 +170,8 @@ def run_embed(
         if process.returncode != 0:
             errors.seek(0)
             raise ValueError(f"{' '.join(argv)} failed ({process.returncode}):\n{errors.read()[-3000:]}")
+    output_mb = output.stat().st_size / MB
+    output.unlink()  # measured: its size is in the row
     match = SUMMARY.search(stdout)
     if match is None:
         raise ValueError(f"no summary line in the output of {' '.join(argv)}: {stdout[-500:]!r}")
@@ -189,7 +192,7 @@ def run_embed(
         "peak_rss_mb_by_rank": [round(mb, 1) for mb in sampler.rank_peaks()],
         "peak_rss_mb": " / ".join(f"{mb:.0f}" for mb in sampler.rank_peaks()),
         "rss_samples": [(round(t, 1), round(mb, 1)) for t, mb in sampler.samples],
-        "output_mb": None,
+        "output_mb": output_mb,
     }
 
 
@@ -203,8 +206,6 @@ def run_throughput(
         for processes, threads in setups if round_ % 2 == 0 else setups[::-1]:
             output = workdir / f"bench-{processes}.hdf5"
             row = run_embed(processes, threads, input_path, output, options, interval)
-            row["output_mb"] = output.stat().st_size / MB
-            output.unlink()
             row.pop("rss_samples")
             rows.append({"round": round_ + 1, **row})
     return rows
@@ -261,13 +262,9 @@ def embed_bench_command(
     one process through a million tokens, its resident memory sampled, and the growth after the
     warm-up (last quarter mean minus first quarter mean).
     """
-    if (options_file is None) != (weight_file is None):
-        fail("--options-file and --weight-file go together")
-    model: List[str] = []
-    if weights is not None:
-        model += ["--weights", weights]
-    if options_file is not None and weight_file is not None:
-        model += ["--options-file", str(options_file), "--weight-file", str(weight_file)]
+    weight_source(weights, options_file, weight_file)  # exits with the resolver's error
+    keys = weight_keys(weights, options_file, weight_file)
+    model = [arg for key, value in keys.items() if value is not None for arg in (f"--{key.replace('_', '-')}", value)]
     options = [*model, "--layers", layers, "--chunk-size", str(chunk_size)]
     n_tokens = tokens or (1_000_000 if soak else 50_000)
     text_path = text if text is not None else default_text_path()
@@ -294,16 +291,12 @@ def embed_bench_command(
     else:
         _echo_throughput(result)
     result["system"] = system_info()
-    typer.echo("")
-    report.echo_system(result["system"])
-    report.write_json(result, output)
+    report.finish(result, output)
 
 
 def _soak(input_path: Path, directory: Path, options: List[str], threads: int, interval: float) -> Dict[str, Any]:
     output = directory / "soak.hdf5"
     row = run_embed(1, threads, input_path, output, options, interval)
-    row["output_mb"] = output.stat().st_size / MB
-    output.unlink()
     return {"soak": row, "growth": soak_growth(row["rss_samples"])}
 
 

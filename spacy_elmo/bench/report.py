@@ -55,6 +55,13 @@ def echo_system(system: Dict[str, Any]) -> None:
         )
 
 
+def finish(result: Dict[str, Any], output: Optional[Path]) -> None:
+    """How a bench's output ends: the machine it ran on, and every figure to ``output``."""
+    typer.echo("")
+    echo_system(result["system"])
+    write_json(result, output)
+
+
 def write_json(result: Dict[str, Any], path: Optional[Path], quiet: bool = False) -> None:
     """Write every figure of ``result`` (JSON-serialisable values only) to ``path``, under a
     temporary name first: a file that exists is whole (``quiet``: a bench's partial result

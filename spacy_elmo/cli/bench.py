@@ -178,10 +178,9 @@ def _report(settings: Dict[str, Any], rows: List[Dict[str, Any]], output: Option
     )
     typer.echo(
         "loaded MB = resident memory with the pipeline loaded and warmed up; peak +MB = the peak "
-        f"above it while timed ({rows[0]['peak_method']})\n"
+        f"above it while timed ({rows[0]['peak_method']})"
     )
-    report.echo_system(result["system"])
-    report.write_json(result, output)
+    report.finish(result, output)
 
 
 def _elmo_component(pipeline: Path) -> str:
