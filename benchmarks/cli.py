@@ -445,7 +445,7 @@ def pretrain_command(
     seconds: float = typer.Option(30.0, "--seconds", help="Timed seconds at least"),
     precisions: List[str] = typer.Option(["fp32"], "--precision", help="fp32, tf32, bf16 or fp16; repeat"),
     step_kinds: List[str] = typer.Option(
-        ["eager"], "--step", help="eager, cuda_graph or compile (windows only); repeat"
+        ["eager"], "--step", help="eager, cuda_graph, compile or compile_graph (windows only); repeat"
     ),
     phases: bool = typer.Option(True, "--phases/--no-phases", help="Profile a few more steps: time per phase, GPU busy"),
     tiny: bool = typer.Option(False, "--tiny", help="The recipes with a tiny model and vocabulary (a rehearsal)"),

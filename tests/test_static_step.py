@@ -126,6 +126,32 @@ def test_the_recorded_window_step_trains_as_the_eager_one(tmp_path):
         torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5, msg=name)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="compile_graph records a CUDA graph: it needs a GPU")
+@pytest.mark.parametrize("kind, fused_cell", [("compile_graph", False), ("cuda_graph", True)])
+def test_the_compiled_and_recorded_step_and_the_fused_cell_train_as_the_eager_step(tmp_path, kind, fused_cell):
+    """``"compile_graph"`` (the compiled update recorded as one graph) and ``"cuda_graph"`` with
+    ``[training] fused_cell`` (the cell compiled inside the recorded eager step), against eager
+    steps."""
+    device = torch.device("cuda", 0)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # exact fp32
+    eager = _trainer(tmp_path, "eager", device, **{"training.step": "eager"})
+    other = _trainer(tmp_path, kind, device, **{"training.step": kind, "training.fused_cell": fused_cell})
+    assert other.static_step.kind == kind
+    for trainer in (eager, other):
+        _train(trainer, 8)
+    assert other.static_step._graph is not None
+    for (name, a), b in zip(eager.model.named_parameters(), other.model.parameters()):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_the_fused_cell_setting_reaches_every_lstm_layer(tmp_path):
+    from spacy_elmo.nn.lstm import ClippedLSTM
+
+    trainer = _trainer(tmp_path, "fused", torch.device("cpu"), **{"training.fused_cell": True})
+    layers = [m for m in trainer.model.modules() if isinstance(m, ClippedLSTM)]
+    assert len(layers) == 4 and all(layer.fused_cell for layer in layers)
+
+
 def test_step_kinds_that_cannot_run_are_refused_with_the_way_out():
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert resolve_step_kind("auto", True, cuda, "bf16") == "cuda_graph"
@@ -136,6 +162,8 @@ def test_step_kinds_that_cannot_run_are_refused_with_the_way_out():
         resolve_step_kind("compile", False, cpu, "fp32")
     with pytest.raises(ConfigError, match="runs on a GPU"):
         resolve_step_kind("cuda_graph", True, cpu, "fp32")
+    with pytest.raises(ConfigError, match="runs on a GPU"):
+        resolve_step_kind("compile_graph", True, cpu, "bf16")
     with pytest.raises(ConfigError, match='use "bf16"'):
         resolve_step_kind("compile", True, cuda, "fp16")
 

@@ -31,8 +31,8 @@ from .lstm_training import packed_training_loop
 from .precision import autocast_dtype_now, compiling
 
 __all__ = [
-    "ClippedLSTM", "DirectionalLSTM", "DirectionOutputs", "DistinctInputs", "LSTMState", "length_mask",
-    "reverse_padded", "window_dropout_masks",
+    "ClippedLSTM", "DirectionalLSTM", "DirectionOutputs", "DistinctInputs", "LSTMState", "cell_equations",
+    "fuse_cells", "length_mask", "reverse_padded", "window_dropout_masks",
 ]
 
 
@@ -57,6 +57,8 @@ class ClippedLSTM(nn.LSTM):
         super().__init__(input_size, hidden_size, num_layers=1, proj_size=proj_size)
         self.cell_clip = cell_clip
         self.proj_clip = proj_clip
+        #: Run ``cell`` compiled (``fuse_cells``).
+        self.fused_cell = False
 
     @property
     def clipped(self) -> bool:
@@ -68,17 +70,13 @@ class ClippedLSTM(nn.LSTM):
         """The cell update of one step: ``gates`` holds (i, f, g, o) along ``dim`` (0 for the
         feature-major states of the packed loop, 1 for row-major), ``c`` the previous cell
         state or None for zeros. Returns ``(sigmoid(o) * tanh(c_new), c_new)``: the output before
-        the projection, and the (clipped) new cell state."""
-        hidden = self.hidden_size
-        # One split (its backward is one concatenation; a narrow's backward fills a gates-sized
-        # tensor with zeros, four of them a step where gradients flow).
-        input_forget, candidate, output = gates.split([2 * hidden, hidden, hidden], dim)
-        i, f = torch.sigmoid(input_forget).split(hidden, dim)
-        candidate = torch.tanh(candidate)
-        c_new = i * candidate if c is None else torch.addcmul(f * c, i, candidate)
-        if self.cell_clip is not None:
-            c_new = c_new.clamp(-self.cell_clip, self.cell_clip)
-        return torch.sigmoid(output) * torch.tanh(c_new), c_new
+        the projection, and the (clipped) new cell state.
+
+        With ``fused_cell`` (``fuse_cells``) the same equations (``cell_equations``) run
+        compiled, one kernel forward and one backward, where eagerly each op is a kernel of its
+        own; inside a compiled step they are traced either way."""
+        equations = _fused_cell_equations() if self.fused_cell and not compiling() else cell_equations
+        return equations(gates, c, self.hidden_size, self.cell_clip, dim)
 
     def clip_output(self, h: torch.Tensor) -> torch.Tensor:
         """The projected output, clipped to ``proj_clip``."""
@@ -156,6 +154,46 @@ class ClippedLSTM(nn.LSTM):
             # Contiguous as the dense loop's: dropout draws its mask in memory order.
             return output.view(steps, batch, -1).transpose(0, 1).contiguous(), final
         return lstm_kernels.dense_loop(self, x, valid, state)
+
+
+def cell_equations(
+    gates: torch.Tensor, c: Optional[torch.Tensor], hidden: int, cell_clip: Optional[float], dim: int
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """``ClippedLSTM.cell``'s equations (the one copy): gates (i, f, g, o) of width ``hidden``
+    each along ``dim``, ``c`` the previous cell state or None for zeros -> (the output before the
+    projection, the new cell state clipped to ``cell_clip``)."""
+    # One split (its backward is one concatenation; a narrow's backward fills a gates-sized
+    # tensor with zeros, four of them a step where gradients flow).
+    input_forget, candidate, output = gates.split([2 * hidden, hidden, hidden], dim)
+    i, f = torch.sigmoid(input_forget).split(hidden, dim)
+    candidate = torch.tanh(candidate)
+    c_new = i * candidate if c is None else torch.addcmul(f * c, i, candidate)
+    if cell_clip is not None:
+        c_new = c_new.clamp(-cell_clip, cell_clip)
+    return torch.sigmoid(output) * torch.tanh(c_new), c_new
+
+
+_FUSED: List = []
+
+
+def _fused_cell_equations():
+    """``cell_equations`` under ``torch.compile`` (made once per process, on first use): the
+    element-wise work of a step as one generated kernel each way (Triton on a GPU, C++ on the
+    CPU). Shapes that vary from step to step (the packed loop's running rows) make it dynamic
+    after the first recompilation."""
+    if not _FUSED:
+        _FUSED.append(torch.compile(cell_equations, fullgraph=True))
+    return _FUSED[0]
+
+
+def fuse_cells(module: nn.Module, fused: bool = True) -> nn.Module:
+    """Run every ``ClippedLSTM`` cell in ``module`` compiled (``fused``) or eagerly; returns
+    ``module``. The numbers are the eager cell's up to float rounding (the generated kernels may
+    evaluate sigmoid and tanh another way)."""
+    for layer in module.modules():
+        if isinstance(layer, ClippedLSTM):
+            layer.fused_cell = fused
+    return module
 
 
 class DirectionalLSTM(nn.Module):

@@ -15,6 +15,7 @@ from tqdm import tqdm
 
 from ..distributed import DistributedContext
 from ..nn.bilm import BiLM
+from ..nn.lstm import fuse_cells
 from ..nn.softmax import LMSoftmax
 from ..sources import WeightSource, load_bilm_from, resolve_weight_source
 from .checkpoint import check_resumed_config, checkpoint_path, flatten
@@ -97,6 +98,7 @@ def build_model(
         softmax.row_sparse_gradients = True
         # Say so explicitly (the default), which also silences torch's warning about it.
         torch.sparse.check_sparse_tensor_invariants.disable()
+    fuse_cells(bilm, s.training.fused_cell)
     return BiLMLanguageModel(bilm, softmax, s.objective.dropout, precision)
 
 

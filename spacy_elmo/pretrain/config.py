@@ -141,9 +141,14 @@ max_steps = 10000
 # gradient scaler).
 precision = "fp32"
 # How each update runs: "eager" (op by op), "cuda_graph" (the whole update recorded once and
-# replayed: windows on a GPU), "compile" (torch.compile; windows), or "auto": "cuda_graph" for
-# windows on a GPU (not with fp16), else "eager".
+# replayed: windows on a GPU), "compile" (torch.compile; windows), "compile_graph" (compiled,
+# then the compiled update recorded as one CUDA graph: windows on a GPU), or "auto":
+# "cuda_graph" for windows on a GPU (not with fp16), else "eager".
 step = "auto"
+# The LSTM cell's element-wise work of a step (gates, cell update, clip) compiled: one kernel
+# each way instead of one per op (torch.compile of the one cell; the CPU's training loop keeps
+# its own in-place kernels). For the recorded and eager steps; a compiled step fuses it anyway.
+fused_cell = false
 # "cuda_graph" and "compile": the fixed number of distinct tokens the character CNN encodes per
 # batch (the batch's own, padded); a batch with more runs eagerly (logged as eager_steps).
 # null: one per position of the forward windows (batch_tokens rounded down to whole windows).
@@ -155,7 +160,7 @@ log_every = 50
 
 
 #: ``[training] step`` values (``static_step.resolve_step_kind``).
-STEP_KINDS = ("auto", "eager", "cuda_graph", "compile")
+STEP_KINDS = ("auto", "eager", "cuda_graph", "compile", "compile_graph")
 
 class ConfigError(ValueError):
     """A pretraining config value that cannot be used, naming its key."""
@@ -292,6 +297,7 @@ class TrainingSettings(Section):
     # Runs written before these keys existed ran eagerly.
     step: Literal[STEP_KINDS] = "auto"
     distinct_tokens: Optional[PositiveInt] = None
+    fused_cell: bool = False
 
 
 class PretrainSettings(Section):
