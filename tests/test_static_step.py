@@ -75,12 +75,12 @@ def test_the_compiled_window_step_is_one_graph_and_trains_as_the_eager_one(tmp_p
     drawn on the device, the sampled softmax. It then gives the eager step's parameters: on the
     CPU at 2 threads, an eager step whose two directions ran side by side with their dropout
     masks drawn beforehand."""
-    import spacy_elmo.pretrain.model as pretrain_model
+    import spacy_elmo.nn.side_by_side as engine
     from spacy_elmo.nn.threads import torch_threads
 
     side_by_side: list = []
-    apply = pretrain_model._SideBySide.apply
-    monkeypatch.setattr(pretrain_model._SideBySide, "apply", lambda *args: side_by_side.append(1) or apply(*args))
+    apply = engine._ThreadedRuns.apply
+    monkeypatch.setattr(engine._ThreadedRuns, "apply", lambda *args: side_by_side.append(1) or apply(*args))
     with torch_threads(threads):  # the trainers set it for the process: put back afterwards
         eager = _trainer(tmp_path, "eager", device, **{"system.threads": threads})
         compiled = _trainer(tmp_path, "compiled", device, **{"system.threads": threads})
@@ -127,15 +127,19 @@ def test_the_recorded_window_step_trains_as_the_eager_one(tmp_path):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="compile_graph records a CUDA graph: it needs a GPU")
-@pytest.mark.parametrize("kind, fused_cell", [("compile_graph", False), ("cuda_graph", True)])
-def test_the_compiled_and_recorded_step_and_the_fused_cell_train_as_the_eager_step(tmp_path, kind, fused_cell):
-    """``"compile_graph"`` (the compiled update recorded as one graph) and ``"cuda_graph"`` with
-    ``[training] fused_cell`` (the cell compiled inside the recorded eager step), against eager
+@pytest.mark.parametrize(
+    "kind, setting", [("compile_graph", None), ("cuda_graph", "fused_cell"), ("cuda_graph", "directions_on_streams")]
+)
+def test_the_compiled_and_recorded_step_the_fused_cell_and_the_streams_train_as_the_eager_step(tmp_path, kind, setting):
+    """``"compile_graph"`` (the compiled update recorded as one graph), and ``"cuda_graph"``
+    with ``[training] fused_cell`` (the cell compiled inside the recorded eager step) or
+    ``directions_on_streams`` (the directions on two streams inside the graph), against eager
     steps."""
     device = torch.device("cuda", 0)
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # exact fp32
     eager = _trainer(tmp_path, "eager", device, **{"training.step": "eager"})
-    other = _trainer(tmp_path, kind, device, **{"training.step": kind, "training.fused_cell": fused_cell})
+    overrides = {"training.step": kind, **({f"training.{setting}": True} if setting else {})}
+    other = _trainer(tmp_path, kind, device, **overrides)
     assert other.static_step.kind == kind
     for trainer in (eager, other):
         _train(trainer, 8)

@@ -99,7 +99,9 @@ def build_model(
         # Say so explicitly (the default), which also silences torch's warning about it.
         torch.sparse.check_sparse_tensor_invariants.disable()
     fuse_cells(bilm, s.training.fused_cell)
-    return BiLMLanguageModel(bilm, softmax, s.objective.dropout, precision)
+    model = BiLMLanguageModel(bilm, softmax, s.objective.dropout, precision)
+    model.directions_on_streams = s.training.directions_on_streams
+    return model
 
 
 def initialize_from(s: PretrainSettings, vocab: Vocab, bilm: BiLM, softmax: LMSoftmax, speak: bool) -> None:

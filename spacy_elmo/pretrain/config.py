@@ -149,6 +149,9 @@ step = "auto"
 # each way instead of one per op (torch.compile of the one cell; the CPU's training loop keeps
 # its own in-place kernels). For the recorded and eager steps; a compiled step fuses it anyway.
 fused_cell = false
+# On a GPU, the two LSTM directions on two CUDA streams (forward and backward, inside a recorded
+# step too): the same ops in the same order, run side by side by the GPU.
+directions_on_streams = false
 # "cuda_graph" and "compile": the fixed number of distinct tokens the character CNN encodes per
 # batch (the batch's own, padded); a batch with more runs eagerly (logged as eager_steps).
 # null: one per position of the forward windows (batch_tokens rounded down to whole windows).
@@ -298,6 +301,7 @@ class TrainingSettings(Section):
     step: Literal[STEP_KINDS] = "auto"
     distinct_tokens: Optional[PositiveInt] = None
     fused_cell: bool = False
+    directions_on_streams: bool = False
 
 
 class PretrainSettings(Section):
