@@ -269,3 +269,30 @@ def test_the_fused_cell_is_the_eager_cell_with_its_gradients_where_the_clips_bit
         for g_f, g in zip(grads_f, grads):
             torch.testing.assert_close(g_f, g, rtol=1e-5, atol=1e-6)
     fuse_cells(layer, False)
+
+
+def test_the_wavefront_runs_and_trains_as_the_layer_by_layer_windows(device):
+    """``DirectionalLSTM.wavefront``: each layer's step t reads the layer below's step t only
+    (on CUDA, each layer on a stream of its own); the outputs, final states and gradients are
+    those of layer after layer, from given states, with dropout (its masks drawn first, the
+    same numbers) and clips that bite."""
+    torch.manual_seed(0)
+    lstm = DirectionalLSTM(5, 12, 6, num_layers=2, cell_clip=0.5, proj_clip=0.5).to(device)
+    with torch.no_grad():
+        for p in lstm.parameters():
+            p.mul_(3)
+    x = torch.randn(3, 7, 5, device=device, requires_grad=True)
+    states = [(torch.randn(3, 6, device=device), torch.randn(3, 12, device=device)) for _ in range(2)]
+    results = []
+    for wavefront in (False, True):
+        lstm.wavefront = wavefront
+        torch.manual_seed(3)
+        if device.type == "cuda":
+            torch.cuda.manual_seed(3)
+        top, finals = lstm.forward_windows(x, states, dropout=0.3 if device.type == "cpu" else 0.0)
+        loss = top.square().sum() + sum(h.sum() + c.sum() for h, c in finals)
+        grads = torch.autograd.grad(loss, [x, *lstm.parameters()])
+        results.append([top.detach(), *(t.detach() for f in finals for t in f), *grads])
+    assert (results[0][2].abs() == 0.5).any()  # the cell clip bites
+    for a, b in zip(*results):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5)

@@ -128,17 +128,21 @@ def test_the_recorded_window_step_trains_as_the_eager_one(tmp_path):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="compile_graph records a CUDA graph: it needs a GPU")
 @pytest.mark.parametrize(
-    "kind, setting", [("compile_graph", None), ("cuda_graph", "fused_cell"), ("cuda_graph", "directions_on_streams")]
-)
+    "kind, setting",
+    [("compile_graph", None), ("cuda_graph", "fused_cell"), ("cuda_graph", "directions_on_streams"),
+     ("cuda_graph", "lstm_wavefront")],
+)  # fmt: skip
 def test_the_compiled_and_recorded_step_the_fused_cell_and_the_streams_train_as_the_eager_step(tmp_path, kind, setting):
     """``"compile_graph"`` (the compiled update recorded as one graph), and ``"cuda_graph"``
     with ``[training] fused_cell`` (the cell compiled inside the recorded eager step) or
-    ``directions_on_streams`` (the directions on two streams inside the graph), against eager
-    steps."""
+    ``directions_on_streams`` (the directions on two streams inside the graph) or
+    ``lstm_wavefront`` (each layer on a stream, without dropout: the wavefront draws its masks
+    with ``bernoulli_``, the eager step with dropout's own kernel), against eager steps."""
     device = torch.device("cuda", 0)
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # exact fp32
-    eager = _trainer(tmp_path, "eager", device, **{"training.step": "eager"})
-    overrides = {"training.step": kind, **({f"training.{setting}": True} if setting else {})}
+    both = {"objective.dropout": 0.0} if setting == "lstm_wavefront" else {}
+    eager = _trainer(tmp_path, "eager", device, **{"training.step": "eager", **both})
+    overrides = {"training.step": kind, **both, **({f"training.{setting}": True} if setting else {})}
     other = _trainer(tmp_path, kind, device, **overrides)
     assert other.static_step.kind == kind
     for trainer in (eager, other):
@@ -148,12 +152,19 @@ def test_the_compiled_and_recorded_step_the_fused_cell_and_the_streams_train_as_
         torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5, msg=name)
 
 
-def test_the_fused_cell_setting_reaches_every_lstm_layer(tmp_path):
+def test_the_speed_settings_reach_the_model_and_an_eager_cpu_step_runs_with_them(tmp_path):
+    """``[training] fused_cell``, ``directions_on_streams`` and ``lstm_wavefront`` reach every
+    layer, the model and both directions; on the CPU the step runs their sequential twins."""
     from spacy_elmo.nn.lstm import ClippedLSTM
 
-    trainer = _trainer(tmp_path, "fused", torch.device("cpu"), **{"training.fused_cell": True})
+    settings = {"training.fused_cell": True, "training.directions_on_streams": True, "training.lstm_wavefront": True}
+    trainer = _trainer(tmp_path, "fused", torch.device("cpu"), **settings)
     layers = [m for m in trainer.model.modules() if isinstance(m, ClippedLSTM)]
     assert len(layers) == 4 and all(layer.fused_cell for layer in layers)
+    assert trainer.model.directions_on_streams
+    assert trainer.model.bilm.forward_lstm.wavefront and trainer.model.bilm.backward_lstm.wavefront
+    _train(trainer, 2)
+    assert all(torch.isfinite(p).all() for p in trainer.model.parameters())
 
 
 def test_step_kinds_that_cannot_run_are_refused_with_the_way_out():

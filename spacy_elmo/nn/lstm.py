@@ -29,6 +29,7 @@ from .int8 import int8_wanted
 from .lstm_kernels import DirectionOutputs, DistinctInputs, LSTMState
 from .lstm_training import packed_training_loop
 from .precision import autocast_dtype_now, compiling
+from .side_by_side import side_stream
 
 __all__ = [
     "ClippedLSTM", "DirectionalLSTM", "DirectionOutputs", "DistinctInputs", "LSTMState", "cell_equations",
@@ -218,6 +219,9 @@ class DirectionalLSTM(nn.Module):
         super().__init__()
         self.go_forward = go_forward
         self.use_skip_connections = use_skip_connections
+        #: ``forward_windows`` on the wavefront loop (``lstm_kernels.wavefront_loop``): on CUDA
+        #: the layers' steps overlap, each layer on a stream of its own.
+        self.wavefront = False
         self.hidden_size = hidden_size
         self.proj_size = proj_size
         self.layers = nn.ModuleList(
@@ -330,6 +334,8 @@ class DirectionalLSTM(nn.Module):
         ``dropout`` applies to each layer's input while training, as in ``forward``; or
         ``masks``, per layer the input's scaled mask (``window_dropout_masks``), drawn before
         the directions run side by side, which must not share a generator while they run."""
+        if self.wavefront and (self.layers[0].clipped or not inputs.is_cuda):
+            return self._wavefront(inputs, states, dropout, masks)
         x = inputs
         final_states: List[LSTMState] = []
         for i, layer in enumerate(self.layers):
@@ -340,6 +346,35 @@ class DirectionalLSTM(nn.Module):
             x = y
             final_states.append(state)
         return x, final_states
+
+
+    def _wavefront(
+        self,
+        inputs: torch.Tensor,
+        states: Optional[List[LSTMState]],
+        dropout: float,
+        masks: Optional[Sequence[torch.Tensor]],
+    ) -> Tuple[torch.Tensor, List[LSTMState]]:
+        """``forward_windows`` on ``lstm_kernels.wavefront_loop``: on CUDA (outside
+        ``torch.compile``) each layer on a stream of its own (``nn/side_by_side.py``), forked
+        from the current stream and joined back; the dropout masks drawn first, as
+        ``window_dropout_masks`` draws them."""
+        if masks is None and dropout and self.training:
+            rows, steps, width = inputs.shape
+            masks = window_dropout_masks(self, rows, steps, width, dropout, inputs)
+        streams = None
+        if inputs.is_cuda and not compiling():
+            main = torch.cuda.current_stream(inputs.device)
+            streams = [main] + [
+                side_stream(inputs.device, ("layer", self.go_forward, i)) for i in range(1, len(self.layers))
+            ]
+            for stream in streams[1:]:
+                stream.wait_stream(main)
+        top, finals = lstm_kernels.wavefront_loop(self.layers, inputs, states, masks, self.use_skip_connections, streams)
+        if streams is not None:
+            for stream in streams[1:]:
+                main.wait_stream(stream)
+        return top, finals
 
 
 def window_dropout_masks(

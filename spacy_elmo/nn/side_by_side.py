@@ -23,7 +23,7 @@ directions (and, at inference on the CPU, shards of the batch times the directio
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import Any, Callable, ContextManager, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, ContextManager, Dict, Hashable, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -32,7 +32,7 @@ from .threads import run_side_by_side, torch_threads
 
 WAYS = ("sequential", "threads", "streams")
 #: Side streams per (device index, slot), made once: a graph recorded with them replays on them.
-_STREAMS: Dict[Tuple[int, int], "torch.cuda.Stream"] = {}
+_STREAMS: Dict[Tuple[int, Hashable], "torch.cuda.Stream"] = {}
 
 
 def how_to_run(device: torch.device, threads: int = 1, streams: bool = False) -> str:
@@ -84,7 +84,9 @@ def run_side_by_side_of(
     return run_side_by_side([task(run) for run in runs])
 
 
-def _side_stream(device: torch.device, slot: int) -> "torch.cuda.Stream":
+def side_stream(device: torch.device, slot: Hashable) -> "torch.cuda.Stream":
+    """The side stream ``slot`` of CUDA ``device``, made on first use and kept (a recorded graph
+    replays on the streams it was recorded with)."""
     key = (device.index if device.index is not None else torch.cuda.current_device(), slot)
     if key not in _STREAMS:
         _STREAMS[key] = torch.cuda.Stream(torch.device("cuda", key[0]))
@@ -94,7 +96,7 @@ def _side_stream(device: torch.device, slot: int) -> "torch.cuda.Stream":
 def _on_streams(runs: Sequence[Callable], x: torch.Tensor) -> List[Any]:
     """The first run on the current stream, run k on side stream k, joined back."""
     main = torch.cuda.current_stream(x.device)
-    sides = [_side_stream(x.device, k) for k in range(1, len(runs))]
+    sides = [side_stream(x.device, k) for k in range(1, len(runs))]
     for side in sides:
         side.wait_stream(main)
     results = [runs[0](x)]

@@ -101,6 +101,7 @@ def build_model(
     fuse_cells(bilm, s.training.fused_cell)
     model = BiLMLanguageModel(bilm, softmax, s.objective.dropout, precision)
     model.directions_on_streams = s.training.directions_on_streams
+    bilm.forward_lstm.wavefront = bilm.backward_lstm.wavefront = s.training.lstm_wavefront
     return model
 
 

@@ -152,6 +152,10 @@ fused_cell = false
 # On a GPU, the two LSTM directions on two CUDA streams (forward and backward, inside a recorded
 # step too): the same ops in the same order, run side by side by the GPU.
 directions_on_streams = false
+# Each LSTM direction's layers in a wavefront (windows, clipped layers): a layer's step t reads
+# only the layer below's step t, and on a GPU each layer runs on a stream of its own, so that
+# layer 2 runs step t while layer 1 runs step t + 1, forward and backward.
+lstm_wavefront = false
 # "cuda_graph" and "compile": the fixed number of distinct tokens the character CNN encodes per
 # batch (the batch's own, padded); a batch with more runs eagerly (logged as eager_steps).
 # null: one per position of the forward windows (batch_tokens rounded down to whole windows).
@@ -302,6 +306,7 @@ class TrainingSettings(Section):
     distinct_tokens: Optional[PositiveInt] = None
     fused_cell: bool = False
     directions_on_streams: bool = False
+    lstm_wavefront: bool = False
 
 
 class PretrainSettings(Section):
