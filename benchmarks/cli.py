@@ -616,6 +616,47 @@ def profile_step_command(
     typer.echo(f"wrote {out / 'profile.json'} and {out / 'profile.md'}")
 
 
+@app.command("step-ab")
+def step_ab_command(
+    variants: List[str] = typer.Argument(
+        ..., help="NAME:key=value[,key=value] ([training] keys unless section.key), the first the baseline, "
+        'e.g. today:step=cuda_graph new:step=cuda_graph,fused_cell=true,lstm_wavefront=true'
+    ),
+    case: str = typer.Option("bilm-tf", "--case", help="bilm-tf, fast, bundled or bundled-full"),
+    rows: int = typer.Option(128, "--rows", min=1, help="Window rows per step"),
+    window: int = typer.Option(20, "--window", min=1, help="Tokens per window"),
+    precision: str = typer.Option("bf16", "--precision", help="fp32, tf32, bf16 or fp16"),
+    device: str = typer.Option("cuda", "--device", help="cpu or cuda"),
+    warmup: int = typer.Option(10, "--warmup", min=1, help="Untimed steps at least (more until the step time settles)"),
+    steps: int = typer.Option(20, "--steps", min=1, help="Timed steps per variant and round"),
+    rounds: int = typer.Option(3, "--rounds", min=1, help="Rounds, the variants' order alternating"),
+    together: bool = typer.Option(
+        True, "--together/--one-at-a-time", help="All variants built at once (alternating rounds), or one after another"
+    ),
+    smoke: bool = typer.Option(False, "--smoke", help="The case with a tiny model (a rehearsal)"),
+    text: Optional[Path] = TEXT,
+    threads: Optional[int] = THREADS,
+    output: Optional[Path] = OUTPUT,
+) -> None:
+    """Pretraining step variants against each other in one process, in alternating rounds."""
+    from .pretrain_bench import CASES
+    from .step_ab import run_step_ab
+
+    if case not in CASES:
+        fail(f"--case must be one of {', '.join(CASES)}, got {case!r}")
+    _threads(threads)
+    try:
+        result = run_step_ab(variants, case, rows, window, precision, device, warmup, steps, rounds, together,
+                             smoke, output, str(text) if text else None, threads)  # fmt: skip
+    except ValueError as err:
+        fail(str(err))
+    for name, v in result["variants"].items():
+        if "error" in v:
+            typer.echo(f"{name}: error: {v['error'].strip().splitlines()[-1]}")
+        elif v["median_tokens_per_s"]:
+            typer.echo(f"{name} ({v['step']}): {v['median_tokens_per_s']:,.0f} tokens/s, {v['ratio_to_first']:.2f}x the first")
+
+
 @app.command("senses")
 def senses_command(
     weights: Optional[str] = WEIGHTS,
