@@ -298,7 +298,7 @@ def memory_profile(trainer, batches, device: torch.device, out: Path) -> Dict[st
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     cuda = device.type == "cuda"
     if cuda:
-        torch.cuda.memory._record_memory_history(max_entries=200_000)
+        torch.cuda.memory._record_memory_history(max_entries=20_000)
     with PeakMemory(device) as peak:
         with profile(activities=activities, profile_memory=True, record_shapes=True) as prof:
             _step(trainer, batches)

@@ -275,7 +275,8 @@ def test_the_wavefront_runs_and_trains_as_the_layer_by_layer_windows(device):
     """``DirectionalLSTM.wavefront``: each layer's step t reads the layer below's step t only
     (on CUDA, each layer on a stream of its own); the outputs, final states and gradients are
     those of layer after layer, from given states, with dropout (its masks drawn first, the
-    same numbers) and clips that bite."""
+    same numbers) and clips that bite; and with the cell's activations recomputed in the
+    backward (``recompute_cell``)."""
     torch.manual_seed(0)
     lstm = DirectionalLSTM(5, 12, 6, num_layers=2, cell_clip=0.5, proj_clip=0.5).to(device)
     with torch.no_grad():
@@ -284,8 +285,10 @@ def test_the_wavefront_runs_and_trains_as_the_layer_by_layer_windows(device):
     x = torch.randn(3, 7, 5, device=device, requires_grad=True)
     states = [(torch.randn(3, 6, device=device), torch.randn(3, 12, device=device)) for _ in range(2)]
     results = []
-    for wavefront in (False, True):
-        lstm.wavefront = wavefront
+    for wavefront in (False, True, "recompute"):
+        lstm.wavefront = bool(wavefront)
+        for layer in lstm.layers:  # and the cell's activations recomputed in the backward
+            layer.recompute_cell = wavefront == "recompute"
         torch.manual_seed(3)
         if device.type == "cuda":
             torch.cuda.manual_seed(3)
@@ -294,5 +297,6 @@ def test_the_wavefront_runs_and_trains_as_the_layer_by_layer_windows(device):
         grads = torch.autograd.grad(loss, [x, *lstm.parameters()])
         results.append([top.detach(), *(t.detach() for f in finals for t in f), *grads])
     assert (results[0][2].abs() == 0.5).any()  # the cell clip bites
-    for a, b in zip(*results):
-        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5)
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5)

@@ -130,7 +130,7 @@ def test_the_recorded_window_step_trains_as_the_eager_one(tmp_path):
 @pytest.mark.parametrize(
     "kind, setting",
     [("compile_graph", None), ("cuda_graph", "fused_cell"), ("cuda_graph", "directions_on_streams"),
-     ("cuda_graph", "lstm_wavefront")],
+     ("cuda_graph", "lstm_wavefront"), ("cuda_graph", "recompute_cell")],
 )  # fmt: skip
 def test_the_compiled_and_recorded_step_the_fused_cell_and_the_streams_train_as_the_eager_step(tmp_path, kind, setting):
     """``"compile_graph"`` (the compiled update recorded as one graph), and ``"cuda_graph"``
@@ -153,14 +153,16 @@ def test_the_compiled_and_recorded_step_the_fused_cell_and_the_streams_train_as_
 
 
 def test_the_speed_settings_reach_the_model_and_an_eager_cpu_step_runs_with_them(tmp_path):
-    """``[training] fused_cell``, ``directions_on_streams`` and ``lstm_wavefront`` reach every
-    layer, the model and both directions; on the CPU the step runs their sequential twins."""
+    """``[training] fused_cell``, ``recompute_cell``, ``directions_on_streams`` and
+    ``lstm_wavefront`` reach every layer, the model and both directions; on the CPU the step runs
+    their sequential twins."""
     from spacy_elmo.nn.lstm import ClippedLSTM
 
-    settings = {"training.fused_cell": True, "training.directions_on_streams": True, "training.lstm_wavefront": True}
+    settings = {"training.fused_cell": True, "training.directions_on_streams": True, "training.lstm_wavefront": True,
+                "training.recompute_cell": True}  # fmt: skip
     trainer = _trainer(tmp_path, "fused", torch.device("cpu"), **settings)
     layers = [m for m in trainer.model.modules() if isinstance(m, ClippedLSTM)]
-    assert len(layers) == 4 and all(layer.fused_cell for layer in layers)
+    assert len(layers) == 4 and all(layer.fused_cell and layer.recompute_cell for layer in layers)
     assert trainer.model.directions_on_streams
     assert trainer.model.bilm.forward_lstm.wavefront and trainer.model.bilm.backward_lstm.wavefront
     _train(trainer, 2)

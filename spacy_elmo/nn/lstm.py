@@ -23,6 +23,7 @@ from typing import List, Optional, Sequence, Tuple
 import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence
+from torch.utils.checkpoint import checkpoint
 
 from . import lstm_kernels
 from .int8 import int8_wanted
@@ -60,6 +61,8 @@ class ClippedLSTM(nn.LSTM):
         self.proj_clip = proj_clip
         #: Run ``cell`` compiled (``fuse_cells``).
         self.fused_cell = False
+        #: Keep only the cell's inputs for the backward, which recomputes the rest.
+        self.recompute_cell = False
 
     @property
     def clipped(self) -> bool:
@@ -75,8 +78,13 @@ class ClippedLSTM(nn.LSTM):
 
         With ``fused_cell`` (``fuse_cells``) the same equations (``cell_equations``) run
         compiled, one kernel forward and one backward, where eagerly each op is a kernel of its
-        own; inside a compiled step they are traced either way."""
+        own; inside a compiled step they are traced either way. With ``recompute_cell`` the
+        backward computes them again from the gates and ``c`` (``torch.utils.checkpoint``)
+        instead of keeping their activations: less memory for a second pass over a step's
+        element-wise work."""
         equations = _fused_cell_equations() if self.fused_cell and not compiling() else cell_equations
+        if self.recompute_cell and torch.is_grad_enabled():
+            return checkpoint(equations, gates, c, self.hidden_size, self.cell_clip, dim, use_reentrant=False)
         return equations(gates, c, self.hidden_size, self.cell_clip, dim)
 
     def clip_output(self, h: torch.Tensor) -> torch.Tensor:
@@ -187,13 +195,16 @@ def _fused_cell_equations():
     return _FUSED[0]
 
 
-def fuse_cells(module: nn.Module, fused: bool = True) -> nn.Module:
-    """Run every ``ClippedLSTM`` cell in ``module`` compiled (``fused``) or eagerly; returns
+def fuse_cells(module: nn.Module, fused: bool = True, recompute: Optional[bool] = None) -> nn.Module:
+    """Run every ``ClippedLSTM`` cell in ``module`` compiled (``fused``) or eagerly, and where
+    ``recompute`` is given, with its activations recomputed in the backward or kept; returns
     ``module``. The numbers are the eager cell's up to float rounding (the generated kernels may
     evaluate sigmoid and tanh another way)."""
     for layer in module.modules():
         if isinstance(layer, ClippedLSTM):
             layer.fused_cell = fused
+            if recompute is not None:
+                layer.recompute_cell = recompute
     return module
 
 

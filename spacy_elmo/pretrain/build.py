@@ -98,7 +98,7 @@ def build_model(
         softmax.row_sparse_gradients = True
         # Say so explicitly (the default), which also silences torch's warning about it.
         torch.sparse.check_sparse_tensor_invariants.disable()
-    fuse_cells(bilm, s.training.fused_cell)
+    fuse_cells(bilm, s.training.fused_cell, s.training.recompute_cell)
     model = BiLMLanguageModel(bilm, softmax, s.objective.dropout, precision)
     model.directions_on_streams = s.training.directions_on_streams
     bilm.forward_lstm.wavefront = bilm.backward_lstm.wavefront = s.training.lstm_wavefront

@@ -156,6 +156,10 @@ directions_on_streams = false
 # only the layer below's step t, and on a GPU each layer runs on a stream of its own, so that
 # layer 2 runs step t while layer 1 runs step t + 1, forward and backward.
 lstm_wavefront = false
+# The LSTM cell's activations recomputed in the backward from its gates instead of kept (less
+# memory at large batches, one more pass over each step's element-wise work); the CPU's training
+# loop keeps its own.
+recompute_cell = false
 # "cuda_graph" and "compile": the fixed number of distinct tokens the character CNN encodes per
 # batch (the batch's own, padded); a batch with more runs eagerly (logged as eager_steps).
 # null: one per position of the forward windows (batch_tokens rounded down to whole windows).
@@ -307,6 +311,7 @@ class TrainingSettings(Section):
     fused_cell: bool = False
     directions_on_streams: bool = False
     lstm_wavefront: bool = False
+    recompute_cell: bool = False
 
 
 class PretrainSettings(Section):
