@@ -1,4 +1,4 @@
-# Call 4: the open items. The whole suite on CUDA (its report as JUnit XML), inference in bf16
+# Call 5: the open items. The whole suite on CUDA (its report as JUnit XML), inference in bf16
 # and tf32 at 1,024 rows and exact fp32 at 128 (the gpu kit's inference stage), torchrun with
 # one rank against one process.
 source benchmarks/gpu_lease/common.sh
