@@ -1,7 +1,7 @@
 """LSTM with a projected hidden state and optional cell/projection clipping (the ELMo cell).
 
-The recurrence, written once (``ClippedLSTM.cell`` and ``ClippedLSTM.clip_output``), in torch's
-gate order (i, f, g, o)::
+The recurrence, written once (``ClippedLSTM.cell``, whose equations are ``cell_equations``, and
+``ClippedLSTM.clip_output``), in torch's gate order (i, f, g, o)::
 
     gates = x W_ih^T + h W_hh^T + b_ih + b_hh
     c = clip(sigmoid(f) * c + sigmoid(i) * tanh(g), cell_clip)
@@ -10,10 +10,12 @@ gate order (i, f, g, o)::
 Without clipping this is exactly ``torch.nn.LSTM(proj_size=...)``, so the layer *is* one: the
 parameters carry torch's names (``weight_ih_l0``, ``weight_hh_l0``, ``bias_ih_l0``, ``bias_hh_l0``,
 ``weight_hr_l0``). How the steps are run is a kernel's business (``nn/lstm_kernels.py``): the
-packed float loop, the dense static-shape loop (CUDA graphs), the int8 loop and torch's fused
-LSTM, which call the cell above (all but the fused one); and the training loop
-(``nn/lstm_training.py``), which writes it out with its derivative.
-``ClippedLSTM.run_packed`` picks one for packed input, ``run_dense`` for padded rows.
+packed float loop, the dense static-shape loop (CUDA graphs), the wavefront over a direction's
+layers, the int8 loop and torch's fused LSTM, which call the cell above (all but the fused one);
+and the training loop (``nn/lstm_training.py``), which calls it too and writes out its
+derivative. ``ClippedLSTM.run_packed`` picks one for packed input, ``run_dense`` for padded rows.
+The cell may run compiled (``fuse_cells``: one kernel each way) and recompute its activations in
+the backward (``recompute_cell``).
 """
 
 from __future__ import annotations
@@ -68,13 +70,13 @@ class ClippedLSTM(nn.LSTM):
     def clipped(self) -> bool:
         return self.cell_clip is not None or self.proj_clip is not None
 
-    def cell(
-        self, gates: torch.Tensor, c: Optional[torch.Tensor], dim: int
-    ) -> Tuple[torch.Tensor, torch.Tensor]:
+    def cell(self, gates: torch.Tensor, c: Optional[torch.Tensor], dim: int, activations: bool = False) -> tuple:
         """The cell update of one step: ``gates`` holds (i, f, g, o) along ``dim`` (0 for the
         feature-major states of the packed loop, 1 for row-major), ``c`` the previous cell
         state or None for zeros. Returns ``(sigmoid(o) * tanh(c_new), c_new)``: the output before
-        the projection, and the (clipped) new cell state.
+        the projection, and the (clipped) new cell state; with ``activations``, also the gates'
+        activations and ``tanh(c_new)``, what the training loop's derivative reads
+        (``cell_equations``).
 
         With ``fused_cell`` (``fuse_cells``) the same equations (``cell_equations``) run
         compiled, one kernel forward and one backward, where eagerly each op is a kernel of its
@@ -84,8 +86,8 @@ class ClippedLSTM(nn.LSTM):
         element-wise work."""
         equations = _fused_cell_equations() if self.fused_cell and not compiling() else cell_equations
         if self.recompute_cell and torch.is_grad_enabled():
-            return checkpoint(equations, gates, c, self.hidden_size, self.cell_clip, dim, use_reentrant=False)
-        return equations(gates, c, self.hidden_size, self.cell_clip, dim)
+            return checkpoint(equations, gates, c, self.hidden_size, self.cell_clip, dim, activations, use_reentrant=False)
+        return equations(gates, c, self.hidden_size, self.cell_clip, dim, activations)
 
     def clip_output(self, h: torch.Tensor) -> torch.Tensor:
         """The projected output, clipped to ``proj_clip``."""
@@ -166,11 +168,17 @@ class ClippedLSTM(nn.LSTM):
 
 
 def cell_equations(
-    gates: torch.Tensor, c: Optional[torch.Tensor], hidden: int, cell_clip: Optional[float], dim: int
-) -> Tuple[torch.Tensor, torch.Tensor]:
+    gates: torch.Tensor,
+    c: Optional[torch.Tensor],
+    hidden: int,
+    cell_clip: Optional[float],
+    dim: int,
+    activations: bool = False,
+) -> tuple:
     """``ClippedLSTM.cell``'s equations (the one copy): gates (i, f, g, o) of width ``hidden``
     each along ``dim``, ``c`` the previous cell state or None for zeros -> (the output before the
-    projection, the new cell state clipped to ``cell_clip``)."""
+    projection, the new cell state clipped to ``cell_clip``), and with ``activations`` a third
+    item, ``(sigmoid(i), sigmoid(f), tanh(g), sigmoid(o), tanh(c_new))``."""
     # One split (its backward is one concatenation; a narrow's backward fills a gates-sized
     # tensor with zeros, four of them a step where gradients flow).
     input_forget, candidate, output = gates.split([2 * hidden, hidden, hidden], dim)
@@ -179,7 +187,10 @@ def cell_equations(
     c_new = i * candidate if c is None else torch.addcmul(f * c, i, candidate)
     if cell_clip is not None:
         c_new = c_new.clamp(-cell_clip, cell_clip)
-    return torch.sigmoid(output) * torch.tanh(c_new), c_new
+    output, tanh_c = torch.sigmoid(output), torch.tanh(c_new)
+    if activations:
+        return output * tanh_c, c_new, (i, f, candidate, output, tanh_c)
+    return output * tanh_c, c_new
 
 
 _FUSED: List = []

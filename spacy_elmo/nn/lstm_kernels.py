@@ -53,7 +53,7 @@ class LSTMLayer(Protocol):
     @property
     def clipped(self) -> bool: ...
 
-    def cell(self, gates: torch.Tensor, c: Optional[torch.Tensor], dim: int) -> LSTMState: ...
+    def cell(self, gates: torch.Tensor, c: Optional[torch.Tensor], dim: int, activations: bool = False) -> tuple: ...
 
     def clip_output(self, h: torch.Tensor) -> torch.Tensor: ...
 
@@ -228,6 +228,8 @@ def wavefront_loop(
                 else:
                     if below_events:
                         stream.wait_event(below_events[t])
+                        if not torch.cuda.is_current_stream_capturing():  # read here, made there
+                            below[t].record_stream(stream)
                     step_input = below[t] if masks is None else below[t] * masks[i][:, t]
                     gates = torch.addmm(torch.addmm(bias, step_input, w_ih), h, w_hh)
                 out, c = layer.cell(gates, c, dim=1)
