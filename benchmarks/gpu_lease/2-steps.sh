@@ -6,11 +6,11 @@ source benchmarks/gpu_lease/common.sh
 install_wheels .whl/a
 if [ "$DEVICE" = cuda ]; then
   log "CUDA tests of the step"
-  timeout 120 python3 -m pytest tests/test_static_step.py tests/test_side_by_side.py tests/test_lstm.py -q -rfE \
+  timeout 150 python3 -m pytest tests/test_static_step.py tests/test_side_by_side.py tests/test_lstm.py -v -rfE \
     -p no:cacheprovider --device cuda --junitxml "$OUT/step-tests.xml" >"$OUT/step-tests.txt" 2>&1; log "exit $?"
 fi
 log "step-ab ${ROWS} x ${WINDOW} ${PREC}"
-timeout 170 python3 -m benchmarks step-ab "today:step=$GRAPH" "streams:step=$GRAPH,directions_on_streams=true" \
+timeout 160 python3 -m benchmarks step-ab "today:step=$GRAPH" "streams:step=$GRAPH,directions_on_streams=true" \
   "wavefront:step=$GRAPH,directions_on_streams=true,lstm_wavefront=true" "all:step=$GRAPH,$NEW" \
   --device "$DEVICE" --case bilm-tf --rows "$ROWS" --window "$WINDOW" --precision "$PREC" "${SIZE[@]}" \
   --steps 20 --rounds 3 --output "$OUT/step-ab-$ROWS.json" >>"$OUT/calls.log" 2>&1; log "exit $?"

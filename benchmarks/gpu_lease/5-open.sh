@@ -6,7 +6,7 @@ install_wheels .whl/a .whl/b
 if [ "$DEVICE" = cuda ]; then
   WORKERS=(); python3 -c "import xdist" 2>/dev/null && WORKERS=(-n 8)
   log "the suite on CUDA"
-  timeout 270 python3 -m pytest tests -q -rfE -p no:cacheprovider --device cuda "${WORKERS[@]}" --maxfail 10 \
+  timeout 270 python3 -m pytest tests -v -rfE -p no:cacheprovider --device cuda "${WORKERS[@]}" --maxfail 10 \
     --ignore tests/test_benchmarks_gpu.py --junitxml "$OUT/suite-cuda.xml" >"$OUT/suite-cuda.txt" 2>&1; log "exit $?"
 fi
 [ -n "$SMOKE" ] && KIT=(--smoke) || KIT=()
