@@ -86,7 +86,12 @@ class ClippedLSTM(nn.LSTM):
         element-wise work."""
         equations = _fused_cell_equations() if self.fused_cell and not compiling() else cell_equations
         if self.recompute_cell and torch.is_grad_enabled():
-            return checkpoint(equations, gates, c, self.hidden_size, self.cell_clip, dim, activations, use_reentrant=False)
+            # The cell draws no random numbers: no RNG state to keep (a CUDA graph's recording
+            # could not read it).
+            return checkpoint(
+                equations, gates, c, self.hidden_size, self.cell_clip, dim, activations,
+                use_reentrant=False, preserve_rng_state=False,
+            )  # fmt: skip
         return equations(gates, c, self.hidden_size, self.cell_clip, dim, activations)
 
     def clip_output(self, h: torch.Tensor) -> torch.Tensor:
