@@ -51,3 +51,15 @@ def test_the_way_is_picked_by_the_device():
     assert how_to_run(torch.device("cuda"), 1) == "sequential"
     with pytest.raises(ValueError, match="how must be one of"):
         run_side_by_side_of([], torch.zeros(1), "fibers")
+
+
+def test_threads_run_on_one_pytorch_thread_each_for_a_caller_that_owns_its_process():
+    """Pretraining (``one_thread_each``) sets PyTorch's thread count to 1 while its threads run
+    and puts it back (a pipe's runner leaves the process's count alone: what a worker thread
+    then sees is OpenMP's business)."""
+    from spacy_elmo.nn.threads import torch_threads
+
+    counts = [lambda _: torch.get_num_threads()] * 2
+    with torch_threads(2), torch.no_grad():
+        assert run_side_by_side_of(counts, torch.zeros(1), "threads", one_thread_each=True) == [1, 1]
+        assert torch.get_num_threads() == 2

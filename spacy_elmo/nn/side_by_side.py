@@ -4,9 +4,9 @@ directions (and, at inference on the CPU, shards of the batch times the directio
 ``run_side_by_side_of(runs, x, how, ...)`` returns ``[run(x) for run in runs]``, computed
 
 - ``"sequential"``: one after the other (what every other way computes);
-- ``"threads"`` (the CPU): each run on a thread of its own (``nn/threads.py``), each thread with
-  one PyTorch thread where gradients flow (PyTorch's threads would split every small op of the
-  per-step loop and meet at each); where gradients are wanted the runs form one autograd node,
+- ``"threads"`` (the CPU): each run on a thread of its own (``nn/threads.py``), with one
+  PyTorch thread each where the caller owns its process (``one_thread_each``: PyTorch's threads
+  would split every small op of the per-step loop and meet at each); where gradients are wanted the runs form one autograd node,
   whose backward runs each run's backward on its thread too (``_ThreadedRuns``); each thread
   enters the caller's grad mode and ``context()`` (the precision context: autocast and the int8
   switch are per thread);
@@ -54,12 +54,15 @@ def run_side_by_side_of(
     how: str,
     params: Optional[Sequence[Sequence[torch.Tensor]]] = None,
     context: Optional[Callable[[], ContextManager]] = None,
+    one_thread_each: bool = False,
 ) -> List[Any]:
     """``[run(x) for run in runs]``, run ``how`` (``WAYS``; see the module docstring).
 
     ``params[k]``: the parameters ``runs[k]`` uses, needed for ``"threads"`` where gradients
     flow (the runs' outputs are then tensors). ``context``: what each thread enters besides the
-    caller's grad mode (default: nothing)."""
+    caller's grad mode (default: nothing). ``one_thread_each``: PyTorch's thread count is 1
+    while the threads run (``torch_threads``), for callers that own their process (pretraining);
+    a pipe's runner leaves the process's count alone."""
     if how not in WAYS:
         raise ValueError(f"run_side_by_side_of: how must be one of {WAYS}, got {how!r}")
     if how == "sequential" or len(runs) < 2:
@@ -72,7 +75,8 @@ def run_side_by_side_of(
     if wants_grad:
         if params is None:
             raise ValueError("run_side_by_side_of: gradients on threads need each run's params")
-        return list(_ThreadedRuns.apply(runs, params, context, x, *[p for ps in params for p in ps]))
+        threads = (lambda: torch_threads(1)) if one_thread_each else nullcontext
+        return list(_ThreadedRuns.apply(runs, params, (context, threads), x, *[p for ps in params for p in ps]))
 
     def task(run: Callable) -> Callable[[], Any]:
         def work() -> Any:
@@ -81,7 +85,8 @@ def run_side_by_side_of(
 
         return work
 
-    return run_side_by_side([task(run) for run in runs])
+    with torch_threads(1) if one_thread_each else nullcontext():
+        return run_side_by_side([task(run) for run in runs])
 
 
 def side_stream(device: torch.device, slot: Hashable) -> "torch.cuda.Stream":
@@ -125,12 +130,14 @@ class _ThreadedRuns(torch.autograd.Function):
     PyTorch thread, as one autograd node: the caller's backward (and DDP's gradient hooks) see
     the node's parameters' gradients as usual.
 
-    forward(runs, params, context, x, *all params): ``runs[k](x)`` builds its own graph on a
-    detached copy of ``x`` in the caller's grad mode and ``context()``; ``params[k]``: the
-    parameters ``runs[k]`` uses. Returns the runs' outputs."""
+    forward(runs, params, (context, threads), x, *all params): ``runs[k](x)`` builds its own
+    graph on a detached copy of ``x`` in the caller's grad mode and ``context()``, forward and
+    backward inside ``threads()`` (the thread count); ``params[k]``: the parameters ``runs[k]``
+    uses. Returns the runs' outputs."""
 
     @staticmethod
-    def forward(ctx, runs, params, context, x, *all_params):
+    def forward(ctx, runs, params, contexts, x, *all_params):
+        context, threads = contexts
         leaves = [x.detach().requires_grad_(x.requires_grad) for _ in runs]
 
         def task(run, leaf):
@@ -140,9 +147,9 @@ class _ThreadedRuns(torch.autograd.Function):
 
             return work
 
-        with torch_threads(1):
+        with threads():
             outputs = run_side_by_side([task(run, leaf) for run, leaf in zip(runs, leaves)])
-        ctx.graphs = list(zip(leaves, outputs, params))
+        ctx.graphs, ctx.threads = list(zip(leaves, outputs, params)), threads
         return tuple(output.detach() for output in outputs)
 
     @staticmethod
@@ -153,7 +160,7 @@ class _ThreadedRuns(torch.autograd.Function):
             return lambda: torch.autograd.grad(output, inputs, grad, allow_unused=True)
 
         graphs, ctx.graphs = ctx.graphs, None
-        with torch_threads(1):
+        with ctx.threads():
             results = run_side_by_side([task(*graph, g) for graph, g in zip(graphs, grads)])
         x_grad = None
         param_grads: List[Optional[torch.Tensor]] = []

@@ -321,7 +321,9 @@ class BiLMLanguageModel(nn.Module):
         lstms = (self.bilm.forward_lstm, self.bilm.backward_lstm)
         params = [list(lstm.parameters()) for lstm in lstms]
         precision, device = self.precision, x.device
-        return run_side_by_side_of(runs, x, how, params, lambda: precision_context(precision, device))
+        return run_side_by_side_of(
+            runs, x, how, params, lambda: precision_context(precision, device), one_thread_each=True
+        )
 
 
 def init_bilm_tf_style(bilm: BiLM) -> None:
