@@ -15,10 +15,15 @@ command prints a table and can write every figure, with the machine it ran on, t
   commit), on the same batches in alternating processes;
 - ``lstm-training``: one LSTM layer's forward and backward on the training loop against
   autograd through the step loop;
+- ``profile-step``: a pretraining step's device time kernel by kernel, grouped by phase and
+  kind, against the card's peaks, and what holds the memory;
+- ``step-ab``: pretraining step variants (step kinds, speed settings) in one process, in
+  alternating rounds;
 - ``senses``: not speed but quality: how well each biLM layer and candidate mix separates the
   senses of ambiguous words (``--plot`` draws them);
 - ``embed``: the embed command in one process against torchrun's ranks, and a memory soak;
-- ``gpu``: the prepared GPU run, in stages (``gpu_run``), rehearsed on the CPU.
+- ``gpu``: the prepared GPU run, in stages (``gpu_run``), rehearsed on the CPU; the next
+  lease's calls are the scripts in ``benchmarks/gpu_lease/`` (docs/gpu_run.md).
 
 This package is not installed with spacy_elmo (``setup.py`` packages ``spacy_elmo`` only): it
 imports the checkout's ``spacy_elmo`` and may read its ``tests/`` and ``project/``. The installed

@@ -444,7 +444,7 @@ def pretrain_command(
     seconds: float = typer.Option(30.0, "--seconds", help="Timed seconds at least"),
     precisions: List[str] = typer.Option(["fp32"], "--precision", help="fp32, tf32, bf16 or fp16; repeat"),
     step_kinds: List[str] = typer.Option(
-        ["eager"], "--step", help="eager, cuda_graph or compile (windows only); repeat"
+        ["eager"], "--step", help="eager, cuda_graph, compile or compile_graph (windows only); repeat"
     ),
     phases: bool = typer.Option(True, "--phases/--no-phases", help="Profile a few more steps: time per phase, GPU busy"),
     tiny: bool = typer.Option(False, "--tiny", help="The recipes with a tiny model and vocabulary (a rehearsal)"),
@@ -556,6 +556,93 @@ def lstm_training_command(
     ratio = result["step_loop_over_training_loop"]
     typer.echo(f"step loop / training loop: forward {ratio['forward_ms']:.2f}x, backward {ratio['backward_ms']:.2f}x")
     report.finish(result, output)
+
+
+@app.command("profile-step", context_settings=EXTRA_ARGS)
+def profile_step_command(
+    ctx: typer.Context,
+    out: Path = typer.Option(..., "--out", help="Folder for profile.json, profile.md (and the memory snapshot)"),
+    case: str = typer.Option("bilm-tf", "--case", help="bilm-tf, fast, bundled or bundled-full (benchmarks pretrain's)"),
+    rows: int = typer.Option(128, "--rows", min=1, help="Window rows per step"),
+    window: int = typer.Option(20, "--window", min=1, help="Tokens per window"),
+    precision: str = typer.Option("bf16", "--precision", help="fp32, tf32, bf16 or fp16"),
+    step_kinds: str = typer.Option(
+        "cuda_graph,eager", "--steps-kinds", help="Step kinds profiled one after the other, comma-separated"
+    ),
+    device: str = typer.Option("cuda", "--device", help="cpu or cuda"),
+    warmup: int = typer.Option(10, "--warmup", min=1, help="Untimed steps at least (more until the step time settles)"),
+    steps: int = typer.Option(5, "--steps", min=1, help="Profiled steps per step kind"),
+    memory: bool = typer.Option(False, "--memory", help="Also what holds the memory over one step"),
+    smoke: bool = typer.Option(False, "--smoke", help="The case with a tiny model (a rehearsal, seconds on the CPU)"),
+    peak_tflops: Optional[float] = typer.Option(None, "--peak-tflops", help="The card's dense peak at this precision"),
+    peak_gbs: Optional[float] = typer.Option(None, "--peak-gbs", help="The card's memory bandwidth, GB/s"),
+    text: Optional[Path] = TEXT,
+    threads: Optional[int] = THREADS,
+) -> None:
+    """A pretraining step's device time kernel by kernel, grouped by phase and kind, with FLOP/s
+    and bytes/s against the card's peaks; extra --section.key value arguments override the
+    case's config (e.g. --training.fused_cell true)."""
+    from .pretrain_bench import CASES
+    from .profile_step import run_profile
+
+    if case not in CASES:
+        fail(f"--case must be one of {', '.join(CASES)}, got {case!r}")
+    try:
+        overrides = config_overrides(ctx.args)
+    except ValueError as err:
+        fail(str(err))
+    _threads(threads)
+    kinds = [k.strip() for k in step_kinds.split(",") if k.strip()]
+    result = run_profile(out, case, rows, window, precision, kinds, device, warmup, steps, memory, smoke,
+                         overrides, peak_tflops, peak_gbs, str(text) if text else None, threads)  # fmt: skip
+    for kind, part in result["kinds"].items():
+        if "error" in part:
+            typer.echo(f"{kind}: error: {part['error'].strip().splitlines()[-1]}")
+            continue
+        shares = ", ".join(f"{g['group']} {g['share']:.0%}" for g in part["groups"][:6])
+        typer.echo(f"{kind}: {part['step_ms']:.1f} ms a step; {shares}")
+    typer.echo(f"wrote {out / 'profile.json'} and {out / 'profile.md'}")
+
+
+@app.command("step-ab")
+def step_ab_command(
+    variants: List[str] = typer.Argument(
+        ..., help="NAME:key=value[,key=value] ([training] keys unless section.key), the first the baseline, "
+        'e.g. today:step=cuda_graph new:step=cuda_graph,fused_cell=true,lstm_wavefront=true'
+    ),
+    case: str = typer.Option("bilm-tf", "--case", help="bilm-tf, fast, bundled or bundled-full"),
+    rows: int = typer.Option(128, "--rows", min=1, help="Window rows per step"),
+    window: int = typer.Option(20, "--window", min=1, help="Tokens per window"),
+    precision: str = typer.Option("bf16", "--precision", help="fp32, tf32, bf16 or fp16"),
+    device: str = typer.Option("cuda", "--device", help="cpu or cuda"),
+    warmup: int = typer.Option(10, "--warmup", min=1, help="Untimed steps at least (more until the step time settles)"),
+    steps: int = typer.Option(20, "--steps", min=1, help="Timed steps per variant and round"),
+    rounds: int = typer.Option(3, "--rounds", min=1, help="Rounds, the variants' order alternating"),
+    together: bool = typer.Option(
+        True, "--together/--one-at-a-time", help="All variants built at once (alternating rounds), or one after another"
+    ),
+    smoke: bool = typer.Option(False, "--smoke", help="The case with a tiny model (a rehearsal)"),
+    text: Optional[Path] = TEXT,
+    threads: Optional[int] = THREADS,
+    output: Optional[Path] = OUTPUT,
+) -> None:
+    """Pretraining step variants against each other in one process, in alternating rounds."""
+    from .pretrain_bench import CASES
+    from .step_ab import run_step_ab
+
+    if case not in CASES:
+        fail(f"--case must be one of {', '.join(CASES)}, got {case!r}")
+    _threads(threads)
+    try:
+        result = run_step_ab(variants, case, rows, window, precision, device, warmup, steps, rounds, together,
+                             smoke, output, str(text) if text else None, threads)  # fmt: skip
+    except ValueError as err:
+        fail(str(err))
+    for name, v in result["variants"].items():
+        if "error" in v:
+            typer.echo(f"{name}: error: {v['error'].strip().splitlines()[-1]}")
+        elif v["median_tokens_per_s"]:
+            typer.echo(f"{name} ({v['step']}): {v['median_tokens_per_s']:,.0f} tokens/s, {v['ratio_to_first']:.2f}x the first")
 
 
 @app.command("senses")

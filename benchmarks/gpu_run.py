@@ -31,6 +31,7 @@ Stages (``STAGES``):
   ``Sizes.pretrain_plan``'s order, then ``python -m spacy_elmo pretrain`` under torchrun;
 - ``pretrain-scale``: the largest batches that fit and the compiled steps
   (``Sizes.pretrain_scale_plan``), and ``torchrun --nproc-per-node 1`` against one process;
+- ``one-rank``: that last comparison alone;
 - ``embed``: ``python -m spacy_elmo embed`` in one process and under torchrun (a rank per GPU; 2
   on the CPU) on real sentences, and whether both wrote the same vectors.
 
@@ -62,7 +63,9 @@ import torch
 from .subprocesses import CHECKOUT, descendants, package_argv, subprocess_env
 
 STAGES = ("tests", "inference", "pipe", "train", "pretrain", "pretrain-scale", "embed")
-STAGE_CHOICES = (*STAGES, "all")
+#: Stages that ``all`` leaves out (a part of another stage, alone).
+PART_STAGES = ("one-rank",)
+STAGE_CHOICES = (*STAGES, *PART_STAGES, "all")
 #: Characters of a subprocess's output kept in the stage log, and of an error in the JSON.
 LOG_TAIL = 2_000_000
 ERROR_TAIL = 3_000
@@ -728,6 +731,13 @@ def pretrain_stage(stage: Stage) -> None:
     stage.case(f"torchrun --nproc-per-node {_ranks(stage.device)} pretrain", _torchrun_pretrain)
 
 
+def one_rank_stage(stage: Stage) -> None:
+    """``torchrun --nproc-per-node 1`` against one process alone (``pretrain-scale`` runs it
+    last, after the largest batches)."""
+    step = "cuda_graph" if stage.device.type == "cuda" else "eager"
+    stage.case(f"torchrun 1 rank against one process, {step}", _one_rank_against_one_process, step)
+
+
 def pretrain_scale_stage(stage: Stage) -> None:
     """The largest batches that fit, the compiled steps, and torchrun with one rank against one
     process (the process group and DDP's cost)."""
@@ -822,6 +832,7 @@ RUNNERS: Dict[str, Callable[[Stage], None]] = {
     "train": train_stage,
     "pretrain": pretrain_stage,
     "pretrain-scale": pretrain_scale_stage,
+    "one-rank": one_rank_stage,
     "embed": embed_stage,
 }
 

@@ -52,7 +52,7 @@ from .shapes import bundled_recipe_path
 from .text import words_by_frequency
 
 ORIGINAL_VOCAB_SIZE = 793_471
-STEP_KINDS = ("eager", "cuda_graph", "compile")
+STEP_KINDS = ("eager", "cuda_graph", "compile", "compile_graph")
 #: Steps the phase split and the busy fraction are profiled over.
 PROFILED_STEPS = 5
 #: The most rows ``rows = "max"`` tries (its probes start at 128 and double).

@@ -163,7 +163,7 @@ def test_pytest_results_come_from_its_junit_report_also_when_stopped_at_the_dead
 def test_an_unknown_stage_is_refused(tmp_path):
     result = _bench_gpu(tmp_path / "out", "--stage", "benchmarks")
     assert result.exit_code == 1
-    assert "--stage must be one of tests, inference, pipe, train, pretrain, pretrain-scale, embed, all, got 'benchmarks'" in result.output
+    assert "--stage must be one of tests, inference, pipe, train, pretrain, pretrain-scale, embed, one-rank, all, got 'benchmarks'" in result.output
     assert not (tmp_path / "out").exists()
 
 

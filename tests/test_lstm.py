@@ -238,3 +238,65 @@ def test_the_packed_loop_gives_gradients_to_its_initial_states():
     reference(*inputs).backward()
     for a, b in zip(got, inputs):
         torch.testing.assert_close(a, b.grad, rtol=1e-9, atol=1e-10)
+
+
+def test_the_fused_cell_is_the_eager_cell_with_its_gradients_where_the_clips_bite(device):
+    """``fuse_cells``: ``ClippedLSTM.cell`` compiled (one kernel each way) gives the eager
+    cell's outputs and gradients, from a given cell state (row-major) and from zeros
+    (feature-major), with values large enough that the cell clip bites on about half the
+    entries."""
+    from spacy_elmo.nn.lstm import ClippedLSTM, fuse_cells
+
+    torch.manual_seed(0)
+    layer = ClippedLSTM(4, 6, 3, cell_clip=0.5, proj_clip=0.5).to(device)
+    for c_given, dim in ((True, 1), (False, 0)):
+        shape = (5, 24) if dim == 1 else (24, 5)
+        gates = (torch.randn(shape, device=device) * 3).requires_grad_()
+        c = (torch.randn(5, 6, device=device) if dim == 1 else torch.randn(6, 5, device=device)) if c_given else None
+        if c is not None:
+            c.requires_grad_()
+        results = []
+        for fused in (False, True):
+            fuse_cells(layer, fused)
+            out, c_new = layer.cell(gates, c, dim)
+            inputs = [gates] + ([c] if c is not None else [])
+            grads = torch.autograd.grad((out * 1.7).sum() + (c_new * 0.3).sum(), inputs)
+            results.append((out.detach(), c_new.detach(), grads))
+        (out, c_new, grads), (out_f, c_new_f, grads_f) = results
+        assert (c_new.abs() == 0.5).float().mean() > 0.2  # the clip bites
+        torch.testing.assert_close(out_f, out, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(c_new_f, c_new, rtol=1e-5, atol=1e-6)
+        for g_f, g in zip(grads_f, grads):
+            torch.testing.assert_close(g_f, g, rtol=1e-5, atol=1e-6)
+    fuse_cells(layer, False)
+
+
+def test_the_wavefront_runs_and_trains_as_the_layer_by_layer_windows(device):
+    """``DirectionalLSTM.wavefront``: each layer's step t reads the layer below's step t only
+    (on CUDA, each layer on a stream of its own); the outputs, final states and gradients are
+    those of layer after layer, from given states, with dropout (its masks drawn first, the
+    same numbers) and clips that bite; and with the cell's activations recomputed in the
+    backward (``recompute_cell``)."""
+    torch.manual_seed(0)
+    lstm = DirectionalLSTM(5, 12, 6, num_layers=2, cell_clip=0.5, proj_clip=0.5).to(device)
+    with torch.no_grad():
+        for p in lstm.parameters():
+            p.mul_(3)
+    x = torch.randn(3, 7, 5, device=device, requires_grad=True)
+    states = [(torch.randn(3, 6, device=device), torch.randn(3, 12, device=device)) for _ in range(2)]
+    results = []
+    for wavefront in (False, True, "recompute"):
+        lstm.wavefront = bool(wavefront)
+        for layer in lstm.layers:  # and the cell's activations recomputed in the backward
+            layer.recompute_cell = wavefront == "recompute"
+        torch.manual_seed(3)
+        if device.type == "cuda":
+            torch.cuda.manual_seed(3)
+        top, finals = lstm.forward_windows(x, states, dropout=0.3 if device.type == "cpu" else 0.0)
+        loss = top.square().sum() + sum(h.sum() + c.sum() for h, c in finals)
+        grads = torch.autograd.grad(loss, [x, *lstm.parameters()])
+        results.append([top.detach(), *(t.detach() for f in finals for t in f), *grads])
+    assert (results[0][2].abs() == 0.5).any()  # the cell clip bites
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5)

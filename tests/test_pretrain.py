@@ -847,7 +847,7 @@ def test_two_threads_run_the_directions_side_by_side_and_train_as_one(tmp_path, 
     """On two threads each LSTM direction runs its forward and backward on a thread of its own,
     as one autograd node; with each direction's dropout from a generator of its own, the weights
     are those of the one-thread run up to float rounding."""
-    from spacy_elmo.pretrain import model as model_module
+    from spacy_elmo.nn import side_by_side as engine
 
     calls = []
 
@@ -855,7 +855,7 @@ def test_two_threads_run_the_directions_side_by_side_and_train_as_one(tmp_path, 
         calls.append(len(tasks))
         return run_side_by_side(tasks)
 
-    monkeypatch.setattr(model_module, "run_side_by_side", counting)
+    monkeypatch.setattr(engine, "run_side_by_side", counting)
     weights = {}
     for threads in (1, 2):
         settings = tiny_settings(**{"system.threads": threads, "objective.softmax": "sampled", "objective.n_negative_samples": 40})

@@ -75,12 +75,12 @@ def test_the_compiled_window_step_is_one_graph_and_trains_as_the_eager_one(tmp_p
     drawn on the device, the sampled softmax. It then gives the eager step's parameters: on the
     CPU at 2 threads, an eager step whose two directions ran side by side with their dropout
     masks drawn beforehand."""
-    import spacy_elmo.pretrain.model as pretrain_model
+    import spacy_elmo.nn.side_by_side as engine
     from spacy_elmo.nn.threads import torch_threads
 
     side_by_side: list = []
-    apply = pretrain_model._SideBySide.apply
-    monkeypatch.setattr(pretrain_model._SideBySide, "apply", lambda *args: side_by_side.append(1) or apply(*args))
+    apply = engine._ThreadedRuns.apply
+    monkeypatch.setattr(engine._ThreadedRuns, "apply", lambda *args: side_by_side.append(1) or apply(*args))
     with torch_threads(threads):  # the trainers set it for the process: put back afterwards
         eager = _trainer(tmp_path, "eager", device, **{"system.threads": threads})
         compiled = _trainer(tmp_path, "compiled", device, **{"system.threads": threads})
@@ -126,6 +126,53 @@ def test_the_recorded_window_step_trains_as_the_eager_one(tmp_path):
         torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5, msg=name)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="compile_graph records a CUDA graph: it needs a GPU")
+@pytest.mark.parametrize(
+    "kind, setting",
+    [("compile_graph", None), ("cuda_graph", "fused_cell"), ("cuda_graph", "directions_on_streams"),
+     ("cuda_graph", "lstm_wavefront"), ("cuda_graph", "recompute_cell")],
+)  # fmt: skip
+def test_the_compiled_and_recorded_step_the_fused_cell_and_the_streams_train_as_the_eager_step(tmp_path, kind, setting):
+    """``"compile_graph"`` (the compiled update recorded as one graph), and ``"cuda_graph"``
+    with ``[training] fused_cell`` (the cell compiled inside the recorded eager step) or
+    ``directions_on_streams`` (the directions on two streams inside the graph) or
+    ``lstm_wavefront`` (each layer on a stream, without dropout: the wavefront draws its masks
+    with ``bernoulli_``, the eager step with dropout's own kernel), against eager steps."""
+    device = torch.device("cuda", 0)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # exact fp32
+    both = {"objective.dropout": 0.0} if setting == "lstm_wavefront" else {}
+    eager = _trainer(tmp_path, "eager", device, **{"training.step": "eager", **both})
+    overrides = {"training.step": kind, **both, **({f"training.{setting}": True} if setting else {})}
+    other = _trainer(tmp_path, kind, device, **overrides)
+    assert other.static_step.kind == kind
+    for trainer in (eager, other):
+        _train(trainer, 8)
+    assert other.static_step._graph is not None
+    for (name, a), b in zip(eager.model.named_parameters(), other.model.parameters()):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_the_speed_settings_reach_the_model_and_an_eager_cpu_step_runs_with_them(tmp_path):
+    """``[training] fused_cell``, ``recompute_cell``, ``directions_on_streams`` and
+    ``lstm_wavefront`` reach every layer, the model and both directions; on the CPU the step runs
+    their sequential twins, and trains as today's step (the wavefront runs autograd through the
+    step loop where today's runs the training loop: the same numbers up to float rounding)."""
+    from spacy_elmo.nn.lstm import ClippedLSTM
+
+    settings = {"training.fused_cell": True, "training.directions_on_streams": True, "training.lstm_wavefront": True,
+                "training.recompute_cell": True}  # fmt: skip
+    trainer = _trainer(tmp_path, "fused", torch.device("cpu"), **settings)
+    layers = [m for m in trainer.model.modules() if isinstance(m, ClippedLSTM)]
+    assert len(layers) == 4 and all(layer.fused_cell and layer.recompute_cell for layer in layers)
+    assert trainer.model.directions_on_streams
+    assert trainer.model.bilm.forward_lstm.wavefront and trainer.model.bilm.backward_lstm.wavefront
+    today = _trainer(tmp_path, "today", torch.device("cpu"))
+    for each in (today, trainer):
+        _train(each, 2)
+    for (name, a), b in zip(today.model.named_parameters(), trainer.model.parameters()):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5, msg=name)
+
+
 def test_step_kinds_that_cannot_run_are_refused_with_the_way_out():
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert resolve_step_kind("auto", True, cuda, "bf16") == "cuda_graph"
@@ -136,6 +183,8 @@ def test_step_kinds_that_cannot_run_are_refused_with_the_way_out():
         resolve_step_kind("compile", False, cpu, "fp32")
     with pytest.raises(ConfigError, match="runs on a GPU"):
         resolve_step_kind("cuda_graph", True, cpu, "fp32")
+    with pytest.raises(ConfigError, match="runs on a GPU"):
+        resolve_step_kind("compile_graph", True, cpu, "bf16")
     with pytest.raises(ConfigError, match='use "bf16"'):
         resolve_step_kind("compile", True, cuda, "fp16")
 

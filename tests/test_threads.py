@@ -292,10 +292,12 @@ def test_the_split_runs_without_gradients_only_and_leaves_the_thread_count(fixtu
     """Training (gradients) runs as with one thread, on PyTorch's own setting; inference splits."""
     from spacy_elmo import BiLMRunner, batch_to_ids, load_bilm
     from spacy_elmo.nn import runner as runner_module
+    from spacy_elmo.nn import side_by_side as engine
 
     calls = []
     real = runner_module.run_side_by_side
-    monkeypatch.setattr(runner_module, "run_side_by_side", lambda tasks: calls.append(len(tasks)) or real(tasks))
+    for module in (runner_module, engine):  # the token encoder's pieces, the directions
+        monkeypatch.setattr(module, "run_side_by_side", lambda tasks: calls.append(len(tasks)) or real(tasks))
     bilm = BiLMRunner(load_bilm(*fixture_files), threads=4)
     layers, _ = bilm(torch.from_numpy(batch_to_ids(SENTENCES)))
     layers.sum().backward()

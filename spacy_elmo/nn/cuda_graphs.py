@@ -35,6 +35,7 @@ import torch
 
 from .lstm import DirectionalLSTM, DirectionOutputs, length_mask
 from .precision import precision_context
+from .side_by_side import run_side_by_side_of
 
 #: Batches of more rows run the eager loop. Measured on an H100, original shape, float32
 #: (docs/bench/gpu/): at 128 rows the graphs ran at 1.06x the eager loop's tokens/s and cut a
@@ -85,7 +86,6 @@ class LSTMGraphs:
         self._graphs: "OrderedDict[tuple, _Recorded]" = OrderedDict()
         self._weights_key: Optional[tuple] = None
         self._pool = None
-        self._side_stream: Optional[torch.cuda.Stream] = None
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -124,7 +124,6 @@ class LSTMGraphs:
         if key != self._weights_key:
             self._graphs.clear()
             self._pool = torch.cuda.graph_pool_handle()
-            self._side_stream = torch.cuda.Stream(device)
             self._weights_key = key
 
     def _record(self, key: tuple, like: torch.Tensor, precision: str) -> _Recorded:
@@ -148,17 +147,16 @@ class LSTMGraphs:
         return recorded
 
     def _both(self, recorded: _Recorded) -> Tuple[DirectionOutputs, DirectionOutputs]:
-        """The forward stack on the current stream and the backward stack on the side stream,
-        joined before returning."""
+        """The forward stack on the current stream and the backward stack on a side stream,
+        joined before returning (``nn/side_by_side.py``, the engine the pretraining step runs its
+        directions on)."""
         tokens, lengths = recorded.tokens, recorded.lengths
         valid = length_mask(lengths, tokens.shape[1])
-        main = torch.cuda.current_stream(tokens.device)
-        side = self._side_stream
-        side.wait_stream(main)
-        forward = self.forward_lstm.forward_dense(tokens, lengths, valid)
-        with torch.cuda.stream(side):
-            backward = self.backward_lstm.forward_dense(tokens, lengths, valid)
-        main.wait_stream(side)
+        runs = [
+            lambda x, lstm=lstm: lstm.forward_dense(x, lengths, valid)
+            for lstm in (self.forward_lstm, self.backward_lstm)
+        ]
+        forward, backward = run_side_by_side_of(runs, tokens, "streams")
         return forward, backward
 
     def recorded_shapes(self) -> List[Tuple[int, int]]:

@@ -1,7 +1,7 @@
 """LSTM with a projected hidden state and optional cell/projection clipping (the ELMo cell).
 
-The recurrence, written once (``ClippedLSTM.cell`` and ``ClippedLSTM.clip_output``), in torch's
-gate order (i, f, g, o)::
+The recurrence, written once (``ClippedLSTM.cell``, whose equations are ``cell_equations``, and
+``ClippedLSTM.clip_output``), in torch's gate order (i, f, g, o)::
 
     gates = x W_ih^T + h W_hh^T + b_ih + b_hh
     c = clip(sigmoid(f) * c + sigmoid(i) * tanh(g), cell_clip)
@@ -10,10 +10,12 @@ gate order (i, f, g, o)::
 Without clipping this is exactly ``torch.nn.LSTM(proj_size=...)``, so the layer *is* one: the
 parameters carry torch's names (``weight_ih_l0``, ``weight_hh_l0``, ``bias_ih_l0``, ``bias_hh_l0``,
 ``weight_hr_l0``). How the steps are run is a kernel's business (``nn/lstm_kernels.py``): the
-packed float loop, the dense static-shape loop (CUDA graphs), the int8 loop and torch's fused
-LSTM, which call the cell above (all but the fused one); and the training loop
-(``nn/lstm_training.py``), which writes it out with its derivative.
-``ClippedLSTM.run_packed`` picks one for packed input, ``run_dense`` for padded rows.
+packed float loop, the dense static-shape loop (CUDA graphs), the wavefront over a direction's
+layers, the int8 loop and torch's fused LSTM, which call the cell above (all but the fused one);
+and the training loop (``nn/lstm_training.py``), which calls it too and writes out its
+derivative. ``ClippedLSTM.run_packed`` picks one for packed input, ``run_dense`` for padded rows.
+The cell may run compiled (``fuse_cells``: one kernel each way) and recompute its activations in
+the backward (``recompute_cell``).
 """
 
 from __future__ import annotations
@@ -23,16 +25,18 @@ from typing import List, Optional, Sequence, Tuple
 import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence
+from torch.utils.checkpoint import checkpoint
 
 from . import lstm_kernels
 from .int8 import int8_wanted
 from .lstm_kernels import DirectionOutputs, DistinctInputs, LSTMState
 from .lstm_training import packed_training_loop
 from .precision import autocast_dtype_now, compiling
+from .side_by_side import side_stream
 
 __all__ = [
-    "ClippedLSTM", "DirectionalLSTM", "DirectionOutputs", "DistinctInputs", "LSTMState", "length_mask",
-    "reverse_padded", "window_dropout_masks",
+    "ClippedLSTM", "DirectionalLSTM", "DirectionOutputs", "DistinctInputs", "LSTMState", "cell_equations",
+    "fuse_cells", "length_mask", "reverse_padded", "window_dropout_masks",
 ]
 
 
@@ -57,28 +61,38 @@ class ClippedLSTM(nn.LSTM):
         super().__init__(input_size, hidden_size, num_layers=1, proj_size=proj_size)
         self.cell_clip = cell_clip
         self.proj_clip = proj_clip
+        #: Run ``cell`` compiled (``fuse_cells``).
+        self.fused_cell = False
+        #: Keep only the cell's inputs for the backward, which recomputes the rest.
+        self.recompute_cell = False
 
     @property
     def clipped(self) -> bool:
         return self.cell_clip is not None or self.proj_clip is not None
 
-    def cell(
-        self, gates: torch.Tensor, c: Optional[torch.Tensor], dim: int
-    ) -> Tuple[torch.Tensor, torch.Tensor]:
+    def cell(self, gates: torch.Tensor, c: Optional[torch.Tensor], dim: int, activations: bool = False) -> tuple:
         """The cell update of one step: ``gates`` holds (i, f, g, o) along ``dim`` (0 for the
         feature-major states of the packed loop, 1 for row-major), ``c`` the previous cell
         state or None for zeros. Returns ``(sigmoid(o) * tanh(c_new), c_new)``: the output before
-        the projection, and the (clipped) new cell state."""
-        hidden = self.hidden_size
-        # One split (its backward is one concatenation; a narrow's backward fills a gates-sized
-        # tensor with zeros, four of them a step where gradients flow).
-        input_forget, candidate, output = gates.split([2 * hidden, hidden, hidden], dim)
-        i, f = torch.sigmoid(input_forget).split(hidden, dim)
-        candidate = torch.tanh(candidate)
-        c_new = i * candidate if c is None else torch.addcmul(f * c, i, candidate)
-        if self.cell_clip is not None:
-            c_new = c_new.clamp(-self.cell_clip, self.cell_clip)
-        return torch.sigmoid(output) * torch.tanh(c_new), c_new
+        the projection, and the (clipped) new cell state; with ``activations``, also the gates'
+        activations and ``tanh(c_new)``, what the training loop's derivative reads
+        (``cell_equations``).
+
+        With ``fused_cell`` (``fuse_cells``) the same equations (``cell_equations``) run
+        compiled, one kernel forward and one backward, where eagerly each op is a kernel of its
+        own; inside a compiled step they are traced either way. With ``recompute_cell`` the
+        backward computes them again from the gates and ``c`` (``torch.utils.checkpoint``)
+        instead of keeping their activations: less memory for a second pass over a step's
+        element-wise work."""
+        equations = _fused_cell_equations() if self.fused_cell and not compiling() else cell_equations
+        if self.recompute_cell and torch.is_grad_enabled():
+            # The cell draws no random numbers: no RNG state to keep (a CUDA graph's recording
+            # could not read it).
+            return checkpoint(
+                equations, gates, c, self.hidden_size, self.cell_clip, dim, activations,
+                use_reentrant=False, preserve_rng_state=False,
+            )  # fmt: skip
+        return equations(gates, c, self.hidden_size, self.cell_clip, dim, activations)
 
     def clip_output(self, h: torch.Tensor) -> torch.Tensor:
         """The projected output, clipped to ``proj_clip``."""
@@ -158,6 +172,58 @@ class ClippedLSTM(nn.LSTM):
         return lstm_kernels.dense_loop(self, x, valid, state)
 
 
+def cell_equations(
+    gates: torch.Tensor,
+    c: Optional[torch.Tensor],
+    hidden: int,
+    cell_clip: Optional[float],
+    dim: int,
+    activations: bool = False,
+) -> tuple:
+    """``ClippedLSTM.cell``'s equations (the one copy): gates (i, f, g, o) of width ``hidden``
+    each along ``dim``, ``c`` the previous cell state or None for zeros -> (the output before the
+    projection, the new cell state clipped to ``cell_clip``), and with ``activations`` a third
+    item, ``(sigmoid(i), sigmoid(f), tanh(g), sigmoid(o), tanh(c_new))``."""
+    # One split (its backward is one concatenation; a narrow's backward fills a gates-sized
+    # tensor with zeros, four of them a step where gradients flow).
+    input_forget, candidate, output = gates.split([2 * hidden, hidden, hidden], dim)
+    i, f = torch.sigmoid(input_forget).split(hidden, dim)
+    candidate = torch.tanh(candidate)
+    c_new = i * candidate if c is None else torch.addcmul(f * c, i, candidate)
+    if cell_clip is not None:
+        c_new = c_new.clamp(-cell_clip, cell_clip)
+    output, tanh_c = torch.sigmoid(output), torch.tanh(c_new)
+    if activations:
+        return output * tanh_c, c_new, (i, f, candidate, output, tanh_c)
+    return output * tanh_c, c_new
+
+
+_FUSED: List = []
+
+
+def _fused_cell_equations():
+    """``cell_equations`` under ``torch.compile`` (made once per process, on first use): the
+    element-wise work of a step as one generated kernel each way (Triton on a GPU, C++ on the
+    CPU). Shapes that vary from step to step (the packed loop's running rows) make it dynamic
+    after the first recompilation."""
+    if not _FUSED:
+        _FUSED.append(torch.compile(cell_equations, fullgraph=True))
+    return _FUSED[0]
+
+
+def fuse_cells(module: nn.Module, fused: bool = True, recompute: Optional[bool] = None) -> nn.Module:
+    """Run every ``ClippedLSTM`` cell in ``module`` compiled (``fused``) or eagerly, and where
+    ``recompute`` is given, with its activations recomputed in the backward or kept; returns
+    ``module``. The numbers are the eager cell's up to float rounding (the generated kernels may
+    evaluate sigmoid and tanh another way)."""
+    for layer in module.modules():
+        if isinstance(layer, ClippedLSTM):
+            layer.fused_cell = fused
+            if recompute is not None:
+                layer.recompute_cell = recompute
+    return module
+
+
 class DirectionalLSTM(nn.Module):
     """A stack of ClippedLSTM layers reading sentences in one direction.
 
@@ -180,6 +246,9 @@ class DirectionalLSTM(nn.Module):
         super().__init__()
         self.go_forward = go_forward
         self.use_skip_connections = use_skip_connections
+        #: ``forward_windows`` on the wavefront loop (``lstm_kernels.wavefront_loop``): on CUDA
+        #: the layers' steps overlap, each layer on a stream of its own.
+        self.wavefront = False
         self.hidden_size = hidden_size
         self.proj_size = proj_size
         self.layers = nn.ModuleList(
@@ -292,6 +361,8 @@ class DirectionalLSTM(nn.Module):
         ``dropout`` applies to each layer's input while training, as in ``forward``; or
         ``masks``, per layer the input's scaled mask (``window_dropout_masks``), drawn before
         the directions run side by side, which must not share a generator while they run."""
+        if self.wavefront and (self.layers[0].clipped or not inputs.is_cuda):
+            return self._wavefront(inputs, states, dropout, masks)
         x = inputs
         final_states: List[LSTMState] = []
         for i, layer in enumerate(self.layers):
@@ -302,6 +373,35 @@ class DirectionalLSTM(nn.Module):
             x = y
             final_states.append(state)
         return x, final_states
+
+
+    def _wavefront(
+        self,
+        inputs: torch.Tensor,
+        states: Optional[List[LSTMState]],
+        dropout: float,
+        masks: Optional[Sequence[torch.Tensor]],
+    ) -> Tuple[torch.Tensor, List[LSTMState]]:
+        """``forward_windows`` on ``lstm_kernels.wavefront_loop``: on CUDA (outside
+        ``torch.compile``) each layer on a stream of its own (``nn/side_by_side.py``), forked
+        from the current stream and joined back; the dropout masks drawn first, as
+        ``window_dropout_masks`` draws them."""
+        if masks is None and dropout and self.training:
+            rows, steps, width = inputs.shape
+            masks = window_dropout_masks(self, rows, steps, width, dropout, inputs)
+        streams = None
+        if inputs.is_cuda and not compiling():
+            main = torch.cuda.current_stream(inputs.device)
+            streams = [main] + [
+                side_stream(inputs.device, ("layer", self.go_forward, i)) for i in range(1, len(self.layers))
+            ]
+            for stream in streams[1:]:
+                stream.wait_stream(main)
+        top, finals = lstm_kernels.wavefront_loop(self.layers, inputs, states, masks, self.use_skip_connections, streams)
+        if streams is not None:
+            for stream in streams[1:]:
+                main.wait_stream(stream)
+        return top, finals
 
 
 def window_dropout_masks(

@@ -15,13 +15,17 @@ products:
   depend on the data and nothing is read back to the host, as CUDA graphs need.
 - ``int8_loop``: without gradients, inside ``int8_products``: row-major states, each step's
   recurrent and projection products on int8 weights (``nn/int8.py``); cell states float32.
+- ``wavefront_loop``: all layers of a direction over windows, each layer's step t reading the
+  layer below's step t only; on CUDA each layer on a stream of its own, so that the layers' steps
+  overlap (a wavefront).
 - ``fused_packed`` and ``fused_dense``: torch's own LSTM (cuDNN on a GPU), for unclipped layers
   only: over packed rows, and over rows of running text from given states (pretraining's windows).
 """
 
 from __future__ import annotations
 
-from typing import List, NamedTuple, Optional, Protocol, Tuple
+from contextlib import nullcontext
+from typing import Any, List, NamedTuple, Optional, Protocol, Sequence, Tuple
 
 import torch
 from torch.nn.utils.rnn import PackedSequence
@@ -49,7 +53,7 @@ class LSTMLayer(Protocol):
     @property
     def clipped(self) -> bool: ...
 
-    def cell(self, gates: torch.Tensor, c: Optional[torch.Tensor], dim: int) -> LSTMState: ...
+    def cell(self, gates: torch.Tensor, c: Optional[torch.Tensor], dim: int, activations: bool = False) -> tuple: ...
 
     def clip_output(self, h: torch.Tensor) -> torch.Tensor: ...
 
@@ -174,6 +178,70 @@ def dense_loop(
         h = torch.where(keep, h_new, h)
         outputs.append(h_new * keep)
     return torch.stack(outputs, dim=1), (h, c)
+
+
+def wavefront_loop(
+    layers: Sequence[LSTMLayer],
+    x: torch.Tensor,
+    states: Optional[Sequence[LSTMState]],
+    masks: Optional[Sequence[torch.Tensor]],
+    skip: bool,
+    streams: Optional[Sequence["torch.cuda.Stream"]] = None,
+) -> Tuple[torch.Tensor, List[LSTMState]]:
+    """All layers of one direction over windows (every position a token, ``dense_loop``'s case
+    with ``valid`` None), layer by layer, each layer's step t reading only the step t of the
+    layer below: its input product is computed step by step instead of for all steps at once.
+
+    With ``streams`` (CUDA, one per layer, forked from the current stream by the caller) each
+    layer runs on its own stream and waits, at each step, for the layer below's same step only
+    (an event), so that the GPU runs layer i's step t while layer i - 1 runs step t + 1: a
+    wavefront, forward and (autograd running each backward op on its forward op's stream)
+    backward; inside a CUDA graph's recording the events become the graph's edges. Without
+    streams the same ops run one after the other (the CPU).
+
+    Args:
+        x: (batch, T, input_size) in reading order.
+        states: per layer (h0, c0), or None for zeros.
+        masks: per layer the input's scaled dropout mask (batch, T, width), or None.
+        skip: layers from the second on add their input to their output (not fed back).
+    Returns:
+        the top layer's (batch, T, proj_size) output and each layer's final (h, c).
+    """
+    batch, steps, _ = x.shape
+    below: List[torch.Tensor] = []
+    below_events: List[Any] = []
+    finals: List[LSTMState] = []
+    for i, layer in enumerate(layers):
+        stream = streams[i] if streams else None
+        with torch.cuda.stream(stream) if stream is not None else nullcontext():
+            bias = layer.bias_ih_l0 + layer.bias_hh_l0
+            w_ih, w_hh, w_hr = layer.weight_ih_l0.t(), layer.weight_hh_l0.t(), layer.weight_hr_l0.t()
+            if i == 0:
+                first = x if masks is None else x * masks[0]
+                x_gates = torch.addmm(bias, first.reshape(batch * steps, -1), w_ih).view(batch, steps, -1)
+            h, c = zero_state(layer, batch, x) if states is None else states[i]
+            outputs: List[torch.Tensor] = []
+            events: List[Any] = []
+            for t in range(steps):
+                if i == 0:
+                    gates = torch.addmm(x_gates[:, t], h, w_hh)
+                else:
+                    if below_events:
+                        stream.wait_event(below_events[t])
+                        if not torch.cuda.is_current_stream_capturing():  # read here, made there
+                            below[t].record_stream(stream)
+                    step_input = below[t] if masks is None else below[t] * masks[i][:, t]
+                    gates = torch.addmm(torch.addmm(bias, step_input, w_ih), h, w_hh)
+                out, c = layer.cell(gates, c, dim=1)
+                h = layer.clip_output(out.mm(w_hr))
+                outputs.append(h + below[t] if i > 0 and skip else h)
+                if stream is not None:
+                    event = torch.cuda.Event()
+                    event.record(stream)
+                    events.append(event)
+            finals.append((h, c))
+        below, below_events = outputs, events
+    return torch.stack(below, dim=1), finals
 
 
 def fused_packed(

@@ -5,13 +5,13 @@ Autograd through the step loop (``lstm_kernels.packed_loop``) records a dozen no
 step. Its backward then pays, every step, two small products for the weights' gradients and
 their accumulation, the transposed product ``W_hr^T dh`` (a slow layout for BLAS), and at the
 end a concatenation of every step's gate gradients. Here the forward keeps what it computed,
-row-major and time-major (each step's rows one contiguous block), and the backward runs the
+row-major, one block per time step, and the backward runs the
 recurrence in reverse with two products per step, writing each step's gate gradients in place;
 each weight's gradient is one product over all steps (``W_hh``'s two from given initial states).
 
-The recurrence is ``ClippedLSTM.cell`` and ``clip_output`` (``nn/lstm.py``), written out with its
-derivative: gates (i, f, g, o) in torch's order, ``c = clip(f c' + i g)``,
-``h = clip(W_hr (o tanh c))``. Tested against autograd through the step loop and against
+The forward runs the layer's own cell, ``ClippedLSTM.cell`` (``nn/lstm.py``), asked for the
+activations its derivative reads; the backward writes that derivative out: gates (i, f, g, o)
+in torch's order, ``c = clip(f c' + i g)``, ``h = clip(W_hr (o tanh c))``. Tested against autograd through the step loop and against
 numerical gradients (``tests/test_lstm_training.py``).
 """
 
@@ -36,80 +36,72 @@ def packed_training_loop(
     h0, c0 = (None, None) if state is None else state
     output, h_n, c_n = _PackedLayer.apply(
         data, h0, c0, layer.weight_ih_l0, layer.bias_ih_l0, layer.bias_hh_l0, layer.weight_hh_l0,
-        layer.weight_hr_l0, batch_sizes, layer.cell_clip, layer.proj_clip,
+        layer.weight_hr_l0, batch_sizes, layer.cell, layer.cell_clip, layer.proj_clip,
     )  # fmt: skip
     return output, (h_n, c_n)
 
 
 class _PackedLayer(torch.autograd.Function):
-    """forward(x, h0, c0, w_ih, b_ih, b_hh, w_hh, w_hr, batch_sizes, cell_clip, proj_clip) ->
-    (outputs (n, proj), h_n, c_n). h0 and c0 may be None (zeros): the first step then has no
-    recurrent product."""
+    """forward(x, h0, c0, w_ih, b_ih, b_hh, w_hh, w_hr, batch_sizes, cell, cell_clip, proj_clip)
+    -> (outputs (n, proj), h_n, c_n). h0 and c0 may be None (zeros): the first step then has no
+    recurrent product. ``cell``: the layer's ``ClippedLSTM.cell``, asked for its activations."""
 
     @staticmethod
-    def forward(ctx, x, h0, c0, w_ih, b_ih, b_hh, w_hh, w_hr, batch_sizes, cell_clip, proj_clip):
+    def forward(ctx, x, h0, c0, w_ih, b_ih, b_hh, w_hh, w_hr, batch_sizes, cell, cell_clip, proj_clip):
         ctx.set_materialize_grads(False)
-        n, hidden = x.shape[0], w_hh.shape[0] // 4
-        # The gates of every step, then (in place, step by step) their activations i, f, g, o.
-        acts = torch.addmm(b_ih + b_hh, x, w_ih.t())
-        cells, tanh_cells, hiddens = (x.new_empty(n, hidden) for _ in range(3))
+        n = x.shape[0]
+        # The gates of every step (the recurrent product added in place, step by step).
+        gates = torch.addmm(b_ih + b_hh, x, w_ih.t())
         outputs = x.new_empty(n, w_hr.shape[0])
-        cell_kept = None if cell_clip is None else x.new_empty(n, hidden, dtype=torch.bool)
         output_kept = None if proj_clip is None else x.new_empty(outputs.shape, dtype=torch.bool)
         w_hh_t, w_hr_t = w_hh.t(), w_hr.t()
         starts = _starts(batch_sizes)
+        # Per step: the cell's activations (i, f, g, o, tanh(c)), its new state and its output.
+        steps: List[tuple] = []
+        cells: List[torch.Tensor] = []
+        hiddens: List[torch.Tensor] = []
         h, c = h0, c0
         for start, b in zip(starts, batch_sizes):
             end = start + b
-            a = acts[start:end]
+            a = gates[start:end]
             if h is not None:
                 a.addmm_(h[:b], w_hh_t)
-            a[:, : 2 * hidden].sigmoid_()
-            a[:, 2 * hidden : 3 * hidden].tanh_()
-            a[:, 3 * hidden :].sigmoid_()
-            i, f, g, o = a.split(hidden, dim=1)
-            c_new = cells[start:end]
-            if c is None:
-                torch.mul(i, g, out=c_new)
-            else:
-                torch.mul(f, c[:b], out=c_new).addcmul_(i, g)
-            if cell_kept is not None:
-                torch.le(c_new.abs(), cell_clip, out=cell_kept[start:end])
-                c_new.clamp_(-cell_clip, cell_clip)
-            tanh_c = torch.tanh(c_new, out=tanh_cells[start:end])
-            h_new = torch.mm(torch.mul(tanh_c, o, out=hiddens[start:end]), w_hr_t, out=outputs[start:end])
+            hidden_t, c_new, activations = cell(a, None if c is None else c[:b], 1, activations=True)
+            h_new = torch.mm(hidden_t, w_hr_t, out=outputs[start:end])
             if output_kept is not None:
                 torch.le(h_new.abs(), proj_clip, out=output_kept[start:end])
                 h_new.clamp_(-proj_clip, proj_clip)
+            steps.append(activations)
+            cells.append(c_new)
+            hiddens.append(hidden_t)
             h, c = h_new, c_new
         last = torch.tensor(_last_positions(batch_sizes, starts), dtype=torch.long, device=x.device)
-        ctx.save_for_backward(
-            x, h0, c0, w_ih, w_hh, w_hr, acts, cells, tanh_cells, hiddens, outputs, cell_kept, output_kept, last
-        )  # fmt: skip
-        ctx.batch_sizes, ctx.starts = batch_sizes, starts
-        return outputs, outputs.index_select(0, last), cells.index_select(0, last)
+        ctx.save_for_backward(x, h0, c0, w_ih, w_hh, w_hr, outputs, output_kept, last)
+        ctx.steps, ctx.cells, ctx.hiddens = steps, cells, hiddens
+        ctx.batch_sizes, ctx.starts, ctx.cell_clip = batch_sizes, starts, cell_clip
+        c_n = torch.cat(cells).index_select(0, last)
+        return outputs, outputs.index_select(0, last), c_n
 
     @staticmethod
     @once_differentiable
     def backward(ctx, d_outputs, d_h_n, d_c_n):
-        x, h0, c0, w_ih, w_hh, w_hr, acts, cells, tanh_cells, hiddens, outputs, cell_kept, output_kept, last = (
-            ctx.saved_tensors
-        )  # fmt: skip
-        batch_sizes, starts = ctx.batch_sizes, ctx.starts
-        hidden = cells.shape[1]
-        one = acts.new_ones(())
+        x, h0, c0, w_ih, w_hh, w_hr, outputs, output_kept, last = ctx.saved_tensors
+        steps, cells, hiddens = ctx.steps, ctx.cells, ctx.hiddens
+        batch_sizes, starts, cell_clip = ctx.batch_sizes, ctx.starts, ctx.cell_clip
+        hidden = cells[0].shape[1]
+        one = outputs.new_ones(())
         # d loss / d h of every step: from above, then from the next step (added in place below).
         dh = torch.zeros_like(outputs) if d_outputs is None else d_outputs.clone(memory_format=torch.contiguous_format)
         if d_h_n is not None:
             dh.index_add_(0, last, d_h_n)
-        d_gates = torch.empty_like(acts)
+        d_gates = outputs.new_empty(outputs.shape[0], 4 * hidden)
         # d loss / d c of the step before, for its rows that this step still runs (the first)
         dc_next: Optional[torch.Tensor] = None
         for t in range(len(batch_sizes) - 1, -1, -1):
             start, b = starts[t], batch_sizes[t]
             end = start + b
-            i, f, g, o = acts[start:end].split(hidden, dim=1)
-            hidden_t, tanh_c, dg = hiddens[start:end], tanh_cells[start:end], d_gates[start:end]
+            i, f, g, o, tanh_c = steps[t]
+            hidden_t, dg = hiddens[t], d_gates[start:end]
             dh_t = dh[start:end]
             if output_kept is not None:
                 dh_t.mul_(output_kept[start:end])
@@ -123,12 +115,12 @@ class _PackedLayer(torch.autograd.Function):
             if d_c_n is not None:  # the rows whose last step this is
                 ending = batch_sizes[t + 1] if t + 1 < len(batch_sizes) else 0
                 dc[ending:] += d_c_n[ending:b]
-            if cell_kept is not None:
-                dc.mul_(cell_kept[start:end])
+            if cell_clip is not None:  # the clip passes no gradient where it bit
+                dc.mul_(cells[t].abs() < cell_clip)
             # input gate dc g i (1 - i); candidate dc i (1 - g^2); forget dc c' f (1 - f)
             torch.mul(dc, g, out=dg[:, :hidden]).mul_(torch.addcmul(i, i, i, value=-1))
             torch.mul(dc, i, out=dg[:, 2 * hidden : 3 * hidden]).mul_(torch.addcmul(one, g, g, value=-1))
-            c_prev = (None if c0 is None else c0[:b]) if t == 0 else cells[starts[t - 1] : starts[t - 1] + b]
+            c_prev = (None if c0 is None else c0[:b]) if t == 0 else cells[t - 1][:b]
             if c_prev is None:
                 dg[:, hidden : 2 * hidden].zero_()
             else:
@@ -148,8 +140,8 @@ class _PackedLayer(torch.autograd.Function):
             d_w_hh = torch.mm(d_gates[first:].t(), _previous_outputs(outputs, batch_sizes, starts))
             if h0 is not None:
                 d_w_hh.addmm_(d_gates[:first].t(), h0)
-        d_w_hr = torch.mm(dh.t(), hiddens) if wanted[7] else None
-        return d_x, d_h0, d_c0, d_w_ih, d_bias, d_bias, d_w_hh, d_w_hr, None, None, None
+        d_w_hr = torch.mm(dh.t(), torch.cat(hiddens)) if wanted[7] else None
+        return d_x, d_h0, d_c0, d_w_ih, d_bias, d_bias, d_w_hh, d_w_hr, None, None, None, None
 
 
 def _starts(batch_sizes: List[int]) -> List[int]:

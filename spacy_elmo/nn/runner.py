@@ -33,6 +33,7 @@ from .bilm import BiLM, BiLMStates, DirectionOutputs
 from .cuda_graphs import LSTMGraphs, pays_off
 from .lstm import DistinctInputs, length_mask
 from .precision import get_precision, precision_context
+from .side_by_side import run_side_by_side_of
 from .threads import run_side_by_side
 from .token_cache import TokenEmbeddingCache
 from .versions import weights_key
@@ -183,13 +184,14 @@ class BiLMRunner(nn.Module):
         states: Optional[BiLMStates],
         distinct: DistinctInputs,
     ) -> Tuple[DirectionOutputs, DirectionOutputs]:
-        """Both directions on ``threads`` threads: ``threads // 2`` shards of the batch's rows
+        """Both directions on ``threads`` threads (``nn/side_by_side.py``, the engine the
+        pretraining step runs its directions on): ``threads // 2`` shards of the batch's rows
         (balanced by tokens) times the two directions; the pieces' outputs and final states are
         put back in batch order."""
         bilm = self.bilm
         shards = _balanced_shards(lengths, max(1, min(self.threads // 2, tokens.shape[0])))
         whole = len(shards) == 1
-        tasks = []
+        runs = []
         for rows in shards:
             shard_distinct = distinct if whole else _distinct_rows_of(distinct, rows, lengths)
             shard_tokens, shard_lengths = (tokens, lengths) if whole else (tokens[rows], lengths[rows])
@@ -200,8 +202,10 @@ class BiLMRunner(nn.Module):
                 if lstm_states and not whole:
                     lstm_states = [(h[rows], c[rows]) for h, c in lstm_states]
                 arguments = (shard_tokens, shard_lengths, lstm_states, 0.0, shard_distinct)
-                tasks.append(self._in_worker(lambda lstm=lstm, arguments=arguments: lstm(*arguments), tokens.device))
-        results = run_side_by_side(tasks)
+                runs.append(lambda _, lstm=lstm, arguments=arguments: lstm(*arguments))
+        precision, device = self.precision, tokens.device
+        with torch.no_grad():
+            results = run_side_by_side_of(runs, tokens, "threads", context=lambda: precision_context(precision, device))
         if whole:
             return results[0], results[1]
         order = torch.argsort(torch.cat(shards))

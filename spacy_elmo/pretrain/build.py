@@ -15,6 +15,7 @@ from tqdm import tqdm
 
 from ..distributed import DistributedContext
 from ..nn.bilm import BiLM
+from ..nn.lstm import fuse_cells
 from ..nn.softmax import LMSoftmax
 from ..sources import WeightSource, load_bilm_from, resolve_weight_source
 from .checkpoint import check_resumed_config, checkpoint_path, flatten
@@ -97,7 +98,11 @@ def build_model(
         softmax.row_sparse_gradients = True
         # Say so explicitly (the default), which also silences torch's warning about it.
         torch.sparse.check_sparse_tensor_invariants.disable()
-    return BiLMLanguageModel(bilm, softmax, s.objective.dropout, precision)
+    fuse_cells(bilm, s.training.fused_cell, s.training.recompute_cell)
+    model = BiLMLanguageModel(bilm, softmax, s.objective.dropout, precision)
+    model.directions_on_streams = s.training.directions_on_streams
+    bilm.forward_lstm.wavefront = bilm.backward_lstm.wavefront = s.training.lstm_wavefront
+    return model
 
 
 def initialize_from(s: PretrainSettings, vocab: Vocab, bilm: BiLM, softmax: LMSoftmax, speak: bool) -> None:

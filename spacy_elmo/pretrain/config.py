@@ -31,9 +31,9 @@ from .section import Section, describe_error
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 DEFAULT_CONFIG = (CONFIGS / "pretrain.cfg").read_text(encoding="utf-8")
 
-
 #: ``[training] step`` values (``static_step.resolve_step_kind``).
-STEP_KINDS = ("auto", "eager", "cuda_graph", "compile")
+STEP_KINDS = ("auto", "eager", "cuda_graph", "compile", "compile_graph")
+
 
 class ConfigError(ValueError):
     """A pretraining config value that cannot be used, naming its key."""
@@ -170,6 +170,10 @@ class TrainingSettings(Section):
     # Runs written before these keys existed ran eagerly.
     step: Literal[STEP_KINDS] = "auto"
     distinct_tokens: Optional[PositiveInt] = None
+    fused_cell: bool = False
+    directions_on_streams: bool = False
+    lstm_wavefront: bool = False
+    recompute_cell: bool = False
 
 
 class PretrainSettings(Section):

@@ -25,8 +25,8 @@ from ..chars import BOS_TOKEN, EOS_TOKEN, tokens_to_ids
 from ..nn.bilm import BiLM, BiLMStates
 from ..nn.lstm import DistinctInputs, length_mask, window_dropout_masks
 from ..nn.precision import compiling, get_precision, precision_context
+from ..nn.side_by_side import how_to_run, run_side_by_side_of
 from ..nn.softmax import LMSoftmax
-from ..nn.threads import run_side_by_side, torch_threads
 from .vocab import Vocab
 
 #: The parts of a training step as the profiler names them (``torch.profiler.record_function``
@@ -162,6 +162,9 @@ class BiLMLanguageModel(nn.Module):
         #: True: the biLM runs without gradients and only the softmax learns (see
         #: ``[initialize] softmax_only_steps``).
         self.bilm_frozen = False
+        #: True: on CUDA the two LSTM directions run on two streams (``[training]
+        #: directions_on_streams``; ``nn/side_by_side.py``).
+        self.directions_on_streams = False
 
     def forward(
         self,
@@ -220,17 +223,20 @@ class BiLMLanguageModel(nn.Module):
         """Both LSTM stacks over their windows (``index[k]``: the rows of ``vectors`` at each
         position of direction k) from the carried ``states``: the top layers (B, T, dim) and
         each direction's final states, detached. On the CPU with two threads and no autocast
-        (eager, float32) the directions run side by side (``_SideBySide``), their dropout masks
-        drawn first, in the order the directions one after the other (and a compiled step) draw
-        them: the same numbers either way."""
+        (eager, float32) the directions run side by side on threads (``_how``), their dropout
+        masks drawn first, in the order the directions one after the other (and a compiled step)
+        draw them: the same numbers either way. On CUDA streams the host draws them in that
+        order anyway."""
         lstms = (self.bilm.forward_lstm, self.bilm.backward_lstm)
         starts = (None, None) if states is None else (states.forward, states.backward)
         finals: List[list] = [[], []]
         # Masks in bf16 or fp16 (autocast) are not known to draw dropout's numbers: one after
         # the other there.
-        side_by_side = self._side_by_side(vectors) and get_precision(self.precision).autocast_dtype is None
+        how = self._how(vectors)
+        if how == "threads" and get_precision(self.precision).autocast_dtype is not None:
+            how = "sequential"
         masks: List[Optional[List[torch.Tensor]]] = [None, None]
-        if side_by_side and dropout and self.training:
+        if how == "threads" and dropout and self.training:
             rows, steps = index.shape[1:]
             masks = [window_dropout_masks(lstm, rows, steps, vectors.shape[1], dropout, vectors) for lstm in lstms]
 
@@ -242,7 +248,7 @@ class BiLMLanguageModel(nn.Module):
 
             return direction
 
-        return self._run_directions([run(0), run(1)], vectors, side_by_side), finals
+        return self._run_directions([run(0), run(1)], vectors, how), finals
 
     def _score(
         self,
@@ -286,8 +292,8 @@ class BiLMLanguageModel(nn.Module):
         distinct tokens' vectors. Each direction's dropout masks come from a generator of its
         own (seeded from torch's), so that the numbers are the same whether the directions run
         one after the other or side by side: on the CPU with two or more threads each direction
-        runs forward and backward on a thread of its own (``_SideBySide``), where PyTorch would
-        split each small op of the per-step loop over its threads."""
+        runs forward and backward on a thread of its own (``_how``), where PyTorch would split
+        each small op of the per-step loop over its threads."""
         mask = length_mask(lengths, distinct.index.shape[1])
         tokens = torch.where(mask[:, :, None], distinct.rows[distinct.index], 0.0)
         generators = [None, None]
@@ -299,74 +305,25 @@ class BiLMLanguageModel(nn.Module):
             lambda x, lstm=lstm, g=g: lstm(x, lengths, None, dropout, distinct, g)[0][-1]
             for lstm, g in zip(lstms, generators)
         ]
-        forward_top, backward_top = self._run_directions(runs, tokens, self._side_by_side(tokens))
+        forward_top, backward_top = self._run_directions(runs, tokens, self._how(tokens))
         return forward_top, backward_top
 
-    @staticmethod
-    def _side_by_side(x: torch.Tensor) -> bool:
-        """Whether the two directions run side by side on ``x``: eager on the CPU with two or
-        more threads."""
-        return x.device.type == "cpu" and not compiling() and torch.get_num_threads() >= 2
+    def _how(self, x: torch.Tensor) -> str:
+        """How the two directions run on ``x`` (``nn/side_by_side.py``): on threads where the
+        CPU has two or more, on two CUDA streams where ``directions_on_streams``, else one after
+        the other; all three give the same numbers."""
+        if compiling():  # (torch.get_num_threads would break the traced graph)
+            return "sequential"
+        return how_to_run(x.device, torch.get_num_threads(), self.directions_on_streams)
 
-    def _run_directions(self, runs: Sequence, x: torch.Tensor, side_by_side: bool) -> List[torch.Tensor]:
-        """``runs[0](x)`` and ``runs[1](x)``, the forward and the backward stack's, one after the
-        other or side by side (``_SideBySide``)."""
-        if not side_by_side:
-            return [run(x) for run in runs]
+    def _run_directions(self, runs: Sequence, x: torch.Tensor, how: str) -> List[torch.Tensor]:
+        """``runs[0](x)`` and ``runs[1](x)``, the forward and the backward stack's, run ``how``."""
         lstms = (self.bilm.forward_lstm, self.bilm.backward_lstm)
         params = [list(lstm.parameters()) for lstm in lstms]
-        modes = (torch.is_grad_enabled(), get_precision(self.precision).autocast_dtype)
-        return list(_SideBySide.apply(runs, params, modes, x, *params[0], *params[1]))
-
-
-class _SideBySide(torch.autograd.Function):
-    """Two computations from the same input, each forward and backward on a thread of its own
-    with one PyTorch thread (``nn/threads.py`` ``run_side_by_side``), as one autograd node: the
-    caller's backward (and DDP's gradient hooks) see the node's parameters' gradients as usual.
-
-    forward(runs, params, (grad, autocast), x, *all params): ``runs[k](x)`` builds its own graph
-    on a detached copy of ``x``, with the caller's grad mode and autocast dtype (both per thread:
-    each task enters them); ``params[k]``: the parameters ``runs[k]`` uses. Returns the runs'
-    outputs."""
-
-    @staticmethod
-    def forward(ctx, runs, params, modes, x, *all_params):
-        grad, autocast = modes
-        leaves = [x.detach().requires_grad_(grad and x.requires_grad) for _ in runs]
-
-        def task(run, leaf):
-            def work():
-                with torch.set_grad_enabled(grad):
-                    if autocast is None:
-                        return run(leaf)
-                    with torch.autocast(device_type="cpu", dtype=autocast):
-                        return run(leaf)
-
-            return work
-
-        with torch_threads(1):
-            outputs = run_side_by_side([task(run, leaf) for run, leaf in zip(runs, leaves)])
-        ctx.graphs = list(zip(leaves, outputs, params))
-        return tuple(output.detach() for output in outputs)
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, *grads):
-        def task(leaf, output, params, grad):
-            inputs = ([leaf] if leaf.requires_grad else []) + params
-            return lambda: torch.autograd.grad(output, inputs, grad, allow_unused=True)
-
-        graphs, ctx.graphs = ctx.graphs, None
-        with torch_threads(1):
-            results = run_side_by_side([task(*graph, g) for graph, g in zip(graphs, grads)])
-        x_grad = None
-        param_grads: List[Optional[torch.Tensor]] = []
-        for (leaf, _, _), result in zip(graphs, results):
-            if leaf.requires_grad:
-                x_grad = result[0] if x_grad is None else x_grad + result[0]
-                result = result[1:]
-            param_grads += list(result)
-        return (None, None, None, x_grad, *param_grads)
+        precision, device = self.precision, x.device
+        return run_side_by_side_of(
+            runs, x, how, params, lambda: precision_context(precision, device), one_thread_each=True
+        )
 
 
 def init_bilm_tf_style(bilm: BiLM) -> None:

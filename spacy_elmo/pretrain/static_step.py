@@ -12,6 +12,10 @@ rate is a tensor on the device. ``[training] step`` picks how the update runs:
   per step instead of thousands, and the host runs ahead of the device.
 - ``"compile"``: the forward and loss under ``torch.compile`` (its backward compiled by AOT
   autograd), on a GPU the clipping and optimizer step compiled too (the CPU's run eagerly).
+- ``"compile_graph"``: both: the forward and loss compiled as in ``"compile"`` (and the
+  clipping and optimizer step), then the whole compiled update recorded as one CUDA graph as in
+  ``"cuda_graph"`` (the warm-up updates compile it): the compiled step's fused kernels without
+  its launches.
 - ``"eager"``: the same update, op by op (what the CPU runs).
 
 A batch that does not fit the recorded shapes (more distinct tokens than the fixed count) and
@@ -59,8 +63,10 @@ def resolve_step_kind(kind: str, windows: bool, device: torch.device, precision:
     if kind == "eager":
         return kind
     check_step(kind, windows, precision)
-    if kind == "cuda_graph" and device.type != "cuda":
-        raise ConfigError('[training] step = "cuda_graph" runs on a GPU (--gpu-id); on the CPU use "eager"')
+    if kind in ("cuda_graph", "compile_graph") and device.type != "cuda":
+        raise ConfigError(
+            f'[training] step = "{kind}" runs on a GPU (--gpu-id); on the CPU use "eager" (or "compile")'
+        )
     if torch.__version__ < (2, 4):  # learning rates as device tensors
         raise ConfigError(
             f'[training] step = "{kind}" needs torch >= 2.4 (learning rates as device tensors), '
@@ -71,7 +77,8 @@ def resolve_step_kind(kind: str, windows: bool, device: torch.device, precision:
 
 class StaticStep:
     """Runs ``trainer.window_update`` on static buffers: recorded as a CUDA graph (``kind`` =
-    ``"cuda_graph"``) or compiled (``"compile"``; ``compile_options`` go to ``torch.compile``).
+    ``"cuda_graph"``), compiled (``"compile"``; ``compile_options`` go to ``torch.compile``), or
+    compiled and recorded (``"compile_graph"``).
     ``distinct_rows``: the fixed number of distinct tokens per batch."""
 
     def __init__(
@@ -90,7 +97,7 @@ class StaticStep:
         self._eager_updates = 0
         self.forward: Callable = trainer.ddp_model
         self.update: Callable = trainer.clip_and_step
-        if kind == "compile":
+        if kind in ("compile", "compile_graph"):
             options = compile_options or {}
             self.forward = compile_with_lstms(trainer.ddp_model, **options)
             if trainer.device.type == "cuda":  # torch.compile breaks on the CPU optimizers' step
@@ -123,7 +130,7 @@ class StaticStep:
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):
                 trainer.optimizer.zero_grad(set_to_none=True)
-                nll = trainer.window_update(self._inputs)
+                nll = trainer.window_update(self._inputs, self.forward, self.update)
             torch.cuda.current_stream().wait_stream(side)
             return nll
         if self._graph is None:
@@ -132,7 +139,7 @@ class StaticStep:
             trainer.optimizer.zero_grad(set_to_none=True)
             self._graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(self._graph):
-                self._nll = trainer.window_update(self._inputs)
+                self._nll = trainer.window_update(self._inputs, self.forward, self.update)
         self._graph.replay()
         return self._nll.clone()
 

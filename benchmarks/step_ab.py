@@ -1,0 +1,159 @@
+"""``python -m benchmarks step-ab``: pretraining step variants against each other in one process.
+
+Each variant is a ``benchmarks pretrain`` case (``pretrain_bench``) with config overrides (the
+step kind and the speed settings: ``[training] step``, ``fused_cell``, ``directions_on_streams``,
+``lstm_wavefront``). With ``together`` every variant's trainer is built first, each settled
+(warm-up until its step time settles: recording, compilation), then ``rounds`` rounds time
+``steps`` steps of each variant, the order alternating from round to round, so that the
+machine's drift falls on all alike; tokens/s per round, the medians, and each variant's ratio
+to the first. Without ``together`` (batches too large for two trainers at once) each variant is
+built, settled, timed over all its rounds and freed before the next. The result is written to
+``output`` after every round.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import shutil
+import statistics
+import tempfile
+import traceback
+from pathlib import Path
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+import torch
+
+from spacy_elmo.bench.measure import MB, Stopwatch, synchronize
+from spacy_elmo.bench.system import system_info
+from spacy_elmo.bench.text import default_text_path, text_lines
+
+from .pretrain_bench import CASES, PretrainCase, _settle, _step, _trainer, tiny, write_vocab
+from .text import words_by_frequency
+
+
+def parse_variant(spec: str) -> Tuple[str, Dict[str, Any]]:
+    """``"name:key=value,key=value"`` -> (name, {"training.key": value}); keys without a section
+    are ``[training]``'s; values are JSON where they parse (true, 3), else strings."""
+    name, _, settings = spec.partition(":")
+    if not name or not settings:
+        raise ValueError(f"variant {spec!r}: expected NAME:key=value[,key=value]")
+    overrides: Dict[str, Any] = {}
+    for item in settings.split(","):
+        key, has_value, value = item.partition("=")
+        if not has_value or not key:
+            raise ValueError(f"variant {spec!r}: {item!r} is not key=value")
+        key = key.strip() if "." in key else f"training.{key.strip()}"
+        try:
+            overrides[key] = json.loads(value)
+        except ValueError:
+            overrides[key] = value.strip()
+    return name, overrides
+
+
+def _timed(trainer, batches, device: torch.device, steps: int) -> Dict[str, float]:
+    synchronize(device)
+    n_targets = 0
+    with Stopwatch(device) as clock:
+        for _ in range(steps):
+            n_targets += _step(trainer, batches)
+    return {"tokens_per_s": n_targets / clock.seconds, "step_ms": clock.seconds * 1e3 / steps}
+
+
+def run_step_ab(
+    variants: Sequence[str],
+    case: str = "bilm-tf",
+    rows: int = 128,
+    window: int = 20,
+    precision: str = "bf16",
+    device_name: str = "cuda",
+    warmup: int = 10,
+    steps: int = 20,
+    rounds: int = 3,
+    together: bool = True,
+    smoke: bool = False,
+    output: Optional[Path] = None,
+    text: Optional[str] = None,
+    threads: Optional[int] = None,
+) -> Dict[str, Any]:
+    """See the module docstring; returns the result written to ``output``."""
+    device = torch.device(device_name)
+    threads = threads or torch.get_num_threads()
+    parsed = [parse_variant(v) for v in variants]
+    base = CASES[case]()
+    if smoke:
+        base = tiny(base)
+    result: Dict[str, Any] = {
+        "case": base.name, "rows": rows, "window": window, "precision": precision, "device": device.type,
+        "smoke": smoke, "together": together, "rounds": rounds, "steps_per_round": steps,
+        "system": system_info(), "variants": {name: {"overrides": o, "rounds": []} for name, o in parsed},
+        "complete": False,
+    }  # fmt: skip
+
+    def write() -> None:
+        for v in result["variants"].values():
+            rates = [r["tokens_per_s"] for r in v["rounds"]]
+            v["median_tokens_per_s"] = statistics.median(rates) if rates else None
+        first = result["variants"][parsed[0][0]]["median_tokens_per_s"]
+        for v in result["variants"].values():
+            v["ratio_to_first"] = v["median_tokens_per_s"] / first if first and v["median_tokens_per_s"] else None
+        if output is not None:
+            output.parent.mkdir(parents=True, exist_ok=True)
+            output.write_text(json.dumps(result, indent=1, default=str) + "\n", encoding="utf-8")
+
+    scratch = Path(tempfile.mkdtemp(prefix="step-ab-"))
+    text_path = Path(text) if text else default_text_path()
+    try:
+        vocab = write_vocab(scratch / "vocab.txt", words_by_frequency(text_lines(text_path)), base.vocab_size)
+
+        def build(name: str, overrides: Dict[str, Any]):
+            variant = PretrainCase(base.name, base.vocab_size, base.config_path, base.recipe,
+                                   {**base.overrides, **overrides}, base.windows, base.description)  # fmt: skip
+            step = overrides.get("training.step", "eager")
+            trainer = _trainer(variant, text_path, vocab, scratch / name, rows, window, precision, step, device, threads)
+            batches = trainer.batches()
+            record = result["variants"][name]
+            record["step"] = trainer.step_kind
+            record["warmup_step_s"] = [round(t, 4) for t in _settle(trainer, batches, device, warmup)]
+            if device.type == "cuda":
+                record["peak_mb"] = torch.cuda.max_memory_allocated(device) / MB
+            write()
+            return trainer, batches
+
+        def failed(name: str) -> None:
+            result["variants"][name]["error"] = traceback.format_exc()[-3000:]
+            write()
+
+        if together:
+            built: Dict[str, Any] = {}
+            for name, overrides in parsed:
+                try:
+                    built[name] = build(name, overrides)
+                except Exception:  # recorded; the others run
+                    failed(name)
+            for round_ in range(rounds):
+                order = list(built) if round_ % 2 == 0 else list(built)[::-1]
+                for name in order:
+                    result["variants"][name]["rounds"].append(_timed(*built[name], device, steps))
+                write()
+        else:
+            for name, overrides in parsed:
+                trainer = None
+                try:
+                    trainer, batches = build(name, overrides)
+                    for _ in range(rounds):
+                        result["variants"][name]["rounds"].append(_timed(trainer, batches, device, steps))
+                        write()
+                except Exception:
+                    failed(name)
+                finally:
+                    del trainer
+                    gc.collect()
+                    if device.type == "cuda":
+                        torch.cuda.empty_cache()
+                        torch.cuda.reset_peak_memory_stats(device)
+        result["complete"] = True
+        write()
+        return result
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
