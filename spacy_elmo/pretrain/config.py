@@ -149,6 +149,9 @@ step = "auto"
 # null: one per position of the forward windows (batch_tokens rounded down to whole windows).
 distinct_tokens = null
 eval_every = 1000
+# Stop once this many evaluations in a row have not lowered the held-out perplexity, keeping the
+# best evaluation's weights as the model files (null: run to max_steps). Needs corpus.dev.
+patience = null
 checkpoint_every = 1000
 log_every = 50
 """
@@ -292,6 +295,8 @@ class TrainingSettings(Section):
     # Runs written before these keys existed ran eagerly.
     step: Literal[STEP_KINDS] = "auto"
     distinct_tokens: Optional[PositiveInt] = None
+    # Runs written before this key existed ran to max_steps.
+    patience: Optional[PositiveInt] = None
 
 
 class PretrainSettings(Section):

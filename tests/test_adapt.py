@@ -1,0 +1,123 @@
+"""``adapt``: a biLM adapted to your own text, on small slices (tests/fixtures/adapt) and few steps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import spacy
+from typer.testing import CliRunner
+
+from conftest import FIXTURES
+from spacy_elmo.cli import app
+from spacy_elmo.pretrain import CorpusError, load_config, pretrain
+from spacy_elmo.pretrain.adapt import AdaptSettings, adapt, split_text
+from spacy_elmo.pretrain.early_stopping import EarlyStopping
+
+TWEETS = FIXTURES / "adapt" / "tweets.txt"
+LABELLED = FIXTURES / "adapt" / "tweets.jsonl"
+WIKITEXT = FIXTURES / "wikitext_tiny"
+runner = CliRunner()
+
+#: A few steps of each phase: what the tests check is the route, not the gain.
+FEW_STEPS = AdaptSettings(
+    max_steps=4, softmax_max_steps=4, eval_every=2, patience=1, batch_tokens=600, tokenized=True, min_train_tokens=2000, min_heldout_tokens=300
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_source(tmp_path_factory) -> Path:
+    """A tiny pretrained biLM with its softmax and vocabulary (a pretraining output directory)."""
+    out = tmp_path_factory.mktemp("tiny") / "bilm"
+    overrides = {
+        "paths.train": str(WIKITEXT / "train.txt"),
+        "model.filters": [[1, 8], [2, 8], [3, 16]],
+        "model.char_embedding_dim": 4,
+        "model.lstm_dim": 32,
+        "model.projection_dim": 16,
+        "vocab.size": 500,
+        "corpus.max_sequence_length": 30,
+        "training.batch_tokens": 400,
+        "training.max_steps": 3,
+        "optimizer.warmup_steps": 0,
+    }
+    return pretrain(load_config(None, overrides), out, show_progress=False)
+
+
+def test_the_bundled_model_adapts_to_tweets_and_loads_in_the_pipe(tmp_path):
+    """The whole route on the bundled model: a softmax fitted first (it ships none), then the
+    biLM, the output loaded by the pipe; the summary says what happened."""
+    out = tmp_path / "adapted"
+    result = adapt(None, [TWEETS, LABELLED], out, FEW_STEPS, echo=lambda line: None)
+    # the plain text split on whitespace (--tokenized), the JSONL's texts by spaCy's tokenizer
+    assert result.softmax_fitted and result.train_tokens + result.heldout_tokens > 7631 + 1660
+    assert result.ppl_before > 0 and result.ppl_after > 0 and result.best_step is not None
+    summary = json.loads((out / "adapt" / "summary.json").read_text())
+    assert summary["ppl_after"] == result.ppl_after
+    for name in ("options.json", "model.safetensors", "softmax.safetensors", "vocab.txt"):
+        assert (out / name).is_file(), name
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"model": {"@architectures": "spacy_elmo.ElmoModel.v2", "weights": str(out)}})
+    nlp.initialize()
+    assert nlp("Adapted to tweets").tensor.shape[0] == 3
+
+
+def test_the_command_prints_before_after_and_the_next_step_and_resumes(tmp_path, tiny_source):
+    """A source with a softmax is evaluated as it is (no fit); --resume on a finished adaptation
+    trains nothing more; a second run into the same directory is refused."""
+    out = tmp_path / "adapted"
+    args = ["adapt", str(tiny_source), str(TWEETS), str(out), "--tokenized", "--holdout", "0.2", "--max-steps", "4", "--eval-every", "2", "--patience", "1"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "Held-out perplexity:" in result.output and "before" in result.output
+    assert f"--weights {out}" in result.output
+    assert not (out / "adapt" / "softmax-fit").exists()
+    metrics = (out / "metrics.jsonl").read_text()
+    resumed = runner.invoke(app, [*args, "--resume"])
+    assert resumed.exit_code == 0, resumed.output
+    assert (out / "metrics.jsonl").read_text().count("dev_ppl") == metrics.count("dev_ppl")
+    again = runner.invoke(app, args)
+    assert again.exit_code == 1 and "--resume" in again.output
+
+
+def test_early_stopping_keeps_the_best_evaluation():
+    stopping = EarlyStopping(patience=2)
+    assert stopping.update(10, 100.0) and not stopping.update(20, 101.0)
+    assert not stopping.exhausted and stopping.update(30, 90.0)
+    assert not stopping.update(40, 95.0) and not stopping.update(50, 91.0)
+    assert stopping.exhausted and (stopping.best_step, stopping.best) == (30, 90.0)
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"one line of text\n", "too little text to adapt on"),
+        (b"caf\xe9 au lait\n" * 2000, "not valid UTF-8"),
+    ],
+)
+def test_text_that_cannot_work_is_refused_naming_the_file(tmp_path, content, message):
+    bad = tmp_path / "mine.txt"
+    bad.write_bytes(content)
+    result = runner.invoke(app, ["adapt", "en_wikitext_small", str(bad), str(tmp_path / "out")])
+    assert result.exit_code == 1
+    assert message in result.output and str(bad) in result.output
+
+
+def test_bad_jsonl_and_missing_files_are_refused(tmp_path):
+    bad = tmp_path / "labelled.jsonl"
+    bad.write_text('{"text": "fine"}\n{"label": "POS"}\n', encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"labelled.jsonl, line 2: expected an object with a \"text\""):
+        split_text([bad], tmp_path / "t.txt", tmp_path / "h.txt", AdaptSettings())
+    result = runner.invoke(app, ["adapt", "en_wikitext_small", str(tmp_path / "nowhere.txt"), str(tmp_path / "out")])
+    assert result.exit_code == 1 and "nowhere.txt: no such file" in result.output
+    result = runner.invoke(app, ["adapt", str(tmp_path / "no_model"), str(TWEETS), str(tmp_path / "out")])
+    assert result.exit_code == 1 and "SOURCE" in result.output
+
+
+def test_the_held_out_share_is_seeded_and_capped(tmp_path):
+    settings = AdaptSettings(holdout=0.2, max_heldout_tokens=800, tokenized=True, min_heldout_tokens=1, min_train_tokens=1)
+    first = split_text([TWEETS], tmp_path / "a.txt", tmp_path / "ha.txt", settings)
+    second = split_text([TWEETS], tmp_path / "b.txt", tmp_path / "hb.txt", settings)
+    assert first == second and (tmp_path / "ha.txt").read_text() == (tmp_path / "hb.txt").read_text()
+    assert sum(first) == 7631 and 800 <= first[1] < 800 + 100
