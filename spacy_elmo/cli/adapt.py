@@ -7,7 +7,10 @@ from typing import List, Optional
 
 import typer
 
+from ..pretrain.adapt import AdaptSettings
 from .errors import fail
+
+DEFAULTS = AdaptSettings()
 
 
 def adapt_command(
@@ -27,12 +30,12 @@ def adapt_command(
         False, "--tokenized", help="Plain text is already tokenized: split lines on whitespace (default: spaCy's tokenizer for --lang)"
     ),
     lang: str = typer.Option("en", "--lang", help="The language of spaCy's tokenizer (plain text, JSONL)"),
-    holdout: float = typer.Option(0.1, "--holdout", min=0.01, max=0.5, help="Share of the sentences held out for the perplexity that decides when to stop"),
-    max_steps: int = typer.Option(600, "--max-steps", min=1, help="Most updates of the whole biLM"),
-    learning_rate: float = typer.Option(0.0005, "--learning-rate", min=0.0, help="Learning rate of the whole biLM (Adam)"),
-    eval_every: int = typer.Option(25, "--eval-every", min=1, help="Updates between held-out evaluations"),
-    patience: int = typer.Option(3, "--patience", min=1, help="Stop after this many evaluations without a lower held-out perplexity"),
-    seed: int = typer.Option(0, "--seed", help="Seed of the held-out split, the data order and dropout"),
+    holdout: float = typer.Option(DEFAULTS.holdout, "--holdout", min=0.01, max=0.5, help="Share of the sentences held out for the perplexity that decides when to stop"),
+    max_steps: int = typer.Option(DEFAULTS.max_steps, "--max-steps", min=1, help="Most updates of the whole biLM (the learning rate falls linearly to 0 there)"),
+    learning_rate: float = typer.Option(DEFAULTS.learning_rate, "--learning-rate", min=0.0, help="Peak learning rate of the whole biLM (Adam)"),
+    eval_every: int = typer.Option(DEFAULTS.eval_every, "--eval-every", min=1, help="Updates between held-out evaluations"),
+    patience: int = typer.Option(DEFAULTS.patience, "--patience", min=1, help="Stop after this many evaluations without a lower held-out perplexity"),
+    seed: int = typer.Option(DEFAULTS.seed, "--seed", help="Seed of the held-out split, the data order and dropout"),
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="CPU threads for torch (default 1)"),
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted adaptation in OUTPUT_DIR (same arguments)"),
 ) -> None:
@@ -44,7 +47,7 @@ def adapt_command(
     continues. The output directory is a biLM for the elmo pipe ("weights": OUTPUT_DIR) and for
     python -m spacy_elmo config --weights OUTPUT_DIR.
     """
-    from ..pretrain.adapt import AdaptSettings, adapt
+    from ..pretrain.adapt import adapt
     from ..pretrain.trainer import TrainingInterrupted
 
     settings = AdaptSettings(

@@ -63,10 +63,11 @@ class AdaptSettings:
     #: Refused below these (the held-out perplexity would be noise, the adaptation nothing).
     min_heldout_tokens: int = 1_000
     min_train_tokens: int = 4_000
-    #: Whole biLM: the most steps, the peak learning rate (Adam, constant after warm-up).
-    max_steps: int = 600
-    learning_rate: float = 0.0005
-    #: The softmax fit (sources without a softmax): the most steps, its learning rate.
+    #: Whole biLM: the most steps, the peak learning rate (Adam; after the warm-up it falls
+    #: linearly to 0 at max_steps, unless the held-out perplexity stops the run first).
+    max_steps: int = 300
+    learning_rate: float = 0.002
+    #: The softmax fit (sources without a softmax): the most steps, its learning rate (constant).
     softmax_max_steps: int = 400
     softmax_learning_rate: float = 0.003
     warmup_steps: int = 10
@@ -153,13 +154,14 @@ def adapt(
                 "initialize.softmax_only_steps": settings.softmax_max_steps,
                 "training.max_steps": settings.softmax_max_steps,
                 "optimizer.learning_rate": settings.softmax_learning_rate,
+                "optimizer.schedule": "constant",
             }
             _run(fit, fit_dir, resume)
             before = _best(fit_dir, settings.patience).best
             start_from = fit_dir
             echo(f"Held-out perplexity of the source biLM, softmax fitted: {before:.2f}")
         echo(f"Adapting the whole biLM in {output_dir}")
-        whole = {**base, "paths.init_bilm": str(start_from)}
+        whole = {**base, "paths.init_bilm": str(start_from), "optimizer.schedule": "linear"}
         _run(whole, output_dir, resume)
     stopping = _best(output_dir, settings.patience)
     result = AdaptResult(
@@ -288,7 +290,6 @@ def _overrides(weights, train_file: Path, heldout_file: Path, vocab_file: Path, 
         "objective.n_negative_samples": negatives,
         "optimizer.learning_rate": settings.learning_rate,
         "optimizer.warmup_steps": settings.warmup_steps,
-        "optimizer.schedule": "constant",
         "training.batch_tokens": settings.batch_tokens,
         "training.max_steps": settings.max_steps,
         "training.eval_every": settings.eval_every,
