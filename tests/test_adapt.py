@@ -9,7 +9,7 @@ import pytest
 import spacy
 from typer.testing import CliRunner
 
-from conftest import FIXTURES
+from conftest import ELMO_FIXTURE, FIXTURES
 from spacy_elmo.cli import app
 from spacy_elmo.pretrain import CorpusError, load_config, pretrain
 from spacy_elmo.pretrain.adapt import AdaptSettings, adapt, split_text
@@ -121,3 +121,18 @@ def test_the_held_out_share_is_seeded_and_capped(tmp_path):
     second = split_text([TWEETS], tmp_path / "b.txt", tmp_path / "hb.txt", settings)
     assert first == second and (tmp_path / "ha.txt").read_text() == (tmp_path / "hb.txt").read_text()
     assert sum(first) == 7631 and 800 <= first[1] < 800 + 100
+
+
+def test_a_released_model_without_vocabulary_gets_one_from_the_text(tmp_path):
+    """A released model (bilm-tf files, no softmax, no vocab.txt): the softmax is fitted over the
+    text's own words; the output is a native pretraining directory."""
+    released = tmp_path / "released"
+    released.mkdir()
+    (released / "options.json").write_bytes((ELMO_FIXTURE / "options.json").read_bytes())
+    (released / "weights.hdf5").write_bytes((ELMO_FIXTURE / "lm_weights.hdf5").read_bytes())
+    lines = []
+    result = adapt(str(released), [TWEETS], tmp_path / "out", FEW_STEPS, echo=lines.append)
+    assert result.softmax_fitted and any("has no vocabulary" in line for line in lines)
+    words = (tmp_path / "out" / "vocab.txt").read_text(encoding="utf-8").split("\n")
+    assert words[:3] == ["<S>", "</S>", "<UNK>"] and "@paulwalk" not in words[:3] and len(words) > 1000
+    assert (tmp_path / "out" / "model.safetensors").is_file()
