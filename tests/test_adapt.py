@@ -89,6 +89,26 @@ def test_early_stopping_keeps_the_best_evaluation():
     assert stopping.exhausted and (stopping.best_step, stopping.best) == (30, 90.0)
 
 
+def test_a_run_with_patience_stops_and_keeps_its_best_evaluation(tmp_path):
+    """[training] patience in any pretraining run: a learning rate that wrecks the model stops it
+    early, and its model files are those of the best evaluation (the same as a run that ended
+    there: constant schedule, one thread, same seed)."""
+    tiny = {
+        "paths.train": str(WIKITEXT / "train.txt"), "paths.dev": str(WIKITEXT / "valid.txt"),
+        "model.filters": [[1, 8], [2, 8]], "model.char_embedding_dim": 4, "model.lstm_dim": 16,
+        "model.projection_dim": 8, "vocab.size": 300, "corpus.max_sequence_length": 30,
+        "training.batch_tokens": 400, "optimizer.warmup_steps": 0, "optimizer.schedule": "constant",
+        "optimizer.learning_rate": 0.05, "training.eval_every": 2, "training.checkpoint_every": 3,
+    }  # fmt: skip
+    stopped = pretrain(load_config(None, {**tiny, "training.max_steps": 40, "training.patience": 2}), tmp_path / "a", show_progress=False)
+    records = [json.loads(line) for line in (stopped / "metrics.jsonl").read_text().splitlines()]
+    stop = next(r for r in records if r.get("early_stop"))
+    assert stop["step"] < 40 and stop["step"] == stop["best_step"] + 4
+    best = pretrain(load_config(None, {**tiny, "training.max_steps": stop["best_step"]}), tmp_path / "b", show_progress=False)
+    for name in ("model.safetensors", "softmax.safetensors"):
+        assert (stopped / name).read_bytes() == (best / name).read_bytes(), name
+
+
 @pytest.mark.parametrize(
     "content, message",
     [
