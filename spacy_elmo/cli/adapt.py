@@ -83,6 +83,6 @@ def adapt_command(
         )
     typer.echo(
         f"Adapted biLM in {output_dir}. Next, a component on it:\n"
-        f"  python -m spacy_elmo config train.cfg --pipeline textcat --train TRAIN --dev DEV --weights {output_dir}\n"
+        f"  python -m spacy_elmo config train.cfg --pipeline COMPONENTS --train TRAIN --dev DEV --weights {output_dir}\n"
         "  python -m spacy train train.cfg --output my_model"
     )
