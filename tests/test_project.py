@@ -273,6 +273,26 @@ def test_workflows_give_elmo_and_baseline_the_same_budget():
         assert elmo == baseline and len(elmo) == 4, both
 
 
+def test_adapted_biLMs_train_at_the_budgets_of_the_seeds_runs_they_are_compared_with():
+    """`train-adapted`'s components against `train-seeds`' bundled ones: the same budget options,
+    task by task, so that the comparison is at equal training budgets."""
+    commands = {c["name"]: c for c in srsly.read_yaml(PROJECT / "project.yml")["commands"]}
+    budget = re.compile(r"--(max-steps|eval-frequency) (\S+)")
+
+    def budgets(name, system):
+        found = {}
+        for line in commands[name]["script"]:
+            if f"seeds.py {system} " in line:
+                task = re.search(r"--tasks (\S+)", line)
+                for each in (task.group(1) if task else "tagger,ner").split(","):
+                    found[each] = budget.findall(line)
+        return found
+
+    adapted, seeds = budgets("train-adapted", "bundled"), budgets("train-seeds", "bundled")
+    assert set(adapted) == {"ner", "tagger", "textcat"}
+    assert all(adapted[task] == seeds[task] for task in adapted), (adapted, seeds)
+
+
 def test_every_asset_names_its_public_source_and_checksum():
     """What the project downloads is pinned: a URL and an md5 per asset. Whether the checksums are
     those of the real files is checked where the files are: ``prepare-data`` refuses a copy or a

@@ -3,6 +3,7 @@
 python scripts/seeds.py bundled 0,1,2 --max-steps 2000 --eval-frequency 200 [--bilm DIR] [--precision int8]
 python scripts/seeds.py baseline 0,1,2 --max-steps 2000 --eval-frequency 200
 python scripts/seeds.py bundled 0,1,2 --tasks textcat --max-steps 1500 --eval-frequency 250
+python scripts/seeds.py bundled 0,1,2 --tasks ner --bilm training/adapted/wnut17 --name adapted-wnut17 ...
 python scripts/seeds.py evaluate 0,1,2 --system bundled --precision int8
 python scripts/seeds.py compare 0,1,2 --label "ELMo (bundled biLM)"
 
@@ -50,6 +51,8 @@ def main() -> None:
     parser.add_argument("--eval-frequency", type=int)
     parser.add_argument("--label", default="ELMo (bundled biLM)", help="compare: the ELMo system's label")
     parser.add_argument("--bilm", default="null", help="the ELMo systems' biLM (null: bundled)")
+    parser.add_argument("--elmo-threads", help="the elmo pipe's threads (default: its config's, \"auto\")")
+    parser.add_argument("--name", help="the system's directory under training/seeds and metrics/seeds (default: SYSTEM)")
     parser.add_argument("--gpu-id", default="-1")
     parser.add_argument("--precision", help="the elmo pipe's precision (training, or evaluate)")
     parser.add_argument("--system", dest="trained", default="bundled", help="evaluate: whose models")
@@ -77,7 +80,8 @@ def main() -> None:
                 output = Path("metrics/seeds") / f"{args.trained}-as-{args.precision}" / f"s{seed}" / f"{task}.json"
                 evaluate_with_precision(model, test, args.precision, output)
         return
-    name = args.system if args.precision is None else f"{args.system}-{args.precision}"
+    name = args.name or args.system
+    name = name if args.precision is None else f"{name}-{args.precision}"
     if args.max_steps is None or args.eval_frequency is None:
         sys.exit("seeds.py: training needs --max-steps and --eval-frequency")
     for seed in seeds:
@@ -99,6 +103,8 @@ def main() -> None:
             ]  # fmt: skip
             if CONFIGS[args.system] == "elmo":
                 command += ["--paths.bilm", args.bilm]
+                if args.elmo_threads is not None:
+                    command += ["--components.elmo.model.threads", args.elmo_threads]
                 if args.precision is not None:
                     command += ["--components.elmo.model.precision", args.precision]
             run(command)

@@ -73,6 +73,11 @@ COMMANDS: Dict[str, Entry] = {
         "spacy_elmo.cli.pretrain:evaluate_lm_command",
         "Held-out perplexity (forward, backward, average; full softmax) of a pretrained biLM.",
     ),
+    "adapt": Entry(
+        "spacy_elmo.cli.adapt:adapt_command",
+        "Adapt a biLM to your own text (continued pretraining, the ELMo paper's fine-tuning of the "
+        "biLM on the task's text), stopping when held-out perplexity stops falling.",
+    ),
     "config": Entry(
         "spacy_elmo.cli.config:config_command",
         "Write a spaCy training config for components on ELMo, as spacy init config does for spaCy's own: "

@@ -43,6 +43,7 @@ RESUMABLE_CHANGES = (
     "training.eval_every",
     "training.log_every",
     "training.max_steps",
+    "training.patience",
     "training.step",
 )
 
@@ -109,9 +110,11 @@ def save_checkpoint(
     step: int,
     tokens_seen: int,
     position: DataPosition,
+    model_files: bool = True,
 ) -> None:
-    """Write the loadable model files and the resumable training state. Every rank calls it
-    (each rank's data position and RNG states are gathered); rank 0 writes."""
+    """Write the loadable model files (unless ``model_files`` is false: early stopping keeps
+    the best ones) and the resumable training state. Every rank calls it (each rank's data
+    position and RNG states are gathered); rank 0 writes."""
     per_rank = ctx.gather_objects(
         {
             "position": asdict(position),
@@ -124,11 +127,12 @@ def save_checkpoint(
         ctx.barrier()
         return
     model = state.model
-    save_bilm(model.bilm, output_dir)
-    save_file(
-        {k: v.detach().cpu().contiguous() for k, v in model.softmax.state_dict().items()},
-        str(output_dir / SOFTMAX_NAME),
-    )
+    if model_files:
+        save_bilm(model.bilm, output_dir)
+        save_file(
+            {k: v.detach().cpu().contiguous() for k, v in model.softmax.state_dict().items()},
+            str(output_dir / SOFTMAX_NAME),
+        )
     saved = {
         "step": step,
         "tokens_seen": tokens_seen,

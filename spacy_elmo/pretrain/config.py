@@ -174,6 +174,8 @@ class TrainingSettings(Section):
     directions_on_streams: bool = False
     lstm_wavefront: bool = False
     recompute_cell: bool = False
+    # Runs written before this key existed ran to max_steps.
+    patience: Optional[PositiveInt] = None
 
 
 class PretrainSettings(Section):

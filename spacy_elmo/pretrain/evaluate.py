@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, List, Optional, Sequence
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 import torch
 from confection import Config
@@ -96,10 +96,8 @@ def evaluate_run(
             )
     settings = parse_settings(Config().from_disk(run_dir / CONFIG_NAME))
     device = torch.device("cpu") if gpu_id < 0 else torch.device("cuda", gpu_id)
-    vocab = Vocab.load(run_dir / VOCAB_NAME)
-    softmax = LMSoftmax(len(vocab), settings.options.lstm.projection_dim)
-    softmax.load_state_dict(load_file(str(run_dir / SOFTMAX_NAME)))
-    model = BiLMLanguageModel(load_bilm(run_dir), softmax).to(device).eval()
+    model, vocab = load_language_model(run_dir)
+    model = model.to(device)
     files = [path for spec in text for path in resolve_files(spec)]
     reader = SequenceReader(files, settings.corpus)
     # The run's own thread count ([system] threads), as its training evaluations ran: PyTorch's
@@ -107,6 +105,17 @@ def evaluate_run(
     with torch_threads(settings.system.thread_count):
         sums = held_out_nll(model, vocab, reader, settings.training.batch_tokens, max_tokens, progress)
     return EvalResult.from_sums(sums, ", ".join(map(str, text)))
+
+
+def load_language_model(directory: Path) -> Tuple[BiLMLanguageModel, Vocab]:
+    """The LM in ``directory`` (a biLM with ``softmax.safetensors`` and ``vocab.txt`` beside it,
+    as a pretraining run writes them), in eval mode on the CPU, and its vocabulary."""
+    directory = Path(directory)
+    vocab = Vocab.load(directory / VOCAB_NAME)
+    bilm = load_bilm(directory)
+    softmax = LMSoftmax(len(vocab), bilm.options.lstm.projection_dim)
+    softmax.load_state_dict(load_file(str(directory / SOFTMAX_NAME)))
+    return BiLMLanguageModel(bilm, softmax).eval(), vocab
 
 
 def _dev_batches(

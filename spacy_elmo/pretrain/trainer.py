@@ -31,6 +31,7 @@ from .build import (
 from .checkpoint import CarriedStates, TrainingState, drop_metrics_after, load_checkpoint, save_checkpoint
 from .config import ConfigError, PretrainSettings, parse_settings, sampled_softmax_wanted, sparse_updates_wanted
 from .corpus import BatchStream, CorpusError, DataPosition, SequenceReader, WindowStream
+from .early_stopping import EarlyStopping
 from .evaluate import EvalResult, held_out_nll
 from .metrics import LogWindow, MetricsLog, PendingSums
 from .model import PHASES, LMBatch, WindowBatch, make_batch, make_window_batch
@@ -86,6 +87,7 @@ class Trainer:
         self.start_position = DataPosition()
         if resume:
             self._resume()
+        self.early_stopping = self._early_stopping()
 
     def _check_single_process_options(self) -> None:
         softmax_only = self.settings.initialize.softmax_only_steps
@@ -136,6 +138,15 @@ class Trainer:
         if self.ctx.is_main:
             drop_metrics_after(self.output_dir, self.step)
 
+    def _early_stopping(self) -> Optional[EarlyStopping]:
+        """``[training] patience``'s state, rebuilt from the run's evaluations on a resume."""
+        patience = self.settings.training.patience
+        if patience is None:
+            return None
+        if not self.dev_files:
+            raise ConfigError("[training] patience stops on held-out perplexity: set corpus.dev (paths.dev)")
+        return EarlyStopping.from_metrics(patience, self.metrics.path)
+
     @property
     def config(self) -> Optional[Config]:
         return self.settings.config
@@ -181,7 +192,7 @@ class Trainer:
         window = LogWindow()
         try:
             with self.stop.handling_ctrl_c():
-                while self.step < max_steps and not self.stop.stop:
+                while self.step < max_steps and not self.stop.stop and not self._stopped_early():
                     self.train_step(next(batches))
                     self.step += 1
                     bar.update(1)
@@ -189,7 +200,7 @@ class Trainer:
         finally:
             bar.close()
         window.add(*self._flush())
-        self.save_checkpoint()
+        self.save_checkpoint(model_files=self._keeps_model_files())
         if self.stop.stop and self.step < max_steps:  # a stop on the last step is no stop
             raise TrainingInterrupted(
                 f"interrupted at step {self.step} of {max_steps}: checkpoint saved in "
@@ -212,10 +223,13 @@ class Trainer:
         if logs:
             self._log_training(window, bar)
         if evaluates:
-            self._log_evaluation()
+            result = self._log_evaluation()
+            if self.early_stopping is not None:
+                self._keep_if_best(result)
+                saves = False  # just saved
             window.restart_clock()
         if saves:
-            self.save_checkpoint()
+            self.save_checkpoint(model_files=self._keeps_model_files())
             window.restart_clock()
 
     def _log_training(self, window: LogWindow, bar: tqdm) -> None:
@@ -242,7 +256,7 @@ class Trainer:
                 "raise it for the recorded step to run them"
             )
 
-    def _log_evaluation(self) -> None:
+    def _log_evaluation(self) -> EvalResult:
         result = self.evaluate()
         self.metrics.write(
             {
@@ -259,6 +273,7 @@ class Trainer:
                 f"Step {self.step}: held-out perplexity {result.ppl_average:.2f} (forward "
                 f"{result.ppl_forward:.2f}, backward {result.ppl_backward:.2f})"
             )
+        return result
 
     # ----------------------------------------------------------------------------- one step
     def train_step(self, batch: Union[LMBatch, WindowBatch]) -> Tuple[torch.Tensor, int]:
@@ -379,9 +394,9 @@ class Trainer:
         return EvalResult.from_sums(sums, s.corpus.dev)
 
     # ----------------------------------------------------------------------------- state
-    def save_checkpoint(self) -> None:
-        """Write the loadable model files and the resumable training state (rank 0); steps not
-        yet flushed count in ``tokens_seen`` first."""
+    def save_checkpoint(self, model_files: bool = True) -> None:
+        """Write the loadable model files (unless ``model_files`` is false) and the resumable
+        training state (rank 0); steps not yet flushed count in ``tokens_seen`` first."""
         if self._pending.steps:
             self._flush()
         save_checkpoint(
@@ -392,7 +407,27 @@ class Trainer:
             self.step,
             self.tokens_seen,
             self.stream.position,
+            model_files,
         )
+
+    # ----------------------------------------------------------------------------- early stopping
+    def _keep_if_best(self, result: EvalResult) -> None:
+        """After an evaluation under ``[training] patience``: a checkpoint that writes the model
+        files only when the evaluation is the best so far; the stop, logged, when patience runs out."""
+        best = self.early_stopping.update(self.step, result.ppl_average)
+        self.save_checkpoint(model_files=best)
+        if self.early_stopping.exhausted:
+            self.metrics.write(self.early_stopping.record(self.step))
+            if self.ctx.is_main:
+                tqdm.write(self.early_stopping.message(self.step))
+
+    def _keeps_model_files(self) -> bool:
+        """Whether a checkpoint outside an evaluation writes the model files: always, except
+        under early stopping once an evaluation has written the best ones."""
+        return self.early_stopping is None or self.early_stopping.best_step is None
+
+    def _stopped_early(self) -> bool:
+        return self.early_stopping is not None and self.early_stopping.exhausted
 
 
 def pretrain(

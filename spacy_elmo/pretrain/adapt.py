@@ -1,0 +1,326 @@
+"""Adapt a biLM to your own text: continued pretraining, configured from the source model.
+
+The ELMo paper fine-tuned its biLM on the task's training text (labels dropped) before training
+the task model, and "Don't Stop Pretraining" (Gururangan et al. 2020) found the same for
+transformers (domain- and task-adaptive pretraining). ``adapt`` is that step in one call:
+
+1. the text (plain text, ``.spacy`` files, or the JSONL of labelled texts, labels dropped) is
+   read as pretraining reads its corpus and split into a training part and a held-out share
+   (``adapt/train.txt``, ``adapt/heldout.txt``, one tokenized sentence a line);
+2. if the source biLM comes without a softmax (the bundled and the released models do), one is
+   fitted with the biLM frozen (``[initialize] softmax_only_steps``; a pretraining run in
+   ``adapt/softmax-fit``), over the source's vocabulary, or over the text's most frequent words
+   when the source has none. Its best held-out perplexity is the "before": what the source biLM
+   does on this text without changing a weight of it;
+3. the whole biLM trains on from there (a pretraining run in the output directory), evaluated
+   every ``eval_every`` steps on the held-out share, until ``patience`` evaluations in a row have
+   not lowered its perplexity (``[training] patience``); the output directory keeps the best
+   evaluation's weights.
+
+Both steps are ordinary pretraining runs (``trainer.pretrain``): Ctrl-C saves a checkpoint and
+``resume=True`` continues the step that was running. The output directory is a pretraining
+output directory: the ``elmo`` pipe's ``weights``, ``evaluate-lm`` and a further ``adapt`` take it.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+from tqdm import tqdm
+
+from ..nn.threads import torch_threads
+from ..sources import resolve_weight_source
+from .checkpoint import checkpoint_path
+from .config import load_config, model_overrides
+from .corpus import SPACY_SUFFIXES, CorpusError, CorpusSettings, SequenceReader, count_words
+from .early_stopping import EarlyStopping
+from .evaluate import EvalResult, held_out_nll, load_language_model
+from .run_files import METRICS_NAME, SOFTMAX_NAME, VOCAB_NAME
+from .trainer import pretrain
+from .vocab import Vocab
+
+JSONL_SUFFIX = ".jsonl"
+#: Where the output directory keeps the adaptation's own files.
+ADAPT_DIR = "adapt"
+SOFTMAX_FIT_DIR = "softmax-fit"
+SUMMARY_NAME = "summary.json"
+
+
+@dataclass
+class AdaptSettings:
+    """The recipe of an adaptation; the defaults are those the manual measured (section
+    "Adapting the biLM to your text")."""
+
+    #: Share of the sentences held out for the perplexity that decides when to stop.
+    holdout: float = 0.1
+    #: At most this many held-out tokens (the rest of the text trains): evaluations stay short.
+    max_heldout_tokens: int = 20_000
+    #: Refused below these (the held-out perplexity would be noise, the adaptation nothing).
+    min_heldout_tokens: int = 1_000
+    min_train_tokens: int = 4_000
+    #: Whole biLM: the most steps, the peak learning rate (Adam; after the warm-up it falls
+    #: linearly to 0 at max_steps, unless the held-out perplexity stops the run first).
+    max_steps: int = 300
+    learning_rate: float = 0.002
+    #: The softmax fit (sources without a softmax): the most steps, its learning rate (constant).
+    softmax_max_steps: int = 400
+    softmax_learning_rate: float = 0.003
+    warmup_steps: int = 10
+    eval_every: int = 25
+    patience: int = 3
+    batch_tokens: int = 1280
+    #: The softmax fit over the text's words when the source has no vocabulary: at most this many.
+    vocab_size: int = 50_000
+    seed: int = 0
+    threads: Any = 1
+    #: Plain text: true splits lines on whitespace; false runs spaCy's tokenizer for ``lang``.
+    tokenized: bool = False
+    lang: str = "en"
+
+
+@dataclass
+class AdaptResult:
+    """What an adaptation did (``adapt/summary.json``)."""
+
+    output_dir: str
+    source: str
+    train_tokens: int
+    heldout_tokens: int
+    #: Held-out perplexity of the source biLM (its softmax, or one fitted with it frozen) ...
+    ppl_before: float
+    #: ... and of the adapted one (the best evaluation, whose weights the output holds).
+    ppl_after: float
+    softmax_fitted: bool
+    steps: int
+    best_step: Optional[int]
+    seconds: float
+
+    @property
+    def change(self) -> float:
+        """The held-out perplexity's relative change (negative: lower after)."""
+        return self.ppl_after / self.ppl_before - 1.0
+
+
+def adapt(
+    source: Optional[str],
+    texts: Sequence[Path],
+    output_dir: Path,
+    settings: AdaptSettings = AdaptSettings(),
+    resume: bool = False,
+    echo: Callable[[str], None] = tqdm.write,
+) -> AdaptResult:
+    """Adapt the biLM ``source`` (a model directory, a downloaded model's name, or None: the
+    bundled one) to ``texts``, writing the adapted biLM to ``output_dir``; see the module
+    docstring. Raises CorpusError (naming the file) for text that cannot be used, ValueError
+    and FileNotFoundError for a bad source or settings."""
+    started = time.perf_counter()
+    output_dir = Path(output_dir)
+    work = output_dir / ADAPT_DIR
+    weights = resolve_weight_source(source, what="SOURCE")
+    if not resume and checkpoint_path(output_dir).exists():
+        raise FileExistsError(
+            f"{output_dir} already holds an adapted biLM: pass --resume to continue its run, or "
+            "choose a new output directory"
+        )
+    train_file, heldout_file = work / "train.txt", work / "heldout.txt"
+    if resume and train_file.is_file() and heldout_file.is_file():
+        counts = _count_tokens(train_file), _count_tokens(heldout_file)
+    else:
+        counts = split_text(texts, train_file, heldout_file, settings)
+    echo(f"Text: {counts[0]:,} tokens to train on, {counts[1]:,} held out ({heldout_file})")
+
+    start_from, vocab_file = weights.directory, weights.directory / VOCAB_NAME
+    has_softmax = (weights.directory / SOFTMAX_NAME).is_file() and vocab_file.is_file()
+    if not vocab_file.is_file():
+        vocab_file = work / VOCAB_NAME
+        counted, _ = count_words([train_file], _corpus_settings(settings))
+        Vocab.from_counts(counted, settings.vocab_size, 1).save(vocab_file)
+        echo(f"{weights.directory} has no vocabulary: the softmax predicts the text's own words ({vocab_file})")
+    base = _overrides(weights, train_file, heldout_file, vocab_file, settings)
+    with torch_threads(_thread_count(settings)):
+        if has_softmax:
+            before = held_out_perplexity(weights.directory, heldout_file, settings).ppl_average
+            echo(f"Held-out perplexity of {weights.directory} with its softmax: {before:.2f}")
+        else:
+            fit_dir = work / SOFTMAX_FIT_DIR
+            echo(f"Fitting a softmax to {weights.directory} (the biLM frozen) in {fit_dir}")
+            fit = {
+                **base,
+                "initialize.softmax_only_steps": settings.softmax_max_steps,
+                "training.max_steps": settings.softmax_max_steps,
+                "optimizer.learning_rate": settings.softmax_learning_rate,
+                "optimizer.schedule": "constant",
+            }
+            _run(fit, fit_dir, resume)
+            before = _best(fit_dir, settings.patience).best
+            start_from = fit_dir
+            echo(f"Held-out perplexity of the source biLM, softmax fitted: {before:.2f}")
+        echo(f"Adapting the whole biLM in {output_dir}")
+        whole = {**base, "paths.init_bilm": str(start_from), "optimizer.schedule": "linear"}
+        _run(whole, output_dir, resume)
+    stopping = _best(output_dir, settings.patience)
+    result = AdaptResult(
+        output_dir=str(output_dir),
+        source=str(weights.directory),
+        train_tokens=counts[0],
+        heldout_tokens=counts[1],
+        ppl_before=before,
+        ppl_after=stopping.best,
+        softmax_fitted=not has_softmax,
+        steps=_last_step(output_dir),
+        best_step=stopping.best_step,
+        seconds=time.perf_counter() - started,
+    )
+    (work / SUMMARY_NAME).write_text(json.dumps(asdict(result), indent=2) + "\n", encoding="utf-8")
+    return result
+
+
+def split_text(
+    texts: Sequence[Path], train_file: Path, heldout_file: Path, settings: AdaptSettings
+) -> Tuple[int, int]:
+    """Read ``texts`` as the pretraining corpus reads its files (JSONL: the ``text`` of each
+    object), one sentence a line, tokens separated by spaces, into ``train_file`` and
+    ``heldout_file`` (a seeded ``holdout`` share of the sentences, at most
+    ``max_heldout_tokens`` tokens). Returns the two token counts; refuses too little text."""
+    if not texts:
+        raise CorpusError("no text given: name one or more text, .spacy or .jsonl files")
+    train_file.parent.mkdir(parents=True, exist_ok=True)
+    chooser = random.Random(settings.seed)
+    counts = [0, 0]
+    with train_file.open("w", encoding="utf-8") as train, heldout_file.open("w", encoding="utf-8") as heldout:
+        for tokens in _sequences(texts, settings):
+            held = chooser.random() < settings.holdout and counts[1] < settings.max_heldout_tokens
+            (heldout if held else train).write(" ".join(tokens) + "\n")
+            counts[held] += len(tokens)
+    names = ", ".join(map(str, texts))
+    if counts[1] < settings.min_heldout_tokens or counts[0] < settings.min_train_tokens:
+        raise CorpusError(
+            f"{names}: too little text to adapt on: {sum(counts):,} tokens, of which "
+            f"{counts[1]:,} held out and {counts[0]:,} to train on (at least "
+            f"{settings.min_heldout_tokens:,} and {settings.min_train_tokens:,} are needed). Add "
+            "more text of the domain (unlabelled text counts), or raise the held-out share (--holdout)"
+        )
+    return counts[0], counts[1]
+
+
+def held_out_perplexity(model_dir: Path, heldout_file: Path, settings: AdaptSettings) -> EvalResult:
+    """The perplexity of the LM in ``model_dir`` (biLM, softmax and vocab.txt) on the held-out
+    text, read as the adaptation's runs read it."""
+    model, vocab = load_language_model(model_dir)
+    reader = SequenceReader([heldout_file], _corpus_settings(settings, tokenized=True))
+    return EvalResult.from_sums(held_out_nll(model, vocab, reader, settings.batch_tokens), heldout_file)
+
+
+def _sequences(texts: Sequence[Path], settings: AdaptSettings) -> Iterator[List[str]]:
+    """Token sequences of every file: .jsonl through its texts, the others as pretraining reads."""
+    for path in map(Path, texts):
+        if not path.is_file():
+            raise CorpusError(f"{path}: no such file (give text, .spacy or .jsonl files)")
+        if path.suffix == JSONL_SUFFIX:
+            reader = SequenceReader([], _corpus_settings(settings, tokenized=False))
+            for text in _jsonl_texts(path):
+                yield from reader._sequences(reader._tokenize(text))
+            continue
+        reader = SequenceReader([path], _corpus_settings(settings))
+        try:
+            yield from reader
+        except CorpusError as err:
+            if path.suffix in SPACY_SUFFIXES:
+                raise
+            raise CorpusError(
+                f"{err}. Give UTF-8 text: convert the file first, e.g. iconv -f latin1 -t utf-8 "
+                f"{path} > {path.stem}.utf8{path.suffix}"
+            ) from None
+
+
+def _jsonl_texts(path: Path) -> Iterator[str]:
+    """The ``text`` of each JSON object of ``path`` (labels, if any, are not needed here)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as err:
+        raise CorpusError(f"{path}: not valid UTF-8 ({err}); JSON lines are UTF-8 text") from None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise CorpusError(
+                f"{path}, line {number}: not JSON ({err.msg}); expected one object a line, "
+                '{"text": "...", ...} (a "label" or "cats" may be there and is not used)'
+            ) from None
+        text = data.get("text") if isinstance(data, dict) else None
+        if not isinstance(text, str):
+            raise CorpusError(f'{path}, line {number}: expected an object with a "text" string, got {line.strip()[:60]!r}')
+        yield text
+
+
+def _corpus_settings(settings: AdaptSettings, tokenized: Optional[bool] = None) -> CorpusSettings:
+    return CorpusSettings(
+        tokenized=settings.tokenized if tokenized is None else tokenized,
+        lang=settings.lang,
+        on_decode_error="raise",
+    )
+
+
+def _overrides(weights, train_file: Path, heldout_file: Path, vocab_file: Path, settings: AdaptSettings) -> Dict[str, Any]:
+    """The pretraining config of an adaptation step: the source's shape, the split text (already
+    tokenized), the recipe of ``settings``."""
+    from ..options import BiLMOptions
+
+    vocab_size = len(Vocab.load(vocab_file))
+    negatives = 4096
+    return {
+        **model_overrides(BiLMOptions.from_file(weights.options_file)),
+        "paths.train": str(train_file),
+        "paths.dev": str(heldout_file),
+        "paths.vocab": str(vocab_file),
+        "paths.init_bilm": str(weights.directory),
+        "system.seed": settings.seed,
+        "system.threads": settings.threads,
+        "corpus.tokenized": True,
+        "corpus.lang": settings.lang,
+        "corpus.on_decode_error": "raise",
+        "objective.softmax": "sampled" if vocab_size > 2 * negatives else "full",
+        "objective.n_negative_samples": negatives,
+        "optimizer.learning_rate": settings.learning_rate,
+        "optimizer.warmup_steps": settings.warmup_steps,
+        "training.batch_tokens": settings.batch_tokens,
+        "training.max_steps": settings.max_steps,
+        "training.eval_every": settings.eval_every,
+        "training.patience": settings.patience,
+        "training.checkpoint_every": settings.eval_every,
+        "training.log_every": min(settings.eval_every, 25),
+    }
+
+
+def _run(overrides: Dict[str, Any], output_dir: Path, resume: bool) -> None:
+    """One pretraining run; resumed when asked to and it has a checkpoint (a finished run's
+    resume returns at once)."""
+    resume = resume and checkpoint_path(output_dir).exists()
+    pretrain(load_config(None, overrides), output_dir, resume=resume)
+
+
+def _best(run_dir: Path, patience: int) -> EarlyStopping:
+    return EarlyStopping.from_metrics(patience, run_dir / METRICS_NAME)
+
+
+def _last_step(run_dir: Path) -> int:
+    lines = (run_dir / METRICS_NAME).read_text(encoding="utf-8").splitlines()
+    return max(json.loads(line)["step"] for line in lines if line.strip())
+
+
+def _count_tokens(path: Path) -> int:
+    with path.open(encoding="utf-8") as lines:
+        return sum(len(line.split()) for line in lines)
+
+
+def _thread_count(settings: AdaptSettings) -> int:
+    from ..nn.threads import auto_threads
+
+    return auto_threads() if settings.threads == "auto" else int(settings.threads)

@@ -1,0 +1,158 @@
+"""``adapt``: a biLM adapted to your own text, on small slices (tests/fixtures/adapt) and few steps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import spacy
+from typer.testing import CliRunner
+
+from conftest import ELMO_FIXTURE, FIXTURES
+from spacy_elmo.cli import app
+from spacy_elmo.pretrain import CorpusError, load_config, pretrain
+from spacy_elmo.pretrain.adapt import AdaptSettings, adapt, split_text
+from spacy_elmo.pretrain.early_stopping import EarlyStopping
+
+TWEETS = FIXTURES / "adapt" / "tweets.txt"
+LABELLED = FIXTURES / "adapt" / "tweets.jsonl"
+WIKITEXT = FIXTURES / "wikitext_tiny"
+runner = CliRunner()
+
+#: A few steps of each phase: what the tests check is the route, not the gain.
+FEW_STEPS = AdaptSettings(
+    max_steps=4, softmax_max_steps=4, eval_every=2, patience=1, batch_tokens=600, tokenized=True, min_train_tokens=2000, min_heldout_tokens=300
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_source(tmp_path_factory) -> Path:
+    """A tiny pretrained biLM with its softmax and vocabulary (a pretraining output directory)."""
+    out = tmp_path_factory.mktemp("tiny") / "bilm"
+    overrides = {
+        "paths.train": str(WIKITEXT / "train.txt"),
+        "model.filters": [[1, 8], [2, 8], [3, 16]],
+        "model.char_embedding_dim": 4,
+        "model.lstm_dim": 32,
+        "model.projection_dim": 16,
+        "vocab.size": 500,
+        "corpus.max_sequence_length": 30,
+        "training.batch_tokens": 400,
+        "training.max_steps": 3,
+        "optimizer.warmup_steps": 0,
+    }
+    return pretrain(load_config(None, overrides), out, show_progress=False)
+
+
+def test_the_bundled_model_adapts_to_tweets_and_loads_in_the_pipe(tmp_path):
+    """The whole route on the bundled model: a softmax fitted first (it ships none), then the
+    biLM, the output loaded by the pipe; the summary says what happened."""
+    out = tmp_path / "adapted"
+    result = adapt(None, [TWEETS, LABELLED], out, FEW_STEPS, echo=lambda line: None)
+    # the plain text split on whitespace (--tokenized), the JSONL's texts by spaCy's tokenizer
+    assert result.softmax_fitted and result.train_tokens + result.heldout_tokens > 7631 + 1660
+    assert result.ppl_before > 0 and result.ppl_after > 0 and result.best_step is not None
+    summary = json.loads((out / "adapt" / "summary.json").read_text())
+    assert summary["ppl_after"] == result.ppl_after
+    for name in ("options.json", "model.safetensors", "softmax.safetensors", "vocab.txt"):
+        assert (out / name).is_file(), name
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"model": {"@architectures": "spacy_elmo.ElmoModel.v2", "weights": str(out)}})
+    nlp.initialize()
+    assert nlp("Adapted to tweets").tensor.shape[0] == 3
+
+
+def test_the_command_prints_before_after_and_the_next_step_and_resumes(tmp_path, tiny_source):
+    """A source with a softmax is evaluated as it is (no fit); --resume on a finished adaptation
+    trains nothing more; a second run into the same directory is refused."""
+    out = tmp_path / "adapted"
+    args = ["adapt", str(tiny_source), str(TWEETS), str(out), "--tokenized", "--holdout", "0.2", "--max-steps", "4", "--eval-every", "2", "--patience", "1"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "Held-out perplexity:" in result.output and "before" in result.output
+    assert f"--weights {out}" in result.output
+    assert not (out / "adapt" / "softmax-fit").exists()
+    metrics = (out / "metrics.jsonl").read_text()
+    resumed = runner.invoke(app, [*args, "--resume"])
+    assert resumed.exit_code == 0, resumed.output
+    assert (out / "metrics.jsonl").read_text().count("dev_ppl") == metrics.count("dev_ppl")
+    again = runner.invoke(app, args)
+    assert again.exit_code == 1 and "--resume" in again.output
+
+
+def test_early_stopping_keeps_the_best_evaluation():
+    stopping = EarlyStopping(patience=2)
+    assert stopping.update(10, 100.0) and not stopping.update(20, 101.0)
+    assert not stopping.exhausted and stopping.update(30, 90.0)
+    assert not stopping.update(40, 95.0) and not stopping.update(50, 91.0)
+    assert stopping.exhausted and (stopping.best_step, stopping.best) == (30, 90.0)
+
+
+def test_a_run_with_patience_stops_and_keeps_its_best_evaluation(tmp_path):
+    """[training] patience in any pretraining run: a learning rate that wrecks the model stops it
+    early, and its model files are those of the best evaluation (the same as a run that ended
+    there: constant schedule, one thread, same seed)."""
+    tiny = {
+        "paths.train": str(WIKITEXT / "train.txt"), "paths.dev": str(WIKITEXT / "valid.txt"),
+        "model.filters": [[1, 8], [2, 8]], "model.char_embedding_dim": 4, "model.lstm_dim": 16,
+        "model.projection_dim": 8, "vocab.size": 300, "corpus.max_sequence_length": 30,
+        "training.batch_tokens": 400, "optimizer.warmup_steps": 0, "optimizer.schedule": "constant",
+        "optimizer.learning_rate": 0.05, "training.eval_every": 2, "training.checkpoint_every": 3,
+    }  # fmt: skip
+    stopped = pretrain(load_config(None, {**tiny, "training.max_steps": 40, "training.patience": 2}), tmp_path / "a", show_progress=False)
+    records = [json.loads(line) for line in (stopped / "metrics.jsonl").read_text().splitlines()]
+    stop = next(r for r in records if r.get("early_stop"))
+    assert stop["step"] < 40 and stop["step"] == stop["best_step"] + 4
+    best = pretrain(load_config(None, {**tiny, "training.max_steps": stop["best_step"]}), tmp_path / "b", show_progress=False)
+    for name in ("model.safetensors", "softmax.safetensors"):
+        assert (stopped / name).read_bytes() == (best / name).read_bytes(), name
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"one line of text\n", "too little text to adapt on"),
+        (b"caf\xe9 au lait\n" * 2000, "not valid UTF-8"),
+    ],
+)
+def test_text_that_cannot_work_is_refused_naming_the_file(tmp_path, content, message):
+    bad = tmp_path / "mine.txt"
+    bad.write_bytes(content)
+    result = runner.invoke(app, ["adapt", "en_wikitext_small", str(bad), str(tmp_path / "out")])
+    assert result.exit_code == 1
+    assert message in result.output and str(bad) in result.output
+
+
+def test_bad_jsonl_and_missing_files_are_refused(tmp_path):
+    bad = tmp_path / "labelled.jsonl"
+    bad.write_text('{"text": "fine"}\n{"label": "POS"}\n', encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"labelled.jsonl, line 2: expected an object with a \"text\""):
+        split_text([bad], tmp_path / "t.txt", tmp_path / "h.txt", AdaptSettings())
+    result = runner.invoke(app, ["adapt", "en_wikitext_small", str(tmp_path / "nowhere.txt"), str(tmp_path / "out")])
+    assert result.exit_code == 1 and "nowhere.txt: no such file" in result.output
+    result = runner.invoke(app, ["adapt", str(tmp_path / "no_model"), str(TWEETS), str(tmp_path / "out")])
+    assert result.exit_code == 1 and "SOURCE" in result.output
+
+
+def test_the_held_out_share_is_seeded_and_capped(tmp_path):
+    settings = AdaptSettings(holdout=0.2, max_heldout_tokens=800, tokenized=True, min_heldout_tokens=1, min_train_tokens=1)
+    first = split_text([TWEETS], tmp_path / "a.txt", tmp_path / "ha.txt", settings)
+    second = split_text([TWEETS], tmp_path / "b.txt", tmp_path / "hb.txt", settings)
+    assert first == second and (tmp_path / "ha.txt").read_text() == (tmp_path / "hb.txt").read_text()
+    assert sum(first) == 7631 and 800 <= first[1] < 800 + 100
+
+
+def test_a_released_model_without_vocabulary_gets_one_from_the_text(tmp_path):
+    """A released model (bilm-tf files, no softmax, no vocab.txt): the softmax is fitted over the
+    text's own words; the output is a native pretraining directory."""
+    released = tmp_path / "released"
+    released.mkdir()
+    (released / "options.json").write_bytes((ELMO_FIXTURE / "options.json").read_bytes())
+    (released / "weights.hdf5").write_bytes((ELMO_FIXTURE / "lm_weights.hdf5").read_bytes())
+    lines = []
+    result = adapt(str(released), [TWEETS], tmp_path / "out", FEW_STEPS, echo=lines.append)
+    assert result.softmax_fitted and any("has no vocabulary" in line for line in lines)
+    words = (tmp_path / "out" / "vocab.txt").read_text(encoding="utf-8").split("\n")
+    assert words[:3] == ["<S>", "</S>", "<UNK>"] and "@paulwalk" not in words[:3] and len(words) > 1000
+    assert (tmp_path / "out" / "model.safetensors").is_file()
