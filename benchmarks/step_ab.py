@@ -77,83 +77,105 @@ def run_step_ab(
     threads: Optional[int] = None,
 ) -> Dict[str, Any]:
     """See the module docstring; returns the result written to ``output``."""
-    device = torch.device(device_name)
-    threads = threads or torch.get_num_threads()
-    parsed = [parse_variant(v) for v in variants]
     base = CASES[case]()
-    if smoke:
-        base = tiny(base)
-    result: Dict[str, Any] = {
-        "case": base.name, "rows": rows, "window": window, "precision": precision, "device": device.type,
-        "smoke": smoke, "together": together, "rounds": rounds, "steps_per_round": steps,
-        "system": system_info(), "variants": {name: {"overrides": o, "rounds": []} for name, o in parsed},
-        "complete": False,
-    }  # fmt: skip
-
-    def write() -> None:
-        for v in result["variants"].values():
-            rates = [r["tokens_per_s"] for r in v["rounds"]]
-            v["median_tokens_per_s"] = statistics.median(rates) if rates else None
-        first = result["variants"][parsed[0][0]]["median_tokens_per_s"]
-        for v in result["variants"].values():
-            v["ratio_to_first"] = v["median_tokens_per_s"] / first if first and v["median_tokens_per_s"] else None
-        if output is not None:
-            output.parent.mkdir(parents=True, exist_ok=True)
-            output.write_text(json.dumps(result, indent=1, default=str) + "\n", encoding="utf-8")
-
+    run = _StepAB(
+        [parse_variant(v) for v in variants], tiny(base) if smoke else base, rows, window, precision,
+        torch.device(device_name), threads or torch.get_num_threads(), output,
+    )  # fmt: skip
+    run.result.update(smoke=smoke, together=together, rounds=rounds, steps_per_round=steps)
     scratch = Path(tempfile.mkdtemp(prefix="step-ab-"))
     text_path = Path(text) if text else default_text_path()
     try:
-        vocab = write_vocab(scratch / "vocab.txt", words_by_frequency(text_lines(text_path)), base.vocab_size)
-
-        def build(name: str, overrides: Dict[str, Any]):
-            variant = PretrainCase(base.name, base.vocab_size, base.config_path, base.recipe,
-                                   {**base.overrides, **overrides}, base.windows, base.description)  # fmt: skip
-            step = overrides.get("training.step", "eager")
-            trainer = _trainer(variant, text_path, vocab, scratch / name, rows, window, precision, step, device, threads)
-            batches = trainer.batches()
-            record = result["variants"][name]
-            record["step"] = trainer.step_kind
-            record["warmup_step_s"] = [round(t, 4) for t in _settle(trainer, batches, device, warmup)]
-            if device.type == "cuda":
-                record["peak_mb"] = torch.cuda.max_memory_allocated(device) / MB
-            write()
-            return trainer, batches
-
-        def failed(name: str) -> None:
-            result["variants"][name]["error"] = traceback.format_exc()[-3000:]
-            write()
-
+        vocab = write_vocab(scratch / "vocab.txt", words_by_frequency(text_lines(text_path)), run.base.vocab_size)
+        run.inputs = (text_path, vocab, scratch)
         if together:
-            built: Dict[str, Any] = {}
-            for name, overrides in parsed:
-                try:
-                    built[name] = build(name, overrides)
-                except Exception:  # recorded; the others run
-                    failed(name)
-            for round_ in range(rounds):
-                order = list(built) if round_ % 2 == 0 else list(built)[::-1]
-                for name in order:
-                    result["variants"][name]["rounds"].append(_timed(*built[name], device, steps))
-                write()
+            run.time_together(warmup, steps, rounds)
         else:
-            for name, overrides in parsed:
-                trainer = None
-                try:
-                    trainer, batches = build(name, overrides)
-                    for _ in range(rounds):
-                        result["variants"][name]["rounds"].append(_timed(trainer, batches, device, steps))
-                        write()
-                except Exception:
-                    failed(name)
-                finally:
-                    del trainer
-                    gc.collect()
-                    if device.type == "cuda":
-                        torch.cuda.empty_cache()
-                        torch.cuda.reset_peak_memory_stats(device)
-        result["complete"] = True
-        write()
-        return result
+            run.time_one_after_another(warmup, steps, rounds)
+        run.result["complete"] = True
+        run.write()
+        return run.result
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+class _StepAB:
+    """One comparison: its variants' trainers, their timed rounds, and the JSON written as it goes."""
+
+    def __init__(self, parsed, base: PretrainCase, rows, window, precision, device, threads, output) -> None:
+        self.parsed, self.base, self.output = parsed, base, output
+        self.shape = (rows, window, precision)
+        self.device, self.threads = device, threads
+        self.inputs: Tuple[Path, Any, Path] = None
+        self.result: Dict[str, Any] = {
+            "case": base.name, "rows": rows, "window": window, "precision": precision, "device": device.type,
+            "system": system_info(), "variants": {name: {"overrides": o, "rounds": []} for name, o in parsed},
+            "complete": False,
+        }  # fmt: skip
+
+    def write(self) -> None:
+        """Medians and ratios to the first variant, then the JSON (every round, so a cut run keeps them)."""
+        variants = self.result["variants"]
+        for v in variants.values():
+            rates = [r["tokens_per_s"] for r in v["rounds"]]
+            v["median_tokens_per_s"] = statistics.median(rates) if rates else None
+        first = variants[self.parsed[0][0]]["median_tokens_per_s"]
+        for v in variants.values():
+            v["ratio_to_first"] = v["median_tokens_per_s"] / first if first and v["median_tokens_per_s"] else None
+        if self.output is not None:
+            self.output.parent.mkdir(parents=True, exist_ok=True)
+            self.output.write_text(json.dumps(self.result, indent=1, default=str) + "\n", encoding="utf-8")
+
+    def build(self, name: str, overrides: Dict[str, Any], warmup: int):
+        """The variant's trainer and batches, settled (recorded or compiled, warmed up)."""
+        base, (text_path, vocab, scratch), (rows, window, precision) = self.base, self.inputs, self.shape
+        variant = PretrainCase(base.name, base.vocab_size, base.config_path, base.recipe,
+                               {**base.overrides, **overrides}, base.windows, base.description)  # fmt: skip
+        step = overrides.get("training.step", "eager")
+        trainer = _trainer(
+            variant, text_path, vocab, scratch / name, rows, window, precision, step, self.device, self.threads
+        )
+        batches = trainer.batches()
+        record = self.result["variants"][name]
+        record["step"] = trainer.step_kind
+        record["warmup_step_s"] = [round(t, 4) for t in _settle(trainer, batches, self.device, warmup)]
+        if self.device.type == "cuda":
+            record["peak_mb"] = torch.cuda.max_memory_allocated(self.device) / MB
+        self.write()
+        return trainer, batches
+
+    def failed(self, name: str) -> None:
+        self.result["variants"][name]["error"] = traceback.format_exc()[-3000:]
+        self.write()
+
+    def time_together(self, warmup: int, steps: int, rounds: int) -> None:
+        """Every variant built first, then rounds in alternating order."""
+        built: Dict[str, Any] = {}
+        for name, overrides in self.parsed:
+            try:
+                built[name] = self.build(name, overrides, warmup)
+            except Exception:  # recorded; the others run
+                self.failed(name)
+        for round_ in range(rounds):
+            order = list(built) if round_ % 2 == 0 else list(built)[::-1]
+            for name in order:
+                self.result["variants"][name]["rounds"].append(_timed(*built[name], self.device, steps))
+            self.write()
+
+    def time_one_after_another(self, warmup: int, steps: int, rounds: int) -> None:
+        """Each variant built, timed over all its rounds and freed before the next."""
+        for name, overrides in self.parsed:
+            trainer = None
+            try:
+                trainer, batches = self.build(name, overrides, warmup)
+                for _ in range(rounds):
+                    self.result["variants"][name]["rounds"].append(_timed(trainer, batches, self.device, steps))
+                    self.write()
+            except Exception:
+                self.failed(name)
+            finally:
+                del trainer
+                gc.collect()
+                if self.device.type == "cuda":
+                    torch.cuda.empty_cache()
+                    torch.cuda.reset_peak_memory_stats(self.device)
