@@ -87,10 +87,9 @@ def release_free_memory() -> None:
     """Give the heap's free pages back to the system (glibc's ``malloc_trim``; elsewhere nothing).
 
     The biLM's arrays change size with every batch, glibc's dynamic mmap threshold soon serves
-    them from the heap, and a fragmented heap never shrinks: without this, a one-process run's
-    resident memory rose from 589 to 740 MB over 300,000 tokens (12 chunks) and kept the peak;
-    with it, from 413 to 465 MB, flattening out (what is left: PyTorch's oneDNN primitive cache
-    and the vocabulary, both bounded)."""
+    them from the heap, and a fragmented heap never shrinks: without this, a long run's resident
+    memory keeps its peak and grows; with it, it flattens out (the manual's "Design" has the
+    figures)."""
     global _MALLOC_TRIM
     if _MALLOC_TRIM is None:
         try:

@@ -2,8 +2,8 @@
 
 On a GPU the LSTM loop is bound by launching kernels, not by running them: the original shape
 issues about a dozen small kernels per time step, layer and direction (some 1,300 for a batch of
-25-token sentences), and the GPU waits for Python between them (measured on an H100: the exact
-loop ran at 1.2x the AllenNLP-style reference, bf16 slower than float32). A CUDA graph records
+25-token sentences), and the GPU waits for Python between them (the manual's "Design" gives the
+H100's figures). A CUDA graph records
 those launches once and replays them as one, so the GPU runs them back to back.
 
 A graph replays fixed shapes and addresses, so the graphed path:
@@ -37,11 +37,9 @@ from .lstm import DirectionalLSTM, DirectionOutputs, length_mask
 from .precision import precision_context
 from .side_by_side import run_side_by_side_of
 
-#: Batches of more rows run the eager loop. Measured on an H100, original shape, float32
-#: (docs/bench/gpu/): at 128 rows the graphs ran at 1.06x the eager loop's tokens/s and cut a
-#: 20-token sentence's latency from 17.3 to 9.3 ms; at 1024 rows they ran at 0.64x. Graphs run
-#: every row to the bucket's last step (1.7x the positions the eager loop runs there), and at that
-#: size the GPU's work, not the launches, sets the pace.
+#: Batches of more rows run the eager loop: graphs run every row to the bucket's last step, and
+#: at large batches the GPU's work, not the launches, sets the pace, so the graphs lose there
+#: (measured on an H100: the manual's "Design", docs/bench/gpu/).
 MAX_ROWS = 128
 #: Graphs kept per biLM (a pipe meets a few batch shapes; each graph holds its output buffers).
 MAX_GRAPHS = 16

@@ -158,8 +158,8 @@ class ClippedLSTM(nn.LSTM):
         returns (batch, T, proj_size) outputs (zero at padding) and each row's final (h, c).
         Unclipped layers on CUDA with every position valid run torch's fused LSTM (cuDNN); every
         position valid on the CPU, outside ``torch.compile``, ``run_packed`` over time-major rows
-        (the training loop, or the packed loop's feature-major products: 1.15x the dense loop's
-        row-major ones there)."""
+        (the training loop, or the packed loop's feature-major products, faster there than the
+        dense loop's row-major ones: the manual's "Design")."""
         if valid is None and not self.clipped and x.is_cuda:
             return lstm_kernels.fused_dense(self, x, state)
         if valid is None and not x.is_cuda and not compiling():

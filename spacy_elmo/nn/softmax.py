@@ -131,8 +131,8 @@ def _sparse(ids: torch.Tensor, values: torch.Tensor, shape: Tuple[int, ...]) -> 
 
 class LogitsWorkspace:
     """The memory of the sampled softmax's N x (1 + S) logits, kept from one step to the next on
-    the CPU: a fresh tensor of that size (80 MB for the bundled recipe) comes from the system
-    every step, page by page, which cost about a third of the forward's matrix product there.
+    the CPU: a fresh tensor of that size comes from the system every step, page by page, which
+    costs a sizeable share of the forward's matrix product (the manual's "Design").
 
     ``take`` lends it to one loss at a time, until that loss's backward gives it back; another
     loss meanwhile (or a compiled graph, or another dtype) gets a fresh tensor."""
