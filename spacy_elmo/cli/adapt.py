@@ -80,6 +80,7 @@ def adapt_command(
         typer.echo(
             "The adaptation did not lower the held-out perplexity: the source biLM is as good on "
             "this text; more text of the domain, or a lower --learning-rate, may help"
+            + (" (the output holds the source biLM, unchanged)" if result.kept_source else "")
         )
     typer.echo(
         f"Adapted biLM in {output_dir}. Next, a component on it:\n"

@@ -15,7 +15,8 @@ transformers (domain- and task-adaptive pretraining). ``adapt`` is that step in 
 3. the whole biLM trains on from there (a pretraining run in the output directory), evaluated
    every ``eval_every`` steps on the held-out share, until ``patience`` evaluations in a row have
    not lowered its perplexity (``[training] patience``); the output directory keeps the best
-   evaluation's weights.
+   evaluation's weights, or, when none beat the fitted source (too little text), the source biLM
+   with its fitted softmax.
 
 Both steps are ordinary pretraining runs (``trainer.pretrain``): Ctrl-C saves a checkpoint and
 ``resume=True`` continues the step that was running. The output directory is a pretraining
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -40,7 +42,7 @@ from .config import load_config, model_overrides
 from .corpus import SPACY_SUFFIXES, CorpusError, CorpusSettings, SequenceReader, count_words
 from .early_stopping import EarlyStopping
 from .evaluate import EvalResult, held_out_nll, load_language_model
-from .run_files import METRICS_NAME, SOFTMAX_NAME, VOCAB_NAME
+from .run_files import METRICS_NAME, OPTIONS_NAME, SAFETENSORS_NAME, SOFTMAX_NAME, VOCAB_NAME
 from .trainer import pretrain
 from .vocab import Vocab
 
@@ -96,6 +98,9 @@ class AdaptResult:
     #: ... and of the adapted one (the best evaluation, whose weights the output holds).
     ppl_after: float
     softmax_fitted: bool
+    #: No evaluation of the whole biLM beat the source: the output holds the source biLM (and the
+    #: softmax fitted to it), unchanged, so that an adaptation never leaves a worse biLM.
+    kept_source: bool
     steps: int
     best_step: Optional[int]
     seconds: float
@@ -164,14 +169,23 @@ def adapt(
         whole = {**base, "paths.init_bilm": str(start_from), "optimizer.schedule": "linear"}
         _run(whole, output_dir, resume)
     stopping = _best(output_dir, settings.patience)
+    kept_source = stopping.best >= before and not has_softmax
+    if kept_source:  # no evaluation beat the source: the output is the source with its fitted softmax
+        for name in (OPTIONS_NAME, SAFETENSORS_NAME, SOFTMAX_NAME):
+            shutil.copyfile(work / SOFTMAX_FIT_DIR / name, output_dir / name)
+        echo(
+            f"No evaluation of the whole biLM beat the source's {before:.2f} (best {stopping.best:.2f}): "
+            f"{output_dir} holds the source biLM, unchanged, with the fitted softmax"
+        )
     result = AdaptResult(
         output_dir=str(output_dir),
         source=str(weights.directory),
         train_tokens=counts[0],
         heldout_tokens=counts[1],
         ppl_before=before,
-        ppl_after=stopping.best,
+        ppl_after=min(stopping.best, before) if kept_source else stopping.best,
         softmax_fitted=not has_softmax,
+        kept_source=kept_source,
         steps=_last_step(output_dir),
         best_step=stopping.best_step,
         seconds=time.perf_counter() - started,
