@@ -133,50 +133,20 @@ def adapt(
             "choose a new output directory"
         )
     train_file, heldout_file = work / "train.txt", work / "heldout.txt"
-    if resume and train_file.is_file() and heldout_file.is_file():
-        counts = _count_tokens(train_file), _count_tokens(heldout_file)
-    else:
-        counts = split_text(texts, train_file, heldout_file, settings)
+    counts = _split_once(texts, train_file, heldout_file, settings, resume)
     echo(f"Text: {counts[0]:,} tokens to train on, {counts[1]:,} held out ({heldout_file})")
-
-    start_from, vocab_file = weights.directory, weights.directory / VOCAB_NAME
-    has_softmax = (weights.directory / SOFTMAX_NAME).is_file() and vocab_file.is_file()
-    if not vocab_file.is_file():
-        vocab_file = work / VOCAB_NAME
-        counted, _ = count_words([train_file], _corpus_settings(settings))
-        Vocab.from_counts(counted, settings.vocab_size, 1).save(vocab_file)
-        echo(f"{weights.directory} has no vocabulary: the softmax predicts the text's own words ({vocab_file})")
+    has_softmax = (weights.directory / SOFTMAX_NAME).is_file() and (weights.directory / VOCAB_NAME).is_file()
+    vocab_file = _vocabulary(weights, work, train_file, settings, echo)
     base = _overrides(weights, train_file, heldout_file, vocab_file, settings)
     with torch_threads(_thread_count(settings)):
-        if has_softmax:
-            before = held_out_perplexity(weights.directory, heldout_file, settings).ppl_average
-            echo(f"Held-out perplexity of {weights.directory} with its softmax: {before:.2f}")
-        else:
-            fit_dir = work / SOFTMAX_FIT_DIR
-            echo(f"Fitting a softmax to {weights.directory} (the biLM frozen) in {fit_dir}")
-            fit = {
-                **base,
-                "initialize.softmax_only_steps": settings.softmax_max_steps,
-                "training.max_steps": settings.softmax_max_steps,
-                "optimizer.learning_rate": settings.softmax_learning_rate,
-                "optimizer.schedule": "constant",
-            }
-            _run(fit, fit_dir, resume)
-            before = _best(fit_dir, settings.patience).best
-            start_from = fit_dir
-            echo(f"Held-out perplexity of the source biLM, softmax fitted: {before:.2f}")
+        before, start_from = _perplexity_before(weights, has_softmax, base, work, heldout_file, settings, resume, echo)
         echo(f"Adapting the whole biLM in {output_dir}")
         whole = {**base, "paths.init_bilm": str(start_from), "optimizer.schedule": "linear"}
         _run(whole, output_dir, resume)
     stopping = _best(output_dir, settings.patience)
     kept_source = stopping.best >= before and not has_softmax
-    if kept_source:  # no evaluation beat the source: the output is the source with its fitted softmax
-        for name in (OPTIONS_NAME, SAFETENSORS_NAME, SOFTMAX_NAME):
-            shutil.copyfile(work / SOFTMAX_FIT_DIR / name, output_dir / name)
-        echo(
-            f"No evaluation of the whole biLM beat the source's {before:.2f} (best {stopping.best:.2f}): "
-            f"{output_dir} holds the source biLM, unchanged, with the fitted softmax"
-        )
+    if kept_source:
+        _keep_source(work, output_dir, before, stopping.best, echo)
     result = AdaptResult(
         output_dir=str(output_dir),
         source=str(weights.directory),
@@ -192,6 +162,62 @@ def adapt(
     )
     (work / SUMMARY_NAME).write_text(json.dumps(asdict(result), indent=2) + "\n", encoding="utf-8")
     return result
+
+
+def _split_once(
+    texts: Sequence[Path], train_file: Path, heldout_file: Path, settings: AdaptSettings, resume: bool
+) -> Tuple[int, int]:
+    """(training, held-out) tokens: the text split now, or a resumed run's split as it was."""
+    if resume and train_file.is_file() and heldout_file.is_file():
+        return _count_tokens(train_file), _count_tokens(heldout_file)
+    return split_text(texts, train_file, heldout_file, settings)
+
+
+def _vocabulary(weights, work: Path, train_file: Path, settings: AdaptSettings, echo: Callable[[str], None]) -> Path:
+    """The softmax's vocabulary: the source's, or (a source without one) the text's own words."""
+    vocab_file = weights.directory / VOCAB_NAME
+    if vocab_file.is_file():
+        return vocab_file
+    vocab_file = work / VOCAB_NAME
+    counted, _ = count_words([train_file], _corpus_settings(settings))
+    Vocab.from_counts(counted, settings.vocab_size, 1).save(vocab_file)
+    echo(f"{weights.directory} has no vocabulary: the softmax predicts the text's own words ({vocab_file})")
+    return vocab_file
+
+
+def _perplexity_before(
+    weights, has_softmax: bool, base: Dict[str, Any], work: Path, heldout_file: Path,
+    settings: AdaptSettings, resume: bool, echo: Callable[[str], None],
+) -> Tuple[float, Path]:
+    """The source biLM's held-out perplexity (with its own softmax, or one fitted now with the
+    biLM frozen) and the directory the whole biLM's run starts from."""  # fmt: skip
+    if has_softmax:
+        before = held_out_perplexity(weights.directory, heldout_file, settings).ppl_average
+        echo(f"Held-out perplexity of {weights.directory} with its softmax: {before:.2f}")
+        return before, weights.directory
+    fit_dir = work / SOFTMAX_FIT_DIR
+    echo(f"Fitting a softmax to {weights.directory} (the biLM frozen) in {fit_dir}")
+    fit = {
+        **base,
+        "initialize.softmax_only_steps": settings.softmax_max_steps,
+        "training.max_steps": settings.softmax_max_steps,
+        "optimizer.learning_rate": settings.softmax_learning_rate,
+        "optimizer.schedule": "constant",
+    }
+    _run(fit, fit_dir, resume)
+    before = _best(fit_dir, settings.patience).best
+    echo(f"Held-out perplexity of the source biLM, softmax fitted: {before:.2f}")
+    return before, fit_dir
+
+
+def _keep_source(work: Path, output_dir: Path, before: float, best: float, echo: Callable[[str], None]) -> None:
+    """No evaluation of the whole biLM beat the source: the output is the source with its fitted softmax."""
+    for name in (OPTIONS_NAME, SAFETENSORS_NAME, SOFTMAX_NAME):
+        shutil.copyfile(work / SOFTMAX_FIT_DIR / name, output_dir / name)
+    echo(
+        f"No evaluation of the whole biLM beat the source's {before:.2f} (best {best:.2f}): "
+        f"{output_dir} holds the source biLM, unchanged, with the fitted softmax"
+    )
 
 
 def split_text(
