@@ -38,7 +38,7 @@ setup(
         # elmoformanylangs: the parity reference for ELMoForManyLangs models (tests/test_manylangs.py);
         # it does not import with overrides>=4, whose decorator checks signatures it fails.
         # setuptools and wheel: tests/test_wheel.py builds the wheel offline (--no-build-isolation).
-        # pytest-xdist: the README runs the suite on 2 workers (13 minutes on 2 shared cores).
+        # pytest-xdist: the README runs the suite on 2 workers (8.5 minutes on 2 cores).
         "test": [
             "pytest>=7", "matplotlib>=3.5", "elmoformanylangs==0.0.4.post2", "overrides<4",
             "setuptools>=61", "wheel", "pytest-xdist>=3",
