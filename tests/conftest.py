@@ -24,6 +24,15 @@ torch.set_num_threads(1)
 FIXTURES = Path(__file__).parent / "fixtures"
 ELMO_FIXTURE = FIXTURES / "allennlp_elmo"
 REPO = Path(__file__).resolve().parents[1]
+#: A biLM shape that pretrains in a second on the CPU (pretraining config overrides).
+TINY_BILM = {
+    "model.filters": [[1, 8], [2, 8], [3, 16]],
+    "model.char_embedding_dim": 4,
+    "model.lstm_dim": 32,
+    "model.projection_dim": 16,
+    "vocab.size": 500,
+    "corpus.max_sequence_length": 30,
+}
 
 
 #: float32's machine epsilon: the spacing of float32 numbers in [1, 2).

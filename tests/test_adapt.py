@@ -10,7 +10,7 @@ import pytest
 import spacy
 from typer.testing import CliRunner
 
-from conftest import ELMO_FIXTURE, FIXTURES
+from conftest import ELMO_FIXTURE, FIXTURES, TINY_BILM
 from spacy_elmo.cli import app
 from spacy_elmo.pretrain import CorpusError, load_config, pretrain
 from spacy_elmo.pretrain.adapt import AdaptSettings, adapt, split_text
@@ -33,12 +33,7 @@ def tiny_source(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("tiny") / "bilm"
     overrides = {
         "paths.train": str(WIKITEXT / "train.txt"),
-        "model.filters": [[1, 8], [2, 8], [3, 16]],
-        "model.char_embedding_dim": 4,
-        "model.lstm_dim": 32,
-        "model.projection_dim": 16,
-        "vocab.size": 500,
-        "corpus.max_sequence_length": 30,
+        **TINY_BILM,
         "training.batch_tokens": 400,
         "training.max_steps": 3,
         "optimizer.warmup_steps": 0,

@@ -17,7 +17,7 @@ import spacy
 import torch
 from safetensors.torch import load_file
 
-from conftest import ELMO_FIXTURE, FIXTURES, checkout_pythonpath
+from conftest import ELMO_FIXTURE, FIXTURES, TINY_BILM, checkout_pythonpath
 from spacy_elmo import batch_to_ids, export_bilm_tf, load_bilm
 from spacy_elmo.cli.plot_curve import plot_learning_curve
 from spacy_elmo.nn.threads import run_side_by_side
@@ -40,12 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 TINY = {
     "paths.train": str(CORPUS / "train.txt"),
     "paths.dev": str(CORPUS / "valid.txt"),
-    "model.filters": [[1, 8], [2, 8], [3, 16]],
-    "model.char_embedding_dim": 4,
-    "model.lstm_dim": 32,
-    "model.projection_dim": 16,
-    "vocab.size": 500,
-    "corpus.max_sequence_length": 30,
+    **TINY_BILM,
     "corpus.shuffle_buffer": 200,
     "training.batch_tokens": 400,
     "training.log_every": 1,
