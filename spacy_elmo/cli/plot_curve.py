@@ -3,24 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, List, Union
+from typing import Union
 
-import srsly
-
+from ..pretrain.metrics import read_metrics
 from .plots import pyplot, save_figure
-
-
-def read_metrics(path: Union[str, Path]) -> List[Dict]:
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"metrics file not found: {path}")
-    return list(srsly.read_jsonl(path))  # blank lines skipped
 
 
 def plot_learning_curve(metrics_file: Union[str, Path], output_png: Union[str, Path]) -> Path:
     """Training loss per logged step and held-out perplexities (forward, backward, average)."""
     plt = pyplot("plotting a learning curve")
 
+    if not Path(metrics_file).is_file():
+        raise FileNotFoundError(f"metrics file not found: {metrics_file}")
     records = read_metrics(metrics_file)
     train = [r for r in records if "loss" in r]
     dev = [r for r in records if "dev_ppl" in r]

@@ -42,6 +42,7 @@ from .config import load_config, model_overrides
 from .corpus import SPACY_SUFFIXES, CorpusError, CorpusSettings, SequenceReader, count_words
 from .early_stopping import EarlyStopping
 from .evaluate import EvalResult, held_out_nll, load_language_model
+from .metrics import read_metrics
 from .run_files import METRICS_NAME, OPTIONS_NAME, SAFETENSORS_NAME, SOFTMAX_NAME, VOCAB_NAME
 from .trainer import pretrain
 from .vocab import Vocab
@@ -351,8 +352,7 @@ def _best(run_dir: Path, patience: int) -> EarlyStopping:
 
 
 def _last_step(run_dir: Path) -> int:
-    lines = (run_dir / METRICS_NAME).read_text(encoding="utf-8").splitlines()
-    return max(json.loads(line)["step"] for line in lines if line.strip())
+    return max(record["step"] for record in read_metrics(run_dir))
 
 
 def _count_tokens(path: Path) -> int:

@@ -10,11 +10,12 @@ history, so a resumed run stops where the uninterrupted one would have.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
+
+from .metrics import read_metrics
 
 
 @dataclass
@@ -43,11 +44,9 @@ class EarlyStopping:
     def from_metrics(cls, patience: int, metrics_file: Path) -> "EarlyStopping":
         """The state after the evaluations ``metrics_file`` records (none: a fresh state)."""
         state = cls(patience)
-        if Path(metrics_file).is_file():
-            for line in Path(metrics_file).read_text(encoding="utf-8").splitlines():
-                record = json.loads(line) if line.strip() else {}
-                if "dev_ppl" in record:
-                    state.update(record["step"], record["dev_ppl"])
+        for record in read_metrics(metrics_file):
+            if "dev_ppl" in record:
+                state.update(record["step"], record["dev_ppl"])
         return state
 
     def message(self, step: int) -> str:

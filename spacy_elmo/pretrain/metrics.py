@@ -2,7 +2,8 @@
 
 The steps' losses are summed on the device (``PendingSums``) and read back once per flush, so a
 step never waits for the device; ``LogWindow`` turns the flushed sums into the log record;
-``MetricsLog`` appends records to ``metrics.jsonl`` (rank 0 only).
+``MetricsLog`` appends records to ``metrics.jsonl`` (rank 0 only); ``read_metrics`` reads them
+back (the summary, early stopping on resume, adapt, the learning curve).
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Dict, Tuple
+from typing import Dict, List, Tuple, Union
 
+import srsly
 import torch
 
 from .run_files import METRICS_NAME
@@ -89,3 +91,12 @@ class MetricsLog:
             return
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
+
+
+def read_metrics(path: Union[str, Path]) -> List[Dict]:
+    """The records of a ``metrics.jsonl`` (a run's folder or the file itself), in order; none
+    for a run that has logged nothing yet. Blank lines are skipped."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / METRICS_NAME
+    return list(srsly.read_jsonl(path)) if path.is_file() else []

@@ -11,9 +11,9 @@ import json
 import shlex
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, Optional
 
-from .run_files import METRICS_NAME
+from .metrics import read_metrics
 
 
 class RunClock:
@@ -38,22 +38,15 @@ def format_duration(seconds: float) -> str:
     return f"{hours} h {minutes} min"
 
 
-def _records(output_dir: Path) -> List[Dict]:
-    path = Path(output_dir) / METRICS_NAME
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
 def last_held_out(output_dir: Path) -> Optional[Dict]:
     """The run's latest evaluation record (``dev_ppl`` ...), None if it never evaluated."""
-    evaluations = [r for r in _records(output_dir) if "dev_ppl" in r]
+    evaluations = [r for r in read_metrics(output_dir) if "dev_ppl" in r]
     return evaluations[-1] if evaluations else None
 
 
 def run_summary(output_dir: Path, seconds: float) -> str:
     """What ``pretrain`` prints at the end of a run that reached ``max_steps``."""
-    records = _records(output_dir)
+    records = read_metrics(output_dir)
     training = [r for r in records if "loss" in r]
     last = training[-1] if training else {"step": 0, "tokens": 0}
     held_out = last_held_out(output_dir)
