@@ -31,7 +31,10 @@ setup(
         "safetensors>=0.4",
         "typer>=0.9",
         "tqdm>=4.60",
-        "filelock>=3.29.5",
+        # hub/: downloads (pooch), the cache folder (platformdirs), HTTP errors (requests).
+        "pooch>=1.8",
+        "platformdirs>=2.5",
+        "requests>=2.19",
         "pydantic>=2",
     ],
     extras_require={

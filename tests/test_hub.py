@@ -1,7 +1,7 @@
 """Released models by name: download into the cache over real HTTP on 127.0.0.1, find them again.
 
 The server is Python's ``http.server`` started in the test, serving the bilm-tf fixture files with
-``Range`` support and switchable faults (a dropped connection, an ignored ``Range``). Nothing here
+switchable faults (a dropped connection, a response held until the test lets it go). Nothing here
 touches the internet.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
+import signal
 import socket
 import subprocess
 import sys
@@ -26,13 +26,12 @@ import srsly
 import torch
 from typer.testing import CliRunner
 
-from conftest import ELMO_FIXTURE, checkout_pythonpath
+from conftest import AS_FROM_A_TERMINAL, ELMO_FIXTURE, checkout_pythonpath
 from spacy_elmo import batch_to_ids, load_bilm
 from spacy_elmo.hub import (
     CannotConnectError,
     DownloadError,
     ModelNotCachedError,
-    ResumableDownloadError,
     cache_root,
     download_model,
     get_release,
@@ -51,7 +50,8 @@ WORDS = ["The", "bank", "of", "the", "river", "."]
 
 
 class FixtureServer:
-    """Serves ``files`` (path -> bytes); records every request's path and ``Range`` header."""
+    """Serves ``files`` (path -> bytes); records every request's path and ``Range`` header (a
+    download that starts again must not ask for the rest of a file)."""
 
     def __init__(self) -> None:
         self.files: Dict[str, bytes] = {
@@ -59,11 +59,12 @@ class FixtureServer:
             "/tiny/weights.hdf5": WEIGHTS_BYTES,
         }
         self.drop_after: Dict[str, int] = {}  # path -> bytes sent before the connection drops, once
-        self.ignore_range = False
         self.delay = 0.0  # seconds before each response's body
-        #: When set: every response's body waits for this event, and ``requested`` says a request
-        #: arrived (a test holds a download mid-way at a known point instead of racing a clock).
-        self.gate: Optional[threading.Event] = None
+        #: When set: the body of every response to this path waits for ``gate``, and ``requested``
+        #: says such a request arrived (a test holds a download mid-way at a known point instead
+        #: of racing a clock).
+        self.held_path: Optional[str] = None
+        self.gate = threading.Event()
         self.requested = threading.Event()
         self.requests: List[tuple] = []
         server = self
@@ -75,22 +76,15 @@ class FixtureServer:
                 if body is None:
                     self.send_error(404, "Not Found")
                     return
-                start = 0
-                match = re.match(r"^bytes=(\d+)-$", self.headers.get("Range") or "")
-                if match and not server.ignore_range:
-                    start = int(match[1])
-                    self.send_response(206)
-                    self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
-                else:
-                    self.send_response(200)
-                self.send_header("Content-Length", str(len(body) - start))
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                if server.gate is not None:
+                if self.path == server.held_path:
                     server.requested.set()
                     server.gate.wait(timeout=120)
                 time.sleep(server.delay)
                 cut = server.drop_after.pop(self.path, None)
-                self.wfile.write(body[start:] if cut is None else body[start:cut])
+                self.wfile.write(body if cut is None else body[:cut])
                 self.close_connection = True
 
             def log_message(self, *args) -> None:
@@ -160,25 +154,12 @@ def test_download_then_load_by_name(server, home):
     assert len(server.requests) == before
 
 
-def test_concurrent_downloads_of_one_model_fetch_it_once(server, home, monkeypatch):
-    """Two downloads of the same model at once (two threads; two processes take the same file
-    lock): the second waits for the first and then finds it complete, instead of writing into the
-    same .part files. The first is held at its first response until the second is seen waiting
-    for the lock, so the two overlap whatever the machine's load."""
-    from spacy_elmo.hub import download as download_module
-
-    second_waits = threading.Event()
-
-    class SignallingLock(download_module.FileLock):
-        def acquire(self, timeout=None, *args, **kwargs):
-            try:
-                return super().acquire(timeout, *args, **kwargs)
-            except download_module.Timeout:
-                second_waits.set()  # found the lock held: it waits for the first download
-                raise
-
-    monkeypatch.setattr(download_module, "FileLock", SignallingLock)
-    server.gate = threading.Event()
+def test_concurrent_downloads_of_one_model_both_end_with_it(server, home):
+    """Two downloads of the same model at once (two training jobs started together): each fetches
+    into its own staging folder and moves whole files in, so both return the complete model. The
+    server holds both responses until both downloads have asked, so they overlap whatever the
+    machine's load."""
+    server.held_path = "/tiny/options.json"
     results, errors = [], []
 
     def run() -> None:
@@ -188,44 +169,41 @@ def test_concurrent_downloads_of_one_model_fetch_it_once(server, home, monkeypat
             errors.append(err)
 
     threads = [threading.Thread(target=run) for _ in range(2)]
-    threads[0].start()
-    assert server.requested.wait(timeout=60), "the first download never reached the server"
-    threads[1].start()
-    assert second_waits.wait(timeout=60), "the second download never found the lock held"
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 60
+    while len(server.requests) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(server.requests) == 2, "the two downloads never overlapped"
     server.gate.set()
     for thread in threads:
         thread.join(timeout=60)
     assert not errors and results == [home / "tiny", home / "tiny"]
-    assert [path for path, _ in server.requests].count("/tiny/weights.hdf5") == 1
-    assert (home / "tiny" / "weights.hdf5").read_bytes() == WEIGHTS_BYTES
-    assert [entry.name for entry in list_cached()] == ["tiny"]  # the lock file is not a model
-    assert sorted(path.name for path in home.iterdir()) == ["tiny"]  # nor left behind
+    assert (model_dir("tiny") / "weights.hdf5").read_bytes() == WEIGHTS_BYTES
+    assert [path.name for path in home.iterdir()] == ["tiny"]  # no staging folder left
 
 
 def test_404_is_a_clear_error_and_leaves_nothing(server, home):
-    with pytest.raises(DownloadError, match=r"/tiny/missing\.hdf5: HTTP 404"):
+    with pytest.raises(DownloadError, match=r"/tiny/missing\.hdf5: HTTP 404 Not Found"):
         _download(server, weights_path="/tiny/missing.hdf5")
-    assert not (home / "tiny").exists()
+    assert list(home.iterdir()) == []  # neither the model's folder nor the staging folder
     with pytest.raises(ModelNotCachedError):
         model_dir("tiny")
 
 
-def test_dropped_connection_resumes_with_range(server, home):
-    cut = len(WEIGHTS_BYTES) // 3
-    server.drop_after["/tiny/weights.hdf5"] = cut
-    with pytest.raises(ResumableDownloadError, match="run the same command again to resume"):
+def test_dropped_connection_leaves_nothing_and_starts_again(server, home):
+    """pooch does not resume: a dropped download leaves nothing, and the next run fetches the
+    whole file from byte 0 (no ``Range`` request)."""
+    server.drop_after["/tiny/weights.hdf5"] = len(WEIGHTS_BYTES) // 3
+    with pytest.raises(DownloadError, match=r"/tiny/weights\.hdf5: the download failed .*nothing was kept"):
         _download(server)
-    part = home / "tiny" / "weights.hdf5.part"
-    assert part.stat().st_size == cut
-    with pytest.raises(ModelNotCachedError, match="download not completed"):
+    assert list(home.iterdir()) == []
+    with pytest.raises(ModelNotCachedError, match="not downloaded"):
         model_dir("tiny")
-    assert [m.complete for m in list_cached()] == [False]
-
     _download(server)
     weight_requests = [r for r in server.requests if r[0] == "/tiny/weights.hdf5"]
-    assert weight_requests == [("/tiny/weights.hdf5", None), ("/tiny/weights.hdf5", f"bytes={cut}-")]
+    assert weight_requests == [("/tiny/weights.hdf5", None)] * 2
     assert (model_dir("tiny") / "weights.hdf5").read_bytes() == WEIGHTS_BYTES
-    assert not part.exists()
 
 
 def test_a_failed_forced_download_keeps_the_cached_model(server, home):
@@ -234,31 +212,20 @@ def test_a_failed_forced_download_keeps_the_cached_model(server, home):
         _download(server, weights_path="/tiny/missing.hdf5", force=True)
     assert model_dir("tiny") == directory and [m.complete for m in list_cached()] == [True]
     assert (directory / "weights.hdf5").read_bytes() == WEIGHTS_BYTES
-    # A forced download that drops keeps its .part beside the usable copy, and resumes it.
-    cut = len(WEIGHTS_BYTES) // 3
-    server.drop_after["/tiny/weights.hdf5"] = cut
-    with pytest.raises(ResumableDownloadError):
+    # A forced download that drops leaves the usable copy as it was, and nothing beside it.
+    server.drop_after["/tiny/weights.hdf5"] = len(WEIGHTS_BYTES) // 3
+    with pytest.raises(DownloadError):
         _download(server, force=True)
     assert model_dir("tiny") == directory
-    assert (directory / "weights.hdf5.part").stat().st_size == cut
-    _download(server, force=True)
-    assert server.requests[-1] == ("/tiny/weights.hdf5", f"bytes={cut}-")
     assert (directory / "weights.hdf5").read_bytes() == WEIGHTS_BYTES
+    assert [path.name for path in home.iterdir()] == ["tiny"]
+    _download(server, force=True)
     assert sorted(p.name for p in directory.iterdir()) == ["manifest.json", "options.json", "weights.hdf5"]
-
-
-def test_server_that_ignores_range_gives_a_clean_restart(server, home):
-    server.drop_after["/tiny/weights.hdf5"] = 1000
-    with pytest.raises(ResumableDownloadError):
-        _download(server)
-    server.ignore_range = True  # answers 200 with the whole file: appending would corrupt it
-    _download(server)
-    assert (model_dir("tiny") / "weights.hdf5").read_bytes() == WEIGHTS_BYTES
 
 
 def test_truncated_weight_file_is_refused(server, home):
     server.files["/tiny/short.hdf5"] = WEIGHTS_BYTES[: len(WEIGHTS_BYTES) // 2]
-    refused = r"short\.hdf5: the downloaded weight file was refused: .*weights\.hdf5\.part"
+    refused = r"short\.hdf5: the downloaded weight file was refused: .*weights\.hdf5"
     with pytest.raises(DownloadError, match=refused):
         _download(server, weights_path="/tiny/short.hdf5")
     assert not (home / "tiny").exists()
@@ -266,61 +233,51 @@ def test_truncated_weight_file_is_refused(server, home):
 
 def test_wrong_checksum_is_refused(server, home):
     actual = hashlib.sha256(WEIGHTS_BYTES).hexdigest()
-    with pytest.raises(DownloadError, match=f"sha256 is {actual}, expected {'0' * 64}"):
+    with pytest.raises(DownloadError, match=f"weights.hdf5: .*expected sha256:{'0' * 64} but got {actual}"):
         _download(server, weights_sha256="0" * 64)
-    assert not (home / "tiny").exists()
+    assert list(home.iterdir()) == []
     assert _download(server, weights_sha256=actual.upper()) == model_dir("tiny")
 
 
-REFUSALS = {"404": {"weights_path": "/tiny/missing.hdf5"}, "sha256": {"weights_sha256": "0" * 64}}
+def test_ctrl_c_mid_download_leaves_nothing_that_looks_complete(server, home, tmp_path):
+    """Ctrl-C while the weight file streams in (the server holds it mid-way): the staging folder
+    and pooch's temporary file go, a first download leaves no folder, and a forced download over a
+    cached copy leaves that copy usable."""
+    env = {**os.environ, "SPACY_ELMO_HOME": str(home), "OMP_NUM_THREADS": "1", "PYTHONPATH": checkout_pythonpath()}
+    args = ["--options-url", server.url("/tiny/options.json"), "--weight-url", server.url("/tiny/weights.hdf5")]
 
+    def interrupt(*extra: str) -> int:
+        server.held_path, server.gate, server.requested = "/tiny/weights.hdf5", threading.Event(), threading.Event()
+        job = subprocess.Popen(
+            [sys.executable, "-c", AS_FROM_A_TERMINAL, "-m", "spacy_elmo", "download", *args, "--name", "tiny", *extra],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        try:
+            assert server.requested.wait(timeout=120), "the download never asked for the weight file"
+            job.send_signal(signal.SIGINT)
+            return job.wait(timeout=120)
+        finally:
+            server.gate.set()
+            if job.poll() is None:
+                job.kill()
+                job.wait()
 
-@pytest.mark.parametrize("refusal", sorted(REFUSALS))
-def test_a_refused_download_leaves_no_lock_file_and_no_folder(server, home, refusal):
-    with pytest.raises(DownloadError):
-        _download(server, **REFUSALS[refusal])
-    assert list(home.glob("*.lock")) == [] and list(home.iterdir()) == []
-    # Refused after an interrupted try: the folder that try left (to resume it) goes as well.
-    server.drop_after["/tiny/weights.hdf5"] = len(WEIGHTS_BYTES) // 3
-    with pytest.raises(ResumableDownloadError):
-        _download(server)
-    assert [path.name for path in home.iterdir()] == ["tiny"]  # its .part files, no lock file
-    with pytest.raises(DownloadError):
-        _download(server, **REFUSALS[refusal])
+    assert interrupt() != 0
     assert list(home.iterdir()) == []
-
-
-def test_a_download_leaves_no_lock_file(server, home):
-    _download(server)
-    _download(server)  # complete already: returns the cached copy
+    server.held_path = None
+    directory = _download(server)
+    assert interrupt("--force") != 0
     assert [path.name for path in home.iterdir()] == ["tiny"]
-
-
-def test_a_lock_file_that_is_not_the_one_held_stays(home):
-    """The lock file is removed by its holder just before the release, and only while the path
-    still names the file it locked: a lock file someone else holds at that path stays."""
-    from filelock import FileLock
-
-    from spacy_elmo.hub.download import _one_download_at_a_time
-
-    directory = model_path("tiny")
-    lock_file = Path(f"{directory}.lock")
-    with _one_download_at_a_time(directory, progress=False):
-        assert lock_file.exists()
-        lock_file.unlink()  # as by hand; then another process locks a new file at the path
-        other = FileLock(str(lock_file), is_singleton=False)
-        other.acquire(timeout=0)
-    try:
-        assert lock_file.exists() and other.is_locked
-    finally:
-        other.release()
+    assert model_dir("tiny") == directory
+    assert (directory / "weights.hdf5").read_bytes() == WEIGHTS_BYTES
 
 
 def test_a_mirror_named_after_a_release_must_have_its_shape(server, home):
     expected = r"'small' model \(elmo_2x1024_128_2048cnn_1xhighway\) has \(1024, 128, 1\)"
     with pytest.raises(DownloadError, match=expected):
         _download(server, name="small")
-    assert not (home / "small").exists()
+    assert list(home.iterdir()) == []
+    assert "/tiny/weights.hdf5" not in [path for path, _ in server.requests]  # refused before it
 
 
 def test_model_dir_of_a_missing_model_gives_the_download_command(home):
@@ -393,6 +350,8 @@ def test_download_and_list_from_the_command_line(server, tmp_path):
     assert result.returncode == 0, result.stderr
     result = run("download", *args[:2], "--weight-url", server.url("/nope.hdf5"), "--name", "other")
     assert result.returncode == 1 and "HTTP 404" in result.stderr
+    result = run("download", "nope")
+    assert result.returncode == 1 and "unknown ELMo model 'nope'" in result.stderr, result.stderr
     result = run("list")
     assert result.returncode == 0, result.stderr
     lines = [line.split("\t") for line in result.stdout.splitlines()[1:]]
@@ -492,7 +451,9 @@ def test_download_without_a_connection_says_what_works_offline(tmp_path):
         env=env, capture_output=True, text=True, timeout=120,
     )
     assert result.returncode == 1 and result.stdout == ""
-    assert result.stderr.startswith(f"error: {urls[0]}: cannot connect"), result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"Downloading {urls[0]}", result.stderr
+    assert lines[1].startswith(f"error: {urls[0]}: cannot connect"), result.stderr
     release = get_release("small")
     for expected in (
         "Without the network:",
@@ -507,7 +468,7 @@ def test_download_without_a_connection_says_what_works_offline(tmp_path):
     assert not (tmp_path / "cache" / "small").exists()
 
 
-def test_download_takes_local_files_for_a_machine_without_the_network(home, fixture_files):
+def test_download_takes_local_files_for_a_machine_without_the_network(home, fixture_files, tmp_path):
     options, weights = fixture_files
     directory = download_model("tiny", options_url=str(options), weights_url=str(weights), progress=False)
     assert directory == model_dir("tiny")
@@ -515,3 +476,7 @@ def test_download_takes_local_files_for_a_machine_without_the_network(home, fixt
     with pytest.raises(CannotConnectError, match="Without the network"):
         port = _closed_port()
         download_model("other", options_url=f"http://127.0.0.1:{port}/o.json", weights_url=str(weights), progress=False)
+    missing = tmp_path / "elsewhere" / "options.json"
+    with pytest.raises(DownloadError, match=f"{missing.as_uri()}: .*No such file"):
+        download_model("other", options_url=str(missing), weights_url=str(weights), progress=False)
+    assert [path.name for path in home.iterdir()] == ["tiny"]

@@ -41,8 +41,9 @@ def download_cli(
 
     The weight file is checked against the options before the model counts as cached.
 
-    An interrupted download resumes when the same command runs again. Without the network, give
-    the two files (copied from elsewhere) as --options-url and --weight-url.
+    An interrupted download starts again from the first byte when the same command runs again.
+    Without the network, give the two files (copied from elsewhere) as --options-url and
+    --weight-url.
     """
     if (options_url is None) != (weight_url is None):
         fail("give both --options-url and --weight-url")

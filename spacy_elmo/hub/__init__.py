@@ -1,4 +1,4 @@
-"""Released ELMo models by name: a catalog, a download cache and the downloader.
+"""Released ELMo models by name: a catalog, a download cache and the downloader (pooch).
 
 ``download_model("small")`` fetches a released model once (``python -m spacy_elmo download
 small``); ``model_dir("small")`` finds it afterwards and never downloads.
@@ -6,7 +6,7 @@ small``); ``model_dir("small")`` finds it afterwards and never downloads.
 
 from .cache import CachedModel, ModelNotCachedError, cache_root, download_command, list_cached, model_dir
 from .catalog import Release, get_release, releases
-from .download import CannotConnectError, DownloadError, ResumableDownloadError, download_model
+from .download import CannotConnectError, DownloadError, download_model
 
 __all__ = [
     "CachedModel",
@@ -14,7 +14,6 @@ __all__ = [
     "DownloadError",
     "ModelNotCachedError",
     "Release",
-    "ResumableDownloadError",
     "cache_root",
     "download_command",
     "download_model",

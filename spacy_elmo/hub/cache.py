@@ -1,25 +1,26 @@
 """Where downloaded models live, and finding them again without touching the network.
 
 Layout: ``<cache root>/<name>/`` holds ``options.json``, ``weights.hdf5`` and ``manifest.json``
-(srsly JSON: the URL, size and sha256 of each file, and whether the download completed). A model
-counts as cached only when its manifest says ``complete`` and both files have the recorded sizes,
-so an interrupted or refused download is never mistaken for a usable model.
+(srsly JSON: the URL, size and sha256 of each file, and whether the download completed). The
+download writes the manifest last, so a model counts as cached only when its manifest says
+``complete`` and both files have the recorded sizes; an interrupted download is never mistaken
+for a usable model.
 
-The cache root is ``$SPACY_ELMO_HOME`` if set, else the user cache directory of the platform
-(``platformdirs`` when installed; otherwise ``$XDG_CACHE_HOME`` or ``~/.cache`` on Linux,
-``~/Library/Caches`` on macOS, ``%LOCALAPPDATA%`` on Windows), plus ``spacy_elmo``.
+The cache root is ``$SPACY_ELMO_HOME`` if set, else ``platformdirs.user_cache_dir("spacy_elmo")``
+(``~/.cache/spacy_elmo``, or under ``$XDG_CACHE_HOME``, on Linux; ``~/Library/Caches/spacy_elmo``
+on macOS; ``%LOCALAPPDATA%/spacy_elmo/Cache`` on Windows).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import srsly
+from platformdirs import user_cache_dir
 
 from ..formats.base import OPTIONS_NAME
 from ..formats.bilm_tf import HDF5_NAME
@@ -41,19 +42,7 @@ def cache_root() -> Path:
     configured = os.environ.get(HOME_VARIABLE)
     if configured:
         return Path(configured).expanduser()
-    try:
-        from platformdirs import user_cache_dir
-    except ImportError:
-        return _fallback_cache_dir() / APP_NAME
     return Path(user_cache_dir(APP_NAME, appauthor=False))
-
-
-def _fallback_cache_dir() -> Path:
-    if sys.platform == "win32" and os.environ.get("LOCALAPPDATA"):
-        return Path(os.environ["LOCALAPPDATA"])
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Caches"
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
 
 
 def check_name(name: str) -> str:
