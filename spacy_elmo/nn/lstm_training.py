@@ -1,18 +1,11 @@
-"""One ``ClippedLSTM`` layer over packed rows as a single autograd node, its backward written
-out: the kernel a layer trains on, on the CPU (``ClippedLSTM.run_packed``).
+"""One ``ClippedLSTM`` layer over packed rows as a single autograd node, its backward written out:
+the kernel a layer trains on, on the CPU (``ClippedLSTM.run_packed``).
 
-Autograd through the step loop (``lstm_kernels.packed_loop``) records a dozen nodes per time
-step. Its backward then pays, every step, two small products for the weights' gradients and
-their accumulation, the transposed product ``W_hr^T dh`` (a slow layout for BLAS), and at the
-end a concatenation of every step's gate gradients. Here the forward keeps what it computed,
-row-major, one block per time step, and the backward runs the
-recurrence in reverse with two products per step, writing each step's gate gradients in place;
-each weight's gradient is one product over all steps (``W_hh``'s two from given initial states).
-
-The forward runs the layer's own cell, ``ClippedLSTM.cell`` (``nn/lstm.py``), asked for the
-activations its derivative reads; the backward writes that derivative out: gates (i, f, g, o)
-in torch's order, ``c = clip(f c' + i g)``, ``h = clip(W_hr (o tanh c))``. Tested against autograd through the step loop and against
-numerical gradients (``tests/test_lstm_training.py``).
+Autograd through the step loop records a dozen nodes per step and pays small products and a final
+concatenation for them. Here the forward runs the layer's own ``cell`` and keeps its activations per
+step; the backward runs the recurrence in reverse, two products per step, and each weight's gradient
+is one product over all steps. Tested against autograd and numerical gradients
+(``tests/test_lstm_training.py``).
 """
 
 from __future__ import annotations
@@ -29,10 +22,8 @@ def packed_training_loop(
     layer: LSTMLayer, data: torch.Tensor, batch_sizes: List[int], state: Optional[LSTMState]
 ) -> Tuple[torch.Tensor, LSTMState]:
     """``lstm_kernels.packed_loop`` with its input products, for training: data (n_tokens,
-    input_size) time-major packed rows, sorted by decreasing length; batch_sizes: rows running at
-    each step; state in sorted row order, or None for zeros. Returns the packed (n_tokens,
-    proj_size) outputs and every row's final (h, c); gradients reach the data, the state and
-    every parameter."""
+    input_size) packed time-major, rows sorted by decreasing length; state in sorted row order or
+    None. Returns the packed (n_tokens, proj_size) outputs and every row's final (h, c)."""
     h0, c0 = (None, None) if state is None else state
     output, h_n, c_n = _PackedLayer.apply(
         data, h0, c0, layer.weight_ih_l0, layer.bias_ih_l0, layer.bias_hh_l0, layer.weight_hh_l0,

@@ -1,20 +1,9 @@
-"""Numeric precision modes: the one place that says what "fp32", "bf16", "fp16" and "int8" mean,
-and the one place that enters ``torch.autocast``.
+"""Numeric precision modes: the one place that says what "fp32", "bf16", "fp16" and "int8" mean, and
+the one place that enters ``torch.autocast``.
 
-A mode travels with the model and the calling thread, never with the process: "bf16" and "fp16"
-are ``torch.autocast`` (thread-local), "int8" is a context variable read by the int8 kernels
-(``nn/int8.py``), "fp32" is float32 weights and products. Process-wide PyTorch switches are the
-caller's: the pipe never writes the TF32 flags (only a pretraining run, which owns its process,
-turns them on once for ``[training] precision = "tf32"``: ``training_precision``). On the CPU
-"fp32" is exact; on CUDA, float32
-products follow the process's TF32 settings (PyTorch computes matrix products in full float32 by
-default but lets cuDNN's convolutions and LSTM use TF32: ``torch.backends.cudnn.allow_tf32 =
-False``, once, makes "fp32" exact there; ``torch.backends.cuda.matmul.allow_tf32 = True`` turns
-TF32 on for the rest).
-
-The runner (``nn/runner.py``), the pretraining model, the trainer (grad scaler), both configs and
-the benches all read ``PRECISIONS`` and enter ``precision_context``: adding a mode is one entry
-here ("tf32" is no entry: it is fp32 in a process with TF32 on).
+A mode travels with the model and the calling thread, never the process: autocast is thread-local
+and "int8" a context variable; process-wide switches (TF32) are the caller's (the manual's "The biLM
+in PyTorch"). Adding a mode is one entry in ``PRECISIONS``.
 """
 
 from __future__ import annotations
@@ -32,12 +21,9 @@ from .int8 import int8_products
 class Precision:
     """How a precision mode runs a model.
 
-    autocast_dtype: the dtype of matrix products and convolutions under ``torch.autocast``, or
-        None for float32 throughout.
+    autocast_dtype: the dtype of products under ``torch.autocast``, or None for float32.
     needs_grad_scaler: training needs a loss scaler (float16 gradients underflow).
-    int8: the biLM's linear products run on int8 weights (``nn/int8.py``; the CPU only, no
-        gradients: products that need one run in float32).
-    """
+    int8: the biLM's linear products run on int8 weights (the CPU only, no gradients)."""
 
     name: str
     autocast_dtype: Optional[torch.dtype]
@@ -76,14 +62,9 @@ def get_precision(name: str, what: str = "precision") -> Precision:
 
 
 def runs_on(name: str, device: torch.device) -> bool:
-    """Whether mode ``name`` runs as itself on ``device``: what a bench or test asks before it
-    measures a mode, instead of probing ``torch.autocast`` (which, for a dtype it does not take,
-    warns and runs float32 under the mode's name).
-
-    "int8" runs on the CPU only; an autocast mode needs ``torch.autocast`` for the device type, and
-    bf16 on CUDA a GPU with bfloat16. On the CPU, ``torch.autocast`` takes bfloat16 and, in recent
-    releases (2.13 among them), float16 too; other device types: False.
-    """
+    """Whether mode ``name`` runs as itself on ``device`` (``torch.autocast`` given a dtype it does
+    not take warns and runs float32 under the mode's name): what a bench or test asks before
+    measuring."""
     precision = get_precision(name)
     if precision.int8:
         return device.type == "cpu"
@@ -115,12 +96,9 @@ def precision_context(name: str, device: torch.device, *, weight_cache: bool = T
 
 
 def training_precision(name: str, device: torch.device) -> str:
-    """The mode a pretraining process runs its model in, for ``[training] precision = name``.
-
-    "tf32" is "fp32" with TensorFloat-32 products: the pretrain command owns its process, so on
-    CUDA it turns PyTorch's two TF32 switches on here, once, before the first step (the pipe never
-    writes them: a pipe runs inside the user's process). Off CUDA it is "fp32".
-    """
+    """The mode a pretraining process runs in for ``[training] precision = name``: "tf32" is "fp32"
+    with PyTorch's TF32 switches turned on once here on CUDA (the command owns its process; the pipe
+    never writes them)."""
     if name != "tf32":
         return get_precision(name, "[training] precision").name
     if device.type == "cuda":

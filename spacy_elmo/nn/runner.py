@@ -1,25 +1,10 @@
 """How a BiLM is run: the path each call takes, and the speed settings that choose it.
 
-``BiLMRunner(bilm)`` is what the ``elmo`` pipe runs, and what a PyTorch user wraps a ``BiLM`` in
-for speed: ``runner(char_ids)`` returns the biLM's ``(layers, mask)`` in float32, computed
-
-- in its ``precision`` (``nn/precision.py``: "fp32", "bf16"/"fp16" under autocast, "int8");
-- as CUDA graphs (``cuda_graphs``, default True) on CUDA where no gradient is needed, from zero
-  states, for batches of up to 128 sentences: the two LSTM stacks recorded, the backward one on
-  a second stream (``nn/cuda_graphs.py``); equal to the eager loop up to float rounding;
-- side by side on ``threads`` threads (default 1) on the CPU where no gradient is needed: the
-  forward and the backward LSTM stacks, which share nothing after the token layer, each on a
-  thread, and with 4, 6, ... threads on that many shards of the batch (rows balanced by tokens)
-  times the two directions; the character CNN and highway layers split the batch's distinct
-  tokens. Each piece runs the ops of the one-thread path, so the outputs are those of
-  ``threads = 1`` up to float rounding (``nn/threads.py`` ``run_side_by_side``); with int8, bit
-  for bit: int8's products are exact and its character convolutions run in fixed-shape chunks
-  (``CharacterEncoder``), so a sentence's vectors are the same alone and in any batch;
-- with a token cache (``cache_token_embeddings``), where no gradient is needed: the token
-  vectors of words seen before are looked up instead of computed;
-- else eagerly (``BiLM.forward``), which is also what every path computes.
-
-Where gradients flow (fine-tuning, pretraining) only the precision applies.
+``BiLMRunner(bilm)`` is what the ``elmo`` pipe runs, and what a PyTorch user wraps a ``BiLM`` in for
+speed: ``runner(char_ids)`` returns ``bilm(char_ids)``'s ``(layers, mask)`` in float32, in its
+``precision``, as CUDA graphs, side by side on ``threads`` threads, with a token cache, or eagerly;
+where gradients flow only the precision applies. The manual's "The biLM in PyTorch" and "Threads"
+say what each setting does and what it keeps equal.
 """
 
 from __future__ import annotations
@@ -41,8 +26,7 @@ from .versions import weights_key
 
 class BiLMRunner(nn.Module):
     """Runs ``bilm`` (a submodule: the runner's parameters are the biLM's) the fastest way that
-    gives its outputs; see the module docstring for the settings. ``bilm`` None: a runner that
-    waits for its weights (``replace_bilm``)."""
+    gives its outputs. ``bilm`` None: a runner that waits for its weights (``replace_bilm``)."""
 
     def __init__(
         self, bilm: Optional[BiLM] = None, precision: str = "fp32", threads: int = 1, cuda_graphs: bool = True
@@ -78,12 +62,9 @@ class BiLMRunner(nn.Module):
 
     def cache_token_embeddings(self, words: Sequence[str] = (), max_words: Optional[int] = None) -> int:
         """Keep the token vectors of up to ``max_words`` words (default: as many as ``words``),
-        filled from the batches the runner runs, the least recently used evicted first; ``words``
-        (AllenNLP's ``vocab_to_cache``, a vocabulary's most frequent words) are computed now, to
-        pre-fill it. Cached words skip the character CNN and highway layers wherever no gradient
-        is needed. The cache is not saved with the weights, and is emptied (and pre-filled again)
-        when the precision or the token encoder's weights, device or dtype change. Returns the
-        number of words cached now."""
+        least recently used out; ``words`` (AllenNLP's ``vocab_to_cache``) are computed now to
+        pre-fill it. Not saved; emptied when the precision or the token encoder's weights, device or
+        dtype change. Returns the number of words cached now."""
         distinct = list(dict.fromkeys(words))
         prefill = torch.from_numpy(self.bilm.indexer.tokens_to_ids(distinct)) if distinct else None
         self.token_cache = TokenEmbeddingCache(max_words or len(distinct), prefill)
@@ -112,9 +93,8 @@ class BiLMRunner(nn.Module):
         return self.threads > 1 and device.type == "cpu" and self._inference_only(dropout)
 
     def _graphed(self, tokens: torch.Tensor, states: Optional[BiLMStates], dropout: float) -> bool:
-        """Whether the LSTM stacks run as CUDA graphs in this call (``cuda_graphs``: CUDA, a batch
-        small enough that they pay off, no gradient, zero initial states, no dropout, and not
-        inside the caller's own recording)."""
+        """Whether the LSTM stacks run as CUDA graphs in this call: CUDA, a batch small enough, no
+        gradient, zero states, no dropout, not inside the caller's own recording."""
         return (
             self.cuda_graphs
             and tokens.device.type == "cuda"
@@ -133,10 +113,8 @@ class BiLMRunner(nn.Module):
         return self.token_cache.encode(unique, self._encode_tokens)
 
     def _encode_tokens(self, char_ids: torch.Tensor) -> torch.Tensor:
-        """(N, width) ids -> (N, dim) token vectors, split over ``threads`` (``_side_by_side``).
-        int8 (the CPU, no gradient) runs the convolutions in fixed-shape chunks: each token's
-        vector is then the one it gets alone (``CharacterEncoder``), and so, the int8 products
-        being exact, is every sentence's."""
+        """(N, width) ids -> (N, dim) token vectors, split over ``threads``; int8 on the CPU runs
+        the convolutions in fixed-shape chunks, so each token's vector is the one it gets alone."""
         encoder = self.bilm.token_encoder
         chunked = get_precision(self.precision).int8 and char_ids.device.type == "cpu"
         n_pieces = min(self.threads, char_ids.shape[0])
@@ -184,10 +162,8 @@ class BiLMRunner(nn.Module):
         states: Optional[BiLMStates],
         distinct: DistinctInputs,
     ) -> Tuple[DirectionOutputs, DirectionOutputs]:
-        """Both directions on ``threads`` threads (``nn/side_by_side.py``, the engine the
-        pretraining step runs its directions on): ``threads // 2`` shards of the batch's rows
-        (balanced by tokens) times the two directions; the pieces' outputs and final states are
-        put back in batch order."""
+        """Both directions on ``threads`` threads (``nn/side_by_side.py``): ``threads // 2`` shards
+        of rows balanced by tokens, times the two directions, put back in batch order."""
         bilm = self.bilm
         shards = _balanced_shards(lengths, max(1, min(self.threads // 2, tokens.shape[0])))
         whole = len(shards) == 1

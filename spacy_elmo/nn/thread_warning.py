@@ -1,12 +1,7 @@
-"""The one warning the package gives about PyTorch's thread count, once per process.
-
-The package never writes the process's thread count during a call (``threads.py``): it is the
-user's. Left at PyTorch's default (one op thread per core), the biLM's ``threads = "auto"`` falls
-back to PyTorch's own intra-op threads, which meet at the end of every op and wait for any thread
-another process has descheduled: beside a busy process that path ran many times slower than one
-op thread with the two LSTM directions side by side (the measured figures: docs/manual.md,
-"Threads"). Nothing signals that cost, so the pipe says it once, naming the fix, instead of
-setting the count behind the user's back.
+"""The one warning the package gives about PyTorch's thread count, once per process: left at
+PyTorch's default, ``threads = "auto"`` falls back to intra-op threads that run far slower beside a
+busy process (the manual's "Threads"). The package never sets the count behind the user's back, so
+it says so once, naming the fix.
 """
 
 from __future__ import annotations
