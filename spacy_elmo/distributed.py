@@ -1,10 +1,6 @@
-"""Data-parallel setup from torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK).
-
-Used by pretraining and by the distributed ``embed`` command. A plain process: nothing is
-initialised. Under torchrun (any number of ranks, one included, so that ``--nproc-per-node 1``
-runs the same code path as eight GPUs): NCCL on GPUs, Gloo on CPUs, and each rank works on its
-own share of the input (pretraining: a shard of the corpus, gradients averaged by
-DistributedDataParallel; ``embed``: its own chunks of the input).
+"""Data-parallel setup from torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK), for pretraining
+and ``embed``. A plain process initialises nothing; under torchrun, one rank included (so
+``--nproc-per-node 1`` runs the code path of many), NCCL on GPUs and Gloo on CPUs.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Sentences of already tokenized text: the one splitter used by pretraining and the benches.
-
-The biLM reads sentences at inference time, so training text and benchmark text are cut the
-same way: after a sentence-final punctuation token, keeping runs such as ``? !`` together, then
-into windows of at most ``max_length`` tokens.
+"""Sentences of tokenized text: the one splitter, so that pretraining and benchmark text are cut as
+the biLM reads sentences at inference.
 """
 
 from __future__ import annotations

@@ -1,18 +1,7 @@
-"""Labelled texts for text classification as JSON lines, the way spaCy's own text classification
-projects keep them (explosion/projects, ``pipelines/textcat_demo``): one object a line,
-
-    {"text": "Add a note on the config", "cats": {"DOCUMENTATION": 1.0, "OTHER": 0.0}}
-    {"text": "Crash when loading", "label": "OTHER"}
-
-``cats`` gives scores from 0 to 1 per label (several labels may hold 1.0: ``textcat_multilabel``);
-``label`` names the one label of the text (``textcat``, exclusive classes; spaCy counts the labels
-a text does not name as 0.0 there). Other keys (``meta``, ids) are left alone.
-
-The same records reach spaCy two ways: ``spacy_elmo.TextCatCorpus.v1``, a registered reader that
-``spacy train`` uses directly (``python -m spacy_elmo config --train FILE.jsonl`` writes it into
-the config), and ``python -m spacy_elmo convert-textcat``, which writes ``.spacy`` files for
-``spacy evaluate``, ``spacy debug data`` or a config of your own. A bad line is named with its
-file and number.
+"""Labelled texts for text classification as JSON lines (``cats`` or ``label`` per line), as spaCy's
+text classification projects keep them: the ``spacy_elmo.TextCatCorpus.v1`` reader that ``spacy
+train`` uses and ``convert-textcat`` writes ``.spacy`` files from. A bad line is named with its file
+and number. The format: the manual's "Training on your own data".
 """
 
 from __future__ import annotations
