@@ -1,22 +1,11 @@
 """The biLM as a Thinc model: a ``BiLMRunner`` (``nn/runner.py``) in a PyTorch shim, with what it
-needs to run.
+needs to run. ``Model[List[List[str]], List[Floats3d]]``: one ``(n_layers + 1, n_tokens, 2 *
+projection_dim)`` float32 array per sequence, on the model's device.
 
-``Model[List[List[str]], List[Floats3d]]``: a batch of tokenized sequences -> one array per
-sequence of shape ``(n_layers + 1, n_tokens, 2 * projection_dim)`` (float32, on the model's
-device: NumPy on the CPU, CuPy after ``spacy.require_gpu()``).
-
-Its weights arrive through spaCy's lifecycle, as a Thinc model's do:
-
-- the model's init (``model.initialize()``: ``nlp.initialize()``, or the first use) reads the
-  weights its settings name;
-- the ``elmo`` pipe's ``initialize`` may give it others (a registered loader, ``loaders.py``);
-- ``model.to_bytes()`` carries them (the native format's options + safetensors), so a model
-  restored with ``from_bytes`` (``spacy.load``) needs neither the original files nor the init.
-
-The runtime settings (``BiLMSettings``: which weights, precision, batch and sequence sizes,
-threads, token cache; the ``spacy_elmo.ElmoModel.v2`` block of a config) live in
-``model.attrs``, where Thinc's serialisation skips them: they come from the config each time a
-pipeline is built, so an override at ``spacy.load`` takes effect.
+Weights arrive at init, from a loader, or from bytes (``load_weights``, the one road: the manual's
+"Design"). The runtime settings (``BiLMSettings``) live in ``model.attrs``, which Thinc's
+serialisation skips: they come from the config each time, so an override at ``spacy.load`` takes
+effect.
 """
 
 from __future__ import annotations
@@ -85,9 +74,9 @@ class BiLMSettings(BaseModel):
 
 
 class BiLMShim(PyTorchShim):
-    """Thinc's PyTorch shim, holding one ``BiLMRunner`` for the model's life: weights arrive in
-    it (``BiLMRunner.replace_bilm``: from files, or from bytes), never as a new module, so that
-    ``runner`` is always the module the shim runs, copies included (a copy copies both at once)."""
+    """Thinc's PyTorch shim holding one ``BiLMRunner`` for the model's life: weights arrive in it
+    (``replace_bilm``), never as a new module, so ``runner`` is always the module the shim runs,
+    copies included."""
 
     @property
     def runner(self) -> BiLMRunner:
@@ -140,10 +129,9 @@ def ensure_bilm(model: Model) -> BiLMRunner:
 
 
 def load_weights(model: Model, source: WeightSource) -> BiLMRunner:
-    """Read the biLM of ``source`` into the model, with the words that pre-fill the token cache
-    when the settings ask for one: the first lines of ``token_cache_vocab``, else of the
-    vocabulary file beside the weights if there is one (released models have none: their cache
-    fills from the text alone)."""
+    """Read the biLM of ``source`` into the model, with the words that pre-fill the token cache when
+    one is asked for: the first lines of ``token_cache_vocab``, else of the vocabulary beside the
+    weights, if any."""
     settings = bilm_settings(model)
     if settings.token_cache_words:
         if settings.token_cache_vocab:
@@ -192,9 +180,9 @@ def _shim(model: Model) -> BiLMShim:
 
 
 def _apply_settings(model: Model, runner: BiLMRunner) -> None:
-    """The settings' precision, threads (``"auto"`` resolved: ``nn/threads.py``) and token cache
-    on the runner; the cache is rebuilt only when its size changes. Idempotent: every forward
-    applies them, so that a runner restored from bytes runs as configured."""
+    """The settings' precision, threads and token cache on the runner (the cache rebuilt only when
+    its size changes). Idempotent: every forward applies them, so a runner restored from bytes runs
+    as configured."""
     settings = bilm_settings(model)
     runner.precision = settings.precision
     runner.threads = resolve_threads(settings.threads)
