@@ -1,12 +1,8 @@
 """Weight formats: one reader (and writer) module per format, registered here and nowhere else.
 
-Each module defines a ``FORMAT`` (``base.WeightFormat``): how it recognises a model directory, a
-weight file named on its own, and how it reads its files into options, a state dict and the token
-indexer the model needs. ``FORMATS`` is the order in which a model directory is tried. A new format
-(another collection's file names, another toolkit's checkpoints) is one module and one entry here.
-
-The core knows none of them: ``options.py`` is the biLM's shape, ``nn/`` the PyTorch model, and
-``spacy_elmo.sources`` decides which files a user's reference means, then asks ``read_bilm``.
+Each module defines a ``FORMAT`` (``base.WeightFormat``); ``FORMATS`` is the order a model directory
+is tried in. A new format is one module and one entry here; the core (``options.py``, ``nn/``) knows
+none of them.
 """
 
 from __future__ import annotations
@@ -64,8 +60,8 @@ def weight_file_source(options_file: Path, weight_file: Path) -> WeightSource:
 
 
 def check_weight_files(source: WeightSource) -> None:
-    """The cheap checks of ``source``'s files by their format (``WeightFormat.check``): a cut or
-    corrupt header, or parameters whose shapes are not the options', without reading weights."""
+    """The cheap checks of ``source``'s files by their format (``WeightFormat.check``), reading no
+    weights."""
     _BY_NAME[source.format].check(source)
 
 
