@@ -1,11 +1,8 @@
 """``python -m spacy_elmo``: the command-line interface (typer).
 
-Every command is a module of this package, named after it (``embed.py``, ``pretrain.py``); the
-library they drive lives outside it. This file is their index, ``COMMANDS``. A command's
-module is imported only when that command runs or shows its own ``--help``: the modules import
-PyTorch and spaCy, seconds of start-up that ``python -m spacy_elmo --help`` and ``--version``
-do not need. The list in ``--help`` shows each command's summary from the index (a test checks
-that it is the first paragraph of the command's own help).
+Every command is a module of this package, named after it; ``COMMANDS`` is their index. A command's
+module (PyTorch, spaCy: seconds of start-up) is imported only when it runs or shows its own
+``--help``; the app's ``--help`` lists the index's summaries.
 """
 
 from __future__ import annotations

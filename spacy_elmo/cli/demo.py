@@ -1,17 +1,10 @@
 """What ``python -m spacy_elmo demo`` shows: which senses the vectors tell apart, measured.
 
-A nearest-neighbour list for one hand-picked sentence says little (one robbery "bank" next to a
-river query looks like "not contextual" even when the model separates senses on average). So the
-demo scores the sentences of the sense data (:mod:`spacy_elmo.cli.senses`, ``data/senses.jsonl``): each
-sentence in turn is the query, and its target word's vector is compared with the word's other
-sentences, grouped by sense. The right sense *wins* when the mean cosine to the query's own sense
-group beats every other group's by more than float noise. The same is done with the context-free
-token layer (layer 0), which gives every occurrence of a word one vector: its cosines all tie.
-
-The table shows the words a small model separates reliably (:func:`demo_words`: those whose
-senses differ in part of speech, a rule over the data, not a choice per sentence); the summary
-also counts the words whose senses share a part of speech, which only meaning tells apart.
-Everything is computed from the pipe's output at run time; nothing here is a stored result.
+Each sentence of the sense data (``cli/senses.py``) in turn is the query; its target's vector is
+compared with the word's other sentences grouped by sense, and the right sense wins when its mean
+cosine beats every other group's by more than float noise; the context-free token layer is the
+baseline. Computed at run time; nothing here is a stored result. The manual's "Does it separate
+senses?".
 """
 
 from __future__ import annotations
@@ -43,11 +36,8 @@ IN_CONTEXT = "in context"
 
 @dataclass(frozen=True)
 class QueryScores:
-    """One query occurrence of ``word``: its mean cosine to each sense group, per output.
-
-    ``sense`` is the query's own sense (None for a sentence the user typed: no right answer);
-    ``means[output][sense]`` the mean cosine to that sense's other occurrences in the data.
-    """
+    """One query occurrence of ``word``: ``sense`` its own sense (None for a typed sentence),
+    ``means[output][sense]`` its mean cosine to that sense's other occurrences."""
 
     word: str
     sense: Optional[str]
@@ -97,9 +87,8 @@ class SenseVectors:
 
 
 def output_vectors(targets: Sequence["Token"]) -> Dict[str, np.ndarray]:
-    """The two outputs the demo compares at each target token (a token of a doc the ``elmo``
-    pipe processed): ``token._.elmo`` (the pipe's vectors: its default mix or the configured
-    one) and layer 0 of ``doc._.elmo_layers`` (context-free). Each (n_targets, width)."""
+    """The two outputs compared at each target token: ``token._.elmo`` and layer 0 of
+    ``doc._.elmo_layers`` (context-free), each (n_targets, width)."""
     return {
         TOKEN_LAYER: np.stack([t.doc._.elmo_layers[0, t.i] for t in targets]),
         IN_CONTEXT: np.stack([t._.elmo for t in targets]),
@@ -150,9 +139,8 @@ def query_target(doc: "Doc", words: Sequence[str]) -> "Token":
 def score_user_queries(
     nlp: "Language", queries: Sequence[str], data: SenseVectors
 ) -> List[QueryScores]:
-    """Each typed sentence against all the data sentences of the first data word it contains
-    (no right sense: :meth:`QueryScores.outcome` names the nearest). Raises ValueError naming a
-    query that contains none of the data's words."""
+    """Each typed sentence against the data sentences of the first data word it contains; raises
+    ValueError naming a query that contains none."""
     words = list(dict.fromkeys(s.word for s in data.sentences))
     word_of = np.asarray([s.word for s in data.sentences])
     scores = []
@@ -170,9 +158,9 @@ def score_user_queries(
 
 
 def demo_words(sentences: Sequence[SenseSentence]) -> List[str]:
-    """The words the table shows by default, in data order: those whose senses differ in part of
-    speech (a play / to play), what a small biLM separates (``python -m benchmarks senses``: margin, POS
-    differs). Without ``pos`` in the data: every word."""
+    """The words the table shows by default: those whose senses differ in part of speech, what a
+    small biLM separates (``python -m benchmarks senses``); without ``pos`` in the data, every word.
+    """
     words = list(dict.fromkeys(s.word for s in sentences))
     if sentences[0].pos is None:
         return words
@@ -226,8 +214,8 @@ TABLE_COLUMNS = [
 def summary_lines(
     scores: Sequence[QueryScores], sentences: Sequence[SenseSentence], shown: Sequence[str]
 ) -> List[str]:
-    """The right-sense counts over every query of the shown words, and over the words whose
-    senses share a part of speech (what the model does not do, when the data gives ``pos``)."""
+    """The right-sense counts over every query of the shown words, and over the words whose senses
+    share a part of speech."""
     lines = []
     groups = [(f"the {_words(len(shown))} above", set(shown))]
     if sentences[0].pos is not None:

@@ -1,10 +1,6 @@
-"""What the downstream components of a trained pipeline learned about ELMo: each listener's layer mix.
-
-The paper's analysis (Peters et al. 2018, section 5.2): a task-specific mix ``gamma * sum_j
-softmax(s)_j h_j`` over the biLM layers shows which layers a task uses (syntax leans on the lower
-layers, meaning on the upper ones). Every ``ElmoListener`` (and the ``ElmoEmbedder`` that
-``replace_listeners`` leaves in its place) holds such a mix; ``python -m spacy_elmo inspect
-PIPELINE`` prints them as a table and ``--plot`` draws them.
+"""What the downstream components of a trained pipeline learned about ELMo: each listener's layer
+mix, which shows the layers a task uses (Peters et al. 2018, section 5.2); the manual's "Which
+layers each component chose".
 """
 
 from __future__ import annotations
