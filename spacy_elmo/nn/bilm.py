@@ -70,8 +70,7 @@ class BiLM(nn.Module):
         stateful: bool = False,
         indexer: Optional[TokenIndexer] = None,
     ) -> None:
-        """``indexer``: what turns tokens into this model's ids (default: the released UTF-8 byte
-        ids); a weight format's reader says which one its model needs."""
+        """``indexer``: tokens -> this model's ids (default: the released UTF-8 byte ids)."""
         super().__init__()
         self.options = options
         self.stateful = stateful
@@ -123,9 +122,7 @@ class BiLM(nn.Module):
         encode: Optional[Encoder] = None,
         directions: Optional[Directions] = None,
     ) -> Tuple[torch.Tensor, torch.Tensor]:
-        """(layers, mask) of ``char_ids`` (see the class docstring). ``encode`` and
-        ``directions`` replace ``token_encoder`` and ``run_directions`` (the runner's ways to
-        run them; each must compute what they do)."""
+        """(layers, mask) of ``char_ids``; ``encode``/``directions``: the runner's equivalents."""
         mask = token_mask(char_ids, self.indexer)
         char_ids = char_ids.long()
         batch_size, max_len = mask.shape
@@ -146,8 +143,7 @@ class BiLM(nn.Module):
     def add_boundaries(
         self, char_ids: torch.Tensor, lengths: torch.Tensor
     ) -> Tuple[torch.Tensor, torch.Tensor]:
-        """(batch, max_len, width) -> (batch, max_len + 2, width) with the indexer's ``<S>`` first
-        and ``</S>`` after each row's last token; returns the new ids and lengths + 2."""
+        """Ids with ``<S>``/``</S>`` around each row: (batch, max_len + 2, width), lengths + 2."""
         batch_size, max_len, width = char_ids.shape
         ids = char_ids.new_zeros((batch_size, max_len + 2, width))
         ids[:, 1 : max_len + 1] = char_ids
@@ -177,8 +173,7 @@ class BiLM(nn.Module):
     def embed_distinct(
         self, char_ids: torch.Tensor, mask: torch.Tensor, encode: Optional[Encoder] = None
     ) -> DistinctInputs:
-        """The vectors of the distinct unmasked tokens (each encoded once) and a (batch, T) index
-        into them (0 where masked)."""
+        """Vectors of the distinct unmasked tokens, and a (batch, T) index into them (0: masked)."""
         unique, inverse = torch.unique(char_ids[mask], dim=0, return_inverse=True)
         encoded = (encode or self.token_encoder)(unique)
         index = inverse.new_zeros(mask.shape)
@@ -225,8 +220,7 @@ class BiLM(nn.Module):
         return torch.stack(layers)
 
     def _initial_states(self, batch_size: int) -> Optional[BiLMStates]:
-        """Stateful mode: the previous call's final states for the first ``batch_size`` rows,
-        zeros for rows that are new."""
+        """Stateful mode: the previous call's final states, zeros for rows that are new."""
         if not self.stateful or self._states is None:
             return None
         return BiLMStates(

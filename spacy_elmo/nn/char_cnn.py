@@ -102,8 +102,7 @@ class CharacterEncoder(nn.Module):
         return torch.cat([act(_max_over_positions(conv(embedded))) for conv in self.convolutions], dim=-1)
 
     def _convolved_in_chunks(self, char_ids: torch.Tensor, needed: torch.Tensor) -> torch.Tensor:
-        """``_convolved`` on ``CHUNK_ROWS`` tokens at a time, each chunk of one bucket of needed
-        positions (``POSITION_STEP``), the last of a bucket padded with all-padding tokens."""
+        """``_convolved`` on ``CHUNK_ROWS`` tokens of one position bucket at a time, padded."""
         buckets = ((needed + POSITION_STEP - 1) // POSITION_STEP * POSITION_STEP).clamp_(max=char_ids.shape[1])
         out = None
         for positions in sorted(set(buckets.tolist())):

@@ -76,8 +76,7 @@ class LSTMGraphs:
     def run(
         self, tokens: torch.Tensor, lengths: torch.Tensor, precision: str
     ) -> Tuple[DirectionOutputs, DirectionOutputs]:
-        """Both stacks from zero states over ``tokens`` (batch, T, dim), padded after each row's
-        ``lengths``, returned as ``DirectionalLSTM.forward`` returns them, per direction."""
+        """Both stacks from zero states over padded ``tokens`` (batch, T, dim), as ``forward``."""
         batch, steps, dim = tokens.shape
         rows, length = bucket_rows(batch), bucket_length(steps)
         key = (rows, length, dim, tokens.dtype, tokens.device, precision)
@@ -95,8 +94,7 @@ class LSTMGraphs:
             return tuple(_cut(direction, batch, steps) for direction in recorded.outputs)
 
     def _drop_stale(self, device: torch.device) -> None:
-        """Forget every graph when a weight of either stack is another tensor now (moved, cast or
-        replaced): graphs read the weights at the addresses they were recorded with."""
+        """Forget every graph once a weight is another tensor (graphs read recorded addresses)."""
         key = tuple(
             (p.data_ptr(), p.dtype, p.device)
             for lstm in (self.forward_lstm, self.backward_lstm)
@@ -128,8 +126,7 @@ class LSTMGraphs:
         return recorded
 
     def _both(self, recorded: _Recorded) -> Tuple[DirectionOutputs, DirectionOutputs]:
-        """The forward stack on the current stream and the backward stack on a side stream, joined
-        before returning."""
+        """The forward stack on the current stream, the backward one on a side stream, joined."""
         tokens, lengths = recorded.tokens, recorded.lengths
         valid = length_mask(lengths, tokens.shape[1])
         runs = [
@@ -145,8 +142,7 @@ class LSTMGraphs:
 
 
 def _cut(direction: DirectionOutputs, batch: int, steps: int) -> DirectionOutputs:
-    """Copies of a graph's outputs for the caller's rows and steps (the next replay overwrites
-    the graph's own)."""
+    """Copies of a graph's outputs for the caller's rows and steps (the next replay overwrites)."""
     outputs, states = direction
     return (
         [y[:batch, :steps].clone() for y in outputs],

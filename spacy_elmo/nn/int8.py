@@ -57,8 +57,7 @@ def quantize_rows(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
 
 
 class Int8Weight:
-    """A weight (out, in) quantized per output channel, ready for ``x @ weight.T`` on the
-    process's kernel (``int8_backend``)."""
+    """A weight (out, in) quantized per output channel for ``x @ weight.T`` (``int8_backend``)."""
 
     def __init__(self, weight: torch.Tensor) -> None:
         if weight.device.type != "cpu":
@@ -81,8 +80,7 @@ class Int8Weight:
 
     @classmethod
     def for_weight(cls, weight: torch.Tensor, holder: torch.nn.Module, key: str) -> "Int8Weight":
-        """The prepared weight kept on ``holder`` under ``key``, prepared again if the weight
-        changed since (an optimizer step, ``load_state_dict``)."""
+        """The prepared weight kept on ``holder``, prepared again once the weight has changed."""
         cached: Optional[Int8Weight] = holder.__dict__.get(key)
         if cached is None or cached.key != weights_key([weight]):
             cached = cls(weight)
@@ -134,8 +132,7 @@ def _cpu_has_vnni() -> bool:
 
 @functools.lru_cache(maxsize=None)
 def int8_backend() -> str:
-    """``"fbgemm"`` on an x86 CPU without VNNI where FBGEMM's quantized linear runs, else
-    ``"int_mm"``; fixed for the process, so outputs are the same call to call."""
+    """``"fbgemm"`` on x86 without VNNI where it runs, else ``"int_mm"``; fixed per process."""
     if _cpu_has_vnni() or "fbgemm" not in torch.backends.quantized.supported_engines:
         return "int_mm"
     try:
@@ -179,8 +176,7 @@ def weight_levels() -> float:
 
 
 def int8_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """(n, k) int8 @ (k, m) int8 -> (n, m) int32, exact: the one call of ``torch._int_mm``
-    (``tests/test_int8.py`` checks it against NumPy)."""
+    """(n, k) int8 @ (k, m) int8 -> (n, m) int32, exact: the one call of ``torch._int_mm``."""
     return torch._int_mm(a, b)
 
 

@@ -73,8 +73,7 @@ class ClippedLSTM(nn.LSTM):
         return h if self.proj_clip is None else h.clamp(-self.proj_clip, self.proj_clip)
 
     def _trains_on_cpu(self, data: torch.Tensor, state: Optional[LSTMState]) -> bool:
-        """Whether the CPU training loop takes this run: gradients wanted, eager, float32 or
-        float64, no autocast (whose bf16 products autograd handles)."""
+        """Whether the CPU training loop takes this run (gradients, eager, float, no autocast)."""
         if not torch.is_grad_enabled() or data.device.type != "cpu" or compiling():
             return False
         if data.dtype not in (torch.float32, torch.float64) or autocast_dtype_now("cpu") is not None:
@@ -167,8 +166,7 @@ _FUSED: List = []
 
 
 def _fused_cell_equations():
-    """``cell_equations`` under ``torch.compile``, made once per process: one generated kernel each
-    way."""
+    """``cell_equations`` under ``torch.compile``, made once per process."""
     if not _FUSED:
         _FUSED.append(torch.compile(cell_equations, fullgraph=True))
     return _FUSED[0]
@@ -333,8 +331,7 @@ class DirectionalLSTM(nn.Module):
         dropout: float,
         masks: Optional[Sequence[torch.Tensor]],
     ) -> Tuple[torch.Tensor, List[LSTMState]]:
-        """``forward_windows`` on ``lstm_kernels.wavefront_loop``, on CUDA each layer on a stream of
-        its own, forked from the current stream and joined back."""
+        """``forward_windows`` on ``lstm_kernels.wavefront_loop`` (CUDA: a stream per layer)."""
         if masks is None and dropout and self.training:
             rows, steps, width = inputs.shape
             masks = window_dropout_masks(self, rows, steps, width, dropout, inputs)
@@ -356,8 +353,7 @@ class DirectionalLSTM(nn.Module):
 def window_dropout_masks(
     lstm: DirectionalLSTM, rows: int, steps: int, input_size: int, p: float, like: torch.Tensor
 ) -> List[torch.Tensor]:
-    """The scaled input dropout masks of ``lstm.forward_windows``'s layers, drawn in the layers'
-    order as ``nn.functional.dropout`` would draw them there."""
+    """The scaled input dropout masks of ``forward_windows``'s layers, drawn as it would."""
     sizes = [input_size] + [layer.input_size for layer in lstm.layers[1:]]
     return [
         like.new_empty((rows, steps, size)).bernoulli_(1.0 - p).div_(1.0 - p) for size in sizes

@@ -24,8 +24,7 @@ DirectionOutputs = Tuple[List[torch.Tensor], List[LSTMState]]
 
 
 class LSTMLayer(Protocol):
-    """What a kernel reads of a layer (``nn/lstm.py`` ``ClippedLSTM``): torch's LSTM parameters
-    and sizes, the clip settings and the cell equation."""
+    """What a kernel reads of a ``ClippedLSTM``: parameters, sizes, clips and the cell."""
 
     input_size: int
     hidden_size: int
@@ -45,16 +44,14 @@ class LSTMLayer(Protocol):
 
 
 class DistinctInputs(NamedTuple):
-    """Inputs that repeat, stored once: ``rows`` (n_distinct, input_size) and ``index``, for each
-    input position, the row holding its vector."""
+    """Repeating inputs stored once: ``rows`` (n_distinct, input_size), ``index`` per position."""
 
     rows: torch.Tensor
     index: torch.Tensor
 
 
 def zero_state(layer: LSTMLayer, batch_size: int, like: torch.Tensor) -> LSTMState:
-    """Zero (h, c) for ``batch_size`` rows, at least float32 (under autocast the cell state stays
-    float32 while the products run in bf16)."""
+    """Zero (h, c) for ``batch_size`` rows, at least float32 (the cell state under autocast)."""
     dtype = torch.promote_types(like.dtype, torch.float32)
     return (
         like.new_zeros(batch_size, layer.proj_size, dtype=dtype),
@@ -100,8 +97,7 @@ def packed_loop(
 def int8_loop(
     layer: LSTMLayer, data: torch.Tensor, batch_sizes: List[int], state: Optional[LSTMState]
 ) -> Tuple[torch.Tensor, LSTMState]:
-    """The packed loop on int8 weights (``nn/int8.py``), row-major (rows, features) states; cell
-    states stay float32."""
+    """The packed loop on int8 weights (``nn/int8.py``), row-major states, cell state float32."""
     w_ih = Int8Weight.for_weight(layer.weight_ih_l0, layer, "_int8_ih")
     w_hh = Int8Weight.for_weight(layer.weight_hh_l0, layer, "_int8_hh")
     w_hr = Int8Weight.for_weight(layer.weight_hr_l0, layer, "_int8_hr")
@@ -222,8 +218,7 @@ def wavefront_loop(
 def fused_packed(
     layer: LSTMLayer, data: torch.Tensor, batch_sizes: torch.Tensor, state: Optional[LSTMState]
 ) -> Tuple[torch.Tensor, LSTMState]:
-    """torch's own LSTM over the packed rows (cuDNN on a GPU); it has no clipping, so only for
-    unclipped layers."""
+    """torch's own LSTM (cuDNN on a GPU) over the packed rows; unclipped layers only."""
     if layer.clipped:
         raise ValueError("fused_packed: torch's LSTM has no cell or projection clipping")
     if state is None:

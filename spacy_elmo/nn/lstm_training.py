@@ -145,8 +145,7 @@ def _starts(batch_sizes: List[int]) -> List[int]:
 
 
 def _last_positions(batch_sizes: List[int], starts: List[int]) -> List[int]:
-    """The packed position of each row's last step, rows in order (the rows of step t that step
-    t + 1 no longer runs end there)."""
+    """The packed position of each row's last step, rows in order."""
     positions: List[int] = []
     for t in range(len(batch_sizes) - 1, -1, -1):
         ending = batch_sizes[t + 1] if t + 1 < len(batch_sizes) else 0
@@ -155,8 +154,7 @@ def _last_positions(batch_sizes: List[int], starts: List[int]) -> List[int]:
 
 
 def _previous_outputs(outputs: torch.Tensor, batch_sizes: List[int], starts: List[int]) -> torch.Tensor:
-    """The recurrent input of every step from the second on, rows packed as the steps': the first
-    rows of the step before. Windows (every step the same rows) need no copy."""
+    """Every step's recurrent input from the second on: the first rows of the step before."""
     if batch_sizes[-1] == batch_sizes[0]:
         return outputs[: starts[-1]]
     return torch.cat([outputs[starts[t - 1] : starts[t - 1] + batch_sizes[t]] for t in range(1, len(batch_sizes))])

@@ -107,8 +107,7 @@ def training_precision(name: str, device: torch.device) -> str:
 
 
 def autocast_dtype_now(device_type: str) -> Optional[torch.dtype]:
-    """The dtype of products under the ``torch.autocast`` in force on ``device_type``, None
-    outside one: for code that casts by hand (a custom autograd function)."""
+    """The dtype of products under the ``torch.autocast`` in force on ``device_type``, or None."""
     if hasattr(torch, "get_autocast_dtype"):  # torch >= 2.4
         if not torch.is_autocast_enabled(device_type):
             return None
@@ -124,7 +123,6 @@ def autocast_disabled(device_type: str) -> contextlib.AbstractContextManager:
 
 
 def compiling() -> bool:
-    """Whether ``torch.compile`` is tracing the calling code (False on torch < 2.3, which cannot
-    say: the caller then takes its eager path)."""
+    """Whether ``torch.compile`` is tracing the caller (False on torch < 2.3, which cannot say)."""
     is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
     return bool(is_compiling and is_compiling())

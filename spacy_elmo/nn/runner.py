@@ -40,8 +40,7 @@ class BiLMRunner(nn.Module):
         self._graphs: Optional[LSTMGraphs] = None
 
     def replace_bilm(self, bilm: Optional[BiLM]) -> None:
-        """Run ``bilm`` from now on; the recorded graphs and the token cache, which belong to
-        the previous one, go (a cache comes back with its settings: ``cache_token_embeddings``)."""
+        """Run ``bilm`` from now on; the previous one's graphs and token cache go."""
         self.bilm = bilm
         self.token_cache = None
         self._graphs = None
@@ -77,8 +76,7 @@ class BiLMRunner(nn.Module):
         self.token_cache = None
 
     def __getstate__(self) -> dict:
-        """Pickles and deep copies leave the recorded graphs behind (they hold this process's GPU
-        memory and are recorded again on first use)."""
+        """Pickles and copies leave the recorded graphs behind (recorded again on first use)."""
         state = self.__dict__.copy()
         state["_graphs"] = None
         return state
@@ -105,8 +103,7 @@ class BiLMRunner(nn.Module):
         )
 
     def _encode(self, unique: torch.Tensor) -> torch.Tensor:
-        """The batch's distinct tokens -> their vectors, through the token cache where it
-        applies."""
+        """The batch's distinct tokens -> their vectors, through the token cache if any."""
         if self.token_cache is None or _needs_gradient(self.bilm.token_encoder):
             return self._encode_tokens(unique)
         self.token_cache.ensure_state(self._token_cache_state(), self._encode_tokens, unique.device)
@@ -146,8 +143,7 @@ class BiLMRunner(nn.Module):
         return self._graphs
 
     def _in_worker(self, work, device: torch.device):
-        """``work`` as a task for ``run_side_by_side``: grad mode and autocast are per thread,
-        so the task enters them itself (the int8 switch also travels in the copied context)."""
+        """``work`` as a task entering the caller's grad mode and autocast (per thread)."""
 
         def task():
             with torch.no_grad(), precision_context(self.precision, device):
@@ -200,8 +196,7 @@ def _needs_gradient(module: nn.Module) -> bool:
 
 
 def _balanced_shards(lengths: torch.Tensor, n_shards: int) -> List[torch.Tensor]:
-    """Row indices of ``n_shards`` shards of the batch, with near-equal numbers of tokens: rows
-    longest first, each to the shard with the fewest tokens so far; each shard's rows in order."""
+    """Row indices of ``n_shards`` shards with near-equal tokens (longest first, greedy)."""
     if n_shards <= 1:
         return [torch.arange(lengths.shape[0], device=lengths.device)]
     loads = [0] * n_shards
@@ -215,8 +210,7 @@ def _balanced_shards(lengths: torch.Tensor, n_shards: int) -> List[torch.Tensor]
 
 
 def _distinct_rows_of(distinct: DistinctInputs, rows: torch.Tensor, lengths: torch.Tensor) -> DistinctInputs:
-    """The distinct inputs of the batch rows ``rows`` only (so that a shard's first layer computes
-    the input products of its own tokens, not of the whole batch's)."""
+    """The distinct inputs of batch rows ``rows`` only (a shard's own input products)."""
     index = distinct.index[rows]
     mask = length_mask(lengths[rows], index.shape[1])
     used, inverse = torch.unique(index[mask], return_inverse=True)
@@ -226,8 +220,7 @@ def _distinct_rows_of(distinct: DistinctInputs, rows: torch.Tensor, lengths: tor
 
 
 def _gather_shards(pieces: List[DirectionOutputs], order: torch.Tensor) -> DirectionOutputs:
-    """One direction's per-shard (outputs per layer, final states per layer) -> the whole batch's,
-    rows back in batch order (``order``: the inverse of the shards' concatenated rows)."""
+    """One direction's per-shard outputs and final states -> the batch's, rows in batch order."""
     n_layers = len(pieces[0][0])
     outputs = [torch.cat([p[0][i] for p in pieces]).index_select(0, order) for i in range(n_layers)]
     states = [

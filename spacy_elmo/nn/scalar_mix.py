@@ -27,8 +27,7 @@ def default_mix_weights(n_layers: int) -> np.ndarray:
 
 
 def weighted_sum(layers: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """``sum_j scale_j layers_j``, ``scale = gamma * w`` (n_layers,): layers (n_layers, *shape,
-    dim) -> (*shape, dim)."""
+    """``sum_j scale_j layers_j``: (n_layers, *shape, dim), scale (n_layers,) -> (*shape, dim)."""
     return torch.tensordot(scale.to(layers.dtype), layers, dims=([0], [0]))
 
 
@@ -100,8 +99,7 @@ class ScalarMix(nn.Module):
 
 
 def normalize_layers(layers: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """Each layer minus the mean of its unmasked elements (all without a mask), over their
-    standard deviation: layers (n_layers, *shape, dim), same shape; an empty one stays as it is."""
+    """Each layer standardised over its unmasked elements; same shape; an empty one unchanged."""
     dims = tuple(range(1, layers.dim()))
     if mask is None:
         if layers.numel() == 0:

@@ -77,8 +77,7 @@ def run_side_by_side_of(
 
 
 def side_stream(device: torch.device, slot: Hashable) -> "torch.cuda.Stream":
-    """The side stream ``slot`` of CUDA ``device``, made on first use and kept (a recorded graph
-    replays on the streams it was recorded with)."""
+    """CUDA ``device``'s side stream ``slot``, kept (a graph replays on its recording's streams)."""
     key = (device.index if device.index is not None else torch.cuda.current_device(), slot)
     if key not in _STREAMS:
         _STREAMS[key] = torch.cuda.Stream(torch.device("cuda", key[0]))

@@ -217,8 +217,7 @@ def _mask_hits(logits: torch.Tensor, targets: torch.Tensor, sampled: torch.Tenso
 
 
 def accidental_hits(targets: torch.Tensor, sampled: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    """(rows, columns) of every pair with ``targets[row] == sampled[column]``, found through the
-    sorted negatives and a binary search per target (sizes depend on the data)."""
+    """(rows, columns) of every pair ``targets[row] == sampled[column]`` (a binary search each)."""
     ordered, order = torch.sort(sampled)
     first = torch.searchsorted(ordered, targets)
     counts = torch.searchsorted(ordered, targets, right=True) - first

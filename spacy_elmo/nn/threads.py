@@ -61,8 +61,7 @@ def auto_threads() -> int:
 
 
 def usable_cores() -> int:
-    """Cores this process may run on: its CPU affinity (``taskset``, a container's cpuset) and the
-    cgroup CPU quota (a Kubernetes CPU limit), whichever is smaller; at least 1."""
+    """Cores this process may use: CPU affinity or cgroup quota, the smaller; at least 1."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # macOS, Windows

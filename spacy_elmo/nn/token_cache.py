@@ -61,8 +61,7 @@ class TokenEmbeddingCache:
     def ensure_state(
         self, state: Hashable, encoder: Encoder, device: torch.device, batch_size: int = 4096
     ) -> None:
-        """Empty the cache (and pre-fill it again, ``encoder`` on ``device``) if its vectors were
-        computed under another ``state`` than the caller's now."""
+        """Empty (and pre-fill again) the cache if its vectors were made under another ``state``."""
         with self._lock:
             if state == self.state:
                 return
@@ -75,8 +74,7 @@ class TokenEmbeddingCache:
             self.state = state
 
     def encode(self, char_ids: torch.Tensor, encoder: Encoder) -> torch.Tensor:
-        """(N, width) distinct rows of ids -> (N, dim): cached vectors where the row is cached,
-        ``encoder`` on the others (which are then cached)."""
+        """(N, width) distinct rows of ids -> (N, dim), ``encoder`` on the uncached ones."""
         keys = _row_keys(char_ids)
         with self._lock:
             slots = [self._slots.get(key) for key in keys]

@@ -11,6 +11,5 @@ import torch
 
 
 def weights_key(tensors: Iterable[torch.Tensor]) -> Tuple[tuple, ...]:
-    """A key that changes when any of ``tensors`` changes in place (its version), is replaced or
-    moved (its address and device), or cast (its dtype)."""
+    """A key that changes when any of ``tensors`` changes in place, moves or is cast."""
     return tuple((t._version, t.data_ptr(), t.dtype, t.device) for t in tensors)
