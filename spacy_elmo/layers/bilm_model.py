@@ -44,8 +44,7 @@ CACHE_WORDS = "elmo_token_cache_words"
 
 
 class BiLMSettings(BaseModel):
-    """What the biLM needs to run, as ``spacy_elmo.ElmoModel.v2`` takes it (see its docstring);
-    validated as the package's other settings are (``spacy_elmo.validation``)."""
+    """What the biLM needs to run, as ``spacy_elmo.ElmoModel.v2`` takes it, validated."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -85,8 +84,7 @@ class BiLMShim(PyTorchShim):
 
 
 def elmo_model(settings: BiLMSettings) -> Model[List[List[str]], List[Floats3d]]:
-    """The biLM model, without weights until its init reads the configured ones,
-    ``load_weights`` gives it some, or ``from_bytes`` restores them."""
+    """The biLM model, without weights until its init, ``load_weights`` or ``from_bytes``."""
     shim = BiLMShim(
         BiLMRunner(), device=torch_device(), serialize_model=_runner_to_bytes, deserialize_model=_runner_from_bytes
     )
@@ -111,15 +109,13 @@ def get_runner(model: Model) -> Optional[BiLMRunner]:
 
 
 def configured_source(model: Model) -> WeightSource:
-    """The files the settings name (``spacy_elmo.sources``: a name, a directory, two files, or
-    the bundled model); a missing file or unknown name raises here."""
+    """The files the settings name (``spacy_elmo.sources``); missing ones raise here."""
     s = bilm_settings(model)
     return resolve_weight_source(s.weights, s.options_file, s.weight_file)
 
 
 def ensure_bilm(model: Model) -> BiLMRunner:
-    """The runner, the model initialized first (its configured weights read) if it has none, with
-    the settings' precision, threads and token cache in force."""
+    """The runner, its configured weights read first if it has none, with the settings on."""
     runner = get_runner(model)
     if runner is None:
         model.initialize()
@@ -164,8 +160,7 @@ def read_cache_words(vocab_file: Path, n_words: int) -> List[str]:
 
 
 def torch_device() -> torch.device:
-    """Thinc's default torch device, with a clear error when spaCy was told to use a GPU
-    (``spacy.require_gpu()``) that PyTorch cannot see."""
+    """Thinc's torch device; a clear error for a ``spacy.require_gpu()`` PyTorch cannot see."""
     if isinstance(get_current_ops(), CupyOps) and not torch.cuda.is_available():
         raise ValueError(
             "spaCy is set to run on the GPU (spacy.require_gpu / prefer_gpu), but PyTorch "
@@ -195,8 +190,7 @@ def _apply_settings(model: Model, runner: BiLMRunner) -> None:
 
 
 def _init(model: Model, X=None, Y=None) -> Model:
-    """Thinc's init: the configured weights, unless the model has weights already (restored from
-    disk or given by a loader: a pretrained biLM has nothing to reset)."""
+    """Thinc's init: the configured weights, unless the model has weights already."""
     if get_runner(model) is None:
         load_weights(model, configured_source(model))
     return model
@@ -214,8 +208,7 @@ def _runner_from_bytes(runner: BiLMRunner, data: bytes, device: torch.device) ->
 
 
 def _forward(model: Model, sequences: List[List[str]], is_train: bool) -> Tuple[List[Floats3d], Callable]:
-    """Token sequences -> one (n_layers + 1, n_i, width) array per sequence; the backward pass
-    pads the gradients back into the batch tensor and runs PyTorch's backward."""
+    """Token sequences -> one (n_layers + 1, n_i, width) array each; backprop into the biLM."""
     shim = _shim(model)
     runner = get_runner(model)
     if runner is None:

@@ -14,8 +14,7 @@ from .doc_layers import doc_layers
 
 
 def elmo_embedder(elmo: Model, head: Model) -> Model[List[Doc], List[Floats2d]]:
-    """A self-contained ``Model[List[Doc], List[Floats2d]]``: its own biLM (``elmo``, an
-    ``ElmoModel``) feeding a ``MixHead``."""
+    """``Model[List[Doc], List[Floats2d]]``: its own biLM (``elmo``) feeding a ``MixHead``."""
     return Model(
         "elmo-embedder",
         _embedder_forward,

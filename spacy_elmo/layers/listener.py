@@ -86,8 +86,7 @@ def batch_id(docs: Iterable[Doc]) -> int:
 
 
 def link(listener: Model, upstream: Model, pipe_name: str) -> None:
-    """Called by the ``elmo`` pipe that feeds ``listener``: its biLM model, whose layer dims the
-    listener takes at its init (a trained listener has them; its forward checks what it gets)."""
+    """Called by the ``elmo`` pipe feeding ``listener``: its biLM model, for the layer dims."""
     state = _state(listener)
     state.upstream, state.upstream_pipe = upstream, pipe_name
 
@@ -104,8 +103,7 @@ def receive(listener: Model, batch: int, outputs: List[Floats3d], backprop: Call
 
 
 def set_layer_dims(listener: Model, n_layers: int, width: int) -> None:
-    """The shape of what the ``elmo`` pipe sends: a mismatch with a trained listener is an
-    error."""
+    """The shape the ``elmo`` pipe sends; a mismatch with a trained listener raises."""
     head = listener_head(listener)
     for name, value in (("nL", n_layers), ("nI", width)):
         if head.has_dim(name) and head.get_dim(name) != value:

@@ -57,8 +57,7 @@ def _mix_init(model: Model, X: Optional[MixInput] = None, Y=None) -> Model:
 
 
 def _mix(model: Model, layers: List[Floats3d], is_train: bool):
-    """Each doc's ``(nL, n_tokens, nI)`` layers -> ``(n_tokens, nI)``, and the backprop that adds
-    the gradients of ``s`` and ``gamma`` and returns the layers'."""
+    """Per doc ``(nL, n_tokens, nI)`` -> ``(n_tokens, nI)``; backprop adds to s, gamma."""
     ops = model.ops
     if not layers:
         return [], lambda d_mixed: []
