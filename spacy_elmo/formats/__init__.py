@@ -47,8 +47,7 @@ def locate_model_dir(directory: Path, what: str) -> WeightSource:
 
 
 def weight_file_source(options_file: Path, weight_file: Path) -> WeightSource:
-    """An options file and a weight file named on their own (the format comes from the weight
-    file's contents)."""
+    """An options file and a weight file named alone (the format from the file's contents)."""
     if not options_file.is_file():
         raise FileNotFoundError(f"ELMo options file not found: {options_file}")
     if not weight_file.is_file():
@@ -60,8 +59,7 @@ def weight_file_source(options_file: Path, weight_file: Path) -> WeightSource:
 
 
 def check_weight_files(source: WeightSource) -> None:
-    """The cheap checks of ``source``'s files by their format (``WeightFormat.check``), reading no
-    weights."""
+    """The cheap checks of ``source``'s files (``WeightFormat.check``), reading no weights."""
     _BY_NAME[source.format].check(source)
 
 

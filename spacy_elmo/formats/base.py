@@ -50,8 +50,7 @@ class WeightSource:
 
 @dataclass
 class LoadedWeights:
-    """What a format's reader returns: the biLM's shape, its state dict (this package's parameter
-    names) and the indexer that turns tokens into the ids the model was trained on."""
+    """A reader's result: the biLM's shape, its state dict (our names) and its indexer."""
 
     options: BiLMOptions
     state: Dict[str, torch.Tensor]
@@ -77,8 +76,7 @@ class WeightFormat:
 
 
 def parameter_shapes(options: BiLMOptions, indexer: Optional[TokenIndexer] = None) -> Dict[str, Tuple[int, ...]]:
-    """The shape of every parameter of the biLM ``options`` describe (this package's names), from
-    a model on the meta device: no memory, no weights."""
+    """Every parameter's shape for ``options``, from a model on the meta device (no memory)."""
     indexer = ByteIndexer() if indexer is None else indexer
     with torch.device("meta"):
         bilm = BiLM(options, indexer=indexer)

@@ -109,8 +109,7 @@ def write_bilm_tf_weights(bilm: BiLM, weight_file: PathLike) -> None:
 
 
 class _DatasetReader:
-    """Reads datasets by name, checks their shapes against ``expected`` (name -> (shape, the
-    options that give it)) and remembers which were used."""
+    """Reads datasets by name, checks shapes against ``expected`` and remembers which were used."""
 
     def __init__(self, handle: h5py.File, path: Path, expected: Dict[str, Tuple[Tuple[int, ...], str]]) -> None:
         self.handle = handle
@@ -199,8 +198,7 @@ def _lstm_prefix(direction: int, layer: int) -> str:
 
 
 def expected_datasets(options: BiLMOptions) -> Dict[str, Tuple[Tuple[int, ...], str]]:
-    """Every dataset of a bilm-tf file for ``options``: name -> (its TensorFlow shape, the options
-    that give it, for errors)."""
+    """Each bilm-tf dataset for ``options``: name -> (TF shape, the options giving it)."""
     cnn, lstm = options.char_cnn, options.lstm
     e, d, p, h = cnn.embedding_dim, cnn.n_filters, lstm.projection_dim, lstm.dim
     expected: Dict[str, Tuple[Tuple[int, ...], str]] = {"char_embed": ((261, e), f"char_cnn.embedding.dim={e}")}

@@ -85,8 +85,7 @@ def is_manylangs_dir(path: PathLike) -> bool:
 def load_manylangs_bilm(
     path: PathLike, stateful: bool = False, device: Union[str, torch.device, None] = None
 ) -> BiLM:
-    """Load an ELMoForManyLangs model directory as a ``BiLM`` (eval mode) whose indexer is the
-    model's lexicon (``bilm.batch_to_ids`` gives its ids)."""
+    """An ELMoForManyLangs model directory as a ``BiLM`` (eval mode) with its lexicon indexer."""
     path = Path(path)
     loaded = _read_directory(path)
     bilm = build_bilm(loaded.options, loaded.state, source=str(path), stateful=stateful, indexer=loaded.indexer)
