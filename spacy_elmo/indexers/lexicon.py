@@ -138,8 +138,7 @@ class LexiconIndexer:
         return pad_batch(sentences, self.tokens_to_ids, self.width)
 
     def check_options(self, options: BiLMOptions, source: str) -> None:
-        """The options' character sizes and word embedding must be the lexicons'; the error names
-        ``source`` and the key."""
+        """The options' character sizes and word embedding must be the lexicons'."""
         cnn, vocab = options.char_cnn, self.vocab
         where = f"{source}: char_cnn"
         expected = {"n_characters": self.n_characters, "max_characters_per_token": vocab.max_characters_per_token}
