@@ -57,8 +57,7 @@ def own_temporary_suffix() -> str:
 
 
 def remove_own_temporaries(parts: Path) -> None:
-    """Delete this process's temporary files: what a stop left where no writer's clean-up could run.
-    """
+    """Delete this process's temporary files (what a stop left behind)."""
     for path in parts.glob(f"*{own_temporary_suffix()}"):
         path.unlink(missing_ok=True)
 

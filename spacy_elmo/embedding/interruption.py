@@ -57,8 +57,7 @@ def stop_on_signals() -> Iterator[None]:
 
 
 def resume_command(argv: Optional[List[str]] = None) -> str:
-    """The command that finishes this run: the one that started it, with ``--resume`` (under
-    torchrun a one-machine launch with this machine's number of processes)."""
+    """The command that started this run, with ``--resume`` (under torchrun: one machine's)."""
     argv = list(sys.argv if argv is None else argv)
     args = shlex.join(argv[1:] + ([] if "--resume" in argv else ["--resume"]))
     per_node = int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0)

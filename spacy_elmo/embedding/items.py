@@ -33,8 +33,7 @@ class Item:
 
 
 class TextLines:
-    """A text file, one sentence per line; ``tokenize``: spaCy's tokenizer (``--lang``) instead of
-    splitting on whitespace."""
+    """A text file, one sentence per line, split on whitespace or by ``tokenize`` (``--lang``)."""
 
     kind = "text"
 
@@ -81,8 +80,7 @@ def _raw_lines(handle: BinaryIO) -> Iterator[bytes]:
 
 
 class DocBinSentences:
-    """A ``.spacy`` file: the sentences of its docs (a doc without sentence boundaries, or an
-    empty one, is one item)."""
+    """A ``.spacy`` file: the sentences of its docs (a doc without them is one item)."""
 
     kind = "spacy"
 
@@ -117,8 +115,7 @@ class DocBinSentences:
         return item.payload.text
 
     def doc(self, item: Item, nlp: "Language") -> Tuple["Doc", str]:
-        """The sentence as a doc of its own (its biLM sequence is the one it has inside its doc), or
-        the whole doc."""
+        """The sentence as a doc of its own (its biLM sequence unchanged), or the whole doc."""
         from spacy.tokens import Doc
 
         part: Union["Doc", "Span"] = item.payload

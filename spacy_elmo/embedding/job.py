@@ -81,8 +81,7 @@ class EmbedOptions:
 
 @dataclass
 class JobPlan:
-    """Rank 0's view of the job: ``status`` "run" or "complete"; ``chunk_size``, the one the job
-    uses (given, recorded by the run it resumes, or chosen from the input)."""
+    """Rank 0's view of the job: ``status`` ("run", "complete") and the ``chunk_size`` it uses."""
 
     status: str
     parts: Path
@@ -101,8 +100,7 @@ class JobPlan:
 
 
 def auto_chunk_size(total: int, world_size: int) -> int:
-    """The chunk size without --chunk-size: 1000, or fewer for a small input, so that each rank gets
-    about ``CHUNKS_PER_RANK`` chunks."""
+    """Without --chunk-size: at most 1000, about ``CHUNKS_PER_RANK`` chunks per rank."""
     return max(1, min(DEFAULT_CHUNK_SIZE, math.ceil(total / (world_size * CHUNKS_PER_RANK))))
 
 
@@ -123,8 +121,7 @@ def _checked_options(o: EmbedOptions):
 
 
 def prepare_job(options: EmbedOptions, world_size: int = 1) -> JobPlan:
-    """Check everything, read the input once (count its sentences; check the keys with
-    ``--use-sentence-keys``) and set up the parts folder. Raises JobRefused."""
+    """Check everything, read the input once and set up the parts folder; raises JobRefused."""
     o = options
     source, settings = _checked_options(o)
     reader = _reader(o)
@@ -256,8 +253,7 @@ def _check_manifest(old: Optional[Dict[str, Any]], new: Dict[str, Any], parts: P
 
 
 def _remove_if_nothing_finished(parts: Path) -> bool:
-    """Remove a parts folder that no run is writing (its lock is free) and that holds no finished
-    chunk; returns whether it was removed."""
+    """Remove an unlocked parts folder with no finished chunk; whether it was removed."""
     if finished_chunks(parts):
         return False
     descriptor = _lock(parts)  # refused while another run holds it

@@ -24,8 +24,7 @@ def key_problem(text: str, seen: Set[str]) -> Optional[str]:
 
 
 def first_bad_key(keys: Iterable[Tuple[int, str]]) -> Optional[str]:
-    """The error message for the first (number, text) that cannot name its dataset, or None.
-    Holds every key in memory (a set of the input's distinct sentences)."""
+    """The error for the first (number, text) that cannot name its dataset, or None."""
     seen: Set[str] = set()
     for number, text in keys:
         problem = key_problem(text, seen)

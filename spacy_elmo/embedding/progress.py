@@ -47,8 +47,7 @@ class JobProgress:
         self.seen.add(chunk)
 
     def poll(self, force: bool = False) -> None:
-        """Count the chunk files other ranks finished since the last look (at most once a
-        second unless ``force``)."""
+        """Count the chunk files other ranks finished (at most once a second unless ``force``)."""
         now = time.perf_counter()
         if self.bar is None or (not force and now - self._last_poll < POLL_SECONDS):
             return

@@ -38,8 +38,7 @@ def select_layers(layers: np.ndarray, mode: str) -> np.ndarray:
 def own_chunks(
     items: Iterable[Item], chunk_size: int, rank: int, world_size: int, done: Set[int]
 ) -> Iterator[Tuple[int, Iterator[Item]]]:
-    """(chunk, its items) for each chunk of this rank not in ``done``; the others' items are
-    passed over as they stream by."""
+    """(chunk, its items) for each of this rank's chunks not in ``done``."""
     for chunk, chunk_items in itertools.groupby(items, key=lambda item: item.number // chunk_size):
         if chunk % world_size == rank and chunk not in done:
             yield chunk, chunk_items
