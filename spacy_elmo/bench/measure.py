@@ -42,8 +42,7 @@ class Stopwatch:
 
 
 def proc_status_kb(field: str, pid: Union[int, str] = "self") -> Optional[int]:
-    """``field`` (``VmRSS``, ``VmHWM``) of a process's ``/proc/PID/status`` in KiB; None where
-    there is none (not Linux, the process gone)."""
+    """``field`` of ``/proc/PID/status`` in KiB; None where there is none."""
     try:
         with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as handle:
             for line in handle:
