@@ -32,8 +32,7 @@ GLOSSARY = "\n".join([
 
 @dataclass(frozen=True)
 class Entry:
-    """Where a command lives (``module:attribute``: a typer command function, or a ``typer.Typer``
-    sub-app) and the one-line summary ``--help`` lists for it."""
+    """Where a command lives (``module:attribute``) and the summary ``--help`` lists for it."""
 
     target: str
     summary: str
@@ -120,8 +119,7 @@ def load_command(name: str) -> Any:
 
 
 class _LoadedOnLookup(Mapping):
-    """The app's commands by name: every name of ``COMMANDS`` at once (typer suggests the closest
-    one for a typo), each command loaded when it is looked up."""
+    """The app's commands by name, each loaded when looked up (all named, for typo hints)."""
 
     def __getitem__(self, name: str) -> Any:
         if name not in COMMANDS:
@@ -136,8 +134,7 @@ class _LoadedOnLookup(Mapping):
 
 
 class LazyCommands(HelpGroup):
-    """The app's group: a command is loaded when it is looked up, except while the app's own help
-    is written, which lists the summaries of ``COMMANDS`` instead."""
+    """The app's group: commands load on lookup; the app's help lists ``COMMANDS``' summaries."""
 
     _listing = False
 

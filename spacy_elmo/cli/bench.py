@@ -175,8 +175,7 @@ def _report(settings: Dict[str, Any], rows: List[Dict[str, Any]], output: Option
 
 
 def _elmo_component(pipeline: Path) -> str:
-    """The name of the saved pipeline's component made by the elmo factory, or exit naming the
-    problem."""
+    """The saved pipeline's elmo component's name, or exit naming the problem."""
     from spacy.util import load_config
 
     if not (pipeline / "config.cfg").is_file():
@@ -189,8 +188,7 @@ def _elmo_component(pipeline: Path) -> str:
 
 
 def measure_cells(work: Workload, cells: List[Cell], rounds: int) -> List[Dict[str, Any]]:
-    """Every (precision, threads) cell ``rounds`` times, each in a fresh process: per cell its best
-    run, every run's tokens/s and process id, and its ratio to the first cell."""
+    """Every cell ``rounds`` times in fresh processes: best runs, all runs, ratios to the first."""
     runs: Dict[Cell, List[Dict[str, Any]]] = {cell: [] for cell in cells}
     for round_ in range(rounds):
         for cell in cells if round_ % 2 == 0 else cells[::-1]:

@@ -94,8 +94,7 @@ def _is_jsonl(path: Path) -> bool:
 
 
 def config_text(config: "Config", command: str, output: str) -> str:
-    """The config as a file, under a header that says how it was made (``command``) and how to
-    train on it."""
+    """The config as a file, under a header saying how it was made and how to train on it."""
     paths = "" if config["paths"]["train"] and config["paths"]["dev"] else " --paths.train TRAIN --paths.dev DEV"
     pipeline = [name for name in config["nlp"]["pipeline"] if name != "elmo"]
     header = [

@@ -64,8 +64,7 @@ class QueryScores:
 def group_means(
     query: np.ndarray, vectors: np.ndarray, senses: Sequence[str], skip: Optional[int] = None
 ) -> Dict[str, float]:
-    """Mean cosine of ``query`` (width,) to the rows of ``vectors`` (n, width) of each sense
-    (``senses``: n labels), leaving out row ``skip`` (the query itself, when it is one of them)."""
+    """Mean cosine of ``query`` to each sense's rows of ``vectors``, leaving out row ``skip``."""
     cos = unit_rows(vectors) @ unit_rows(query[None])[0]
     labels = np.asarray(senses)
     keep = np.ones(len(labels), dtype=bool)
@@ -78,8 +77,7 @@ def group_means(
 
 @dataclass(frozen=True)
 class SenseVectors:
-    """The sense sentences through the pipe: each target marked in its text, and the target
-    vectors per output name ((n_sentences, width), rows in ``sentences`` order)."""
+    """The sense sentences through the pipe: marked texts and per-output target vectors."""
 
     sentences: Sequence[SenseSentence]
     texts: List[str]
@@ -128,8 +126,7 @@ def leave_one_out(data: SenseVectors) -> List[QueryScores]:
 
 
 def query_target(doc: "Doc", words: Sequence[str]) -> "Token":
-    """The first token of ``doc`` that is one of the sense data's ``words``; a ValueError naming
-    the query when there is none."""
+    """The first token of ``doc`` that is a data word; ValueError naming the query if none."""
     target = next((t for t in doc if t.lower_ in words), None)
     if target is None:
         raise ValueError(f"the query {doc.text!r} contains none of the sense data's words: {', '.join(words)}")
@@ -139,8 +136,7 @@ def query_target(doc: "Doc", words: Sequence[str]) -> "Token":
 def score_user_queries(
     nlp: "Language", queries: Sequence[str], data: SenseVectors
 ) -> List[QueryScores]:
-    """Each typed sentence against the data sentences of the first data word it contains; raises
-    ValueError naming a query that contains none."""
+    """Each typed sentence against its first data word's sentences; ValueError if none."""
     words = list(dict.fromkeys(s.word for s in data.sentences))
     word_of = np.asarray([s.word for s in data.sentences])
     scores = []
@@ -169,8 +165,7 @@ def demo_words(sentences: Sequence[SenseSentence]) -> List[str]:
 
 
 def first_of_each_sense(scores: Sequence[QueryScores], words: Sequence[str]) -> List[QueryScores]:
-    """The table's rows: for each of ``words``, the first sentence of each of its senses in the
-    data (a fixed rule, so no sentence is picked for how it scores)."""
+    """The table's rows: each word's first sentence of each sense (a fixed rule)."""
     seen = set()
     rows = []
     for word in words:
@@ -214,8 +209,7 @@ TABLE_COLUMNS = [
 def summary_lines(
     scores: Sequence[QueryScores], sentences: Sequence[SenseSentence], shown: Sequence[str]
 ) -> List[str]:
-    """The right-sense counts over every query of the shown words, and over the words whose senses
-    share a part of speech."""
+    """Right-sense counts over the shown words, and over words whose senses share a POS."""
     lines = []
     groups = [(f"the {_words(len(shown))} above", set(shown))]
     if sentences[0].pos is not None:
@@ -325,8 +319,7 @@ def demo(
 
 
 def _echo_scores(nlp, scores, sentences, shown: List[str], n_known: int, precision: str, chosen: bool) -> None:
-    """The model line, what a row means, the table of the first query of each sense and the
-    summary of every query."""
+    """The model line, the legend, the table of first queries and the summary."""
     from .senses import DATA_FILE
 
     elmo = nlp.get_pipe("elmo")

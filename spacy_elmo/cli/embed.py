@@ -226,8 +226,7 @@ def failure_next_step(failure: RankFailure, o: EmbedOptions, plan: Optional[JobP
 
 
 def _wait_for_chunks(parts: Path, n_chunks: int, progress: JobProgress) -> None:
-    """Until every chunk file exists. A rank that fails ends the wait: torchrun stops every
-    worker when one exits with an error."""
+    """Until every chunk file exists (torchrun stops all workers if one fails)."""
     while len(finished_chunks(parts) & set(range(n_chunks))) < n_chunks:
         progress.poll(force=True)
         time.sleep(WAIT_SECONDS)
@@ -235,8 +234,7 @@ def _wait_for_chunks(parts: Path, n_chunks: int, progress: JobProgress) -> None:
 
 
 def _stop(message: str, speak: bool) -> NoReturn:
-    """The job was refused: exit status 1, with the message if ``speak``. Every rank gives it to
-    torchrun's report, whichever rank that report calls the root cause."""
+    """The job was refused: exit 1, the message if ``speak``, on every rank (torchrun's report)."""
     if speak:
         fail(message)
     record_for_torchrun(f"error: {message}")

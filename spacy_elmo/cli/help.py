@@ -17,8 +17,7 @@ from typer.models import DefaultPlaceholder
 
 
 def reflow(text: str) -> str:
-    """Join the lines of each paragraph of ``text`` (a docstring), keeping list items, indented
-    lines and ``\\b`` paragraphs on lines of their own."""
+    """Join each paragraph's lines; list items, indented lines, ``\\b`` paragraphs kept."""
     paragraphs = []
     for paragraph in inspect.cleandoc(text).split("\n\n"):
         if paragraph.startswith("\b"):

@@ -23,8 +23,7 @@ MIX_HEAD = "elmo-mix"
 
 @dataclass
 class ListenerMix:
-    """One listener's learned mix: ``weights`` = softmax(s), one per biLM layer (token layer
-    first), summing to 1; ``gamma`` the learned scale."""
+    """One listener's learned mix: ``weights`` = softmax(s), token layer first; ``gamma``."""
 
     component: str
     weights: List[float]
@@ -41,8 +40,7 @@ def layer_names(n_layers: int) -> List[str]:
 
 
 def listener_mixes(nlp) -> List[ListenerMix]:
-    """The mixes of every component of ``nlp`` that reads ELMo (several listeners in one
-    component are numbered ``name#1``, ``name#2``...)."""
+    """The mixes of every ELMo-reading component (several listeners: ``name#1``, ...)."""
     mixes: List[ListenerMix] = []
     for name, pipe in nlp.pipeline:
         model = getattr(pipe, "model", None)

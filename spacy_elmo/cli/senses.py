@@ -105,8 +105,7 @@ def unit_rows(matrix: np.ndarray) -> np.ndarray:
 
 
 def has_one_tag(words: Sequence[str], pos: Sequence[str]) -> Dict[str, bool]:
-    """word -> whether all its occurrences have the same part of speech (``pos``, one tag per
-    occurrence): the words whose senses only meaning can tell apart."""
+    """word -> whether all its occurrences share one ``pos`` (only meaning tells them apart)."""
     tags: Dict[str, set] = defaultdict(set)
     for word, tag in zip(words, pos):
         tags[word].add(tag)
