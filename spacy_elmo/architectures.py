@@ -83,20 +83,17 @@ def elmo_embedder_v2(
     token_embed: Optional[Model[List[Doc], List[Floats2d]]] = None,
     layer_norm: bool = False,
 ) -> Model[List[Doc], List[Floats2d]]:
-    """A listener with its own copy of the biLM (``elmo``, an ``ElmoModel.v2``, frozen): what
-    ``nlp.replace_listeners`` leaves in place of an ``ElmoListener.v1``."""
+    """A listener on its own frozen biLM copy: what ``replace_listeners`` leaves."""
     return elmo_embedder(elmo, mix_head(width, dropout, token_embed, layer_norm))
 
 
 def replace_listener(copied_elmo: Model, listener: Model, pipe) -> Model:
-    """``nlp.replace_listeners`` hook: the listener's own mix on a copy of the pipe's biLM (its
-    settings travel with it)."""
+    """``nlp.replace_listeners`` hook: the listener's mix on a copy of the pipe's biLM."""
     return elmo_embedder(copied_elmo, listener_head(listener))
 
 
 def replace_listener_cfg(elmo_cfg: Dict[str, Any], tok2vec_cfg: Dict[str, Any]) -> Dict[str, Any]:
-    """``nlp.replace_listeners`` hook for the config: an ``ElmoEmbedder.v2`` block holding the
-    pipe's model block and the listener's settings."""
+    """``nlp.replace_listeners`` config hook: an ``ElmoEmbedder.v2`` block."""
     listener_cfg = _find_listener_cfg(tok2vec_cfg)
     if listener_cfg is None:
         raise ValueError("replace_listeners: no spacy_elmo.ElmoListener.v1 block in the tok2vec config")

@@ -35,8 +35,7 @@ EOS_CHAR_IDS = _special_token_ids(END_OF_SENTENCE)
 
 
 def tokens_to_ids(tokens: Sequence[str]) -> np.ndarray:
-    """A flat list of tokens -> int64 (len(tokens), 50); the only per-token Python work is
-    ``str.encode``."""
+    """A flat list of tokens -> int64 (len(tokens), 50); per token only ``str.encode``."""
     n_tokens = len(tokens)
     max_bytes = MAX_CHARS_PER_TOKEN - 2
     encoded = []
@@ -74,8 +73,7 @@ def pad_batch(
     tokens_to_ids: Callable[[Sequence[str]], np.ndarray],
     width: int,
 ) -> np.ndarray:
-    """(batch, max_len, width) int64 ids of any token mapping (``tokens_to_ids``: n tokens ->
-    (n, width)); positions past a sentence's end are all zero. Every indexer pads through this."""
+    """(batch, max_len, width) int64 ids of any ``tokens_to_ids``, zero past a sentence's end."""
     if isinstance(sentences, str) or any(isinstance(s, str) for s in sentences):
         raise TypeError(
             "batch_to_ids expects a list of tokenized sentences (list of lists of str), "

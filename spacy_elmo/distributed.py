@@ -41,8 +41,7 @@ class DistributedContext:
 
     @classmethod
     def from_env(cls, gpu_id: int = -1) -> "DistributedContext":
-        """Read torchrun's variables; ``gpu_id`` >= 0 selects a GPU for a single process
-        (under torchrun each rank uses the GPU of its LOCAL_RANK when ``gpu_id`` >= 0)."""
+        """Read torchrun's variables; ``gpu_id`` >= 0: a GPU (each rank its LOCAL_RANK's)."""
         world_size = int(os.environ.get("WORLD_SIZE", "1"))
         rank = env_rank()
         use_gpu = gpu_id >= 0
@@ -71,8 +70,7 @@ class DistributedContext:
         return tensor
 
     def all_reduce_sum_async(self, tensor: torch.Tensor) -> Callable[[], None]:
-        """Start summing ``tensor`` over the ranks in place; returns the wait for the result
-        (on the device's stream: the host does not wait for the device)."""
+        """Start an in-place sum over the ranks; returns the wait (on the device's stream)."""
         if not self.distributed:
             return lambda: None
         work = dist.all_reduce(tensor, op=dist.ReduceOp.SUM, async_op=True)

@@ -18,8 +18,7 @@ def weight_loader_v2(
     options_file: Optional[str] = None,
     weight_file: Optional[str] = None,
 ) -> Callable[[], WeightSource]:
-    """A model directory or a released/downloaded model's name (``weights``), or a model's
-    ``options_file`` and ``weight_file``."""
+    """``weights`` (a directory or a model's name), or ``options_file`` + ``weight_file``."""
     check_weight_settings(weights, options_file, weight_file, what="weights")
 
     def load() -> WeightSource:

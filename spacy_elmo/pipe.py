@@ -111,8 +111,7 @@ def make_elmo(
     frozen: bool,
     cache_size_mb: int,
 ) -> "Elmo":
-    """The ``elmo`` pipe (defaults in ``DEFAULT_CONFIG_STR`` alone). Reads no weights: the same
-    factory builds a new pipe and one that ``spacy.load`` fills from disk next."""
+    """The ``elmo`` pipe; reads no weights (``spacy.load`` fills one from disk next)."""
     others = [other for other, pipe in nlp.pipeline if isinstance(pipe, Elmo)]
     if others:
         raise ValueError(
@@ -184,16 +183,14 @@ class Elmo(TrainablePipe):
         return self.ensure_loaded()
 
     def ensure_loaded(self) -> BiLMRunner:
-        """The runner, the model initialized first if it has no weights: the configured ones
-        are read, with errors that name the pipe."""
+        """The runner, the configured weights read first (errors naming the pipe) if it has none."""
         try:
             return ensure_bilm(self.model)
         except (FileNotFoundError, ValueError) as err:
             raise type(err)(f"elmo pipe '{self.name}': {err}") from None
 
     def weight_source(self) -> WeightSource:
-        """The files the model block names, resolved now (their weights are not read): a missing
-        path or an unknown model name is an error naming the pipe."""
+        """The files the model block names, resolved, not read; errors name the pipe."""
         try:
             return configured_source(self.model)
         except (FileNotFoundError, ValueError) as err:
@@ -261,8 +258,7 @@ class Elmo(TrainablePipe):
         return list(self.listener_map.keys())
 
     def add_listener(self, listener: Model, component_name: str) -> None:
-        """Register a listener of a downstream component and link it to this pipe's biLM model
-        (the listener takes its layer dims from it at its init)."""
+        """Register a downstream listener and link it to this pipe's biLM model."""
         self.listener_map.setdefault(component_name, [])
         if listener not in self.listener_map[component_name]:
             self.listener_map[component_name].append(listener)
@@ -295,8 +291,7 @@ class Elmo(TrainablePipe):
         return self._outputs(layers)
 
     def _run_bilm(self, docs: List[Doc], is_train: bool):
-        """Per-doc ``(n_layers + 1, len(doc), width)`` layers and their backprop
-        (``layers.doc_layers.doc_layers``, with the model's settings)."""
+        """Per-doc ``(n_layers + 1, len(doc), width)`` layers and their backprop."""
         self.ensure_loaded()  # with errors that name the pipe
         return doc_layers(self.model, docs, cache=self.cache, is_train=is_train)
 
@@ -453,8 +448,7 @@ def _restore_each(docs: Iterable[Doc]) -> Iterator[Doc]:
 
 
 def add_vector_hooks(doc: Doc) -> Doc:
-    """Make ``.vector``, ``.has_vector`` and ``.similarity()`` of the doc, its spans and tokens use
-    ``doc._.elmo``, and refill an empty ``doc.tensor``. For a stream of docs: ``restore``."""
+    """ELMo ``.vector``, ``.has_vector``, ``.similarity()`` for the doc; refills ``doc.tensor``."""
     if _output(doc) is None:
         raise ValueError(
             "the doc has no ELMo output: run the elmo pipe on it first; a DocBin keeps the output "

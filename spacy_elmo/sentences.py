@@ -11,8 +11,7 @@ SENTENCE_END = frozenset({".", "!", "?", "。", "！", "？", "．", "؟", "۔",
 
 
 def split_sentences(tokens: Sequence[str], max_length: Optional[int] = None) -> List[List[str]]:
-    """Cut ``tokens`` after sentence-final punctuation (not inside a run of it), then each
-    sentence into windows of at most ``max_length`` tokens (None: no limit)."""
+    """Cut after sentence-final punctuation runs, then into windows of ``max_length``."""
     sentences, start = [], 0
     for i, token in enumerate(tokens):
         if token in SENTENCE_END and i + 1 < len(tokens) and tokens[i + 1] not in SENTENCE_END:

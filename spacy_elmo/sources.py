@@ -116,8 +116,7 @@ def check_weight_settings(
 def weight_keys(
     weights: Optional[PathLike], options_file: Optional[PathLike], weight_file: Optional[PathLike]
 ) -> Dict[str, Optional[str]]:
-    """The three weight settings as the ``elmo`` pipe's model block holds them (strings or None;
-    all None: the bundled model), unchecked."""
+    """The three weight settings as the model block holds them (all None: bundled), unchecked."""
     names = {"weights": weights, "options_file": options_file, "weight_file": weight_file}
     return {key: None if value is None else str(value) for key, value in names.items()}
 
@@ -163,8 +162,7 @@ def load_bilm(
     stateful: bool = False,
     device: Union[str, torch.device, None] = None,
 ) -> BiLM:
-    """Load a biLM for inference (eval mode) from ``("options.json", "weights.hdf5" or
-    "model.safetensors")``, a model directory of any supported format, or a cached model's name."""
+    """Load a biLM (eval mode): two files, a model directory of any format, or a model's name."""
     if weight_file is None:
         source = resolve_weight_source(weights, what="model")
     else:

@@ -80,8 +80,7 @@ def _record(path: Path, number: int, line: str) -> Tuple[str, Dict[str, float]]:
 
 
 def read_docs(path: Path, make_doc: Callable) -> Iterator:
-    """A Doc per labelled text of ``path`` (a file or a directory of them), made by
-    ``make_doc(text)`` (``nlp.make_doc``: the pipeline's own tokenizer), with ``doc.cats``."""
+    """A Doc per labelled text of ``path`` (a file or folder), by ``make_doc``, with cats."""
     for file in jsonl_files(path):
         for _, text, cats in read_records(file):
             doc = make_doc(text)
@@ -90,8 +89,7 @@ def read_docs(path: Path, make_doc: Callable) -> Iterator:
 
 
 class TextCatCorpus:
-    """spaCy's corpus interface over JSONL files: called with the pipeline, yields an Example per
-    labelled text (the text tokenized by the pipeline's tokenizer, the categories as gold)."""
+    """spaCy's corpus interface over JSONL files: an Example per labelled text."""
 
     def __init__(self, path: Path, limit: int = 0) -> None:
         self.files = jsonl_files(path)  # a missing file is named when the config is resolved
@@ -109,9 +107,7 @@ class TextCatCorpus:
 
 @registry.readers("spacy_elmo.TextCatCorpus.v1")
 def textcat_corpus(path: Path, limit: int = 0) -> TextCatCorpus:
-    """``spacy_elmo.TextCatCorpus.v1`` (registered in ``spacy_readers``): the training or
-    development texts of ``path``, a ``.jsonl`` file or a directory of them; ``limit``: at most
-    this many (0: all)."""
+    """``spacy_elmo.TextCatCorpus.v1``: the texts of ``path``; ``limit`` (0: all)."""
     if path is None:
         raise ValueError(
             "spacy_elmo.TextCatCorpus.v1: no path; set [paths] train and dev, or give "
