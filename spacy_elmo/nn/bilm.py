@@ -38,12 +38,8 @@ Directions = Callable[
 
 @dataclass
 class BiLMActivations:
-    """All activations of a batch, boundary tokens included.
-
-    token_embedding: (batch, max_len + 2, projection_dim), padding rows zero.
-    forward / backward: per LSTM layer, (batch, max_len + 2, projection_dim).
-    mask: (batch, max_len + 2) bool, True for ``<S>``, the tokens and ``</S>``.
-    """
+    """All activations of a batch, boundary tokens included: ``token_embedding`` and per LSTM layer
+    ``forward``/``backward`` (batch, max_len + 2, projection_dim); ``mask`` (batch, max_len + 2)."""
 
     token_embedding: torch.Tensor
     forward: List[torch.Tensor]
@@ -163,9 +159,8 @@ class BiLM(nn.Module):
         encode: Optional[Encoder] = None,
         directions: Optional[Directions] = None,
     ) -> BiLMActivations:
-        """Run on ids that already hold their boundary tokens (or windows, in pretraining): char_ids
-        (batch, T, 50), lengths (batch,) >= 1, states from a previous call or None; ``dropout`` on
-        each LSTM input (training only)."""
+        """Run on ids holding their boundary tokens (or windows): char_ids (batch, T, 50), lengths
+        (batch,) >= 1, states or None; ``dropout`` on each LSTM input while training."""
         mask = length_mask(lengths, char_ids.shape[1])
         distinct = self.embed_distinct(char_ids, mask, encode)
         return self.contextualize(distinct, lengths, states, dropout, directions=directions)
@@ -239,9 +234,8 @@ class BiLM(nn.Module):
 
 
 def token_mask(char_ids: torch.Tensor, indexer: TokenIndexer) -> torch.Tensor:
-    """The (batch, max_len) mask of real tokens, once the ids are checked (type, shape, dtype,
-    range, padding only after a row's tokens; one read back to the host), so that bad tensors get a
-    clear error instead of an index error or a device assert in PyTorch's kernels."""
+    """The (batch, max_len) mask of real tokens, once the ids are checked (one read back to the
+    host), so bad tensors get a clear error instead of a device assert."""
     if not isinstance(char_ids, torch.Tensor):
         raise TypeError(f"BiLM expects a torch.Tensor of character ids, got {type(char_ids).__name__}")
     if char_ids.dim() != 3 or char_ids.shape[-1] != indexer.width:

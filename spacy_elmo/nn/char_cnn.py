@@ -24,9 +24,8 @@ POSITION_STEP = 16
 
 
 class Highway(nn.Module):
-    """One highway layer in bilm-tf's convention: ``carry = sigmoid(x W_c + b_c)``, ``y = carry *
-    relu(x W_t + b_t) + (1 - carry) * x``; ``linear`` computes ``[transform; carry]`` in one
-    product. relu whatever the CNN activation is, as in bilm-tf."""
+    """One highway layer as bilm-tf has it: ``y = carry * relu(x W_t + b_t) + (1 - carry) * x``,
+    ``carry = sigmoid(x W_c + b_c)``; ``linear`` computes ``[transform; carry]`` at once."""
 
     def __init__(self, dim: int) -> None:
         super().__init__()
@@ -76,9 +75,8 @@ class CharacterEncoder(nn.Module):
         self._max_width = max(width for width, _ in self.filters)
 
     def forward(self, char_ids: torch.Tensor, chunked: bool = False, all_positions: bool = False) -> torch.Tensor:
-        """char_ids (N, width) int64 -> (N, output_dim); ``chunked``: convolutions in fixed-shape
-        chunks. Otherwise trailing positions that cannot change the result are skipped (one read
-        back to the host), unless ``all_positions`` (a compiled or graphed step)."""
+        """char_ids (N, width) int64 -> (N, output_dim); ``chunked``: fixed-shape chunks; else
+        trailing positions that cannot matter are skipped unless ``all_positions``."""
         if char_ids.shape[0] == 0:
             return char_ids.new_zeros((0, self.output_dim), dtype=self.projection.weight.dtype)
         words = None
@@ -116,15 +114,13 @@ class CharacterEncoder(nn.Module):
         return out
 
     def _positions_needed(self, char_ids: torch.Tensor) -> torch.Tensor:
-        """(N,): how many of each token's positions change its max-pooled result. Windows wholly in
-        the trailing padding all give the same value, so keeping ``length + max_width`` positions
-        (one such window) leaves the max unchanged, exactly."""
+        """(N,): each token's positions that can change its max (``length + max_width``: windows
+        wholly in the padding all give the same value)."""
         real = (char_ids != 0) & (char_ids != self.padding_id)
         return (real.sum(dim=-1) + self._max_width).clamp_(max=char_ids.shape[1])
 
 
 def _max_over_positions(x: torch.Tensor) -> torch.Tensor:
-    """(N, channels, positions) -> (N, channels): ``amax`` without gradients, else ``max`` with
-    indices, whose backward is faster on the CPU (the manual's "Design"). Same values; a tied
-    gradient goes to one window instead of being split."""
+    """(N, channels, positions) -> (N, channels): ``amax``, or ``max`` with indices where gradients
+    flow (a faster backward: the manual's "Design")."""
     return x.max(dim=-1).values if x.requires_grad else x.amax(dim=-1)

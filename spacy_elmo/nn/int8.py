@@ -158,9 +158,8 @@ _WEIGHT_LEVELS: Optional[float] = None
 
 
 def weight_levels() -> float:
-    """The largest quantized weight magnitude this CPU's ``torch._int_mm`` sums exactly: 127, or
-    63 where its kernel saturates (AVX2 without VNNI). Probed once, with a clear error where this
-    PyTorch build has no int8 matrix product on the CPU."""
+    """The largest weight magnitude this CPU's ``torch._int_mm`` sums exactly: 127, or 63 where it
+    saturates; probed once (a clear error where the build has no CPU int8 product)."""
     global _WEIGHT_LEVELS
     if _WEIGHT_LEVELS is None:
         if _int_mm_is_exact(127):

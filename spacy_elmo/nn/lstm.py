@@ -145,9 +145,8 @@ def cell_equations(
     dim: int,
     activations: bool = False,
 ) -> tuple:
-    """``ClippedLSTM.cell``'s equations, the one copy: gates (i, f, g, o) of width ``hidden`` along
-    ``dim`` -> (output before the projection, new cell state clipped to ``cell_clip``), and with
-    ``activations`` ``(sigmoid(i), sigmoid(f), tanh(g), sigmoid(o), tanh(c_new))``."""
+    """``ClippedLSTM.cell``'s equations, the one copy: gates (i, f, g, o) along ``dim`` -> (output
+    before the projection, clipped new cell state[, the activations the derivative reads])."""
     # One split (its backward is one concatenation; a narrow's backward fills a gates-sized
     # tensor with zeros, four of them a step where gradients flow).
     input_forget, candidate, output = gates.split([2 * hidden, hidden, hidden], dim)
@@ -174,8 +173,7 @@ def _fused_cell_equations():
 
 def fuse_cells(module: nn.Module, fused: bool = True, recompute: Optional[bool] = None) -> nn.Module:
     """Set every ``ClippedLSTM`` in ``module`` to run its cell compiled (``fused``) or eagerly, and
-    (``recompute`` given) to recompute its activations in the backward; returns ``module``. Equal to
-    the eager cell up to float rounding."""
+    to recompute its activations in the backward (``recompute``); returns ``module``."""
     for layer in module.modules():
         if isinstance(layer, ClippedLSTM):
             layer.fused_cell = fused
@@ -283,9 +281,8 @@ class DirectionalLSTM(nn.Module):
     def forward_dense(
         self, inputs: torch.Tensor, lengths: torch.Tensor, valid: torch.Tensor
     ) -> Tuple[List[torch.Tensor], List[LSTMState]]:
-        """``forward`` from zero states without dropout on ``run_dense``: no packing and no reads
-        back to the CPU, as a CUDA graph needs. ``valid``: (batch, max_len) bool,
-        ``length_mask(lengths)``."""
+        """``forward`` from zero states without dropout on ``run_dense``, no reads back to the CPU
+        (CUDA graphs); ``valid``: (batch, max_len) bool, ``length_mask(lengths)``."""
         x = inputs if self.go_forward else reverse_padded(inputs, lengths)
         outputs: List[torch.Tensor] = []
         final_states: List[LSTMState] = []

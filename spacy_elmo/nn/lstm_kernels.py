@@ -68,9 +68,8 @@ def input_gates(layer: LSTMLayer, x: torch.Tensor) -> torch.Tensor:
 def packed_loop(
     layer: LSTMLayer, x_gates: torch.Tensor, batch_sizes: List[int], state: Optional[LSTMState]
 ) -> Tuple[torch.Tensor, LSTMState]:
-    """x_gates: feature-major (4 * hidden, n_tokens) input products, packed; batch_sizes: rows
-    running at each step; state in sorted row order or None. Returns the packed (n_tokens,
-    proj_size) outputs and every row's final (h, c)."""
+    """x_gates: feature-major (4 * hidden, n_tokens) packed input products -> the packed (n_tokens,
+    proj_size) outputs and every row's final (h, c); state in sorted row order or None."""
     w_hh, w_hr = layer.weight_hh_l0, layer.weight_hr_l0
     steps = x_gates.split(batch_sizes, dim=1)
     h, c = (None, None) if state is None else (state[0].t(), state[1].t())

@@ -21,9 +21,8 @@ from .lstm_kernels import LSTMLayer, LSTMState
 def packed_training_loop(
     layer: LSTMLayer, data: torch.Tensor, batch_sizes: List[int], state: Optional[LSTMState]
 ) -> Tuple[torch.Tensor, LSTMState]:
-    """``lstm_kernels.packed_loop`` with its input products, for training: data (n_tokens,
-    input_size) packed time-major, rows sorted by decreasing length; state in sorted row order or
-    None. Returns the packed (n_tokens, proj_size) outputs and every row's final (h, c)."""
+    """``lstm_kernels.packed_loop`` for training: data (n_tokens, input_size) packed, rows by
+    decreasing length -> packed (n_tokens, proj_size) outputs and each row's final (h, c)."""
     h0, c0 = (None, None) if state is None else state
     output, h_n, c_n = _PackedLayer.apply(
         data, h0, c0, layer.weight_ih_l0, layer.bias_ih_l0, layer.bias_hh_l0, layer.weight_hh_l0,
@@ -33,9 +32,8 @@ def packed_training_loop(
 
 
 class _PackedLayer(torch.autograd.Function):
-    """forward(x, h0, c0, w_ih, b_ih, b_hh, w_hh, w_hr, batch_sizes, cell, cell_clip, proj_clip)
-    -> (outputs (n, proj), h_n, c_n). h0 and c0 may be None (zeros): the first step then has no
-    recurrent product. ``cell``: the layer's ``ClippedLSTM.cell``, asked for its activations."""
+    """forward(x, h0, c0, w_ih, b_ih, b_hh, w_hh, w_hr, batch_sizes, cell, cell_clip, proj_clip) ->
+    (outputs (n, proj), h_n, c_n); h0, c0 None: zeros, no first recurrent product."""
 
     @staticmethod
     def forward(ctx, x, h0, c0, w_ih, b_ih, b_hh, w_hh, w_hr, batch_sizes, cell, cell_clip, proj_clip):

@@ -62,9 +62,8 @@ def get_precision(name: str, what: str = "precision") -> Precision:
 
 
 def runs_on(name: str, device: torch.device) -> bool:
-    """Whether mode ``name`` runs as itself on ``device`` (``torch.autocast`` given a dtype it does
-    not take warns and runs float32 under the mode's name): what a bench or test asks before
-    measuring."""
+    """Whether mode ``name`` runs as itself on ``device`` (``torch.autocast`` runs an unsupported
+    dtype as float32 under the mode's name): what benches and tests ask first."""
     precision = get_precision(name)
     if precision.int8:
         return device.type == "cpu"
@@ -77,9 +76,8 @@ def runs_on(name: str, device: torch.device) -> bool:
 
 @contextlib.contextmanager
 def precision_context(name: str, device: torch.device, *, weight_cache: bool = True) -> Iterator[Precision]:
-    """Run the block in mode ``name`` on ``device``, in this thread (a worker thread enters it
-    again: autocast is per thread). ``weight_cache=False``: autocast keeps no casts of the weights
-    beyond the block (what a CUDA graph recording needs, since the graph must own them)."""
+    """Run the block in mode ``name`` on ``device``, in this thread (autocast is per thread);
+    ``weight_cache=False`` for a CUDA graph recording, which must own its casts."""
     precision = get_precision(name)
     if precision.int8 and device.type != "cpu":
         raise ValueError(f"precision {name!r} runs on the CPU; on {device.type} use 'bf16' or 'fp16'")
@@ -96,9 +94,8 @@ def precision_context(name: str, device: torch.device, *, weight_cache: bool = T
 
 
 def training_precision(name: str, device: torch.device) -> str:
-    """The mode a pretraining process runs in for ``[training] precision = name``: "tf32" is "fp32"
-    with PyTorch's TF32 switches turned on once here on CUDA (the command owns its process; the pipe
-    never writes them)."""
+    """The mode for ``[training] precision = name``; "tf32" is "fp32" with PyTorch's TF32 switches
+    turned on here, once, on CUDA (the command owns its process; the pipe never writes them)."""
     if name != "tf32":
         return get_precision(name, "[training] precision").name
     if device.type == "cuda":

@@ -18,9 +18,8 @@ LAYER_NORM_EPS = 1e-12
 
 
 def default_mix_weights(n_layers: int) -> np.ndarray:
-    """The pipe's mix when ``mix_weights`` is null, (n_layers,) float32: the LSTM layers equally
-    and not the token layer, which is the same for every occurrence of a word and, longer than
-    the LSTM outputs, would pull all cosines of a word towards 1 (``python -m benchmarks senses``)."""
+    """The pipe's mix for null ``mix_weights``, (n_layers,) float32: the LSTM layers equally, not
+    the token layer, which pulls all cosines of a word towards 1 (``benchmarks senses``)."""
     weights = np.full(n_layers, 1.0 / (n_layers - 1), dtype=np.float32)
     weights[0] = 0.0
     return weights

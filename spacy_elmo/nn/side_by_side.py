@@ -24,9 +24,8 @@ _STREAMS: Dict[Tuple[int, Hashable], "torch.cuda.Stream"] = {}
 
 
 def how_to_run(device: torch.device, threads: int = 1, streams: bool = False) -> str:
-    """``"threads"`` on the CPU with two threads or more, ``"streams"`` on CUDA where asked,
-    else ``"sequential"``; always sequential inside ``torch.compile`` (which traces one
-    stream)."""
+    """``"threads"`` on the CPU with two threads or more, ``"streams"`` on CUDA where asked, else
+    ``"sequential"`` (always inside ``torch.compile``, which traces one stream)."""
     if compiling():
         return "sequential"
     if device.type == "cpu" and threads >= 2:

@@ -18,10 +18,8 @@ from .precision import autocast_disabled, autocast_dtype_now, compiling
 
 
 class LogUniformSampler:
-    """Draws word ids with P(k) = log((k + 2) / (k + 1)) / log(V + 1), k = 0 .. V - 1.
-
-    Assumes ids are sorted by decreasing frequency, as Zipf's law then roughly matches P.
-    """
+    """Draws ids with P(k) = log((k + 2) / (k + 1)) / log(V + 1), for ids sorted by decreasing
+    frequency (Zipf's law then roughly matches P)."""
 
     def __init__(self, vocab_size: int) -> None:
         self.vocab_size = vocab_size
@@ -99,9 +97,8 @@ class LMSoftmax(nn.Module):
         return leaf[inverse]
 
     def publish_row_gradients(self, gather: Optional[RowGather] = None) -> None:
-        """After backward: set ``weight.grad`` and ``bias.grad`` to sparse gradients of the rows
-        the last sampled-softmax call used. ``gather`` (data parallel) returns the rows and
-        gradients of every rank, averaged as DistributedDataParallel averages dense gradients."""
+        """After backward: sparse ``weight.grad``/``bias.grad`` of the rows the last sampled softmax
+        used; ``gather`` (data parallel): every rank's rows, averaged as DDP averages."""
         if self._used_rows is None:
             return
         ids, leaf = self._used_rows
@@ -206,9 +203,8 @@ class _SampledSoftmaxLoss(torch.autograd.Function):
 
 
 def _mask_hits(logits: torch.Tensor, targets: torch.Tensor, sampled: torch.Tensor) -> None:
-    """Set accidental hits (negative j equal to row i's target) of (N, 1 + S) logits to -inf. On the
-    CPU outside a compiled graph they are found as index pairs; elsewhere (fixed shapes needed) by a
-    dense comparison."""
+    """Set accidental hits (negative j == row i's target) of (N, 1 + S) logits to -inf: as index
+    pairs on the CPU outside a compiled graph, else by a dense comparison."""
     if logits.device.type != "cpu" or compiling():
         logits[:, 1:].masked_fill_(targets[:, None] == sampled[None, :], float("-inf"))
     else:

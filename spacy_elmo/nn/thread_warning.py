@@ -21,9 +21,8 @@ _lock = threading.Lock()
 
 
 def warn_if_threads_compete(threads: object, split: int, device: torch.device) -> bool:
-    """Warn once per process when ``threads = "auto"`` on the CPU fell back to PyTorch's intra-op
-    threads (``torch.get_num_threads() > 1``) where one op thread would let the biLM split the
-    batch over ``split`` (> 1) cores. Returns whether this call warned."""
+    """Warn once per process when ``threads = "auto"`` fell back to PyTorch's intra-op threads where
+    one op thread would let the biLM split over ``split`` cores; whether it warned."""
     global _warned
     n_torch = torch.get_num_threads()
     if _warned or threads != "auto" or device.type != "cpu" or n_torch == 1 or split < 2:

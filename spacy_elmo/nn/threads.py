@@ -25,9 +25,8 @@ _pool_lock = threading.Lock()
 
 
 def _one_thread_after_fork() -> None:
-    """One PyTorch thread in a forked child, before anything runs there: GNU OpenMP's pool does not
-    survive ``fork``, so a child whose parent ran a parallel op hangs in its first one otherwise
-    (the lazy weight load included)."""
+    """One PyTorch thread in a forked child before anything runs: GNU OpenMP's pool does not survive
+    ``fork``, and the child would hang in its first parallel op."""
     global _pool, _pool_workers, _pool_lock
     # The parent's workers do not exist here, and its lock may have been held at the fork.
     _pool, _pool_workers, _pool_lock = None, 0, threading.Lock()
@@ -47,9 +46,8 @@ AUTO_THREADS = 2
 
 
 def resolve_threads(threads: Threads) -> int:
-    """The number of pieces ``threads`` stands for. ``"auto"``: ``min(AUTO_THREADS,
-    usable_cores())`` where PyTorch runs its ops on one thread in this process, else 1 (PyTorch's
-    own intra-op threads do the parallel work)."""
+    """The pieces ``threads`` stands for; ``"auto"``: ``min(AUTO_THREADS, usable_cores())`` where
+    PyTorch runs one op thread in this process, else 1."""
     if threads == "auto":
         return auto_threads() if torch.get_num_threads() == 1 else 1
     return threads
@@ -121,9 +119,8 @@ def _worker_pool(n_workers: int) -> ThreadPoolExecutor:
 
 @contextlib.contextmanager
 def torch_threads(n_threads: Optional[int]) -> Iterator[int]:
-    """A whole run with ``n_threads`` PyTorch threads (None: leave the setting alone), the setting
-    restored after; yields the count in force. For a command's or a training run's span, which
-    owns the process: never for one call of a pipe."""
+    """A span with ``n_threads`` PyTorch threads (None: unchanged), restored after; yields the
+    count. For spans of a process a command owns, never one call of a pipe."""
     before = torch.get_num_threads()
     if n_threads is None or n_threads == before:
         yield before
