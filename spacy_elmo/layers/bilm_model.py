@@ -73,9 +73,8 @@ class BiLMSettings(BaseModel):
 
 
 class BiLMShim(PyTorchShim):
-    """Thinc's PyTorch shim holding one ``BiLMRunner`` for the model's life: weights arrive in it
-    (``replace_bilm``), never as a new module, so ``runner`` is always the module the shim runs,
-    copies included."""
+    """Thinc's PyTorch shim holding one ``BiLMRunner`` for life: weights arrive in it
+    (``replace_bilm``), so ``runner`` is always the module the shim runs, copies included."""
 
     @property
     def runner(self) -> BiLMRunner:
@@ -125,9 +124,8 @@ def ensure_bilm(model: Model) -> BiLMRunner:
 
 
 def load_weights(model: Model, source: WeightSource) -> BiLMRunner:
-    """Read the biLM of ``source`` into the model, with the words that pre-fill the token cache when
-    one is asked for: the first lines of ``token_cache_vocab``, else of the vocabulary beside the
-    weights, if any."""
+    """Read the biLM of ``source`` into the model, and the words that pre-fill the token cache
+    (``token_cache_vocab``, else the vocabulary beside the weights)."""
     settings = bilm_settings(model)
     if settings.token_cache_words:
         if settings.token_cache_vocab:
@@ -175,9 +173,8 @@ def _shim(model: Model) -> BiLMShim:
 
 
 def _apply_settings(model: Model, runner: BiLMRunner) -> None:
-    """The settings' precision, threads and token cache on the runner (the cache rebuilt only when
-    its size changes). Idempotent: every forward applies them, so a runner restored from bytes runs
-    as configured."""
+    """The settings' precision, threads and token cache on the runner. Idempotent: every forward
+    applies them, so a runner restored from bytes runs as configured."""
     settings = bilm_settings(model)
     runner.precision = settings.precision
     runner.threads = resolve_threads(settings.threads)

@@ -22,9 +22,8 @@ from .bilm_model import bilm_settings, ensure_bilm
 def split_sequences(
     doc: Doc, max_length: int, texts: Optional[List[str]] = None
 ) -> List[np.ndarray]:
-    """The biLM sequences of ``doc`` as arrays of token indices, whitespace tokens left out: one per
-    sentence (or the whole doc without boundaries), each longer than ``max_length`` cut into
-    ``ceil(n / max_length)`` windows of near-equal length."""
+    """``doc``'s biLM sequences (token indices, whitespace left out): one per sentence or the doc,
+    longer ones cut into ``ceil(n / max_length)`` windows of near-equal length."""
     if texts is None:
         texts = [token.text for token in doc]
     read = np.flatnonzero([not text.isspace() for text in texts])
@@ -41,9 +40,8 @@ def split_sequences(
 
 
 class LayerCache:
-    """biLM layers of sequences already seen, keyed by their words, least recently used out, bounded
-    by ``max_bytes`` of stored ``(n_layers + 1, n, width)`` float32 arrays (the exact arrays the
-    biLM returned). Locked, for a web server's threads."""
+    """The exact biLM layers of sequences already seen, keyed by their words, least recently used
+    out, bounded by ``max_bytes``; locked, for a web server's threads."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
@@ -96,9 +94,8 @@ def doc_layers(
     cache: Optional[LayerCache] = None,
     is_train: bool = False,
 ) -> Tuple[List[Floats3d], Callable[[List[Floats3d]], List]]:
-    """One ``(n_layers + 1, len(doc), width)`` array per doc (the model's device; whitespace rows
-    zero), and a backprop that sends per-doc gradients into the biLM (``is_train`` bypasses the
-    cache). ``model``: an ``ElmoModel``, its weights read first if it has none."""
+    """One ``(n_layers + 1, len(doc), width)`` array per doc (whitespace rows zero) and a backprop
+    into the biLM (``is_train`` bypasses the cache); ``model``'s weights read first if none."""
     bilm = ensure_bilm(model).bilm
     settings = bilm_settings(model)
     ops = model.ops

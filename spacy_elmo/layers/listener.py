@@ -55,9 +55,8 @@ def _deserialize_state(_, value: bytes, name: str, model: Model) -> ListenerStat
 
 
 def elmo_listener(upstream_name: str, head: Model) -> Model[List[Doc], List[Floats2d]]:
-    """``Model[List[Doc], List[Floats2d]]`` fed with the ``elmo`` pipe's layers through its
-    ``head``. Dims: ``nO`` (the width), and once the pipe's biLM is known its head's ``nL`` (layers
-    + 1) and ``nI`` (biLM width)."""
+    """``Model[List[Doc], List[Floats2d]]`` fed with the pipe's layers through its ``head``; dims
+    ``nO`` (width), and once the biLM is known the head's ``nL`` and ``nI``."""
     return Model(
         "elmo-listener",
         _listener_forward,
