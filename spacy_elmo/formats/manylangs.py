@@ -342,9 +342,8 @@ def read_lexicon(path: Path, required: Sequence[str]) -> Lexicon:
 
 
 def _check(source: WeightSource) -> None:
-    """The two weight files' zip directories, read without a tensor (a ``torch.save`` zip keeps its
-    directory at the end, so a cut file has none); an older pickle is checked where ``_read`` loads
-    it."""
+    """The two weight files' zip directories, read without a tensor (a cut file has none); an older
+    pickle is checked where ``_read`` loads it."""
     for path in (source.directory / TOKEN_EMBEDDER, source.directory / ENCODER):
         if not path.is_file():
             continue  # ``_read`` names a missing file
