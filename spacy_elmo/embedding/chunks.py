@@ -73,9 +73,8 @@ def chunk_keys(chunk: h5py.File) -> List[str]:
 
 
 class ChunkWriter:
-    """One chunk file being written, a sentence at a time (only the key texts held in memory),
-    renamed into place by ``finish``; leaving the context without ``finish`` removes the temporary
-    file."""
+    """One chunk file written a sentence at a time, renamed into place by ``finish``; leaving the
+    context without ``finish`` removes the temporary file."""
 
     def __init__(self, parts: Path, chunk: int, first_item: int, rank: int = 0) -> None:
         self.path = chunk_path(parts, chunk)

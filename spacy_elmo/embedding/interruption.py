@@ -34,9 +34,8 @@ class Interrupted(BaseException):
 
 @contextlib.contextmanager
 def stop_on_signals() -> Iterator[None]:
-    """Within the block the first SIGINT or SIGTERM raises ``Interrupted`` and later ones pass (a
-    terminal's Ctrl-C reaches torchrun's workers twice), so the clean-up is not cut; the handlers
-    before are restored after, and an ignored SIGINT (``nohup``) stays ignored."""
+    """Within the block the first SIGINT or SIGTERM raises ``Interrupted``, later ones pass (Ctrl-C
+    reaches torchrun's workers twice); handlers restored after, an ignored SIGINT stays so."""
     stopping = []
 
     def interrupt(signum, frame) -> None:

@@ -79,9 +79,8 @@ def embed_own_chunks(
 
 
 def release_free_memory() -> None:
-    """Give the heap's free pages back to the system (glibc's ``malloc_trim``; elsewhere nothing):
-    the biLM's arrays change size every batch and a fragmented heap never shrinks (the manual's
-    "Design")."""
+    """Give the heap's free pages back (glibc's ``malloc_trim``): a fragmented heap never shrinks
+    (the manual's "Design")."""
     global _MALLOC_TRIM
     if _MALLOC_TRIM is None:
         try:
