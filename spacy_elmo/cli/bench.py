@@ -41,9 +41,8 @@ COLUMNS = [
 
 @dataclass(frozen=True)
 class Workload:
-    """What every cell runs: the pipeline (a saved directory and its elmo component's name, or None
-    for blank English + sentencizer + elmo with the weight keys ``model``), the docs, the batch
-    sizes and the GPU (-1: the CPU)."""
+    """What every cell runs: a saved pipeline and its elmo component, or None (blank English +
+    sentencizer + elmo with ``model``), the docs, batch sizes and GPU (-1: CPU)."""
 
     pipeline: Optional[Path]
     component: str
@@ -209,9 +208,8 @@ def measure_cells(work: Workload, cells: List[Cell], rounds: int) -> List[Dict[s
 
 
 def run_cell(work: Workload, precision: str, threads: Threads) -> Dict[str, Any]:
-    """Load the pipeline with ``precision`` and ``threads``, warm up, then time the batches one by
-    one. PyTorch on one op thread (the cell's process is a command's), so that ``threads`` is what
-    the biLM splits over."""
+    """Load the pipeline with ``precision`` and ``threads``, warm up, time the batches; PyTorch on
+    one op thread, so ``threads`` is what the biLM splits over."""
     import spacy
     import torch
     from spacy.util import minibatch

@@ -154,9 +154,8 @@ def score_user_queries(
 
 
 def demo_words(sentences: Sequence[SenseSentence]) -> List[str]:
-    """The words the table shows by default: those whose senses differ in part of speech, what a
-    small biLM separates (``python -m benchmarks senses``); without ``pos`` in the data, every word.
-    """
+    """The words shown by default: those whose senses differ in part of speech, what a small biLM
+    separates (``benchmarks senses``); without ``pos``, every word."""
     words = list(dict.fromkeys(s.word for s in sentences))
     if sentences[0].pos is None:
         return words

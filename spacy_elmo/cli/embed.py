@@ -203,9 +203,8 @@ def _work(context: DistributedContext, o: EmbedOptions, plan: Optional[JobPlan],
 
 
 def failure_next_step(failure: RankFailure, o: EmbedOptions, plan: Optional[JobPlan], world_size: int) -> str:
-    """What to do after a rank's failure, as one more sentence of its error: a one-process run that
-    finished no chunk removes its parts folder; a non-UTF-8 input is named with the command that
-    re-encodes it."""
+    """What to do after a rank's failure: a one-process run with no chunk removes its parts; a
+    non-UTF-8 input gets the command that re-encodes it."""
     parts = parts_folder(o.output_path)
     if world_size == 1 and plan is not None and not finished_chunks(parts):
         plan.release()
