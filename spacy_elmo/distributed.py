@@ -79,9 +79,8 @@ class DistributedContext:
     def gather_rows(
         self, ids: torch.Tensor, values: torch.Tensor
     ) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Row-sparse gradients of every rank: (ids (n,), values (n, d)) -> all ranks' rows,
-        values divided by the world size (the average DistributedDataParallel takes of dense
-        gradients). Ranks hold different numbers of rows, so they are padded to the largest."""
+        """Every rank's row-sparse gradients (ids (n,), values (n, d)), padded to the largest and
+        values divided by the world size, as DDP averages dense ones."""
         if not self.distributed:
             return ids, values
         counts = [torch.zeros(1, dtype=torch.long, device=ids.device) for _ in range(self.world_size)]

@@ -51,9 +51,8 @@ class ElmoOutput:
         return cls(width, np.zeros((n_tokens, width), np.float32), layers)
 
     def vectors_for(self, tensor: Any, n_tokens: int) -> Optional[np.ndarray]:
-        """The vectors of a doc of ``n_tokens`` tokens whose ``doc.tensor`` is ``tensor``: in memory
-        ``self.vectors``; decoded, the tensor when its shape fits, else the mix recomputed from the
-        layers; None when neither is there."""
+        """The vectors of a doc whose ``doc.tensor`` is ``tensor``: ``self.vectors``; decoded, the
+        tensor if its shape fits, else the mix from the layers; None if neither."""
         if self.vectors is None:
             if getattr(tensor, "shape", None) == (n_tokens, self.width):
                 self.vectors = np.asarray(tensor, dtype=np.float32)

@@ -134,9 +134,8 @@ def make_elmo(
 
 
 class Elmo(TrainablePipe):
-    """Runs an ELMo biLM over docs and stores its vectors on them. The model's init reads the
-    configured weights on ``initialize`` or first use; a pipe restored with ``from_disk``/
-    ``from_bytes`` never reads those files."""
+    """Runs an ELMo biLM over docs and stores its vectors on them; a pipe restored with
+    ``from_disk``/``from_bytes`` never reads the configured files."""
 
     def __init__(
         self,
@@ -233,9 +232,8 @@ class Elmo(TrainablePipe):
         return (weights / weights.sum()).astype(np.float32)
 
     def _check_no_tensor_reader_after(self, nlp: Language) -> None:
-        """The pipe writes its vectors to ``doc.tensor``; a tok2vec listener after it would read
-        them at inference instead of its tok2vec's output (a shape error, or silent garbage when
-        the widths agree)."""
+        """A tok2vec listener after this pipe would read its ``doc.tensor`` at inference instead of
+        its tok2vec's (a shape error, or silent garbage)."""
         names = nlp.pipe_names
         if self.name not in names:
             return
@@ -315,9 +313,8 @@ class Elmo(TrainablePipe):
         ]
 
     def set_annotations(self, docs: Iterable[Doc], outputs: List[ElmoOutput]) -> None:
-        """``doc.tensor`` = the vectors, ``doc._.elmo_output``, and the hooks, except in a
-        multiprocessing worker: spaCy ships its docs back as bytes, which drop hooks and warn W109.
-        """
+        """``doc.tensor``, ``doc._.elmo_output`` and the hooks; no hooks in a multiprocessing
+        worker, whose docs go back as bytes (which drop them, W109)."""
         hooks = self.set_vector_hooks and multiprocessing.parent_process() is None
         for doc, output in zip(docs, outputs):
             doc._.elmo_output = output
@@ -333,9 +330,8 @@ class Elmo(TrainablePipe):
         sgd: Optional[Optimizer] = None,
         losses: Optional[Dict[str, float]] = None,
     ) -> Dict[str, float]:
-        """Annotate the predicted docs, so components trained after this one see the layers. Frozen:
-        nothing is learned. Not frozen: the layers go to the listeners with ``receive`` and ``sgd``
-        updates the biLM when the last listener backpropagates."""
+        """Annotate the predicted docs for later components; not frozen, the layers go to the
+        listeners (``receive``) and ``sgd`` updates the biLM after the last one's backprop."""
         losses = {} if losses is None else losses
         losses.setdefault(self.name, 0.0)
         docs = [eg.predicted for eg in examples]

@@ -67,9 +67,8 @@ def resolve_weight_source(
 
 
 def _checked(source: WeightSource, next_step: Callable[[WeightSource], str]) -> WeightSource:
-    """``source`` once its files pass their format's cheap check; else the check's error (which
-    names the file, its size and what was expected) with ``next_step(source)``: how to get whole,
-    matching files."""
+    """``source`` once its files pass their format's cheap check; else that error with
+    ``next_step(source)``, how to get whole, matching files."""
     try:
         check_weight_files(source)
     except (OptionsMismatchError, OptionsError) as err:
