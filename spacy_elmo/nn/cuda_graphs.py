@@ -1,12 +1,8 @@
-"""CUDA graphs for the biLM's two LSTM stacks at inference.
-
-On a GPU the LSTM loop is bound by launching its many small kernels; a graph records them once and
-replays them back to back. A graph replays fixed shapes and addresses, so the graphed path runs
-``DirectionalLSTM.forward_dense`` on static buffers of a bucket shape (``bucket_rows``, the length a
-multiple of 8), the backward stack on a second stream, batches of at most ``MAX_ROWS`` rows, at most
-``MAX_GRAPHS`` graphs per biLM; graphs are recorded again when the weights move or the precision
-changes, and outputs are copied out under the lock (concurrent callers are safe). Outputs equal the
-eager loop's up to float rounding. The manual's "Design" gives the figures.
+"""CUDA graphs for the biLM's two LSTM stacks at inference: on a GPU the LSTM loop is bound by
+launching its many small kernels, which a graph replays back to back. Graphs replay fixed shapes and
+addresses: ``forward_dense`` on bucket-shaped static buffers (``bucket_rows``), at most ``MAX_ROWS``
+rows and ``MAX_GRAPHS`` graphs, recorded again when weights move or the precision changes; outputs
+copied out under the lock. The manual's "Design" gives the figures.
 """
 
 from __future__ import annotations

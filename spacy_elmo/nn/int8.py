@@ -1,12 +1,9 @@
 """Int8 products for CPU inference: what the "int8" precision mode runs (``nn/precision.py``).
 
-The LSTM's few rows per step make its products bound by reading weights; int8 weights are a quarter
-of the bytes. Weights are quantized once per output channel, inputs per row, multiplied on one of
-two kernels picked once per process (``int8_backend``: ``torch._int_mm``, or FBGEMM on x86 without
-VNNI), and dequantized in float32; everything else stays float32. Why 7-bit weights where the kernel
-saturates, and how FBGEMM's per-tensor input quantization is made per row: the manual's "Design"
-("int8's quantization"). The prepared weights live beside the float ones and follow their version,
-so a model keeps float32 weights for saving and fine-tuning.
+The LSTM's few rows per step are bound by reading weights, and int8 weights are a quarter of the
+bytes. Weights per output channel, inputs per row, on ``torch._int_mm`` or FBGEMM
+(``int8_backend``), dequantized in float32; the prepared weights live beside the float ones and
+follow their version. Why 7 bits and how FBGEMM's input becomes per row: the manual's "Design".
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """One ``ClippedLSTM`` layer over packed rows as a single autograd node, its backward written out:
-the kernel a layer trains on, on the CPU (``ClippedLSTM.run_packed``).
-
-Autograd through the step loop records a dozen nodes per step and pays small products and a final
-concatenation for them. Here the forward runs the layer's own ``cell`` and keeps its activations per
-step; the backward runs the recurrence in reverse, two products per step, and each weight's gradient
-is one product over all steps. Tested against autograd and numerical gradients
+what a layer trains on, on the CPU. Autograd through the step loop records a dozen nodes a step;
+here the forward keeps the cell's activations and the backward runs the recurrence in reverse, each
+weight's gradient one product over all steps. Tested against autograd and numerical gradients
 (``tests/test_lstm_training.py``).
 """
 

@@ -1,10 +1,7 @@
-"""How a BiLM is run: the path each call takes, and the speed settings that choose it.
-
-``BiLMRunner(bilm)`` is what the ``elmo`` pipe runs, and what a PyTorch user wraps a ``BiLM`` in for
-speed: ``runner(char_ids)`` returns ``bilm(char_ids)``'s ``(layers, mask)`` in float32, in its
-``precision``, as CUDA graphs, side by side on ``threads`` threads, with a token cache, or eagerly;
-where gradients flow only the precision applies. The manual's "The biLM in PyTorch" and "Threads"
-say what each setting does and what it keeps equal.
+"""How a BiLM is run: ``BiLMRunner(bilm)(char_ids)`` returns ``bilm(char_ids)`` in float32, in its
+``precision``, as CUDA graphs, side by side on ``threads``, with a token cache, or eagerly; where
+gradients flow only the precision applies. What the pipe runs. The manual's "The biLM in PyTorch"
+and "Threads".
 """
 
 from __future__ import annotations

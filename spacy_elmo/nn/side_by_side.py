@@ -1,11 +1,7 @@
-"""The one engine that runs computations which share nothing side by side: the biLM's two LSTM
-directions (and on the CPU at inference, shards of the batch times the directions).
-
-``run_side_by_side_of(runs, x, how, ...)`` returns ``[run(x) for run in runs]``: ``"sequential"``
-(what every way computes), ``"threads"`` (the CPU: each run on a thread, with gradients as one
-autograd node whose backward runs on the same threads, ``_ThreadedRuns``) or ``"streams"`` (CUDA:
-side streams forked from and joined to the current one, parallel branches inside a graph recording;
-same ops in the same order, so the same numbers).
+"""The one engine that runs computations which share nothing side by side (the biLM's two
+directions, shards of a batch): ``run_side_by_side_of(runs, x, how)`` is ``[run(x) for run in
+runs]``, ``"sequential"``, on ``"threads"`` (with gradients one autograd node, ``_ThreadedRuns``) or
+on CUDA ``"streams"`` (the same ops in the same order: the same numbers).
 """
 
 from __future__ import annotations

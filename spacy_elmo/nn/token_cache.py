@@ -1,10 +1,7 @@
-"""A bounded cache of context-independent token vectors, filled from the text the biLM sees:
-repeated words skip the character CNN and the highway layers.
-
-Keyed by a token's row of ids as bytes (an exact match; no vocabulary needed), least recently used
-out, optionally pre-filled from a word list. The runner empties it when what the vectors depend on
-changes and never uses it where gradients flow; a lock makes it thread-safe, the encoder running
-outside it. What it keeps equal: the manual's "The biLM in PyTorch".
+"""A bounded cache of token vectors, filled from the text the biLM sees, so repeated words skip the
+character CNN: keyed by a token's ids (an exact match), least recently used out, thread-safe. The
+runner empties it when what the vectors depend on changes and bypasses it where gradients flow (the
+manual's "The biLM in PyTorch").
 """
 
 from __future__ import annotations
