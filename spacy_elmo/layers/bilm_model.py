@@ -1,10 +1,7 @@
-"""The biLM as a Thinc model: a ``BiLMRunner`` (``nn/runner.py``) in a PyTorch shim, with what it
-needs to run. ``Model[List[List[str]], List[Floats3d]]``: one ``(n_layers + 1, n_tokens, 2 *
-projection_dim)`` float32 array per sequence, on the model's device.
-
-Weights arrive at init, from a loader, or from bytes (``load_weights``, the one road: the manual's
-"Design"). The runtime settings (``BiLMSettings``) live in ``model.attrs``, which Thinc's
-serialisation skips: they come from the config each time, so an override at ``spacy.load`` takes
+"""The biLM as a Thinc model: a ``BiLMRunner`` in a PyTorch shim, ``Model[List[List[str]],
+List[Floats3d]]`` (one ``(n_layers + 1, n_tokens, 2 * projection_dim)`` array per sequence). Weights
+arrive through ``load_weights`` (the manual's "Design"); the runtime settings (``BiLMSettings``)
+live in ``model.attrs``, which Thinc does not save, so config overrides at ``spacy.load`` take
 effect.
 """
 

@@ -1,10 +1,7 @@
-"""Downstream components on ELMo: ``ElmoListener.v1``, where a component's ``tok2vec`` goes.
-
-It gets every biLM layer of every doc from the ``elmo`` pipe, sent with ``receive`` when the pipe is
-fine-tuned, else read from ``doc._.elmo_layers``, and mixes them in its head
-(``layers/mix_head.py``). A plain Thinc ``Model`` whose state between calls (``ListenerState``) is
-an attr Thinc neither saves nor copies, as spacy-curated-transformers keeps it. The manual's
-"Training downstream components on ELMo" and "Design".
+"""``ElmoListener.v1``, where a component's ``tok2vec`` goes: every biLM layer of every doc from the
+``elmo`` pipe (sent when fine-tuned, else ``doc._.elmo_layers``), mixed in its head. Its state
+between calls (``ListenerState``) is an attr Thinc neither saves nor copies, as
+spacy-curated-transformers keeps it. The manual's "Training downstream components on ELMo".
 """
 
 from __future__ import annotations
