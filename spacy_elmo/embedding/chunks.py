@@ -1,9 +1,6 @@
-"""The parts folder and its chunk files: the unit of work, of resumption and of progress.
-
-Chunk ``c`` (``chunk_size`` consecutive items) is rank ``c % world_size``'s, one HDF5 file written
-under a temporary name and renamed when whole (after ``fsync``): a chunk file that exists is
-complete, whatever wrote it. Datasets are named by position in the chunk; the merge gives the global
-names.
+"""The parts folder and its chunk files: the unit of work, of resumption and of progress. Chunk
+``c`` is rank ``c % world_size``'s, written under a temporary name and renamed when whole, so a
+chunk file that exists is complete. Datasets are named by position; the merge names them.
 """
 
 from __future__ import annotations

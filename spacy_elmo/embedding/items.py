@@ -1,10 +1,7 @@
-"""The input of ``embed`` as a stream of numbered items, one per sentence, each one dataset.
-
-Every rank streams the whole input and keeps its own chunks' items, so skipping must cost next to
-nothing: a line is decoded and tokenized only when its item is embedded. A text file is one item per
-line (blank lines included, so names stay line numbers; universal newlines, as AllenNLP). A
-``.spacy`` file is one item per sentence (or doc); a DocBin cannot be streamed, so each rank holds
-its token arrays in memory.
+"""The input of ``embed`` as a stream of numbered items, one per sentence, each one dataset. Every
+rank streams it all, so skipping must be cheap: a line is decoded only when its item is embedded.
+Text: one item per line, blank lines too (names stay line numbers). ``.spacy``: one per sentence (or
+doc); a DocBin cannot be streamed, so each rank holds its arrays.
 """
 
 from __future__ import annotations
