@@ -1,10 +1,7 @@
-"""Registered Thinc architectures, one short function each; the layers live in ``layers/``.
-
-``ElmoModel.v2`` (the biLM in a PyTorch shim with everything it needs to run; its bytes carry
-options and weights), ``ElmoListener.v1`` (a downstream component's ``tok2vec`` fed by the pipe,
-with its own learned mix) and ``ElmoEmbedder.v2`` (that mix on its own copy of the biLM, what
-``nlp.replace_listeners`` leaves). The manual's "Config" and "Training downstream components on
-ELMo".
+"""Registered Thinc architectures, one short function each; the layers live in ``layers/``:
+``ElmoModel.v2`` (the biLM and what it needs to run), ``ElmoListener.v1`` (a component's ``tok2vec``
+fed by the pipe) and ``ElmoEmbedder.v2`` (what ``nlp.replace_listeners`` leaves). The manual's
+"Config" and "Training downstream components on ELMo".
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """The ``elmo`` pipe: contextual ELMo vectors on every Doc, Span and Token.
 
-The biLM and what it needs to run live in the model block (``spacy_elmo.ElmoModel.v2``); the pipe
-keeps what it writes to the Doc: ``doc.tensor`` (the mix, which spaCy's own ``.vector`` and
-``similarity`` read without hooks, so it survives bytes and ``n_process``), ``doc._.elmo_output``
-and the getters over them, and in memory the vector hooks. Weights arrive through spaCy's lifecycle
-(``initialize``, a loader, ``from_disk``). The manual's "The elmo pipe" (what it writes, vectors
-that survive, sentences, windows and whitespace tokens) and "Design".
+The biLM and what it needs to run live in the model block (``ElmoModel.v2``); the pipe keeps what it
+writes: ``doc.tensor`` (which spaCy's ``.vector`` reads without hooks, so it survives bytes and
+``n_process``), ``doc._.elmo_output``, the getters and, in memory, the vector hooks. The manual's
+"The elmo pipe" and "Design".
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""Which weights a reference means: the one resolver, used by every caller that takes weights.
-
-``weights`` (a model directory, or a released or downloaded model's name; an existing path wins, a
-name never downloads), ``options_file`` + ``weight_file``, or nothing (the bundled model).
-``resolve_weight_source`` checks the files cheaply (headers and shapes, no weights) and names the
-setting in its errors, so callers resolve early and load late (``load_bilm_from``). The manual's
-"Released models by name" and "Damaged files".
+"""Which weights a reference means: the one resolver. ``weights`` (a directory, or a model's name; a
+path wins, a name never downloads), ``options_file`` + ``weight_file``, or nothing (the bundled
+model). ``resolve_weight_source`` checks files cheaply and names the setting in its errors, so
+callers resolve early and load late. The manual's "Released models by name", "Damaged files".
 """
 
 from __future__ import annotations
