@@ -1,17 +1,7 @@
-"""Registered Thinc architectures, one short function each; the layers live in ``layers/``.
-
-``spacy_elmo.ElmoModel.v2``: ``Model[List[List[str]], List[Floats3d]]``, the PyTorch ``BiLM`` in
-a ``PyTorchWrapper`` with everything it needs to run: which weights, precision, sequence and batch
-sizes, threads and token cache. It maps a batch of tokenized sequences to one array per sequence
-of shape ``(n_layers + 1, n_tokens, 2 * projection_dim)`` (float32, on the model's device: NumPy
-on the CPU, CuPy after ``spacy.require_gpu()``). The biLM's shape comes with its weights;
-``model.to_bytes()`` carries the options and the weights together, so a model restored with
-``from_bytes`` needs neither the original files nor ``initialize``.
-
-``spacy_elmo.ElmoListener.v1``: a downstream component's ``tok2vec``, fed by the ``elmo`` pipe,
-with its own learned layer mix (:mod:`spacy_elmo.layers.listener`). ``spacy_elmo.ElmoEmbedder.v2``:
-the same mix on its own copy of the biLM, what ``nlp.replace_listeners`` leaves in a listener's
-place.
+"""Registered Thinc architectures, one short function each; the layers live in ``layers/``:
+``ElmoModel.v2`` (the biLM and what it needs to run), ``ElmoListener.v1`` (a component's ``tok2vec``
+fed by the pipe) and ``ElmoEmbedder.v2`` (what ``nlp.replace_listeners`` leaves). The manual's
+"Config" and "Training downstream components on ELMo".
 """
 
 from __future__ import annotations
@@ -42,24 +32,17 @@ def elmo_model_v2(
     token_cache_words: int = 0,
     token_cache_vocab: Optional[str] = None,
 ) -> Model[List[List[str]], List[Floats3d]]:
-    """The biLM and what it needs to run.
+    """The biLM and what it needs to run. Each sequence's output: a float32 array of shape
+    (n_layers + 1, n_tokens, 2 * projection_dim) on the model's device.
 
-    weights: a model directory, or the name of a released or downloaded model (``small``); with
-        ``options_file`` + ``weight_file`` instead, those two files; all null: the bundled model.
-        Read by the model's init (``nlp.initialize()`` or the first use, whichever comes first;
-        ``spacy_elmo.sources``), unless the pipeline carries them (``spacy.load``).
+    weights: a model directory or a model's name; or ``options_file`` + ``weight_file``; all null:
+        the bundled model (``spacy_elmo.sources``). Read by the model's init.
     precision: "fp32", "bf16", "fp16" or "int8" (``spacy_elmo.nn.precision``).
-    max_sequence_length: longest biLM sequence; longer sentences, and docs without sentence
-        boundaries, are cut into windows.
+    max_sequence_length: longest biLM sequence; longer ones are cut into windows.
     max_batch_tokens: padded tokens (sequences x longest sequence) per biLM call.
-    threads: threads the biLM's inference splits each batch over: the two LSTM directions (and
-        shards of the batch) side by side, each on PyTorch's intra-op threads as the process set
-        them. "auto": the usable cores, at most 2, where PyTorch runs one op thread
-        (``torch.set_num_threads(1)``), else 1 (``spacy_elmo.nn.threads``).
-    token_cache_words: keep the token vectors of up to this many words seen in the text (least
-        recently used out), pre-filled with the first lines of ``token_cache_vocab`` (default the
-        ``vocab.txt`` beside the weights, if any); 0: no cache.
-    """
+    threads: pieces each batch is split over (``spacy_elmo.nn.threads``; "auto").
+    token_cache_words: token vectors kept for this many words, pre-filled from
+        ``token_cache_vocab`` (default the ``vocab.txt`` beside the weights); 0: no cache."""
     settings = validated(
         BiLMSettings,
         dict(
@@ -83,11 +66,9 @@ def elmo_listener_v1(
     token_embed: Optional[Model[List[Doc], List[Floats2d]]] = None,
     layer_norm: bool = False,
 ) -> Model[List[Doc], List[Floats2d]]:
-    """A downstream component's view of the ``elmo`` pipe: its own scalar mix of the biLM layers
-    (softmax weights and gamma, learned with the task; ``layer_norm``: each layer normalised per
-    doc first, AllenNLP's ``do_layer_norm``), ``dropout`` on the mix, optionally concatenated with
-    ``token_embed`` (e.g. ``spacy.MultiHashEmbed.v2``), projected by a Maxout layer to ``width``.
-    Output: one ``(len(doc), width)`` array per doc."""
+    """A downstream component's view of the ``elmo`` pipe: its own learned scalar mix
+    (``layer_norm``: AllenNLP's ``do_layer_norm``), ``dropout``, optionally ``token_embed``
+    concatenated, a Maxout to ``width``. Output: one ``(len(doc), width)`` array per doc."""
     return elmo_listener(upstream, mix_head(width, dropout, token_embed, layer_norm))
 
 
@@ -99,20 +80,17 @@ def elmo_embedder_v2(
     token_embed: Optional[Model[List[Doc], List[Floats2d]]] = None,
     layer_norm: bool = False,
 ) -> Model[List[Doc], List[Floats2d]]:
-    """A listener with its own copy of the biLM (``elmo``, an ``ElmoModel.v2``, frozen): what
-    ``nlp.replace_listeners`` leaves in place of an ``ElmoListener.v1``."""
+    """A listener on its own frozen biLM copy: what ``replace_listeners`` leaves."""
     return elmo_embedder(elmo, mix_head(width, dropout, token_embed, layer_norm))
 
 
 def replace_listener(copied_elmo: Model, listener: Model, pipe) -> Model:
-    """``nlp.replace_listeners`` hook: the listener's own mix on a copy of the pipe's biLM (its
-    settings travel with it)."""
+    """``nlp.replace_listeners`` hook: the listener's mix on a copy of the pipe's biLM."""
     return elmo_embedder(copied_elmo, listener_head(listener))
 
 
 def replace_listener_cfg(elmo_cfg: Dict[str, Any], tok2vec_cfg: Dict[str, Any]) -> Dict[str, Any]:
-    """``nlp.replace_listeners`` hook for the config: an ``ElmoEmbedder.v2`` block holding the
-    pipe's model block and the listener's settings."""
+    """``nlp.replace_listeners`` config hook: an ``ElmoEmbedder.v2`` block."""
     listener_cfg = _find_listener_cfg(tok2vec_cfg)
     if listener_cfg is None:
         raise ValueError("replace_listeners: no spacy_elmo.ElmoListener.v1 block in the tok2vec config")

@@ -1,8 +1,5 @@
-"""Length batching: the one routine that cuts sequences into padded batches of bounded size.
-
-Used by the ``elmo`` pipe (docs -> biLM batches, longest first) and by pretraining (shuffled
-buffers sorted by length, held-out text). A batch's padded size is its number of rows times its
-longest row, plus ``overhead`` tokens per row (pretraining counts ``<S>`` and ``</S>``).
+"""Length batching: the one routine that cuts sequences into padded batches of bounded size, for the
+``elmo`` pipe and pretraining.
 """
 
 from __future__ import annotations
@@ -13,10 +10,9 @@ T = TypeVar("T")
 
 
 def pack_by_length(lengths: Sequence[int], max_tokens: int, overhead: int = 0) -> List[List[int]]:
-    """Cut positions ``0 .. len(lengths) - 1``, in the given order, into consecutive batches
-    whose padded size ``rows * (longest + overhead)`` is at most ``max_tokens``. A sequence too
-    long for ``max_tokens`` on its own is a batch of its own. Sort ``lengths`` first (either way)
-    for little padding."""
+    """Cut positions ``0 .. len(lengths) - 1``, in the given order, into consecutive batches of
+    padded size ``rows * (longest + overhead)`` at most ``max_tokens`` (a sequence too long alone is
+    a batch of its own). Sort ``lengths`` first for little padding."""
     batches: List[List[int]] = []
     longest = 0
     for i, length in enumerate(lengths):

@@ -1,17 +1,7 @@
-"""Token text -> character ids, the mapping the released ELMo models were trained with.
-
-Each token becomes 50 ids: begin-of-word (258), its UTF-8 bytes (truncated to 48 bytes), end-of-word
-(259), then padding (260); every id is shifted by +1 so that 0 is free to mark an all-padding token
-(a padded position in a batch). The sentence-boundary tokens ``<S>`` and ``</S>`` use the reserved
-byte values 256 and 257.
-
-Documented edge cases (identical to bilm-tf and AllenNLP, so released models see what they saw in
-training):
-- the empty string is a real token ``[BOW, EOW]``, never a padding row;
-- whitespace tokens (" ", "\\n") keep their bytes;
-- bytes that cannot be encoded (unpaired surrogates such as ``"\\ud800"``) are dropped;
-- truncation to 48 bytes can cut a multi-byte character; only its leading bytes are kept;
-- a token whose text is literally ``<S>`` or ``</S>`` maps to the boundary ids.
+"""Token text -> character ids, the mapping the released ELMo models were trained with: 50 ids a
+token (begin-of-word, UTF-8 bytes truncated to 48, end-of-word, padding), shifted by +1 so that 0
+marks an all-padding token. Edge cases are bilm-tf's and AllenNLP's, so released models see what
+they saw in training (the manual's "The biLM in PyTorch" lists them).
 """
 
 from __future__ import annotations
@@ -45,11 +35,7 @@ EOS_CHAR_IDS = _special_token_ids(END_OF_SENTENCE)
 
 
 def tokens_to_ids(tokens: Sequence[str]) -> np.ndarray:
-    """Map a flat list of tokens to an int64 array of shape (len(tokens), 50).
-
-    The only per-token Python work is ``str.encode``; bytes are scattered into the array with one
-    vectorised NumPy assignment.
-    """
+    """A flat list of tokens -> int64 (len(tokens), 50); per token only ``str.encode``."""
     n_tokens = len(tokens)
     max_bytes = MAX_CHARS_PER_TOKEN - 2
     encoded = []
@@ -77,11 +63,8 @@ def tokens_to_ids(tokens: Sequence[str]) -> np.ndarray:
 
 
 def batch_to_ids(sentences: Sequence[Sequence[str]]) -> np.ndarray:
-    """Character ids for a batch of tokenized sentences.
-
-    Returns an int64 array of shape (batch, max_len, 50); positions past a sentence's end are all
-    zero. An empty batch gives shape (0, 0, 50); a batch of empty sentences gives (batch, 0, 50).
-    """
+    """Character ids for a batch of tokenized sentences: int64 (batch, max_len, 50), zero past a
+    sentence's end; an empty batch gives (0, 0, 50)."""
     return pad_batch(sentences, tokens_to_ids, MAX_CHARS_PER_TOKEN)
 
 
@@ -90,8 +73,7 @@ def pad_batch(
     tokens_to_ids: Callable[[Sequence[str]], np.ndarray],
     width: int,
 ) -> np.ndarray:
-    """(batch, max_len, width) int64 ids of any token mapping (``tokens_to_ids``: n tokens ->
-    (n, width)); positions past a sentence's end are all zero. Every indexer pads through this."""
+    """(batch, max_len, width) int64 ids of any ``tokens_to_ids``, zero past a sentence's end."""
     if isinstance(sentences, str) or any(isinstance(s, str) for s in sentences):
         raise TypeError(
             "batch_to_ids expects a list of tokenized sentences (list of lists of str), "

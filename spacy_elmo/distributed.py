@@ -1,10 +1,6 @@
-"""Data-parallel setup from torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK).
-
-Used by pretraining and by the distributed ``embed`` command. A plain process: nothing is
-initialised. Under torchrun (any number of ranks, one included, so that ``--nproc-per-node 1``
-runs the same code path as eight GPUs): NCCL on GPUs, Gloo on CPUs, and each rank works on its
-own share of the input (pretraining: a shard of the corpus, gradients averaged by
-DistributedDataParallel; ``embed``: its own chunks of the input).
+"""Data-parallel setup from torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK), for pretraining
+and ``embed``. A plain process initialises nothing; under torchrun, one rank included (so
+``--nproc-per-node 1`` runs the code path of many), NCCL on GPUs and Gloo on CPUs.
 """
 
 from __future__ import annotations
@@ -45,8 +41,7 @@ class DistributedContext:
 
     @classmethod
     def from_env(cls, gpu_id: int = -1) -> "DistributedContext":
-        """Read torchrun's variables; ``gpu_id`` >= 0 selects a GPU for a single process
-        (under torchrun each rank uses the GPU of its LOCAL_RANK when ``gpu_id`` >= 0)."""
+        """Read torchrun's variables; ``gpu_id`` >= 0: a GPU (each rank its LOCAL_RANK's)."""
         world_size = int(os.environ.get("WORLD_SIZE", "1"))
         rank = env_rank()
         use_gpu = gpu_id >= 0
@@ -75,8 +70,7 @@ class DistributedContext:
         return tensor
 
     def all_reduce_sum_async(self, tensor: torch.Tensor) -> Callable[[], None]:
-        """Start summing ``tensor`` over the ranks in place; returns the wait for the result
-        (on the device's stream: the host does not wait for the device)."""
+        """Start an in-place sum over the ranks; returns the wait (on the device's stream)."""
         if not self.distributed:
             return lambda: None
         work = dist.all_reduce(tensor, op=dist.ReduceOp.SUM, async_op=True)
@@ -85,9 +79,8 @@ class DistributedContext:
     def gather_rows(
         self, ids: torch.Tensor, values: torch.Tensor
     ) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Row-sparse gradients of every rank: (ids (n,), values (n, d)) -> all ranks' rows,
-        values divided by the world size (the average DistributedDataParallel takes of dense
-        gradients). Ranks hold different numbers of rows, so they are padded to the largest."""
+        """Every rank's row-sparse gradients (ids (n,), values (n, d)), padded to the largest and
+        values divided by the world size, as DDP averages dense ones."""
         if not self.distributed:
             return ids, values
         counts = [torch.zeros(1, dtype=torch.long, device=ids.device) for _ in range(self.world_size)]

@@ -1,18 +1,8 @@
 """What the ``elmo`` pipe leaves on a Doc: one object, msgpack-serialisable.
 
-The pipe writes the mixed ELMo vectors to ``doc.tensor`` (spaCy's own hook-free source of
-``token.vector``, ``span.vector`` and ``doc.vector`` when the vocab has no static vectors; it
-survives ``doc.to_bytes()``, pickling and ``nlp.pipe(n_process=2)``) and stores an
-:class:`ElmoOutput` in ``doc._.elmo_output`` with every biLM layer and the mix that made the
-vectors. ``doc._.elmo``, ``doc._.elmo_layers``, ``token._.elmo`` and ``span._.elmo`` are getters
-over the two.
-
-The msgpack encoding of an ElmoOutput leaves the vectors out (they travel in ``doc.tensor``, so
-nothing is serialised twice) and keeps the layers, the layer weights and gamma: ``DocBin``, which
-stores no tensor, still lets :meth:`ElmoOutput.vectors_for` recompute the vectors from the layers
-(``store_user_data=True``, and the pipe's ``store_layers = true``).
-
-This module itself imports neither spaCy nor PyTorch.
+The mixed vectors travel in ``doc.tensor``; ``ElmoOutput`` keeps the layers and the mix, and its
+msgpack encoding leaves the vectors out, so nothing is stored twice and a ``DocBin`` can recompute
+them (the manual's "Vectors that survive"). Imports neither spaCy nor PyTorch.
 """
 
 from __future__ import annotations
@@ -32,13 +22,9 @@ class ElmoOutput:
     """The ELMo output of one Doc, as float32 NumPy arrays on the CPU.
 
     width: the vectors' width (``2 * projection_dim``).
-    vectors: (n_tokens, width), the scalar mix ``gamma * sum_j w_j h_j`` of the biLM layers (rows
-        of whitespace tokens are zero); None once decoded from msgpack (they are in ``doc.tensor``,
-        or are recomputed from the layers: :meth:`vectors_for`).
-    layers: (n_layers + 1, n_tokens, width), every biLM layer (layer 0 is the context-independent
-        token layer ``[x; x]``), or None when the pipe was configured with ``store_layers = false``.
-    layer_weights: (n_layers + 1,), the normalised mix weights ``w_j``; gamma: the mix's scale.
-    """
+    vectors: (n_tokens, width), the mix (whitespace rows zero); None once decoded (``vectors_for``).
+    layers: (n_layers + 1, n_tokens, width), or None with ``store_layers = false``.
+    layer_weights: (n_layers + 1,), the normalised mix weights ``w_j``; gamma: the mix's scale."""
 
     width: int
     vectors: Optional[np.ndarray] = None
@@ -65,12 +51,8 @@ class ElmoOutput:
         return cls(width, np.zeros((n_tokens, width), np.float32), layers)
 
     def vectors_for(self, tensor: Any, n_tokens: int) -> Optional[np.ndarray]:
-        """The vectors of a doc of ``n_tokens`` tokens whose ``doc.tensor`` is ``tensor``.
-
-        In memory: ``self.vectors``. Decoded: the doc's tensor when its shape is
-        ``(n_tokens, width)`` (``doc.to_bytes()``, ``n_process > 1``), else the mix recomputed from
-        the layers (``DocBin``, which drops the tensor); None when neither is there (a DocBin of
-        docs from a pipe with ``store_layers = false``)."""
+        """The vectors of a doc whose ``doc.tensor`` is ``tensor``: ``self.vectors``; decoded, the
+        tensor if its shape fits, else the mix from the layers; None if neither."""
         if self.vectors is None:
             if getattr(tensor, "shape", None) == (n_tokens, self.width):
                 self.vectors = np.asarray(tensor, dtype=np.float32)

@@ -1,15 +1,6 @@
-"""Registered weight loaders: weights that enter the ``elmo`` pipe at ``initialize``.
-
-As spacy-curated-transformers loads encoders, the weights are named in the ``[initialize]`` block
-instead of the component, so the pipeline's config carries no machine paths and a saved pipeline
-takes its weights from its own serialized model::
-
-    [initialize.components.elmo.weights]
-    @misc = "spacy_elmo.WeightLoader.v2"
-    weights = "/models/elmo_small"
-
-The settings are those of ``sources.resolve_weight_source``, checked when the config is
-resolved; the files are looked up when ``initialize`` calls the loader.
+"""Registered weight loaders: weights named in the ``[initialize]`` block enter the ``elmo`` pipe at
+``initialize``, as spacy-curated-transformers loads encoders, so the pipeline's config carries no
+machine paths (the manual's "Config"). Settings are ``sources.resolve_weight_source``'s.
 """
 
 from __future__ import annotations
@@ -27,8 +18,7 @@ def weight_loader_v2(
     options_file: Optional[str] = None,
     weight_file: Optional[str] = None,
 ) -> Callable[[], WeightSource]:
-    """A model directory or a released/downloaded model's name (``weights``), or a model's
-    ``options_file`` and ``weight_file``."""
+    """``weights`` (a directory or a model's name), or ``options_file`` + ``weight_file``."""
     check_weight_settings(weights, options_file, weight_file, what="weights")
 
     def load() -> WeightSource:

@@ -1,50 +1,9 @@
 """The ``elmo`` pipe: contextual ELMo vectors on every Doc, Span and Token.
 
-``nlp.add_pipe("elmo")`` runs the bundled English model; the biLM and what it needs to run live in
-the pipe's model block (``spacy_elmo.ElmoModel.v2``), e.g.
-``nlp.add_pipe("elmo", config={"model": {"weights": "small", "precision": "int8"}})`` runs the
-released small model (downloaded into the cache once with ``python -m spacy_elmo download small``;
-never downloaded implicitly) on the CPU's int8 path. ``weights`` may also be a model directory,
-or ``options_file`` + ``weight_file`` name a released model's two files. The pipe itself keeps
-what it writes to the Doc.
-
-Weights arrive through spaCy's lifecycle: the model's init reads the files the model block names
-(``nlp.initialize()``, or the pipe's first use without it), ``initialize`` may take them from a
-registered loader instead (``loaders.py``), and ``to_disk``/``from_disk`` carry them, so that
-``spacy.load`` never reads the original files. A bad weight setting fails there, naming the pipe.
-
-What it writes (``width`` = ``2 * projection_dim``, float32 NumPy arrays, also after
-``spacy.require_gpu()``):
-
-- ``doc.tensor``: ``(len(doc), width)``, the scalar mix ``gamma * sum_j w_j h_j``. spaCy's own
-  ``token.vector``, ``span.vector``, ``doc.vector`` and ``similarity`` read it when the vocab has
-  no static vectors, with no hook: it survives ``doc.to_bytes()``, pickling and
-  ``nlp.pipe(n_process=2)``, which drop hooks;
-- ``doc._.elmo_output``: an :class:`~spacy_elmo.doc_output.ElmoOutput` with the layers and the mix
-  (its msgpack encoding leaves the vectors to ``doc.tensor``);
-- ``doc._.elmo``: the vectors; ``doc._.elmo_layers``: ``(n_layers + 1, len(doc), width)`` or None
-  (``store_layers = false``); ``token._.elmo``: ``doc._.elmo[token.i]``; ``span._.elmo``: the
-  mean of its tokens' rows;
-- with ``set_vector_hooks`` (default), in memory: hooks that make ``.vector`` and
-  ``.similarity()`` ELMo also with static vectors in the vocab, and ``similarity`` of two tokens
-  with the same text a cosine (spaCy itself answers 1.0 there). Docs that lost them (bytes, DocBin,
-  ``n_process > 1``) get them back, and after a DocBin their ``doc.tensor``, from
-  :func:`add_vector_hooks`.
-
-How docs become biLM sequences (:mod:`spacy_elmo.layers.doc_layers`): each sentence is one
-sequence when the doc has sentence boundaries (a parser, senter or sentencizer ran before);
-otherwise, and for sentences longer than the model's ``max_sequence_length``, the tokens are cut
-into the fewest windows of near-equal length. Whitespace tokens (spaCy's " ", "\\n", ...) are left
-out of the biLM input and get zero vectors: the released models never saw such tokens (their
-training text was tokenized without them), so feeding them in would only disturb the context of
-their neighbours. Sequences of a batch of docs are sorted by length and run in batches of at most
-``max_batch_tokens`` padded tokens.
-
-Downstream components read the layers through ``spacy_elmo.ElmoListener.v1`` (see
-:mod:`spacy_elmo.layers.listener`). With ``frozen = true`` (default) the biLM never changes, and a
-:class:`~spacy_elmo.layers.doc_layers.LayerCache` of ``cache_size_mb`` (0, off, by default) keeps
-the layers of sentences already seen, so training epochs after the first skip the biLM; with
-``frozen = false``, ``update`` fine-tunes the biLM with the gradients of its listeners.
+The biLM and what it needs to run live in the model block (``ElmoModel.v2``); the pipe keeps what it
+writes: ``doc.tensor`` (which spaCy's ``.vector`` reads without hooks, so it survives bytes and
+``n_process``), ``doc._.elmo_output``, the getters and, in memory, the vector hooks. The manual's
+"The elmo pipe" and "Design".
 """
 
 from __future__ import annotations
@@ -150,9 +109,7 @@ def make_elmo(
     frozen: bool,
     cache_size_mb: int,
 ) -> "Elmo":
-    """The ``elmo`` pipe; see the module docstring and docs/manual.md for the settings (their
-    defaults live in ``DEFAULT_CONFIG_STR`` alone). No weights are read here: the same factory
-    builds a new pipe and one that ``spacy.load`` fills from disk next."""
+    """The ``elmo`` pipe; reads no weights (``spacy.load`` fills one from disk next)."""
     others = [other for other, pipe in nlp.pipeline if isinstance(pipe, Elmo)]
     if others:
         raise ValueError(
@@ -175,13 +132,8 @@ def make_elmo(
 
 
 class Elmo(TrainablePipe):
-    """Runs an ELMo biLM over docs and stores its vectors on them.
-
-    The weights are read by the model's init, from the files its block names: on ``initialize``
-    or on first use, whichever comes first (``initialize`` may name others, through a loader). A
-    pipe restored with ``from_disk``/``from_bytes`` (``spacy.load``) takes them from its own
-    serialized model and never reads those files.
-    """
+    """Runs an ELMo biLM over docs and stores its vectors on them; a pipe restored with
+    ``from_disk``/``from_bytes`` never reads the configured files."""
 
     def __init__(
         self,
@@ -228,16 +180,14 @@ class Elmo(TrainablePipe):
         return self.ensure_loaded()
 
     def ensure_loaded(self) -> BiLMRunner:
-        """The runner, the model initialized first if it has no weights: the configured ones
-        are read, with errors that name the pipe."""
+        """The runner, the configured weights read first (errors naming the pipe) if it has none."""
         try:
             return ensure_bilm(self.model)
         except (FileNotFoundError, ValueError) as err:
             raise type(err)(f"elmo pipe '{self.name}': {err}") from None
 
     def weight_source(self) -> WeightSource:
-        """The files the model block names, resolved now (their weights are not read): a missing
-        path or an unknown model name is an error naming the pipe."""
+        """The files the model block names, resolved, not read; errors name the pipe."""
         try:
             return configured_source(self.model)
         except (FileNotFoundError, ValueError) as err:
@@ -252,12 +202,9 @@ class Elmo(TrainablePipe):
     ) -> None:
         """Load the weights and check the mix weights against the number of layers.
 
-        ``weights``: a weight loader (``[initialize.components.elmo.weights]`` with
-        ``@misc = "spacy_elmo.WeightLoader.v2"``): the weights come from it, and the model block
-        then needs no paths. Without it, the model's init reads the configured weights (unless the
-        model has weights already: a pretrained biLM has nothing to reset).
-
-        ``nlp``: the pipeline, checked for components after this pipe that read ``doc.tensor``."""
+        ``weights``: a weight loader (``spacy_elmo.WeightLoader.v2``) to take them from; without it
+        the model's init reads the configured ones, unless the model has weights already. ``nlp``:
+        the pipeline, checked for components after this pipe that read ``doc.tensor``."""
         if nlp is not None:
             self._check_no_tensor_reader_after(nlp)
         if weights is not None:
@@ -269,10 +216,8 @@ class Elmo(TrainablePipe):
         self.layer_weights()
 
     def layer_weights(self) -> np.ndarray:
-        """The normalised mix weights w_j, shape (n_layers + 1,), float32. Default: the LSTM
-        layers equally and not the token layer, which is the same for every occurrence of a word
-        and, longer than the LSTM outputs, would pull all cosines of a word towards 1 (``bench
-        senses``; docs/manual.md, "Does it separate senses?")."""
+        """The normalised mix weights w_j, (n_layers + 1,) float32; the default leaves out the token
+        layer (``nn.scalar_mix.default_mix_weights`` says why)."""
         n_layers = self.bilm.n_output_layers
         if self.mix_weights is None:
             return default_mix_weights(n_layers)
@@ -285,9 +230,8 @@ class Elmo(TrainablePipe):
         return (weights / weights.sum()).astype(np.float32)
 
     def _check_no_tensor_reader_after(self, nlp: Language) -> None:
-        """The pipe writes its vectors to ``doc.tensor``; a tok2vec listener after it would read
-        them at inference instead of its tok2vec's output (a shape error, or silent garbage when
-        the widths agree)."""
+        """A tok2vec listener after this pipe would read its ``doc.tensor`` at inference instead of
+        its tok2vec's (a shape error, or silent garbage)."""
         names = nlp.pipe_names
         if self.name not in names:
             return
@@ -310,8 +254,7 @@ class Elmo(TrainablePipe):
         return list(self.listener_map.keys())
 
     def add_listener(self, listener: Model, component_name: str) -> None:
-        """Register a listener of a downstream component and link it to this pipe's biLM model
-        (the listener takes its layer dims from it at its init)."""
+        """Register a downstream listener and link it to this pipe's biLM model."""
         self.listener_map.setdefault(component_name, [])
         if listener not in self.listener_map[component_name]:
             self.listener_map[component_name].append(listener)
@@ -344,8 +287,7 @@ class Elmo(TrainablePipe):
         return self._outputs(layers)
 
     def _run_bilm(self, docs: List[Doc], is_train: bool):
-        """Per-doc ``(n_layers + 1, len(doc), width)`` layers and their backprop
-        (``layers.doc_layers.doc_layers``, with the model's settings)."""
+        """Per-doc ``(n_layers + 1, len(doc), width)`` layers and their backprop."""
         self.ensure_loaded()  # with errors that name the pipe
         return doc_layers(self.model, docs, cache=self.cache, is_train=is_train)
 
@@ -369,12 +311,8 @@ class Elmo(TrainablePipe):
         ]
 
     def set_annotations(self, docs: Iterable[Doc], outputs: List[ElmoOutput]) -> None:
-        """``doc.tensor`` = the vectors (replacing a tok2vec's tensor: put the pipe after the
-        components whose listeners read it), ``doc._.elmo_output``, and the hooks. Not the hooks
-        in a process that multiprocessing started (the workers of ``nlp.pipe(n_process=N)``):
-        spaCy ships such docs back with ``doc.to_bytes()``, which drops hooks and warns W109 (the
-        vectors travel in ``doc.tensor``; ``add_vector_hooks`` sets the hooks again in the
-        parent)."""
+        """``doc.tensor``, ``doc._.elmo_output`` and the hooks; no hooks in a multiprocessing
+        worker, whose docs go back as bytes (which drop them, W109)."""
         hooks = self.set_vector_hooks and multiprocessing.parent_process() is None
         for doc, output in zip(docs, outputs):
             doc._.elmo_output = output
@@ -390,11 +328,8 @@ class Elmo(TrainablePipe):
         sgd: Optional[Optimizer] = None,
         losses: Optional[Dict[str, float]] = None,
     ) -> Dict[str, float]:
-        """Annotate the predicted docs, so components trained after this one see the layers.
-
-        Frozen (default): nothing is learned; listeners read ``doc._.elmo_layers``. Not frozen,
-        with listeners: the layers go to the listeners with ``receive``, their gradients come
-        back into the biLM, and ``sgd`` updates it when the last listener backpropagates."""
+        """Annotate the predicted docs for later components; not frozen, the layers go to the
+        listeners (``receive``) and ``sgd`` updates the biLM after the last one's backprop."""
         losses = {} if losses is None else losses
         losses.setdefault(self.name, 0.0)
         docs = [eg.predicted for eg in examples]
@@ -490,14 +425,9 @@ def install_extensions() -> None:
 
 def restore(docs: Union[Doc, Iterable[Doc]]) -> Union[Doc, Iterator[Doc]]:
     """Give docs that went through bytes their ELMo ``.vector`` and contextual ``.similarity()``
-    back: a doc, or lazily each doc of a stream (``nlp.pipe(texts, n_process=2)``,
-    ``DocBin.get_docs``, ``Doc.from_bytes``), as ``add_vector_hooks`` does for one.
-
-    spaCy drops user hooks when it serialises a doc (the workers of ``n_process > 1`` send their
-    docs back as bytes) and a DocBin keeps no ``doc.tensor``, so two tokens with the same text
-    compare as 1.0 and a DocBin's tokens have no vector; the ELMo output itself travels in
-    ``doc._.elmo_output`` (a DocBin keeps it with ``store_user_data=True``). Exported as
-    ``spacy_elmo.restore``."""
+    back: one doc, or lazily each doc of a stream (``nlp.pipe(texts, n_process=2)``,
+    ``DocBin.get_docs``); ``add_vector_hooks`` on each. Exported as ``spacy_elmo.restore``; the
+    manual's "Vectors that survive" says when it is needed."""
     if isinstance(docs, Doc):
         return add_vector_hooks(docs)
     return _restore_each(docs)
@@ -512,12 +442,7 @@ def _restore_each(docs: Iterable[Doc]) -> Iterator[Doc]:
 
 
 def add_vector_hooks(doc: Doc) -> Doc:
-    """Make ``.vector``, ``.has_vector`` and ``.similarity()`` of the doc, its spans and tokens
-    use ``doc._.elmo``, and put the vectors back into ``doc.tensor`` when it is empty.
-
-    The pipe does this. Docs restored from bytes or ``n_process > 1`` need it only for static
-    vectors in the vocab and for ``similarity`` of same-text tokens; docs from a DocBin (which
-    stores no tensor) need it for ``.vector`` too. For a stream of docs: ``restore``."""
+    """ELMo ``.vector``, ``.has_vector``, ``.similarity()`` for the doc; refills ``doc.tensor``."""
     if _output(doc) is None:
         raise ValueError(
             "the doc has no ELMo output: run the elmo pipe on it first; a DocBin keeps the output "

@@ -1,8 +1,5 @@
-"""Sentences of already tokenized text: the one splitter used by pretraining and the benches.
-
-The biLM reads sentences at inference time, so training text and benchmark text are cut the
-same way: after a sentence-final punctuation token, keeping runs such as ``? !`` together, then
-into windows of at most ``max_length`` tokens.
+"""Sentences of tokenized text: the one splitter, so that pretraining and benchmark text are cut as
+the biLM reads sentences at inference.
 """
 
 from __future__ import annotations
@@ -14,8 +11,7 @@ SENTENCE_END = frozenset({".", "!", "?", "。", "！", "？", "．", "؟", "۔",
 
 
 def split_sentences(tokens: Sequence[str], max_length: Optional[int] = None) -> List[List[str]]:
-    """Cut ``tokens`` after sentence-final punctuation (not inside a run of it), then each
-    sentence into windows of at most ``max_length`` tokens (None: no limit)."""
+    """Cut after sentence-final punctuation runs, then into windows of ``max_length``."""
     sentences, start = [], 0
     for i, token in enumerate(tokens):
         if token in SENTENCE_END and i + 1 < len(tokens) and tokens[i + 1] not in SENTENCE_END:

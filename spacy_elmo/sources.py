@@ -1,22 +1,7 @@
-"""Which weights a reference means: the one resolver, used by every caller.
-
-Users name weights in three ways, everywhere the package takes weights (the ``elmo`` pipe's
-model block, ``load_bilm``, the CLI's ``--weights``, pretraining's ``[initialize] bilm``, the
-benches):
-
-- ``weights``: a model directory (any format in ``spacy_elmo.formats``), or the name of a
-  released or downloaded model in the cache (``small``, ``python -m spacy_elmo list``). An
-  existing path wins over a name; a name never downloads;
-- ``options_file`` + ``weight_file``: a released model's two files, or any options file with a
-  weight file of a known format;
-- nothing: the English model bundled with the package (``DEFAULT_MODEL``), which ``weights``
-  also names by its name, ``en_wikitext_small``.
-
-``resolve_weight_source`` decides, checking that the files exist and naming the setting (``what``)
-in its errors; ``load_bilm_from`` then reads them with their format's reader. Resolving reads no
-weights, only the weight file's header and the shapes in it (a cut download or a mismatched
-options.json is reported with the file's size and how to get a whole copy), so callers resolve
-early (when a pipe is made) and load late.
+"""Which weights a reference means: the one resolver. ``weights`` (a directory, or a model's name; a
+path wins, a name never downloads), ``options_file`` + ``weight_file``, or nothing (the bundled
+model). ``resolve_weight_source`` checks files cheaply and names the setting in its errors, so
+callers resolve early and load late. The manual's "Released models by name", "Damaged files".
 """
 
 from __future__ import annotations
@@ -53,13 +38,10 @@ def resolve_weight_source(
     *,
     what: str = "weights",
 ) -> WeightSource:
-    """The files of the biLM that ``weights`` (a model directory or a model's name), or
-    ``options_file`` + ``weight_file``, or nothing (the bundled model) refer to; see the module
-    docstring. ``what`` names the setting in errors (a config key or a CLI option).
+    """The files of the biLM that the three settings refer to; ``what`` names the setting in errors.
 
-    Raises FileNotFoundError for files that are missing (``ModelNotCachedError``, giving the
-    download command, for a model name not in the cache) and ValueError for settings that do
-    not go together.
+    Raises FileNotFoundError for missing files (``ModelNotCachedError``, giving the download
+    command, for a model name not in the cache) and ValueError for settings that do not go together.
     """
     check_weight_settings(weights, options_file, weight_file, what=what)
     if options_file is not None:
@@ -82,9 +64,8 @@ def resolve_weight_source(
 
 
 def _checked(source: WeightSource, next_step: Callable[[WeightSource], str]) -> WeightSource:
-    """``source`` once its files pass their format's cheap check; else the check's error (which
-    names the file, its size and what was expected) with ``next_step(source)``: how to get whole,
-    matching files."""
+    """``source`` once its files pass their format's cheap check; else that error with
+    ``next_step(source)``, how to get whole, matching files."""
     try:
         check_weight_files(source)
     except (OptionsMismatchError, OptionsError) as err:
@@ -131,8 +112,7 @@ def check_weight_settings(
 def weight_keys(
     weights: Optional[PathLike], options_file: Optional[PathLike], weight_file: Optional[PathLike]
 ) -> Dict[str, Optional[str]]:
-    """The three weight settings as the ``elmo`` pipe's model block holds them (strings or None;
-    all None: the bundled model), unchecked."""
+    """The three weight settings as the model block holds them (all None: bundled), unchecked."""
     names = {"weights": weights, "options_file": options_file, "weight_file": weight_file}
     return {key: None if value is None else str(value) for key, value in names.items()}
 
@@ -178,14 +158,7 @@ def load_bilm(
     stateful: bool = False,
     device: Union[str, torch.device, None] = None,
 ) -> BiLM:
-    """Load a biLM for inference (eval mode).
-
-    - ``load_bilm("options.json", "weights.hdf5")``: a released ELMo model (bilm-tf layout);
-      ``load_bilm("options.json", "model.safetensors")``: a native state dict.
-    - ``load_bilm("model_dir")``: a model directory of any supported format (a native checkpoint,
-      the output of ``pretrain``, a released model, an ELMoForManyLangs model).
-    - ``load_bilm("small")``: a released or downloaded model from the cache.
-    """
+    """Load a biLM (eval mode): two files, a model directory of any format, or a model's name."""
     if weight_file is None:
         source = resolve_weight_source(weights, what="model")
     else:

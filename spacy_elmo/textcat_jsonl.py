@@ -1,18 +1,7 @@
-"""Labelled texts for text classification as JSON lines, the way spaCy's own text classification
-projects keep them (explosion/projects, ``pipelines/textcat_demo``): one object a line,
-
-    {"text": "Add a note on the config", "cats": {"DOCUMENTATION": 1.0, "OTHER": 0.0}}
-    {"text": "Crash when loading", "label": "OTHER"}
-
-``cats`` gives scores from 0 to 1 per label (several labels may hold 1.0: ``textcat_multilabel``);
-``label`` names the one label of the text (``textcat``, exclusive classes; spaCy counts the labels
-a text does not name as 0.0 there). Other keys (``meta``, ids) are left alone.
-
-The same records reach spaCy two ways: ``spacy_elmo.TextCatCorpus.v1``, a registered reader that
-``spacy train`` uses directly (``python -m spacy_elmo config --train FILE.jsonl`` writes it into
-the config), and ``python -m spacy_elmo convert-textcat``, which writes ``.spacy`` files for
-``spacy evaluate``, ``spacy debug data`` or a config of your own. A bad line is named with its
-file and number.
+"""Labelled texts for text classification as JSON lines (``cats`` or ``label`` per line), as spaCy's
+text classification projects keep them: the ``spacy_elmo.TextCatCorpus.v1`` reader that ``spacy
+train`` uses and ``convert-textcat`` writes ``.spacy`` files from. A bad line is named with its file
+and number. The format: the manual's "Training on your own data".
 """
 
 from __future__ import annotations
@@ -91,8 +80,7 @@ def _record(path: Path, number: int, line: str) -> Tuple[str, Dict[str, float]]:
 
 
 def read_docs(path: Path, make_doc: Callable) -> Iterator:
-    """A Doc per labelled text of ``path`` (a file or a directory of them), made by
-    ``make_doc(text)`` (``nlp.make_doc``: the pipeline's own tokenizer), with ``doc.cats``."""
+    """A Doc per labelled text of ``path`` (a file or folder), by ``make_doc``, with cats."""
     for file in jsonl_files(path):
         for _, text, cats in read_records(file):
             doc = make_doc(text)
@@ -101,8 +89,7 @@ def read_docs(path: Path, make_doc: Callable) -> Iterator:
 
 
 class TextCatCorpus:
-    """spaCy's corpus interface over JSONL files: called with the pipeline, yields an Example per
-    labelled text (the text tokenized by the pipeline's tokenizer, the categories as gold)."""
+    """spaCy's corpus interface over JSONL files: an Example per labelled text."""
 
     def __init__(self, path: Path, limit: int = 0) -> None:
         self.files = jsonl_files(path)  # a missing file is named when the config is resolved
@@ -120,9 +107,7 @@ class TextCatCorpus:
 
 @registry.readers("spacy_elmo.TextCatCorpus.v1")
 def textcat_corpus(path: Path, limit: int = 0) -> TextCatCorpus:
-    """``spacy_elmo.TextCatCorpus.v1`` (registered in ``spacy_readers``): the training or
-    development texts of ``path``, a ``.jsonl`` file or a directory of them; ``limit``: at most
-    this many (0: all)."""
+    """``spacy_elmo.TextCatCorpus.v1``: the texts of ``path``; ``limit`` (0: all)."""
     if path is None:
         raise ValueError(
             "spacy_elmo.TextCatCorpus.v1: no path; set [paths] train and dev, or give "

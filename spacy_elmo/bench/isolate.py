@@ -1,14 +1,7 @@
-"""Run a measurement in a fresh Python process.
-
-Memory freed by one path stays with the allocator (glibc, PyTorch's caching allocator), so
-paths measured one after another in one process would see each other's leftovers: a later path
-would look cheaper. A fresh process per path (``spawn``, never ``fork``: a forked PyTorch keeps
-its parent's thread pools and memory) gives every path the same clean start.
-
-One process and one pipe, not a ``ProcessPoolExecutor``: a Ctrl-C that lands while the executor
-starts its manager thread makes the executor's own shutdown raise ``RuntimeError`` ("cannot join
-thread before it is started") in place of the ``KeyboardInterrupt``, so an interrupted bench
-exited 1 instead of 130.
+"""Run a measurement in a fresh Python process (``spawn``), so that memory an earlier path freed but
+the allocator kept cannot make a later path look cheaper. One process and one pipe, not a
+``ProcessPoolExecutor``, whose shutdown turns a Ctrl-C at its start into a ``RuntimeError`` (exit 1
+instead of 130).
 """
 
 from __future__ import annotations
@@ -83,11 +76,10 @@ def run_isolated(
     env: Optional[Dict[str, str]] = None,
     **kwargs: Any,
 ) -> T:
-    """``function(*args, **kwargs)`` in a new process (a top-level, picklable function) whose
-    environment has ``env`` added, or in this one with ``isolate=False`` (tests: faster, but
-    memory figures are less reliable, and ``env`` is not applied). An error in the new process is
-    raised here, its traceback chained; :class:`ProcessDied` if the process ended without a
-    result. An interruption here (Ctrl-C, SIGTERM's ``SystemExit``) ends the new process too."""
+    """``function(*args, **kwargs)`` (top-level, picklable) in a new process with ``env`` added, or
+    in this one with ``isolate=False`` (tests; ``env`` not applied). Its error is raised here,
+    traceback chained; :class:`ProcessDied` if it ended without a result. An interruption here ends
+    it too."""
     if not isolate:
         return function(*args, **kwargs)
     context = multiprocessing.get_context("spawn")

@@ -1,16 +1,8 @@
 """Clocks and peak memory, the same way for every benchmark.
 
-Peak memory on the CPU is the resident set size (RSS) high-water mark of this process, measured
-from a starting point: on Linux ``VmHWM`` in ``/proc/self/status`` is reset to the current RSS by
-writing ``5`` to ``/proc/self/clear_refs``, so the peak of a block is ``VmHWM - VmRSS at its
-start``. Where that reset is refused (not Linux, restricted kernels) the fallback is
-``getrusage``'s ``ru_maxrss``, which never resets: only increases over the process's earlier peak
-show, so the figure is a lower bound (``method`` says which was used). Benchmarks therefore run
-each measured path in a fresh process (``spacy_elmo.bench.isolate``, for ``bench``'s cells and
-the checkout's benchmarks): memory that an earlier path freed but the allocator kept cannot hide
-a later path's peak.
-
-On CUDA the peak is ``torch.cuda.max_memory_allocated`` minus the memory allocated at the start.
+CPU peak: the RSS high-water mark from a starting point (Linux: ``VmHWM`` reset through
+``/proc/self/clear_refs``; elsewhere ``ru_maxrss``, which never resets, so a lower bound; ``method``
+says which). CUDA peak: ``torch.cuda.max_memory_allocated`` above the start.
 """
 
 from __future__ import annotations
@@ -50,8 +42,7 @@ class Stopwatch:
 
 
 def proc_status_kb(field: str, pid: Union[int, str] = "self") -> Optional[int]:
-    """``field`` (``VmRSS``, ``VmHWM``) of a process's ``/proc/PID/status`` in KiB; None where
-    there is none (not Linux, the process gone)."""
+    """``field`` of ``/proc/PID/status`` in KiB; None where there is none."""
     try:
         with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as handle:
             for line in handle:

@@ -38,8 +38,7 @@ def cpu_flags() -> List[str]:
 
 
 def system_info() -> Dict[str, Any]:
-    """Versions, CPU, thread count and any CUDA devices (and the GPU stack: ``gpu_info``), as
-    plain JSON values."""
+    """Versions, CPU, thread count and CUDA devices (``gpu_info``), as plain JSON values."""
     info: Dict[str, Any] = {
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -62,8 +61,7 @@ def system_info() -> Dict[str, Any]:
 
 
 def gpu_info() -> Dict[str, Any]:
-    """What a CUDA figure depends on besides the code: the GPU, its driver, the CUDA and cuDNN
-    that PyTorch was built with, and CuPy (spaCy's GPU arrays); None where absent."""
+    """What a CUDA figure depends on: GPU, driver, CUDA, cuDNN, CuPy (each None where absent)."""
     available = torch.cuda.is_available()
     return {
         "gpu": torch.cuda.get_device_name(0) if available else None,
@@ -75,8 +73,7 @@ def gpu_info() -> Dict[str, Any]:
 
 
 def _module_version(name: str) -> Optional[str]:
-    """A package's ``__version__``, or None where it is not installed (the GPU machine may lack
-    spaCy; most machines lack CuPy)."""
+    """A package's ``__version__``, or None where it is not installed."""
     if importlib.util.find_spec(name) is None:
         return None
     try:

@@ -1,11 +1,7 @@
-"""Text to benchmark on: by default the WikiText-2 slice shipped with the package.
-
-Without ``--text`` the bench reads ``DEFAULT_TEXT``, package data, so that it measures the same
-text wherever the package runs (a source checkout or an installed wheel): the first 238 lines
-(79 KB, about 15,000 tokens, whole lines) of WikiText-2's validation set (Merity et al. 2016,
-"Pointer Sentinel Mixture Models"; English Wikipedia text, tokenized, rare words as ``<unk>``),
-licensed CC BY-SA 3.0 like Wikipedia: see ``DEFAULT_TEXT_NOTICE`` beside it. A bench that needs
-more tokens cycles through it; give other text with ``--text`` for figures on your own.
+"""Text to benchmark on: by default ``DEFAULT_TEXT``, package data, so the bench measures the same
+text wherever it runs: the first 238 lines of WikiText-2's validation set (Merity et al. 2016),
+licensed CC BY-SA 3.0 like Wikipedia (``DEFAULT_TEXT_NOTICE``). A bench that needs more tokens
+cycles through it; ``--text`` gives your own.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """``python -m spacy_elmo``: the command-line interface (typer).
 
-Every command is a module of this package, named after it (``embed.py``, ``pretrain.py``); the
-library they drive lives outside it. This file is their index, ``COMMANDS``. A command's
-module is imported only when that command runs or shows its own ``--help``: the modules import
-PyTorch and spaCy, seconds of start-up that ``python -m spacy_elmo --help`` and ``--version``
-do not need. The list in ``--help`` shows each command's summary from the index (a test checks
-that it is the first paragraph of the command's own help).
+Every command is a module of this package, named after it; ``COMMANDS`` is their index. A command's
+module (PyTorch, spaCy: seconds of start-up) is imported only when it runs or shows its own
+``--help``; the app's ``--help`` lists the index's summaries.
 """
 
 from __future__ import annotations
@@ -35,8 +32,7 @@ GLOSSARY = "\n".join([
 
 @dataclass(frozen=True)
 class Entry:
-    """Where a command lives (``module:attribute``: a typer command function, or a ``typer.Typer``
-    sub-app) and the one-line summary ``--help`` lists for it."""
+    """Where a command lives (``module:attribute``) and the summary ``--help`` lists for it."""
 
     target: str
     summary: str
@@ -123,8 +119,7 @@ def load_command(name: str) -> Any:
 
 
 class _LoadedOnLookup(Mapping):
-    """The app's commands by name: every name of ``COMMANDS`` at once (typer suggests the closest
-    one for a typo), each command loaded when it is looked up."""
+    """The app's commands by name, each loaded when looked up (all named, for typo hints)."""
 
     def __getitem__(self, name: str) -> Any:
         if name not in COMMANDS:
@@ -139,8 +134,7 @@ class _LoadedOnLookup(Mapping):
 
 
 class LazyCommands(HelpGroup):
-    """The app's group: a command is loaded when it is looked up, except while the app's own help
-    is written, which lists the summaries of ``COMMANDS`` instead."""
+    """The app's group: commands load on lookup; the app's help lists ``COMMANDS``' summaries."""
 
     _listing = False
 

@@ -1,17 +1,8 @@
-"""``python -m spacy_elmo bench``: tokens/s and peak memory of the elmo pipe, per precision and
-thread count, on the user's machine and text (PyTorch on one op thread in each cell's process,
-the biLM splitting its batches over the cell's ``threads``).
-
-Sized like ``spacy benchmark speed``: the pipeline (blank English + sentencizer + elmo, or a saved
-pipeline directory) reads whole lines of the text as docs; ``--warmup`` batches of
-``--batch-size`` docs run untimed, then ``--batches`` batches are timed. Each cell (a precision
-and a thread count, set in the elmo pipe's model block) runs in a fresh process (``spawn``), so
-that its threads and its memory are its own; the cells run ``--rounds`` times, the order reversed
-every other round so that a drift in the machine's load favours none, and each cell's best round
-counts. Tokens/s are spaCy tokens of the timed batches over their wall time; ratios are to the
-first cell, measured in the same run. Memory: the resident memory with the pipeline loaded and
-warmed up, and the peak above it while the timed batches ran (:class:`.measure.PeakMemory`; GPU
-memory with ``--gpu-id``).
+"""``python -m spacy_elmo bench``: tokens/s and peak memory of the elmo pipe per precision and
+thread count, on the user's machine and text, sized like ``spacy benchmark speed``. Each cell runs
+in a fresh process (its threads and memory its own), the order reversed every other round so that
+drift favours none; ratios are to the first cell of the same run. The manual's "On your machine:
+python -m spacy_elmo bench".
 """
 
 from __future__ import annotations
@@ -50,9 +41,8 @@ COLUMNS = [
 
 @dataclass(frozen=True)
 class Workload:
-    """What every cell runs: the pipeline (a saved directory and its elmo component's name, or
-    None for blank English + sentencizer + elmo with the weight keys ``model``), the docs, the
-    batch size, the untimed batches first, and the GPU (-1: the CPU)."""
+    """What every cell runs: a saved pipeline and its elmo component, or None (blank English +
+    sentencizer + elmo with ``model``), the docs, batch sizes and GPU (-1: CPU)."""
 
     pipeline: Optional[Path]
     component: str
@@ -184,8 +174,7 @@ def _report(settings: Dict[str, Any], rows: List[Dict[str, Any]], output: Option
 
 
 def _elmo_component(pipeline: Path) -> str:
-    """The name of the saved pipeline's component made by the elmo factory, or exit naming the
-    problem."""
+    """The saved pipeline's elmo component's name, or exit naming the problem."""
     from spacy.util import load_config
 
     if not (pipeline / "config.cfg").is_file():
@@ -198,9 +187,7 @@ def _elmo_component(pipeline: Path) -> str:
 
 
 def measure_cells(work: Workload, cells: List[Cell], rounds: int) -> List[Dict[str, Any]]:
-    """Every (precision, threads) cell ``rounds`` times, each run in a fresh process, the order
-    reversed every other round: per cell its best run, the tokens/s and process id of every run,
-    and the ratio of its tokens/s to the first cell's."""
+    """Every cell ``rounds`` times in fresh processes: best runs, all runs, ratios to the first."""
     runs: Dict[Cell, List[Dict[str, Any]]] = {cell: [] for cell in cells}
     for round_ in range(rounds):
         for cell in cells if round_ % 2 == 0 else cells[::-1]:
@@ -221,10 +208,8 @@ def measure_cells(work: Workload, cells: List[Cell], rounds: int) -> List[Dict[s
 
 
 def run_cell(work: Workload, precision: str, threads: Threads) -> Dict[str, Any]:
-    """Load the pipeline with ``precision`` and ``threads`` in its elmo pipe's model block, run
-    the warm-up batches, then time the others one by one. The cell's process is a command's:
-    PyTorch on one op thread, set once, so that ``threads`` is what the biLM splits over (as
-    ``python -m spacy_elmo demo`` and ``embed`` run)."""
+    """Load the pipeline with ``precision`` and ``threads``, warm up, time the batches; PyTorch on
+    one op thread, so ``threads`` is what the biLM splits over."""
     import spacy
     import torch
     from spacy.util import minibatch

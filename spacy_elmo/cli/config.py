@@ -1,13 +1,6 @@
 """``python -m spacy_elmo config``: a spaCy training config for components on ELMo, in the manner of
-``spacy init config``.
-
-The config is data: ``configs/training.cfg`` (the elmo pipe, the corpora, training),
-``configs/components.cfg`` (tagger, ner, parser, textcat, textcat_multilabel as the project's
-configs build them) and ``configs/listener.cfg`` (each component's tok2vec: its own ElmoListener
-beside spaCy's hash embeddings, spaCy's CNN encoder on top). They are put together for the
-components asked for, and spaCy fills in every other setting with its defaults, as
-``spacy init fill-config`` does. Training data: ``.spacy`` files (``spacy.Corpus.v1``), or JSONL
-of labelled texts for text classification (``spacy_elmo.TextCatCorpus.v1``, ``textcat_jsonl``).
+``spacy init config``: the package's ``configs/`` blocks for the components asked for, every other
+setting filled by spaCy (the manual's "Training on your own data").
 """
 
 from __future__ import annotations
@@ -51,11 +44,10 @@ def training_config(
     train: Optional[str] = None,
     dev: Optional[str] = None,
 ) -> "Config":
-    """The filled spaCy training config for the components ``pipeline`` on the elmo pipe with
-    ``weights`` (None: the bundled model). ``train`` and ``dev`` go into ``[paths]``; a ``.jsonl``
-    file (or a directory of them) is read by ``spacy_elmo.TextCatCorpus.v1``, anything else by
-    ``spacy.Corpus.v1``. Raises ValueError for an unknown or repeated component, or JSONL data
-    for a pipeline without a text classifier."""
+    """The filled training config for the components ``pipeline`` on the elmo pipe with ``weights``
+    (None: the bundled model); ``train``/``dev`` go into ``[paths]``, JSONL read by
+    ``spacy_elmo.TextCatCorpus.v1``. Raises ValueError for an unknown or repeated component, or
+    JSONL data without a text classifier."""
     from spacy.util import load_model_from_config
 
     _check_pipeline(pipeline)
@@ -102,8 +94,7 @@ def _is_jsonl(path: Path) -> bool:
 
 
 def config_text(config: "Config", command: str, output: str) -> str:
-    """The config as a file, under a header that says how it was made (``command``) and how to
-    train on it."""
+    """The config as a file, under a header saying how it was made and how to train on it."""
     paths = "" if config["paths"]["train"] and config["paths"]["dev"] else " --paths.train TRAIN --paths.dev DEV"
     pipeline = [name for name in config["nlp"]["pipeline"] if name != "elmo"]
     header = [

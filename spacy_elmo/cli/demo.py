@@ -1,17 +1,10 @@
 """What ``python -m spacy_elmo demo`` shows: which senses the vectors tell apart, measured.
 
-A nearest-neighbour list for one hand-picked sentence says little (one robbery "bank" next to a
-river query looks like "not contextual" even when the model separates senses on average). So the
-demo scores the sentences of the sense data (:mod:`spacy_elmo.cli.senses`, ``data/senses.jsonl``): each
-sentence in turn is the query, and its target word's vector is compared with the word's other
-sentences, grouped by sense. The right sense *wins* when the mean cosine to the query's own sense
-group beats every other group's by more than float noise. The same is done with the context-free
-token layer (layer 0), which gives every occurrence of a word one vector: its cosines all tie.
-
-The table shows the words a small model separates reliably (:func:`demo_words`: those whose
-senses differ in part of speech, a rule over the data, not a choice per sentence); the summary
-also counts the words whose senses share a part of speech, which only meaning tells apart.
-Everything is computed from the pipe's output at run time; nothing here is a stored result.
+Each sentence of the sense data (``cli/senses.py``) in turn is the query; its target's vector is
+compared with the word's other sentences grouped by sense, and the right sense wins when its mean
+cosine beats every other group's by more than float noise; the context-free token layer is the
+baseline. Computed at run time; nothing here is a stored result. The manual's "Does it separate
+senses?".
 """
 
 from __future__ import annotations
@@ -43,11 +36,8 @@ IN_CONTEXT = "in context"
 
 @dataclass(frozen=True)
 class QueryScores:
-    """One query occurrence of ``word``: its mean cosine to each sense group, per output.
-
-    ``sense`` is the query's own sense (None for a sentence the user typed: no right answer);
-    ``means[output][sense]`` the mean cosine to that sense's other occurrences in the data.
-    """
+    """One query occurrence of ``word``: ``sense`` its own sense (None for a typed sentence),
+    ``means[output][sense]`` its mean cosine to that sense's other occurrences."""
 
     word: str
     sense: Optional[str]
@@ -74,8 +64,7 @@ class QueryScores:
 def group_means(
     query: np.ndarray, vectors: np.ndarray, senses: Sequence[str], skip: Optional[int] = None
 ) -> Dict[str, float]:
-    """Mean cosine of ``query`` (width,) to the rows of ``vectors`` (n, width) of each sense
-    (``senses``: n labels), leaving out row ``skip`` (the query itself, when it is one of them)."""
+    """Mean cosine of ``query`` to each sense's rows of ``vectors``, leaving out row ``skip``."""
     cos = unit_rows(vectors) @ unit_rows(query[None])[0]
     labels = np.asarray(senses)
     keep = np.ones(len(labels), dtype=bool)
@@ -88,8 +77,7 @@ def group_means(
 
 @dataclass(frozen=True)
 class SenseVectors:
-    """The sense sentences through the pipe: each target marked in its text, and the target
-    vectors per output name ((n_sentences, width), rows in ``sentences`` order)."""
+    """The sense sentences through the pipe: marked texts and per-output target vectors."""
 
     sentences: Sequence[SenseSentence]
     texts: List[str]
@@ -97,9 +85,8 @@ class SenseVectors:
 
 
 def output_vectors(targets: Sequence["Token"]) -> Dict[str, np.ndarray]:
-    """The two outputs the demo compares at each target token (a token of a doc the ``elmo``
-    pipe processed): ``token._.elmo`` (the pipe's vectors: its default mix or the configured
-    one) and layer 0 of ``doc._.elmo_layers`` (context-free). Each (n_targets, width)."""
+    """The two outputs compared at each target token: ``token._.elmo`` and layer 0 of
+    ``doc._.elmo_layers`` (context-free), each (n_targets, width)."""
     return {
         TOKEN_LAYER: np.stack([t.doc._.elmo_layers[0, t.i] for t in targets]),
         IN_CONTEXT: np.stack([t._.elmo for t in targets]),
@@ -139,8 +126,7 @@ def leave_one_out(data: SenseVectors) -> List[QueryScores]:
 
 
 def query_target(doc: "Doc", words: Sequence[str]) -> "Token":
-    """The first token of ``doc`` that is one of the sense data's ``words``; a ValueError naming
-    the query when there is none."""
+    """The first token of ``doc`` that is a data word; ValueError naming the query if none."""
     target = next((t for t in doc if t.lower_ in words), None)
     if target is None:
         raise ValueError(f"the query {doc.text!r} contains none of the sense data's words: {', '.join(words)}")
@@ -150,9 +136,7 @@ def query_target(doc: "Doc", words: Sequence[str]) -> "Token":
 def score_user_queries(
     nlp: "Language", queries: Sequence[str], data: SenseVectors
 ) -> List[QueryScores]:
-    """Each typed sentence against all the data sentences of the first data word it contains
-    (no right sense: :meth:`QueryScores.outcome` names the nearest). Raises ValueError naming a
-    query that contains none of the data's words."""
+    """Each typed sentence against its first data word's sentences; ValueError if none."""
     words = list(dict.fromkeys(s.word for s in data.sentences))
     word_of = np.asarray([s.word for s in data.sentences])
     scores = []
@@ -170,9 +154,8 @@ def score_user_queries(
 
 
 def demo_words(sentences: Sequence[SenseSentence]) -> List[str]:
-    """The words the table shows by default, in data order: those whose senses differ in part of
-    speech (a play / to play), what a small biLM separates (``python -m benchmarks senses``: margin, POS
-    differs). Without ``pos`` in the data: every word."""
+    """The words shown by default: those whose senses differ in part of speech, what a small biLM
+    separates (``benchmarks senses``); without ``pos``, every word."""
     words = list(dict.fromkeys(s.word for s in sentences))
     if sentences[0].pos is None:
         return words
@@ -181,8 +164,7 @@ def demo_words(sentences: Sequence[SenseSentence]) -> List[str]:
 
 
 def first_of_each_sense(scores: Sequence[QueryScores], words: Sequence[str]) -> List[QueryScores]:
-    """The table's rows: for each of ``words``, the first sentence of each of its senses in the
-    data (a fixed rule, so no sentence is picked for how it scores)."""
+    """The table's rows: each word's first sentence of each sense (a fixed rule)."""
     seen = set()
     rows = []
     for word in words:
@@ -226,8 +208,7 @@ TABLE_COLUMNS = [
 def summary_lines(
     scores: Sequence[QueryScores], sentences: Sequence[SenseSentence], shown: Sequence[str]
 ) -> List[str]:
-    """The right-sense counts over every query of the shown words, and over the words whose
-    senses share a part of speech (what the model does not do, when the data gives ``pos``)."""
+    """Right-sense counts over the shown words, and over words whose senses share a POS."""
     lines = []
     groups = [(f"the {_words(len(shown))} above", set(shown))]
     if sentences[0].pos is not None:
@@ -337,8 +318,7 @@ def demo(
 
 
 def _echo_scores(nlp, scores, sentences, shown: List[str], n_known: int, precision: str, chosen: bool) -> None:
-    """The model line, what a row means, the table of the first query of each sense and the
-    summary of every query."""
+    """The model line, the legend, the table of first queries and the summary."""
     from .senses import DATA_FILE
 
     elmo = nlp.get_pipe("elmo")

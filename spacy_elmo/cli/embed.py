@@ -1,12 +1,7 @@
-"""``python -m spacy_elmo embed``: the command, in one process or under ``torchrun`` (PyTorch's launcher, the engine
-pretraining uses too): one rank per process, one GPU per rank when there are GPUs, one CPU
-thread per rank otherwise.
-
-The ranks talk once, at the start: rank 0 decides whether the job can start (``job.py``) and
-broadcasts the verdict, so every rank stops with the same message before any model is loaded.
-After that there are no collective calls: each rank writes its own chunk files and exits when
-they are done; rank 0 then waits for the other ranks' chunk files (polling the parts folder; if
-a rank fails, torchrun stops every worker), merges them into ``OUT.hdf5`` and removes the parts.
+"""``python -m spacy_elmo embed``: the command, in one process or under ``torchrun``. The ranks talk
+once, at the start (rank 0's verdict, ``embedding/job.py``); then each writes its own chunks, and
+rank 0 waits for the others' files, merges them and removes the parts. The jobs themselves live in
+``spacy_elmo.embedding``.
 """
 
 from __future__ import annotations
@@ -208,9 +203,8 @@ def _work(context: DistributedContext, o: EmbedOptions, plan: Optional[JobPlan],
 
 
 def failure_next_step(failure: RankFailure, o: EmbedOptions, plan: Optional[JobPlan], world_size: int) -> str:
-    """What to do after a rank's failure, as one more sentence of its error. A one-process run
-    that finished no chunk removes its parts folder (a rerun then starts clean, whatever changed);
-    an input that is not UTF-8 is named with the command that re-encodes it."""
+    """What to do after a rank's failure: a one-process run with no chunk removes its parts; a
+    non-UTF-8 input gets the command that re-encodes it."""
     parts = parts_folder(o.output_path)
     if world_size == 1 and plan is not None and not finished_chunks(parts):
         plan.release()
@@ -231,8 +225,7 @@ def failure_next_step(failure: RankFailure, o: EmbedOptions, plan: Optional[JobP
 
 
 def _wait_for_chunks(parts: Path, n_chunks: int, progress: JobProgress) -> None:
-    """Until every chunk file exists. A rank that fails ends the wait: torchrun stops every
-    worker when one exits with an error."""
+    """Until every chunk file exists (torchrun stops all workers if one fails)."""
     while len(finished_chunks(parts) & set(range(n_chunks))) < n_chunks:
         progress.poll(force=True)
         time.sleep(WAIT_SECONDS)
@@ -240,8 +233,7 @@ def _wait_for_chunks(parts: Path, n_chunks: int, progress: JobProgress) -> None:
 
 
 def _stop(message: str, speak: bool) -> NoReturn:
-    """The job was refused: exit status 1, with the message if ``speak``. Every rank gives it to
-    torchrun's report, whichever rank that report calls the root cause."""
+    """The job was refused: exit 1, the message if ``speak``, on every rank (torchrun's report)."""
     if speak:
         fail(message)
     record_for_torchrun(f"error: {message}")
@@ -260,9 +252,8 @@ def _use_gpu(device: int, gpu_id: int, prefix: str) -> None:
 
 
 def _stop_with_torchrun() -> None:
-    """Have the kernel stop this worker when torchrun dies. torchrun starts each worker in a
-    session of its own and stops them itself, which it cannot do when it is SIGKILLed: its
-    workers would go on writing chunks beside a resumed run (Linux only; elsewhere nothing)."""
+    """Have the kernel stop this worker when torchrun dies (SIGKILLed, it cannot stop its workers,
+    which would go on writing beside a resumed run); Linux only."""
     if not sys.platform.startswith("linux"):
         return
     parent = os.getppid()

@@ -1,11 +1,6 @@
-"""How every command reports a problem the user can fix: one ``error:`` line, exit status 1.
-
-Under torchrun the line is also written to the worker's error file (``TORCHELASTIC_ERROR_FILE``,
-which torchrun gives each worker): torchrun then shows it as the ``traceback :`` of its failure
-report, the line just above the report's closing ``====`` line, which is the end of what torchrun
-prints. torchrun's own traceback and report before it cannot be left out from a worker: torchrun
-raises ``ChildFailedError`` in its own process once a worker fails (docs/manual.md, "When a
-torchrun job fails").
+"""How every command reports a problem the user can fix: one ``error:`` line, exit status 1; under
+torchrun also the worker's error file, which torchrun shows last in its failure report (the manual's
+"When a torchrun job fails").
 """
 
 from __future__ import annotations
@@ -33,10 +28,8 @@ def report_error(message: str) -> None:
 
 
 def record_for_torchrun(line: str) -> None:
-    """Write ``line`` as this worker's failure for torchrun's report; nothing outside torchrun.
-
-    The format is the one torch's ``ProcessFailure`` reads: a plain-string ``message`` is shown as
-    it is, and ``timestamp`` decides which failure the report calls the root cause (the first)."""
+    """Write ``line`` as this worker's failure for torchrun's report (nothing outside torchrun), in
+    the format torch's ``ProcessFailure`` reads; ``timestamp`` decides the root cause."""
     path = os.environ.get(ERROR_FILE_VARIABLE)
     if not path:
         return

@@ -1,16 +1,9 @@
 """Command help as the terminal should wrap it.
 
-Docstrings are hard-wrapped at 100 columns. Typer's rich help keeps every single line break, and
-rich wraps each line again at the terminal's width, so an 80-column terminal showed sentences cut
-in two ("... a" / "JSON object ..."). Here each paragraph becomes one line before typer sees it,
-and rich wraps it once. List items ("- ..."), indented lines and paragraphs marked with click's
-"\\b" (keep as is) keep their own lines.
-
-Switches (boolean flags such as ``--force``, ``--resume``, ``--help``) take no value, but typer's
-rich help (0.29) prints every option's type in its type column, flags included: ``--force
-<bool>``, as if the switch needed one (click's plain help, which spaCy's CLI uses, skips flags).
-The command and group classes below give each flag an empty metavar, which that column prints
-instead of the type.
+Docstrings are hard-wrapped, and typer's rich help keeps every line break, which rich then wraps
+again: sentences cut in two on a narrow terminal. Each paragraph becomes one line here (list items,
+indented lines and ``\\b`` paragraphs keep theirs). Flags get an empty metavar, since typer's rich
+help prints a type even for a switch (``--force <bool>``).
 """
 
 from __future__ import annotations
@@ -24,8 +17,7 @@ from typer.models import DefaultPlaceholder
 
 
 def reflow(text: str) -> str:
-    """Join the lines of each paragraph of ``text`` (a docstring), keeping list items, indented
-    lines and ``\\b`` paragraphs on lines of their own."""
+    """Join each paragraph's lines; list items, indented lines, ``\\b`` paragraphs kept."""
     paragraphs = []
     for paragraph in inspect.cleandoc(text).split("\n\n"):
         if paragraph.startswith("\b"):

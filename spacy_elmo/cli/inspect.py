@@ -1,10 +1,6 @@
-"""What the downstream components of a trained pipeline learned about ELMo: each listener's layer mix.
-
-The paper's analysis (Peters et al. 2018, section 5.2): a task-specific mix ``gamma * sum_j
-softmax(s)_j h_j`` over the biLM layers shows which layers a task uses (syntax leans on the lower
-layers, meaning on the upper ones). Every ``ElmoListener`` (and the ``ElmoEmbedder`` that
-``replace_listeners`` leaves in its place) holds such a mix; ``python -m spacy_elmo inspect
-PIPELINE`` prints them as a table and ``--plot`` draws them.
+"""What the downstream components of a trained pipeline learned about ELMo: each listener's layer
+mix, which shows the layers a task uses (Peters et al. 2018, section 5.2); the manual's "Which
+layers each component chose".
 """
 
 from __future__ import annotations
@@ -27,8 +23,7 @@ MIX_HEAD = "elmo-mix"
 
 @dataclass
 class ListenerMix:
-    """One listener's learned mix: ``weights`` = softmax(s), one per biLM layer (token layer
-    first), summing to 1; ``gamma`` the learned scale."""
+    """One listener's learned mix: ``weights`` = softmax(s), token layer first; ``gamma``."""
 
     component: str
     weights: List[float]
@@ -45,8 +40,7 @@ def layer_names(n_layers: int) -> List[str]:
 
 
 def listener_mixes(nlp) -> List[ListenerMix]:
-    """The mixes of every component of ``nlp`` that reads ELMo (several listeners in one
-    component are numbered ``name#1``, ``name#2``...)."""
+    """The mixes of every ELMo-reading component (several listeners: ``name#1``, ...)."""
     mixes: List[ListenerMix] = []
     for name, pipe in nlp.pipeline:
         model = getattr(pipe, "model", None)

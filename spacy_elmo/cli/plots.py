@@ -1,8 +1,5 @@
-"""The one way every command gets matplotlib: its optional extra, headless, or a clear error.
-
-matplotlib is the ``plot`` extra, not a requirement; a command that draws (``--plot``, the
-project's ``compare``, ``plot-curve``) must fail with the install command rather than a raw
-``ModuleNotFoundError``.
+"""The one way every command gets matplotlib (the ``plot`` extra): headless, or an error naming the
+install command instead of a raw ``ModuleNotFoundError``.
 """
 
 from __future__ import annotations

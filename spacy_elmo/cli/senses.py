@@ -1,11 +1,8 @@
 """The sense data: sentences of ambiguous English words, each labelled with the word's sense.
 
-``data/senses.jsonl`` holds one sentence per line: ``word``, ``sense``, ``text`` and, optionally,
-``pos`` (the target's Universal Dependencies tag): 27 words, two senses each, several sentences
-per sense. ``senses_heldout.jsonl`` holds 24 other words, written after the pipe's default mix and
-the bundled model were chosen on the first set. The target is the token of ``text`` equal to
-``word`` (spaCy's English tokenizer), exactly once. The demo (``demo.py``) scores the pipe's
-vectors on them; a checkout's ``python -m benchmarks senses`` scores every biLM layer and mix.
+``data/senses.jsonl``: one sentence a line, ``word``, ``sense``, ``text`` and optionally ``pos`` (a
+UD tag); the target is the one token of ``text`` equal to ``word``. ``senses_heldout.jsonl`` holds
+other words, written after the default mix and the bundled model were chosen on the first.
 """
 
 from __future__ import annotations
@@ -43,11 +40,10 @@ class SenseSentence:
 
 
 def read_senses(path: Path = DATA_FILE, tokenizer: Any = None) -> List[SenseSentence]:
-    """The sentences of ``path`` (JSON lines with ``word``, ``sense``, ``text``), tokenized with
-    ``tokenizer`` (default: ``spacy.blank("en")``'s). Raises ValueError naming the line when a
-    field is missing, the word is not one token of the text exactly once or ``pos`` is not a UD
-    tag (or given on some lines only), and when a word has fewer than 2 senses or a sense fewer
-    than 2 sentences (no pairs to compare)."""
+    """The sentences of ``path``, tokenized with ``tokenizer`` (default ``spacy.blank("en")``'s).
+    Raises ValueError naming the line for a missing field, a word that is not one token exactly once
+    or a bad ``pos``, and for a word with fewer than 2 senses or a sense with fewer than 2
+    sentences."""
     if tokenizer is None:
         import spacy
 
@@ -109,8 +105,7 @@ def unit_rows(matrix: np.ndarray) -> np.ndarray:
 
 
 def has_one_tag(words: Sequence[str], pos: Sequence[str]) -> Dict[str, bool]:
-    """word -> whether all its occurrences have the same part of speech (``pos``, one tag per
-    occurrence): the words whose senses only meaning can tell apart."""
+    """word -> whether all its occurrences share one ``pos`` (only meaning tells them apart)."""
     tags: Dict[str, set] = defaultdict(set)
     for word, tag in zip(words, pos):
         tags[word].add(tag)

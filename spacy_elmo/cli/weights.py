@@ -1,8 +1,6 @@
-"""The weight options every command takes, and the one way they become weights.
-
-``--weights`` is a released or downloaded model's name or a model directory; ``--options-file`` +
-``--weight-file`` name two files; neither: the bundled English model. What they mean is decided by
-``spacy_elmo.sources.resolve_weight_source``, here and everywhere else.
+"""The weight options every command takes (``--weights``, or ``--options-file`` + ``--weight-file``,
+or neither: the bundled model), resolved by ``spacy_elmo.sources.resolve_weight_source`` as
+everywhere else.
 """
 
 from __future__ import annotations
@@ -69,12 +67,10 @@ THREADS_HELP = "Threads the biLM splits its batches over, PyTorch ops on one thr
 
 
 def elmo_pipeline(model_settings: Dict[str, object], lang: str, prefix: str = "", **pipe_settings) -> "Language":
-    """A blank pipeline of ``lang`` with the elmo pipe, its weights read now. ``model_settings``:
-    keys of the pipe's model block (``weight_settings`` and any other); ``pipe_settings``: the
-    pipe's own keys; ``prefix`` starts the error message (a rank's name under torchrun).
-
-    For a command, which owns its process: PyTorch runs its ops on one thread, set once here, and
-    the biLM splits its batches over the model's ``threads`` (``--threads``)."""
+    """A blank pipeline of ``lang`` with the elmo pipe, its weights read now; ``model_settings`` and
+    ``pipe_settings``: keys of the model block and of the pipe; ``prefix`` starts error messages. A
+    command owns its process: PyTorch runs one op thread, set here, and the biLM splits batches over
+    ``threads``."""
     import spacy
     import torch
 

@@ -1,11 +1,6 @@
-"""``python -m spacy_elmo embed``: ELMo vectors of a corpus to HDF5, in one process or sharded over
-many under ``torchrun``, resumable after a crash.
-
-One module per job: ``items`` (the input as a stream of numbered sentences), ``keys`` (names for
-``--use-sentence-keys``), ``manifest`` (what makes the output, for ``--resume``), ``chunks`` (the
-parts folder and its chunk files), ``job`` (rank 0's verdict at the start), ``worker`` (one rank's
-chunks), ``progress`` (rank 0's bar), and ``merge`` (the chunks into one file); the
-command and the ranks' handshake are ``spacy_elmo.cli.embed``.
+"""``python -m spacy_elmo embed``'s jobs: ELMo vectors of a corpus to HDF5, in one process or
+sharded under ``torchrun``, resumable; one module per job (the manual's "Embedding a corpus on many
+processes, GPUs and machines"). The command itself is ``spacy_elmo.cli.embed``.
 """
 
 from .job import EMBED_LAYERS, EmbedOptions

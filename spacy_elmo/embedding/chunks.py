@@ -1,11 +1,6 @@
-"""The parts folder and its chunk files: the unit of work, of resumption and of progress.
-
-The input is cut into chunks of ``chunk_size`` consecutive items; chunk ``c`` belongs to rank
-``c % world_size``. Each finished chunk is one HDF5 file, ``OUT.hdf5.parts/chunk-0000012.hdf5``,
-written under a temporary name and renamed when complete (after ``fsync``), so a chunk file
-that exists is whole, whoever wrote it and whatever the world size was: a resumed run skips it.
-A chunk's datasets are named by position in the chunk ("0", "1", ...); ``keys`` holds the key
-texts, and the attributes its counts (the merge gives the global names).
+"""The parts folder and its chunk files: the unit of work, of resumption and of progress. Chunk
+``c`` is rank ``c % world_size``'s, written under a temporary name and renamed when whole, so a
+chunk file that exists is complete. Datasets are named by position; the merge names them.
 """
 
 from __future__ import annotations
@@ -59,8 +54,7 @@ def own_temporary_suffix() -> str:
 
 
 def remove_own_temporaries(parts: Path) -> None:
-    """Delete the temporary files of this process: what a stop left where no writer's clean-up
-    could run (a signal between creating a chunk's file and entering its writer's block)."""
+    """Delete this process's temporary files (what a stop left behind)."""
     for path in parts.glob(f"*{own_temporary_suffix()}"):
         path.unlink(missing_ok=True)
 
@@ -76,9 +70,8 @@ def chunk_keys(chunk: h5py.File) -> List[str]:
 
 
 class ChunkWriter:
-    """One chunk file being written: datasets added one sentence at a time (nothing of the chunk
-    is held in memory but its key texts), renamed into place by ``finish``. Used as a context
-    manager: leaving it without ``finish`` (an error) removes the temporary file."""
+    """One chunk file written a sentence at a time, renamed into place by ``finish``; leaving the
+    context without ``finish`` removes the temporary file."""
 
     def __init__(self, parts: Path, chunk: int, first_item: int, rank: int = 0) -> None:
         self.path = chunk_path(parts, chunk)

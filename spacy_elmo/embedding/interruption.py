@@ -1,7 +1,6 @@
-"""A stopped ``embed``: Ctrl-C (SIGINT) or SIGTERM (``kill``, a job scheduler, torchrun stopping
-its workers) ends the run between two Python operations, the chunk being written is removed by
-its writer, and rank 0 says which chunks are finished and the command that finishes the job. The
-exit status is the shell's for a command ended by that signal: 128 + its number (130, 143).
+"""A stopped ``embed``: SIGINT or SIGTERM ends the run between two Python operations, the chunk
+being written is removed, and rank 0 names the finished chunks and the command that finishes the
+job; the exit status is the shell's, 128 + the signal's number.
 """
 
 from __future__ import annotations
@@ -21,9 +20,8 @@ STOP_SIGNALS = {signal.SIGINT: "Ctrl-C (SIGINT)", signal.SIGTERM: "SIGTERM"}
 
 
 class Interrupted(BaseException):
-    """The run was told to stop by ``signum``. A BaseException, as KeyboardInterrupt is: the
-    ``except Exception`` that names a failing input line (or spaCy's error handler) must let it
-    through."""
+    """The run was told to stop by ``signum``; a BaseException, as KeyboardInterrupt is, so that an
+    ``except Exception`` (or spaCy's error handler) lets it through."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(STOP_SIGNALS.get(signum, signal.Signals(signum).name))
@@ -36,11 +34,8 @@ class Interrupted(BaseException):
 
 @contextlib.contextmanager
 def stop_on_signals() -> Iterator[None]:
-    """Within the block, the first SIGINT or SIGTERM raises ``Interrupted`` and later ones are
-    let pass, so that the clean-up and the report are not cut (a terminal's Ctrl-C reaches
-    torchrun's workers twice: from the terminal, then forwarded by torchrun). The handlers before
-    the block are restored after it. A SIGINT that this process ignores (started in the
-    background, ``nohup``) stays ignored."""
+    """Within the block the first SIGINT or SIGTERM raises ``Interrupted``, later ones pass (Ctrl-C
+    reaches torchrun's workers twice); handlers restored after, an ignored SIGINT stays so."""
     stopping = []
 
     def interrupt(signum, frame) -> None:
@@ -61,9 +56,7 @@ def stop_on_signals() -> Iterator[None]:
 
 
 def resume_command(argv: Optional[List[str]] = None) -> str:
-    """The command that finishes this run: the one that started it, with ``--resume``. Under
-    torchrun a worker cannot see the launcher's own options: the command shows a one-machine
-    launch with this machine's number of processes (any number resumes the job)."""
+    """The command that started this run, with ``--resume`` (under torchrun: one machine's)."""
     argv = list(sys.argv if argv is None else argv)
     args = shlex.join(argv[1:] + ([] if "--resume" in argv else ["--resume"]))
     per_node = int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0)

@@ -1,17 +1,7 @@
-"""The input of ``embed`` as a stream of numbered items: one item per sentence, each becoming one
-dataset. Every rank streams the whole input and keeps only the items of its own chunks, so
-skipping an item must cost next to nothing: a text line is decoded and tokenized only when its
-item is embedded (an undecodable byte stops only the rank that owns the line, naming it).
-
-- A text file: one sentence per line, split on whitespace or tokenized by spaCy (``--lang``); its
-  key text is the stripped line (as AllenNLP keys it). Lines end at ``\\n``, ``\\r\\n`` or ``\\r``
-  (Python's universal newlines, AllenNLP's ``for line in file``); a blank line is an item too, so
-  dataset names stay line numbers. Read as a stream: memory does not grow with the file.
-- A ``.spacy`` file (DocBin): one item per sentence of each doc, or per doc without sentence
-  boundaries; the key text is the sentence's (the doc's) text. A DocBin is one zlib-compressed
-  msgpack blob, so it cannot be streamed: each rank holds the file's token arrays in memory (one
-  64-bit value per stored attribute: about 100 bytes per token), and decodes every doc once to
-  number the sentences.
+"""The input of ``embed`` as a stream of numbered items, one per sentence, each one dataset. Every
+rank streams it all, so skipping must be cheap: a line is decoded only when its item is embedded.
+Text: one item per line, blank lines too (names stay line numbers). ``.spacy``: one per sentence (or
+doc); a DocBin cannot be streamed, so each rank holds its arrays.
 """
 
 from __future__ import annotations
@@ -30,13 +20,9 @@ if TYPE_CHECKING:
 class Item:
     """One sentence of the input, not yet decoded.
 
-    number: its place in the whole input (0, 1, ...): the dataset name without
-        ``--use-sentence-keys``.
-    source: the line number (1-based, text files) or doc number (0-based, ``.spacy``) it comes
-        from, for error messages.
-    payload: the line's bytes; a sentence (Span) of a decoded doc, or a doc without sentence
-        boundaries.
-    """
+    number: its place in the whole input: the dataset name without ``--use-sentence-keys``.
+    source: the line (1-based) or doc (0-based) it comes from, for error messages.
+    payload: the line's bytes; or a sentence (Span) of a decoded doc, or a doc."""
 
     number: int
     source: int
@@ -44,8 +30,7 @@ class Item:
 
 
 class TextLines:
-    """A text file, one sentence per line; ``tokenize``: spaCy's tokenizer (``--lang``) instead of
-    splitting on whitespace."""
+    """A text file, one sentence per line, split on whitespace or by ``tokenize`` (``--lang``)."""
 
     kind = "text"
 
@@ -92,8 +77,7 @@ def _raw_lines(handle: BinaryIO) -> Iterator[bytes]:
 
 
 class DocBinSentences:
-    """A ``.spacy`` file: the sentences of its docs (a doc without sentence boundaries, or an
-    empty one, is one item)."""
+    """A ``.spacy`` file: the sentences of its docs (a doc without them is one item)."""
 
     kind = "spacy"
 
@@ -128,8 +112,7 @@ class DocBinSentences:
         return item.payload.text
 
     def doc(self, item: Item, nlp: "Language") -> Tuple["Doc", str]:
-        """The sentence as a doc of its own (its biLM sequence is the one it has inside its doc:
-        a sentence is one sequence, whitespace tokens left out), or the whole doc."""
+        """The sentence as a doc of its own (its biLM sequence unchanged), or the whole doc."""
         from spacy.tokens import Doc
 
         part: Union["Doc", "Span"] = item.payload

@@ -1,19 +1,7 @@
-"""The start of a job, decided once on rank 0: are the options, the input, the model and the
-output what they must be, and is this a new job, the resumption of an unfinished one, or one
-that is already complete? The verdict goes to every rank (``command.py``), so all of them stop
-with the same message, before any model is loaded.
-
-The output's state decides:
-
-- neither ``OUT.hdf5`` nor ``OUT.hdf5.parts``: a new job; rank 0 creates the parts folder and its
-  ``job.json`` (``--resume`` says there was nothing to resume, and starts);
-- the parts folder: an unfinished job; without ``--resume`` refused (finish it or remove it), with
-  it resumed if its manifest is this job's, else refused naming each difference;
-- ``OUT.hdf5``: a finished file, never overwritten; with ``--resume`` and this job's manifest
-  "complete", otherwise refused.
-
-Rank 0 holds an advisory lock on the parts folder while it lives, so a second run on the same
-output (a resumption started while the first still runs) is refused rather than interleaved.
+"""The start of a job, decided once on rank 0 and sent to every rank, so all stop with the same
+message before any model is loaded: a new job, the resumption of an unfinished one (its manifest
+must be this job's), a complete one, or a refusal. Rank 0 holds an advisory lock on the parts
+folder, so a second run on the same output is refused rather than interleaved.
 """
 
 from __future__ import annotations
@@ -93,8 +81,7 @@ class EmbedOptions:
 
 @dataclass
 class JobPlan:
-    """Rank 0's view of the job: ``status`` "run" or "complete"; ``chunk_size``, the one the job
-    uses (given, recorded by the run it resumes, or chosen from the input)."""
+    """Rank 0's view of the job: ``status`` ("run", "complete") and the ``chunk_size`` it uses."""
 
     status: str
     parts: Path
@@ -113,8 +100,7 @@ class JobPlan:
 
 
 def auto_chunk_size(total: int, world_size: int) -> int:
-    """The chunk size without --chunk-size: 1000, or fewer for a small input, so that each of the
-    ``world_size`` ranks gets about ``CHUNKS_PER_RANK`` chunks (20 sentences over 2 ranks: 3)."""
+    """Without --chunk-size: at most 1000, about ``CHUNKS_PER_RANK`` chunks per rank."""
     return max(1, min(DEFAULT_CHUNK_SIZE, math.ceil(total / (world_size * CHUNKS_PER_RANK))))
 
 
@@ -135,8 +121,7 @@ def _checked_options(o: EmbedOptions):
 
 
 def prepare_job(options: EmbedOptions, world_size: int = 1) -> JobPlan:
-    """Check everything, read the input once (count its sentences; check the keys with
-    ``--use-sentence-keys``) and set up the parts folder. Raises JobRefused."""
+    """Check everything, read the input once and set up the parts folder; raises JobRefused."""
     o = options
     source, settings = _checked_options(o)
     reader = _reader(o)
@@ -268,9 +253,7 @@ def _check_manifest(old: Optional[Dict[str, Any]], new: Dict[str, Any], parts: P
 
 
 def _remove_if_nothing_finished(parts: Path) -> bool:
-    """Remove a parts folder that no run is writing (its lock is free) and that holds no finished
-    chunk: a run that failed or stopped before its first chunk left it, and it holds nothing to
-    resume. Returns whether it was removed."""
+    """Remove an unlocked parts folder with no finished chunk; whether it was removed."""
     if finished_chunks(parts):
         return False
     descriptor = _lock(parts)  # refused while another run holds it

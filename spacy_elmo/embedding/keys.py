@@ -1,7 +1,6 @@
-"""``--use-sentence-keys`` (AllenNLP's option): each dataset is named by its sentence's text. A text
-that cannot be an HDF5 name, or that repeats one, must stop the run before any biLM work, and
-before a single chunk is written: the ranks each see only their own chunks, so rank 0 reads every
-key once (text lines are only decoded, not tokenized) before the job starts.
+"""``--use-sentence-keys``: each dataset named by its sentence's text. A bad or repeated name must
+stop the run before any chunk is written, and ranks see only their own chunks, so rank 0 reads every
+key once before the job starts.
 """
 
 from __future__ import annotations
@@ -25,8 +24,7 @@ def key_problem(text: str, seen: Set[str]) -> Optional[str]:
 
 
 def first_bad_key(keys: Iterable[Tuple[int, str]]) -> Optional[str]:
-    """The error message for the first (number, text) that cannot name its dataset, or None.
-    Holds every key in memory (a set of the input's distinct sentences)."""
+    """The error for the first (number, text) that cannot name its dataset, or None."""
     seen: Set[str] = set()
     for number, text in keys:
         problem = key_problem(text, seen)

@@ -1,14 +1,8 @@
 """The job manifest: what makes the output, so that ``--resume`` can tell that the chunks on disk
-belong to the job it is asked to finish.
-
-It lives as ``job.json`` in the parts folder while the job runs, and as an attribute of the
-finished file (``JOB_ATTR``), so that ``--resume`` on a finished output can say "complete" or
-name what differs. ``compared`` holds what changes the vectors or the datasets' names: the input
-(its size and the sha256 of its bytes), the model (its format and the sha256 of its files), the
-options that change numbers or names, and the chunk size (the chunks' boundaries). The world
-size, threads and batch size are left out on purpose: any of them may change between a run and
-its resumption. ``recorded`` holds what helps a person (paths, versions) and is not compared: a
-moved input or model with the same bytes resumes.
+are this job's. ``job.json`` in the parts folder, and an attribute of the finished file.
+``compared``: what changes the vectors or the names (the input's and model's sha256, the options
+that matter, the chunk size); not the world size, threads or batch size, which may change on
+resumption. ``recorded``: paths and versions, for a person, not compared.
 """
 
 from __future__ import annotations

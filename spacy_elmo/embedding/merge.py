@@ -1,10 +1,6 @@
-"""The merge: every chunk's datasets copied under their global names into one self-contained file,
-the layout a single run of AllenNLP's ``elmo`` command writes.
-
-Global sentence numbers are given here, in chunk order, from each chunk's own count, so no rank
-had to know how many sentences came before its chunks. The file is written as ``OUT.hdf5.tmp``
-and renamed to ``OUT.hdf5`` when whole; only then is the parts folder removed. A crash during
-the merge leaves the chunks in place, and ``--resume`` merges again.
+"""The merge: every chunk's datasets under their global names (numbered here, in chunk order) in one
+file, the layout of AllenNLP's ``elmo`` command. Written as ``OUT.hdf5.tmp``, renamed when whole,
+then the parts folder removed; a crash leaves the chunks for ``--resume``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""One progress bar for the whole job, on rank 0: sentences of all ranks, tokens/s.
-
-The ranks share nothing while they work (no collective calls: they finish at different times,
-and a collective would wait on the slowest under gloo's timeout), so rank 0 learns of the others'
-work from the parts folder: each chunk file that appears adds its sentences and tokens, read from
-its attributes. Rank 0's own batches count as they finish. Other ranks show no bar.
+"""One progress bar for the whole job, on rank 0. The ranks share nothing while they work (a
+collective would wait on the slowest), so rank 0 counts the others' chunk files as they appear in
+the parts folder.
 """
 
 from __future__ import annotations
@@ -50,8 +47,7 @@ class JobProgress:
         self.seen.add(chunk)
 
     def poll(self, force: bool = False) -> None:
-        """Count the chunk files other ranks finished since the last look (at most once a
-        second unless ``force``)."""
+        """Count the chunk files other ranks finished (at most once a second unless ``force``)."""
         now = time.perf_counter()
         if self.bar is None or (not force and now - self._last_poll < POLL_SECONDS):
             return

@@ -1,9 +1,5 @@
-"""One rank's work: stream the input, embed the items of its own chunks, write each chunk file.
-
-No rank talks to another while it works: chunk ``c`` is rank ``c % world_size``'s, every rank
-reads the whole input and passes over the other ranks' items without decoding them, and a chunk
-whose file exists (a resumed run) is passed over too, whoever wrote it. Memory stays flat: one
-batch of docs at a time, written sentence by sentence into the chunk file.
+"""One rank's work: stream the input, embed the items of its own chunks, write each chunk file. No
+rank talks to another; memory stays flat (one batch of docs at a time).
 """
 
 from __future__ import annotations
@@ -42,8 +38,7 @@ def select_layers(layers: np.ndarray, mode: str) -> np.ndarray:
 def own_chunks(
     items: Iterable[Item], chunk_size: int, rank: int, world_size: int, done: Set[int]
 ) -> Iterator[Tuple[int, Iterator[Item]]]:
-    """(chunk, its items) for each chunk of this rank not in ``done``; the others' items are
-    passed over as they stream by."""
+    """(chunk, its items) for each of this rank's chunks not in ``done``."""
     for chunk, chunk_items in itertools.groupby(items, key=lambda item: item.number // chunk_size):
         if chunk % world_size == rank and chunk not in done:
             yield chunk, chunk_items
@@ -84,12 +79,8 @@ def embed_own_chunks(
 
 
 def release_free_memory() -> None:
-    """Give the heap's free pages back to the system (glibc's ``malloc_trim``; elsewhere nothing).
-
-    The biLM's arrays change size with every batch, glibc's dynamic mmap threshold soon serves
-    them from the heap, and a fragmented heap never shrinks: without this, a long run's resident
-    memory keeps its peak and grows; with it, it flattens out (the manual's "Design" has the
-    figures)."""
+    """Give the heap's free pages back (glibc's ``malloc_trim``): a fragmented heap never shrinks
+    (the manual's "Design")."""
     global _MALLOC_TRIM
     if _MALLOC_TRIM is None:
         try:

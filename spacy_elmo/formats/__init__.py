@@ -1,12 +1,8 @@
 """Weight formats: one reader (and writer) module per format, registered here and nowhere else.
 
-Each module defines a ``FORMAT`` (``base.WeightFormat``): how it recognises a model directory, a
-weight file named on its own, and how it reads its files into options, a state dict and the token
-indexer the model needs. ``FORMATS`` is the order in which a model directory is tried. A new format
-(another collection's file names, another toolkit's checkpoints) is one module and one entry here.
-
-The core knows none of them: ``options.py`` is the biLM's shape, ``nn/`` the PyTorch model, and
-``spacy_elmo.sources`` decides which files a user's reference means, then asks ``read_bilm``.
+Each module defines a ``FORMAT`` (``base.WeightFormat``); ``FORMATS`` is the order a model directory
+is tried in. A new format is one module and one entry here; the core (``options.py``, ``nn/``) knows
+none of them.
 """
 
 from __future__ import annotations
@@ -51,8 +47,7 @@ def locate_model_dir(directory: Path, what: str) -> WeightSource:
 
 
 def weight_file_source(options_file: Path, weight_file: Path) -> WeightSource:
-    """An options file and a weight file named on their own (the format comes from the weight
-    file's contents)."""
+    """An options file and a weight file named alone (the format from the file's contents)."""
     if not options_file.is_file():
         raise FileNotFoundError(f"ELMo options file not found: {options_file}")
     if not weight_file.is_file():
@@ -64,8 +59,7 @@ def weight_file_source(options_file: Path, weight_file: Path) -> WeightSource:
 
 
 def check_weight_files(source: WeightSource) -> None:
-    """The cheap checks of ``source``'s files by their format (``WeightFormat.check``): a cut or
-    corrupt header, or parameters whose shapes are not the options', without reading weights."""
+    """The cheap checks of ``source``'s files (``WeightFormat.check``), reading no weights."""
     _BY_NAME[source.format].check(source)
 
 

@@ -33,12 +33,8 @@ class OptionsMismatchError(WeightFileError):
 
 @dataclass(frozen=True)
 class WeightSource:
-    """Resolved, existing files of one biLM.
-
-    format: the ``name`` of the ``WeightFormat`` that reads them (``"native"``, ``"bilm-tf"``,
-        ``"elmoformanylangs"``; ``spacy_elmo.formats.FORMATS``).
-    directory: the model directory, where ``vocab.txt`` and a pretraining run's softmax live.
-    """
+    """Resolved, existing files of one biLM. ``format``: the ``name`` of the ``WeightFormat`` that
+    reads them; ``directory``: the model directory (``vocab.txt``, a pretraining run's softmax)."""
 
     options_file: Path
     weight_file: Path
@@ -54,8 +50,7 @@ class WeightSource:
 
 @dataclass
 class LoadedWeights:
-    """What a format's reader returns: the biLM's shape, its state dict (this package's parameter
-    names) and the indexer that turns tokens into the ids the model was trained on."""
+    """A reader's result: the biLM's shape, its state dict (our names) and its indexer."""
 
     options: BiLMOptions
     state: Dict[str, torch.Tensor]
@@ -66,16 +61,12 @@ class LoadedWeights:
 class WeightFormat:
     """One weight format, as ``spacy_elmo.formats.FORMATS`` registers it.
 
-    locate(directory): the files of a model directory in this format, None if the directory is not
-        one (a directory that is this format's but broken raises, naming what is wrong);
-    accepts(weight_file): whether a weight file named on its own (with an options file) is this
-        format's;
+    locate(directory): the files of a model directory in this format, None if it is not one (one
+        that is but is broken raises, naming what is wrong);
+    accepts(weight_file): whether a weight file named on its own is this format's;
     read(source): the files' options, state dict and indexer, checked against each other;
-    check(source): the cheap part of ``read``'s checks, run when the weights are resolved (a pipe
-        is added, a command starts): the weight file's header is whole and every parameter in it
-        has the shape the options give it, without reading the weights (WeightFileError or
-        OptionsError otherwise, naming the file).
-    """
+    check(source): ``read``'s cheap checks, run when weights are resolved: a whole header and every
+        parameter's shape, reading no weights (WeightFileError or OptionsError, naming the file)."""
 
     name: str
     locate: Callable[[Path], Optional[WeightSource]]
@@ -85,8 +76,7 @@ class WeightFormat:
 
 
 def parameter_shapes(options: BiLMOptions, indexer: Optional[TokenIndexer] = None) -> Dict[str, Tuple[int, ...]]:
-    """The shape of every parameter of the biLM ``options`` describe (this package's names), from
-    a model on the meta device: no memory, no weights."""
+    """Every parameter's shape for ``options``, from a model on the meta device (no memory)."""
     indexer = ByteIndexer() if indexer is None else indexer
     with torch.device("meta"):
         bilm = BiLM(options, indexer=indexer)

@@ -7,21 +7,17 @@ dataset                                         shape             here
 =============================================  ================  ================================
 ``char_embed``                                  (261, e)          char_embedding.weight[1:]
 ``CNN/W_cnn_i``, ``CNN/b_cnn_i``                (1, w, e, n)      Conv1d weight (n, e, w)
-``CNN_high_k/W_transform``, ``W_carry``, ``b_*``  (d, d), (d,)      Highway.linear [transform; carry]
-``CNN_proj/W_proj``, ``b_proj``                 (d, p), (p,)      projection
-``RNN_{dir}/RNN/MultiRNNCell/Cell{l}/LSTMCell/``
-``W_0``                                         (in + p, 4h)      [weight_ih; weight_hh]^T
-``B``                                           (4h,)             bias_ih (+1 on the forget gate)
-``W_P_0``                                       (h, p)            weight_hr^T
-=============================================  ================  ================================
+``CNN_high_k/W_transform``, ``W_carry``, ``b_*``  (d, d), (d,)      Highway.linear [transform;
+carry] ``CNN_proj/W_proj``, ``b_proj``                 (d, p), (p,)      projection
+``RNN_{dir}/RNN/MultiRNNCell/Cell{l}/LSTMCell/`` ``W_0``                                         (in
++ p, 4h)      [weight_ih; weight_hh]^T ``B``                                           (4h,)
+bias_ih (+1 on the forget gate) ``W_P_0``                                       (h, p)
+weight_hr^T =============================================  ================
+================================
 
-TensorFlow's gate order is (i, j=candidate, f, o) and its LSTMCell adds ``forget_bias=1.0`` at run
-time; torch's order is (i, f, g, o). ``dir`` is 0 for the forward LM and 1 for the backward LM.
-
-A model directory in this format holds ``options.json`` and ``weights.hdf5``, or one other bilm-tf
-``*.hdf5`` (``lm_weights.hdf5`` in AllenNLP's test fixture, ``model.hdf5`` in other collections);
-HDF5 files without bilm-tf's datasets beside it (cached token embeddings) are not weight files.
-The released byte ids (``spacy_elmo.indexers.ByteIndexer``) are its token indexer.
+TensorFlow's gate order is (i, j, f, o) with ``forget_bias=1.0`` added at run time; torch's is (i,
+f, g, o); ``dir`` 0 is the forward LM. A directory holds ``options.json`` and ``weights.hdf5`` or
+one other bilm-tf ``*.hdf5`` (HDF5 files without its datasets are not weight files).
 """
 
 from __future__ import annotations
@@ -113,8 +109,7 @@ def write_bilm_tf_weights(bilm: BiLM, weight_file: PathLike) -> None:
 
 
 class _DatasetReader:
-    """Reads datasets by name, checks their shapes against ``expected`` (name -> (shape, the
-    options that give it)) and remembers which were used."""
+    """Reads datasets by name, checks shapes against ``expected`` and remembers which were used."""
 
     def __init__(self, handle: h5py.File, path: Path, expected: Dict[str, Tuple[Tuple[int, ...], str]]) -> None:
         self.handle = handle
@@ -203,8 +198,7 @@ def _lstm_prefix(direction: int, layer: int) -> str:
 
 
 def expected_datasets(options: BiLMOptions) -> Dict[str, Tuple[Tuple[int, ...], str]]:
-    """Every dataset of a bilm-tf file for ``options``: name -> (its TensorFlow shape, the options
-    that give it, for errors)."""
+    """Each bilm-tf dataset for ``options``: name -> (TF shape, the options giving it)."""
     cnn, lstm = options.char_cnn, options.lstm
     e, d, p, h = cnn.embedding_dim, cnn.n_filters, lstm.projection_dim, lstm.dim
     expected: Dict[str, Tuple[Tuple[int, ...], str]] = {"char_embed": ((261, e), f"char_cnn.embedding.dim={e}")}

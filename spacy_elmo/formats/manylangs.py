@@ -1,38 +1,21 @@
-"""HIT-SCIR's ELMoForManyLangs model directories (44 languages) as a weight format.
-
-A directory as HIT-SCIR released them::
-
-    config.json          {"config_path": ".../cnn_50_100_512_4096_sample.json", ...}
-    char.dic, word.dic   lexicons (``lexicon.py``); word.dic only used when word_dim > 0
-    token_embedder.pkl   torch.save'd state dict of its ConvTokenEmbedder
-    encoder.pkl          torch.save'd state dict of its ElmobiLm
-
-The architecture config named by ``config_path`` is looked for beside ``config.json`` (by its
-path, then by its file name). The released models point at a config that ships inside the
-``elmoformanylangs`` package rather than in the download; for those two names the released
-hyperparameters (``RELEASED_CONFIGS``) are used, so a downloaded directory loads as it is.
-
-Only the architecture of the released models is supported: the "cnn" token embedder (character
-CNN, highway, optional word embedding) and the "elmo" encoder (LSTM with projection and clipping,
-residual from the second layer on). The "lstm" variants are refused by name.
+"""HIT-SCIR's ELMoForManyLangs model directories as a weight format (the manual's "Many languages"):
+``config.json`` (naming an architecture config, looked for beside it; the released names use
+``RELEASED_CONFIGS``), ``char.dic``/``word.dic`` lexicons, and ``token_embedder.pkl``/
+``encoder.pkl`` state dicts. Only the released architecture ("cnn" embedder, "elmo" encoder).
 
 Weight mapping (ELMoForManyLangs -> here):
 
-- ``char_emb_layer.embedding.weight`` (n, e) -> ``char_embedding.weight`` rows 1.. (row 0: the
-  padded position); ``word_emb_layer.embedding.weight`` likewise -> ``word_embedding.weight``.
-- ``convolutions.i.*`` -> ``convolutions.i.*``; ``projection.*`` -> ``projection.*``.
+- ``char_emb_layer``/``word_emb_layer`` (n, e) -> rows 1.. of ``char_embedding``/``word_embedding``
+  (row 0: the padded position); ``convolutions``, ``projection`` as they are.
 - ``highways._layers.k`` computes ``gate * x + (1 - gate) * relu(transform)``; here the gate
-  multiplies the transform, so the gate half of the weight and bias is negated
-  (``sigmoid(-z) = 1 - sigmoid(z)``).
-- ``{forward,backward}_layer_l``: ``input_linearity.weight`` -> ``weight_ih``,
-  ``state_linearity.weight``/``bias`` -> ``weight_hh``/``bias_hh`` (``bias_ih`` zero),
-  ``state_projection.weight`` -> ``weight_hr``; both use gate order (i, f, g, o).
+  multiplies the transform, so the gate half of weight and bias is negated (``sigmoid(-z) = 1 -
+  sigmoid(z)``).
+- ``{forward,backward}_layer_l``: ``input_linearity`` -> ``weight_ih``, ``state_linearity`` ->
+  ``weight_hh``/``bias_hh`` (``bias_ih`` zero), ``state_projection`` -> ``weight_hr``; gate order
+  (i, f, g, o) both.
 
-The model reads text through its lexicons (``spacy_elmo.indexers.LexiconIndexer``).
-``char.dic`` and ``word.dic`` hold one ``entry<TAB>id`` per line. A line whose entry is whitespace
-loses it to ``strip()`` when ELMoForManyLangs reads the file and the entry becomes U+3000
-(ideographic space); ``read_lexicon`` does the same, so ids match the ones the model was trained
-on. Saved with ``save_bilm``, such a model becomes a native checkpoint that carries its lexicons.
+Lexicon lines are ``entry<TAB>id``; an entry that is whitespace is lost to ``strip()`` when
+ELMoForManyLangs reads it and becomes U+3000, and ``read_lexicon`` does the same, so ids match.
 """
 
 from __future__ import annotations
@@ -91,8 +74,7 @@ class ManyLangsFormatError(ValueError):
 
 def is_manylangs_dir(path: PathLike) -> bool:
     """True for a directory holding any file of an ELMoForManyLangs model and no ``options.json``
-    (which native checkpoints and released ELMo directories have, and theirs never), so a partial
-    one gets errors naming what is missing rather than being taken for another format."""
+    (which the other formats have), so a partial one gets errors naming what is missing."""
     path = Path(path)
     names = (CONFIG_NAME, CHAR_LEXICON, TOKEN_EMBEDDER, ENCODER)
     if not path.is_dir() or (path / OPTIONS_NAME).is_file():
@@ -103,8 +85,7 @@ def is_manylangs_dir(path: PathLike) -> bool:
 def load_manylangs_bilm(
     path: PathLike, stateful: bool = False, device: Union[str, torch.device, None] = None
 ) -> BiLM:
-    """Load an ELMoForManyLangs model directory as a ``BiLM`` (eval mode) whose indexer is the
-    model's lexicon (``bilm.batch_to_ids`` gives its ids)."""
+    """An ELMoForManyLangs model directory as a ``BiLM`` (eval mode) with its lexicon indexer."""
     path = Path(path)
     loaded = _read_directory(path)
     bilm = build_bilm(loaded.options, loaded.state, source=str(path), stateful=stateful, indexer=loaded.indexer)
@@ -223,9 +204,8 @@ def _convert_state(
     indexer: LexiconIndexer,
     path: Path,
 ) -> Dict[str, torch.Tensor]:
-    """Their two state dicts -> this package's ``BiLM`` state dict (mapping in the module doc).
-    Each of their tensors is checked against the shape the architecture config implies (ours,
-    less the padding row of the embeddings), so a mismatch names their file and parameter."""
+    """Their two state dicts -> this package's ``BiLM`` state dict, each tensor checked against the
+    shape the architecture config implies, so a mismatch names their file and parameter."""
     with torch.device("meta"):
         shapes = {k: tuple(v.shape) for k, v in BiLM(options, indexer=indexer).state_dict().items()}
     config_file = path / CONFIG_NAME
@@ -362,10 +342,8 @@ def read_lexicon(path: Path, required: Sequence[str]) -> Lexicon:
 
 
 def _check(source: WeightSource) -> None:
-    """The two weight files' zip directories, read without a tensor: ``torch.save`` writes a zip
-    archive (since PyTorch 1.6) whose directory is its last bytes, so a file cut short by an
-    interrupted copy has none. An older pickle has no header to read without unpickling it: it
-    is checked where ``_read`` loads it."""
+    """The two weight files' zip directories, read without a tensor (a cut file has none); an older
+    pickle is checked where ``_read`` loads it."""
     for path in (source.directory / TOKEN_EMBEDDER, source.directory / ENCODER):
         if not path.is_file():
             continue  # ``_read`` names a missing file

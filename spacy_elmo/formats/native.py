@@ -1,9 +1,6 @@
-"""This package's own checkpoint: ``options.json`` + ``model.safetensors`` (the ``BiLM`` state dict).
-
-``options.json`` is in the released layout, plus what the model's token indexer needs to be rebuilt
-(``spacy_elmo.indexers.indexer_to_json``: nothing for the released byte ids, a ``lexicon`` section
-for an ELMoForManyLangs model). ``save_bilm`` and ``pretrain`` write it; the same options and
-tensors, msgpacked, are how a spaCy pipeline serialises its biLM (``bilm_to_bytes``).
+"""This package's own checkpoint: ``options.json`` (the released layout plus what the token indexer
+needs, ``indexer_to_json``) + ``model.safetensors``. ``save_bilm`` and ``pretrain`` write it;
+msgpacked, it is how a spaCy pipeline serialises its biLM (``bilm_to_bytes``).
 """
 
 from __future__ import annotations

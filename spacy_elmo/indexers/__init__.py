@@ -1,14 +1,8 @@
-"""Token indexers: how a biLM turns tokenized sentences into the integer ids its token encoder reads.
+"""Token indexers: how a biLM turns tokenized sentences into the ids its token encoder reads.
 
-The biLM carries its indexer (``BiLM.indexer``), and callers ask the biLM for ids
-(``bilm.batch_to_ids``) instead of assuming one mapping: the released ELMo models read UTF-8 bytes
-(``ByteIndexer``), ELMoForManyLangs models read their own character and word lexicons
-(``LexiconIndexer``). Every indexer keeps the same conventions, so the biLM needs nothing else: a
-token is one row of ``width`` ids, id 0 is never a real id, and an all-zero row marks a padded
-position in a batch.
-
-A weight format's reader says which indexer its model needs; a model saved in this package's own
-format stores it beside its options (``indexer_to_json`` / ``indexer_from_json``).
+The biLM carries its indexer (``bilm.batch_to_ids``): UTF-8 bytes for the released models
+(``ByteIndexer``), lexicons for ELMoForManyLangs (``LexiconIndexer``). All share the conventions: a
+token is one row of ``width`` ids, 0 is never a real id, an all-zero row is padding.
 """
 
 from __future__ import annotations

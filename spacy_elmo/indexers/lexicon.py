@@ -1,21 +1,12 @@
-"""Lexicon indexers: ids from a character lexicon (and a word lexicon), as ELMoForManyLangs reads text.
-
-A token row (what ``LexiconIndexer`` returns; every lexicon id is shifted by +1 so that 0 stays free
-for padded positions, as in the released ELMo mapping):
+"""Lexicon indexers: ids from a character lexicon (and a word lexicon), as ELMoForManyLangs reads
+text. Lexicon ids are shifted by +1 (0 stays padding). A token row:
 
     [first, char ids..., last, pad, pad, ...]  (max_characters_per_token ids)  [+ word id]
 
-``first`` is the id of ``<eow>`` and ``last`` the id of ``<bow>``: ELMoForManyLangs' batching
-swaps the two names, in training and at inference alike, so its models expect them that way.
-Characters not in the lexicon get ``<oov>``'s id, tokens are cut to ``max_characters_per_token - 2``
-characters (code points, not bytes), and the sentence-boundary tokens ``<bos>``/``<eos>`` are
-``[first, id of <bos>/<eos>, last, pad...]``. A text token spelled ``<bos>`` or ``<eos>`` is taken
-for the boundary token, as ELMoForManyLangs does. With a word lexicon (``word_dim`` > 0) one more
-column holds the token's word id (``<oov>``'s for unknown words).
-
-Reading ELMoForManyLangs' own ``char.dic`` / ``word.dic`` files is the job of its format reader
-(``spacy_elmo.formats.manylangs``); here the lexicons are data, stored in a native checkpoint's
-``options.json`` under ``lexicon``.
+``first`` is ``<eow>``'s id and ``last`` ``<bow>``'s: ELMoForManyLangs' batching swaps the two, so
+its models expect them that way. Unknown characters and words get ``<oov>``, tokens are cut to
+``max_characters_per_token - 2`` code points, and text tokens ``<bos>``/``<eos>`` are taken for the
+boundary tokens, as ELMoForManyLangs does.
 """
 
 from __future__ import annotations
@@ -147,8 +138,7 @@ class LexiconIndexer:
         return pad_batch(sentences, self.tokens_to_ids, self.width)
 
     def check_options(self, options: BiLMOptions, source: str) -> None:
-        """The options' character sizes and word embedding must be the lexicons'; the error names
-        ``source`` and the key."""
+        """The options' character sizes and word embedding must be the lexicons'."""
         cnn, vocab = options.char_cnn, self.vocab
         where = f"{source}: char_cnn"
         expected = {"n_characters": self.n_characters, "max_characters_per_token": vocab.max_characters_per_token}

@@ -1,22 +1,8 @@
-"""The biLM as a Thinc model: a ``BiLMRunner`` (``nn/runner.py``) in a PyTorch shim, with what it
-needs to run.
-
-``Model[List[List[str]], List[Floats3d]]``: a batch of tokenized sequences -> one array per
-sequence of shape ``(n_layers + 1, n_tokens, 2 * projection_dim)`` (float32, on the model's
-device: NumPy on the CPU, CuPy after ``spacy.require_gpu()``).
-
-Its weights arrive through spaCy's lifecycle, as a Thinc model's do:
-
-- the model's init (``model.initialize()``: ``nlp.initialize()``, or the first use) reads the
-  weights its settings name;
-- the ``elmo`` pipe's ``initialize`` may give it others (a registered loader, ``loaders.py``);
-- ``model.to_bytes()`` carries them (the native format's options + safetensors), so a model
-  restored with ``from_bytes`` (``spacy.load``) needs neither the original files nor the init.
-
-The runtime settings (``BiLMSettings``: which weights, precision, batch and sequence sizes,
-threads, token cache; the ``spacy_elmo.ElmoModel.v2`` block of a config) live in
-``model.attrs``, where Thinc's serialisation skips them: they come from the config each time a
-pipeline is built, so an override at ``spacy.load`` takes effect.
+"""The biLM as a Thinc model: a ``BiLMRunner`` in a PyTorch shim, ``Model[List[List[str]],
+List[Floats3d]]`` (one ``(n_layers + 1, n_tokens, 2 * projection_dim)`` array per sequence). Weights
+arrive through ``load_weights`` (the manual's "Design"); the runtime settings (``BiLMSettings``)
+live in ``model.attrs``, which Thinc does not save, so config overrides at ``spacy.load`` take
+effect.
 """
 
 from __future__ import annotations
@@ -55,8 +41,7 @@ CACHE_WORDS = "elmo_token_cache_words"
 
 
 class BiLMSettings(BaseModel):
-    """What the biLM needs to run, as ``spacy_elmo.ElmoModel.v2`` takes it (see its docstring);
-    validated as the package's other settings are (``spacy_elmo.validation``)."""
+    """What the biLM needs to run, as ``spacy_elmo.ElmoModel.v2`` takes it, validated."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -85,9 +70,8 @@ class BiLMSettings(BaseModel):
 
 
 class BiLMShim(PyTorchShim):
-    """Thinc's PyTorch shim, holding one ``BiLMRunner`` for the model's life: weights arrive in
-    it (``BiLMRunner.replace_bilm``: from files, or from bytes), never as a new module, so that
-    ``runner`` is always the module the shim runs, copies included (a copy copies both at once)."""
+    """Thinc's PyTorch shim holding one ``BiLMRunner`` for life: weights arrive in it
+    (``replace_bilm``), so ``runner`` is always the module the shim runs, copies included."""
 
     @property
     def runner(self) -> BiLMRunner:
@@ -96,8 +80,7 @@ class BiLMShim(PyTorchShim):
 
 
 def elmo_model(settings: BiLMSettings) -> Model[List[List[str]], List[Floats3d]]:
-    """The biLM model, without weights until its init reads the configured ones,
-    ``load_weights`` gives it some, or ``from_bytes`` restores them."""
+    """The biLM model, without weights until its init, ``load_weights`` or ``from_bytes``."""
     shim = BiLMShim(
         BiLMRunner(), device=torch_device(), serialize_model=_runner_to_bytes, deserialize_model=_runner_from_bytes
     )
@@ -122,15 +105,13 @@ def get_runner(model: Model) -> Optional[BiLMRunner]:
 
 
 def configured_source(model: Model) -> WeightSource:
-    """The files the settings name (``spacy_elmo.sources``: a name, a directory, two files, or
-    the bundled model); a missing file or unknown name raises here."""
+    """The files the settings name (``spacy_elmo.sources``); missing ones raise here."""
     s = bilm_settings(model)
     return resolve_weight_source(s.weights, s.options_file, s.weight_file)
 
 
 def ensure_bilm(model: Model) -> BiLMRunner:
-    """The runner, the model initialized first (its configured weights read) if it has none, with
-    the settings' precision, threads and token cache in force."""
+    """The runner, its configured weights read first if it has none, with the settings on."""
     runner = get_runner(model)
     if runner is None:
         model.initialize()
@@ -140,10 +121,8 @@ def ensure_bilm(model: Model) -> BiLMRunner:
 
 
 def load_weights(model: Model, source: WeightSource) -> BiLMRunner:
-    """Read the biLM of ``source`` into the model, with the words that pre-fill the token cache
-    when the settings ask for one: the first lines of ``token_cache_vocab``, else of the
-    vocabulary file beside the weights if there is one (released models have none: their cache
-    fills from the text alone)."""
+    """Read the biLM of ``source`` into the model, and the words that pre-fill the token cache
+    (``token_cache_vocab``, else the vocabulary beside the weights)."""
     settings = bilm_settings(model)
     if settings.token_cache_words:
         if settings.token_cache_vocab:
@@ -176,8 +155,7 @@ def read_cache_words(vocab_file: Path, n_words: int) -> List[str]:
 
 
 def torch_device() -> torch.device:
-    """Thinc's default torch device, with a clear error when spaCy was told to use a GPU
-    (``spacy.require_gpu()``) that PyTorch cannot see."""
+    """Thinc's torch device; a clear error for a ``spacy.require_gpu()`` PyTorch cannot see."""
     if isinstance(get_current_ops(), CupyOps) and not torch.cuda.is_available():
         raise ValueError(
             "spaCy is set to run on the GPU (spacy.require_gpu / prefer_gpu), but PyTorch "
@@ -192,9 +170,8 @@ def _shim(model: Model) -> BiLMShim:
 
 
 def _apply_settings(model: Model, runner: BiLMRunner) -> None:
-    """The settings' precision, threads (``"auto"`` resolved: ``nn/threads.py``) and token cache
-    on the runner; the cache is rebuilt only when its size changes. Idempotent: every forward
-    applies them, so that a runner restored from bytes runs as configured."""
+    """The settings' precision, threads and token cache on the runner. Idempotent: every forward
+    applies them, so a runner restored from bytes runs as configured."""
     settings = bilm_settings(model)
     runner.precision = settings.precision
     runner.threads = resolve_threads(settings.threads)
@@ -207,8 +184,7 @@ def _apply_settings(model: Model, runner: BiLMRunner) -> None:
 
 
 def _init(model: Model, X=None, Y=None) -> Model:
-    """Thinc's init: the configured weights, unless the model has weights already (restored from
-    disk or given by a loader: a pretrained biLM has nothing to reset)."""
+    """Thinc's init: the configured weights, unless the model has weights already."""
     if get_runner(model) is None:
         load_weights(model, configured_source(model))
     return model
@@ -226,8 +202,7 @@ def _runner_from_bytes(runner: BiLMRunner, data: bytes, device: torch.device) ->
 
 
 def _forward(model: Model, sequences: List[List[str]], is_train: bool) -> Tuple[List[Floats3d], Callable]:
-    """Token sequences -> one (n_layers + 1, n_i, width) array per sequence; the backward pass
-    pads the gradients back into the batch tensor and runs PyTorch's backward."""
+    """Token sequences -> one (n_layers + 1, n_i, width) array each; backprop into the biLM."""
     shim = _shim(model)
     runner = get_runner(model)
     if runner is None:

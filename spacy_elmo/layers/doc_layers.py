@@ -1,11 +1,6 @@
-"""From Docs to biLM layers and back: sequences, length batching, the layer cache.
-
-Shared by the ``elmo`` pipe (prediction and fine-tuning) and by ``ElmoEmbedder`` (a listener
-replaced by its own copy of the biLM). How docs become biLM sequences: each sentence is one
-sequence when the doc has sentence boundaries; otherwise, and for sentences longer than
-``max_sequence_length``, the tokens are cut into the fewest windows of at most
-``max_sequence_length`` tokens, of near-equal length. Whitespace tokens are left out (zero rows).
-The sizes are the biLM model's settings (``bilm_model.BiLMSettings``).
+"""From Docs to biLM layers and back: sequences, length batching, the layer cache; shared by the
+``elmo`` pipe and ``ElmoEmbedder``. Sentences, windows and whitespace tokens: the manual's "Vectors
+that survive"; the cache: "Training downstream components on ELMo".
 """
 
 from __future__ import annotations
@@ -27,12 +22,8 @@ from .bilm_model import bilm_settings, ensure_bilm
 def split_sequences(
     doc: Doc, max_length: int, texts: Optional[List[str]] = None
 ) -> List[np.ndarray]:
-    """The biLM sequences of ``doc``: arrays of token indices, whitespace tokens left out.
-
-    One sequence per sentence when the doc has sentence boundaries, else one for the whole doc;
-    a sequence longer than ``max_length`` is cut into ``ceil(n / max_length)`` windows of
-    near-equal length.
-    """
+    """``doc``'s biLM sequences (token indices, whitespace left out): one per sentence or the doc,
+    longer ones cut into ``ceil(n / max_length)`` windows of near-equal length."""
     if texts is None:
         texts = [token.text for token in doc]
     read = np.flatnonzero([not text.isspace() for text in texts])
@@ -49,13 +40,8 @@ def split_sequences(
 
 
 class LayerCache:
-    """biLM layers of sequences already seen, keyed by their words, least recently used first out.
-
-    Bounded by ``max_bytes`` of stored arrays (float32 NumPy, ``(n_layers + 1, n, width)`` each).
-    Training a frozen biLM's listeners sees the same sentences every epoch: from the second epoch
-    on they cost a dictionary look-up. The values are the exact arrays the biLM returned. A lock
-    keeps it whole when a web server's threads run the same pipe.
-    """
+    """The exact biLM layers of sequences already seen, keyed by their words, least recently used
+    out, bounded by ``max_bytes``; locked, for a web server's threads."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
@@ -108,10 +94,8 @@ def doc_layers(
     cache: Optional[LayerCache] = None,
     is_train: bool = False,
 ) -> Tuple[List[Floats3d], Callable[[List[Floats3d]], List]]:
-    """Every biLM layer of every doc: one ``(n_layers + 1, len(doc), width)`` array per doc (on
-    the model's device; whitespace rows zero), and a backprop that sends per-doc gradients into
-    the biLM (``is_train``; the cache is bypassed then, since the weights change). ``model`` is
-    an ``ElmoModel``; its weights are read first if it has none."""
+    """One ``(n_layers + 1, len(doc), width)`` array per doc (whitespace rows zero) and a backprop
+    into the biLM (``is_train`` bypasses the cache); ``model``'s weights read first if none."""
     bilm = ensure_bilm(model).bilm
     settings = bilm_settings(model)
     ops = model.ops

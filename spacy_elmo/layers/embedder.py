@@ -14,9 +14,7 @@ from .doc_layers import doc_layers
 
 
 def elmo_embedder(elmo: Model, head: Model) -> Model[List[Doc], List[Floats2d]]:
-    """A self-contained ``Model[List[Doc], List[Floats2d]]``: its own biLM (``elmo``, an
-    ``ElmoModel`` with its settings) feeding a ``MixHead``. What ``replace_listeners`` puts where
-    a listener was."""
+    """``Model[List[Doc], List[Floats2d]]``: its own biLM (``elmo``) feeding a ``MixHead``."""
     return Model(
         "elmo-embedder",
         _embedder_forward,

@@ -1,26 +1,7 @@
-"""Downstream components on ELMo: the listener and its task-specific layer mix.
-
-An ``ElmoListener.v1`` stands where a component's ``tok2vec`` goes (or as the ``embed`` of
-``spacy.Tok2Vec.v2``). It gets every biLM layer of every doc from the ``elmo`` pipe upstream and
-computes, as in the paper (eq. 1, then ``[x_k; ELMo_k]``)::
-
-    ELMo_k = gamma * sum_j softmax(s)_j h_kj          s, gamma learned with the task
-    y_k    = Maxout(width)([dropout(ELMo_k); token_embed(x)_k])
-
-Where the layers come from:
-- fine-tuning (``elmo`` pipe with ``frozen = false``, updated in the same step): the pipe sends
-  them with ``receive`` and the gradients go back into the biLM;
-- frozen biLM, and at prediction time: from ``doc._.elmo_layers``, which the ``elmo`` pipe wrote
-  (in training, list it in ``[training] frozen_components`` and ``annotating_components``).
-
-A listener is a plain Thinc ``Model``: its upstream name is an attr, and what it holds between
-calls (``ListenerState``: the upstream pipe's biLM model it is linked to, the layers received for
-the coming batch) is an attr that Thinc neither saves nor copies, as spacy-curated-transformers
-keeps its listeners' state. ``Model.copy()`` gives a listener that the pipeline links again.
-
-``nlp.replace_listeners("elmo", "tagger", ["model.tok2vec"])`` swaps a listener for an
-``ElmoEmbedder``: a copy of the biLM plus the listener's own mix (``MixHead``), so the component
-no longer needs the ``elmo`` pipe.
+"""``ElmoListener.v1``, where a component's ``tok2vec`` goes: every biLM layer of every doc from the
+``elmo`` pipe (sent when fine-tuned, else ``doc._.elmo_layers``), mixed in its head. Its state
+between calls (``ListenerState``) is an attr Thinc neither saves nor copies, as
+spacy-curated-transformers keeps it. The manual's "Training downstream components on ELMo".
 """
 
 from __future__ import annotations
@@ -41,13 +22,12 @@ STATE = "elmo_listener_state"
 class ListenerState:
     """What a listener holds between calls; never saved, and a copy starts empty.
 
-    upstream: the biLM model (``ElmoModel``) of the ``elmo`` pipe that linked the listener, and
-        ``upstream_pipe`` that pipe's name (for errors).
+    upstream: the ``ElmoModel`` of the ``elmo`` pipe that linked the listener
+        (``upstream_pipe``: that pipe's name, for errors).
     batch_id, outputs, backprop: the layers a fine-tuned pipe sent for the coming batch.
     init_batch: the batch id of the docs ``initialize`` was given. spaCy's chain initialises the
-        next layer by predicting on them, before any elmo pipe has run: calls on exactly those
-        docs get zeros instead of an error, until any other call.
-    """
+        next layer by predicting on them before any elmo pipe has run: those docs get zeros
+        instead of an error, until any other call."""
 
     def __init__(self) -> None:
         self.upstream: Optional[Model] = None
@@ -72,9 +52,8 @@ def _deserialize_state(_, value: bytes, name: str, model: Model) -> ListenerStat
 
 
 def elmo_listener(upstream_name: str, head: Model) -> Model[List[Doc], List[Floats2d]]:
-    """``Model[List[Doc], List[Floats2d]]`` fed with the ``elmo`` pipe's layers, through its
-    ``head`` (``mix_head``). Dims: ``nO`` (the explicit width), and, set when the pipe's biLM is
-    known, ``nL`` (biLM layers + 1) and ``nI`` (biLM width) of its head."""
+    """``Model[List[Doc], List[Floats2d]]`` fed with the pipe's layers through its ``head``; dims
+    ``nO`` (width), and once the biLM is known the head's ``nL`` and ``nI``."""
     return Model(
         "elmo-listener",
         _listener_forward,
@@ -103,8 +82,7 @@ def batch_id(docs: Iterable[Doc]) -> int:
 
 
 def link(listener: Model, upstream: Model, pipe_name: str) -> None:
-    """Called by the ``elmo`` pipe that feeds ``listener``: its biLM model, whose layer dims the
-    listener takes at its init (a trained listener has them; its forward checks what it gets)."""
+    """Called by the ``elmo`` pipe feeding ``listener``: its biLM model, for the layer dims."""
     state = _state(listener)
     state.upstream, state.upstream_pipe = upstream, pipe_name
 
@@ -121,8 +99,7 @@ def receive(listener: Model, batch: int, outputs: List[Floats3d], backprop: Call
 
 
 def set_layer_dims(listener: Model, n_layers: int, width: int) -> None:
-    """The shape of what the ``elmo`` pipe sends: a mismatch with a trained listener is an
-    error."""
+    """The shape the ``elmo`` pipe sends; a mismatch with a trained listener raises."""
     head = listener_head(listener)
     for name, value in (("nL", n_layers), ("nI", width)):
         if head.has_dim(name) and head.get_dim(name) != value:

@@ -1,10 +1,6 @@
-"""A listener's task-specific head: its own scalar mix of the biLM layers, dropout, optional
-token embedding, Maxout to ``width`` (Peters et al. 2018, eq. 1, then ``[x_k; ELMo_k]``).
-
-The mix is ``spacy_elmo.nn.scalar_mix`` (the one implementation: its scale once a batch, then
-each doc's weighted sum, layer-normalised first with ``layer_norm``), run under autograd on the
-head's Thinc parameters ``s`` and ``gamma``: Thinc's optimizer updates them (and averages them
-with ``use_averages``), and saved pipelines keep them as Thinc parameters.
+"""A listener's task-specific head: its own scalar mix of the biLM layers, dropout, optional token
+embedding, Maxout to ``width`` (Peters et al. 2018, eq. 1, then ``[x_k; ELMo_k]``). The mix is
+``nn.scalar_mix`` under autograd on Thinc parameters (the manual's "Design" says why).
 """
 
 from __future__ import annotations
@@ -28,12 +24,9 @@ def mix_head(
     token_embed: Optional[Model] = None,
     layer_norm: bool = False,
 ) -> Model[MixInput, List[Floats2d]]:
-    """The task-specific part: scalar mix (of layer-normalised layers with ``layer_norm``,
-    statistics per doc, so that a doc's features do not depend on the docs batched with it),
-    dropout, optional token embedding, Maxout to width.
-
-    Input ``(docs, layers)``: each layers array ``(nL, len(doc), nI)``. Params: ``s`` (nL,) and
-    ``gamma`` (1,), initialised to an equal mix and 1.
+    """Scalar mix (with ``layer_norm``, statistics per doc, so a doc's features do not depend on its
+    batch), dropout, optional token embedding, Maxout to width. Input ``(docs, layers)``, layers
+    ``(nL, len(doc), nI)`` each; params ``s`` (nL,) and ``gamma`` (1,), an equal mix and 1 at first.
     """
     projection = with_array(Maxout(nO=width, nP=3, normalize=True))
     layers = [projection] + ([token_embed] if token_embed is not None else [])
@@ -64,9 +57,7 @@ def _mix_init(model: Model, X: Optional[MixInput] = None, Y=None) -> Model:
 
 
 def _mix(model: Model, layers: List[Floats3d], is_train: bool):
-    """Each doc's ``(nL, n_tokens, nI)`` layers -> ``(n_tokens, nI)``, and the backprop that
-    adds the gradients of ``s`` and ``gamma`` and returns those of the layers. The docs travel
-    as one tensor, split into per-doc views at the end (and for the layer norm's statistics)."""
+    """Per doc ``(nL, n_tokens, nI)`` -> ``(n_tokens, nI)``; backprop adds to s, gamma."""
     ops = model.ops
     if not layers:
         return [], lambda d_mixed: []

@@ -1,9 +1,7 @@
 """The bidirectional language model: token encoder + forward and backward LSTM stacks -> layers.
 
-The module: its weights, its shape and its forward, run eagerly. How a batch is run fastest
-(CUDA graphs, the directions side by side on threads, a token cache, a precision) is the
-runner's choice (``nn/runner.py``), which hands the forward its own ways to encode the tokens and
-to run the two directions.
+The module: its weights, its shape and its eager forward. How a batch is run fastest is the runner's
+choice (``nn/runner.py``).
 """
 
 from __future__ import annotations
@@ -40,12 +38,8 @@ Directions = Callable[
 
 @dataclass
 class BiLMActivations:
-    """All activations of a batch, boundary tokens included.
-
-    token_embedding: (batch, max_len + 2, projection_dim), padding rows zero.
-    forward / backward: per LSTM layer, (batch, max_len + 2, projection_dim).
-    mask: (batch, max_len + 2) bool, True for ``<S>``, the tokens and ``</S>``.
-    """
+    """All activations of a batch, boundary tokens included: ``token_embedding`` and per LSTM layer
+    ``forward``/``backward`` (batch, max_len + 2, projection_dim); ``mask`` (batch, max_len + 2)."""
 
     token_embedding: torch.Tensor
     forward: List[torch.Tensor]
@@ -57,21 +51,14 @@ class BiLMActivations:
 class BiLM(nn.Module):
     """ELMo's biLM.
 
-    ``bilm(char_ids)`` with char_ids (batch, max_len, width) int64 from ``bilm.batch_to_ids``
-    (``bilm.indexer``: UTF-8 byte ids, width 50, for the released models) returns
-    ``(layers, mask)``: layers (n_layers + 1, batch, max_len, 2 * projection_dim) float, where layer
-    0 is the token layer duplicated ``[x; x]`` and layer k is ``[forward_k; backward_k]``; the
-    sentence-boundary tokens are added and removed internally; padding rows are zero; mask is
-    (batch, max_len) bool.
+    ``bilm(char_ids)``: char_ids (batch, max_len, width) int64 from ``bilm.batch_to_ids`` ->
+    ``(layers, mask)``: layers (n_layers + 1, batch, max_len, 2 * projection_dim) float, layer 0 the
+    token layer ``[x; x]``, layer k ``[forward_k; backward_k]``, padding rows zero; mask (batch,
+    max_len) bool. Boundary tokens are added and removed inside.
 
-    Stateless by default: every call starts from zero LSTM states, so a sentence's vectors do not
-    depend on its batch. With ``stateful=True`` each batch row starts from the final states of the
-    same row in the previous call, as bilm-tf and AllenNLP do (call ``reset_states`` to forget).
-
-    The forward runs eagerly in float32 (or under the caller's ``torch.autocast``);
-    ``nn.runner.BiLMRunner`` runs it faster where it can (precision modes, threads, CUDA graphs,
-    a token cache).
-    """
+    Stateless by default, so a sentence's vectors do not depend on its batch; ``stateful=True``
+    carries each row's final states into the next call, as bilm-tf and AllenNLP do (``reset_states``
+    forgets them)."""
 
     def __init__(
         self,
@@ -79,8 +66,7 @@ class BiLM(nn.Module):
         stateful: bool = False,
         indexer: Optional[TokenIndexer] = None,
     ) -> None:
-        """``indexer``: what turns tokens into this model's ids (default: the released UTF-8 byte
-        ids); a weight format's reader says which one its model needs."""
+        """``indexer``: tokens -> this model's ids (default: the released UTF-8 byte ids)."""
         super().__init__()
         self.options = options
         self.stateful = stateful
@@ -132,9 +118,7 @@ class BiLM(nn.Module):
         encode: Optional[Encoder] = None,
         directions: Optional[Directions] = None,
     ) -> Tuple[torch.Tensor, torch.Tensor]:
-        """(layers, mask) of ``char_ids`` (see the class docstring). ``encode`` and
-        ``directions`` replace ``token_encoder`` and ``run_directions`` (the runner's ways to
-        run them; each must compute what they do)."""
+        """(layers, mask) of ``char_ids``; ``encode``/``directions``: the runner's equivalents."""
         mask = token_mask(char_ids, self.indexer)
         char_ids = char_ids.long()
         batch_size, max_len = mask.shape
@@ -155,8 +139,7 @@ class BiLM(nn.Module):
     def add_boundaries(
         self, char_ids: torch.Tensor, lengths: torch.Tensor
     ) -> Tuple[torch.Tensor, torch.Tensor]:
-        """(batch, max_len, width) -> (batch, max_len + 2, width) with the indexer's ``<S>`` first
-        and ``</S>`` after each row's last token; returns the new ids and lengths + 2."""
+        """Ids with ``<S>``/``</S>`` around each row: (batch, max_len + 2, width), lengths + 2."""
         batch_size, max_len, width = char_ids.shape
         ids = char_ids.new_zeros((batch_size, max_len + 2, width))
         ids[:, 1 : max_len + 1] = char_ids
@@ -176,9 +159,8 @@ class BiLM(nn.Module):
         encode: Optional[Encoder] = None,
         directions: Optional[Directions] = None,
     ) -> BiLMActivations:
-        """Run the biLM on ids that already hold their boundary tokens (or any token windows, as
-        in pretraining). char_ids (batch, T, 50), lengths (batch,) >= 1, states from a previous
-        call or None for zeros; ``dropout`` on each LSTM input (training only)."""
+        """Run on ids holding their boundary tokens (or windows): char_ids (batch, T, 50), lengths
+        (batch,) >= 1, states or None; ``dropout`` on each LSTM input while training."""
         mask = length_mask(lengths, char_ids.shape[1])
         distinct = self.embed_distinct(char_ids, mask, encode)
         return self.contextualize(distinct, lengths, states, dropout, directions=directions)
@@ -186,9 +168,7 @@ class BiLM(nn.Module):
     def embed_distinct(
         self, char_ids: torch.Tensor, mask: torch.Tensor, encode: Optional[Encoder] = None
     ) -> DistinctInputs:
-        """The vectors of the distinct unmasked tokens and a (batch, T) index into them (0 where
-        masked). Each distinct token of the batch is encoded once: words repeat within a batch,
-        and every row has ``<S>`` and ``</S>``."""
+        """Vectors of the distinct unmasked tokens, and a (batch, T) index into them (0: masked)."""
         unique, inverse = torch.unique(char_ids[mask], dim=0, return_inverse=True)
         encoded = (encode or self.token_encoder)(unique)
         index = inverse.new_zeros(mask.shape)
@@ -204,9 +184,8 @@ class BiLM(nn.Module):
         *,
         directions: Optional[Directions] = None,
     ) -> BiLMActivations:
-        """Both LSTM directions over already encoded tokens: ``distinct.rows`` (U, dim) vectors
-        of the distinct tokens, ``distinct.index`` (batch, T) into them. ``activations`` and the
-        pretraining model (which encodes each batch's distinct tokens itself) both end here."""
+        """Both LSTM directions over encoded tokens: ``distinct.rows`` (U, dim), ``distinct.index``
+        (batch, T) into them. ``activations`` and the pretraining model both end here."""
         mask = length_mask(lengths, distinct.index.shape[1])
         tokens = _scatter_tokens(distinct, mask)
         run = directions or self.run_directions
@@ -236,8 +215,7 @@ class BiLM(nn.Module):
         return torch.stack(layers)
 
     def _initial_states(self, batch_size: int) -> Optional[BiLMStates]:
-        """Stateful mode: the previous call's final states for the first ``batch_size`` rows,
-        zeros for rows that are new."""
+        """Stateful mode: the previous call's final states, zeros for rows that are new."""
         if not self.stateful or self._states is None:
             return None
         return BiLMStates(
@@ -256,10 +234,8 @@ class BiLM(nn.Module):
 
 
 def token_mask(char_ids: torch.Tensor, indexer: TokenIndexer) -> torch.Tensor:
-    """The (batch, max_len) mask of real tokens, once the input is checked: its type, shape and
-    dtype, and (one read back to the host for all rows) that every id is in range and padding
-    only follows a row's tokens. ``batch_to_ids`` makes such ids by construction; this is what
-    keeps other tensors from reaching PyTorch's kernels as an index error or a device assert."""
+    """The (batch, max_len) mask of real tokens, once the ids are checked (one read back to the
+    host), so bad tensors get a clear error instead of a device assert."""
     if not isinstance(char_ids, torch.Tensor):
         raise TypeError(f"BiLM expects a torch.Tensor of character ids, got {type(char_ids).__name__}")
     if char_ids.dim() != 3 or char_ids.shape[-1] != indexer.width:

@@ -1,17 +1,8 @@
 """Context-independent token encoder: character embeddings -> CNN -> highway -> projection.
 
-Under the "int8" precision the highway and projection products run on int8 weights
-(``nn/int8.py``); the convolutions stay float32 (about a tenth of the biLM's CPU time at the
-original shape, and the token cache skips them for frequent words).
-
-The convolutions run on the batch at once, or (``chunked``) on exactly ``CHUNK_ROWS`` tokens of
-one character-length bucket at a time, the last chunk padded, so that their shapes never depend
-on the batch. oneDNN chooses its kernel by the shape, so a token's float32 features differ in
-their last bits with the number of tokens beside it, and int8's rounding of the next products'
-inputs turns such differences into visible ones. With int8, whose products are integer (exact
-whatever the rows beside), chunked convolutions give every token the vector it gets alone, bit
-for bit: what the runner runs for int8 on the CPU (``nn/runner.py``). The convolutions are a
-small share of the biLM's time, so their padding costs little.
+Under "int8" the highway and projection run on int8 weights; the convolutions stay float32 and
+(``chunked``) run on fixed-shape chunks so that a token's features never depend on its batch: the
+manual's "int8 alone and in a batch".
 """
 
 from __future__ import annotations
@@ -33,12 +24,8 @@ POSITION_STEP = 16
 
 
 class Highway(nn.Module):
-    """One highway layer in bilm-tf's convention.
-
-    ``carry = sigmoid(x W_c + b_c)``; ``y = carry * relu(x W_t + b_t) + (1 - carry) * x``.
-    ``linear`` computes ``[transform; carry]`` in one matrix product, shape (dim,) -> (2 * dim,).
-    The nonlinearity is relu whatever the CNN activation is (as in bilm-tf).
-    """
+    """One highway layer as bilm-tf has it: ``y = carry * relu(x W_t + b_t) + (1 - carry) * x``,
+    ``carry = sigmoid(x W_c + b_c)``; ``linear`` computes ``[transform; carry]`` at once."""
 
     def __init__(self, dim: int) -> None:
         super().__init__()
@@ -53,16 +40,12 @@ class Highway(nn.Module):
 
 
 class CharacterEncoder(nn.Module):
-    """Character ids of one token -> a context-independent token vector.
+    """Character ids of a token -> a context-independent vector: (N, width) int64 (0 = an
+    all-padding token) -> (N, output_dim).
 
-    Input (N, width) int64 ids (0 = all-padding token), output (N, output_dim).
-    ``convolutions[i]`` is a Conv1d of width ``filters[i][0]`` with ``filters[i][1]`` channels; each
-    is max-pooled over all positions, then passed through ``activation``.
-
-    The defaults are the released ELMo's: 262 character ids, 50 per token, ``padding_id`` 261.
-    With ``word_dim`` > 0 (ELMoForManyLangs) the last input column is a word id, and its
-    ``word_embedding`` row is concatenated before the character features, ahead of the projection.
-    """
+    Defaults are the released ELMo's (262 ids, 50 per token, ``padding_id`` 261). With ``word_dim``
+    > 0 (ELMoForManyLangs) the last input column is a word id whose embedding is concatenated before
+    the projection."""
 
     def __init__(
         self,
@@ -92,10 +75,8 @@ class CharacterEncoder(nn.Module):
         self._max_width = max(width for width, _ in self.filters)
 
     def forward(self, char_ids: torch.Tensor, chunked: bool = False, all_positions: bool = False) -> torch.Tensor:
-        """char_ids: (N, width) int64 -> (N, output_dim); ``chunked``: the convolutions in
-        fixed-shape chunks (see the module docstring). Otherwise they skip the trailing positions
-        that cannot change the result (which reads the ids' longest token back to the host), unless
-        ``all_positions`` (a compiled or graphed training step, whose shapes are fixed)."""
+        """char_ids (N, width) int64 -> (N, output_dim); ``chunked``: fixed-shape chunks; else
+        trailing positions that cannot matter are skipped unless ``all_positions``."""
         if char_ids.shape[0] == 0:
             return char_ids.new_zeros((0, self.output_dim), dtype=self.projection.weight.dtype)
         words = None
@@ -119,8 +100,7 @@ class CharacterEncoder(nn.Module):
         return torch.cat([act(_max_over_positions(conv(embedded))) for conv in self.convolutions], dim=-1)
 
     def _convolved_in_chunks(self, char_ids: torch.Tensor, needed: torch.Tensor) -> torch.Tensor:
-        """``_convolved`` on ``CHUNK_ROWS`` tokens at a time, each chunk of one bucket of needed
-        positions (``POSITION_STEP``), the last of a bucket padded with all-padding tokens."""
+        """``_convolved`` on ``CHUNK_ROWS`` tokens of one position bucket at a time, padded."""
         buckets = ((needed + POSITION_STEP - 1) // POSITION_STEP * POSITION_STEP).clamp_(max=char_ids.shape[1])
         out = None
         for positions in sorted(set(buckets.tolist())):
@@ -134,20 +114,13 @@ class CharacterEncoder(nn.Module):
         return out
 
     def _positions_needed(self, char_ids: torch.Tensor) -> torch.Tensor:
-        """(N,): how many of each token's character positions change its max-pooled result.
-
-        Every window lying wholly in the trailing padding sees the same input, so gives the same
-        value. Keeping ``length + max_width`` positions keeps one such window (or all positions
-        when that is not possible), so the max is unchanged, exactly.
-        """
+        """(N,): each token's positions that can change its max (``length + max_width``: windows
+        wholly in the padding all give the same value)."""
         real = (char_ids != 0) & (char_ids != self.padding_id)
         return (real.sum(dim=-1) + self._max_width).clamp_(max=char_ids.shape[1])
 
 
 def _max_over_positions(x: torch.Tensor) -> torch.Tensor:
-    """(N, channels, positions) -> (N, channels): ``amax`` when no gradient flows (the faster
-    forward), else ``max`` with its indices, whose backward writes each gradient to its maximum's
-    position where ``amax``'s compares every position with the maximum (faster on the CPU:
-    docs/manual.md, "Design"). The values are the same; a gradient tied between identical
-    windows goes to one of them instead of being split, which gives the weights the same sum."""
+    """(N, channels, positions) -> (N, channels): ``amax``, or ``max`` with indices where gradients
+    flow (a faster backward: the manual's "Design")."""
     return x.max(dim=-1).values if x.requires_grad else x.amax(dim=-1)

@@ -1,28 +1,8 @@
-"""CUDA graphs for the biLM's two LSTM stacks at inference.
-
-On a GPU the LSTM loop is bound by launching kernels, not by running them: the original shape
-issues about a dozen small kernels per time step, layer and direction (some 1,300 for a batch of
-25-token sentences), and the GPU waits for Python between them (the manual's "Design" gives the
-H100's figures). A CUDA graph records
-those launches once and replays them as one, so the GPU runs them back to back.
-
-A graph replays fixed shapes and addresses, so the graphed path:
-
-- runs ``DirectionalLSTM.forward_dense`` (every row every step, states frozen after a row's last
-  token; no packing, no reads back to the CPU) on static input buffers of a *bucket* shape, the
-  batch rounded up to 8, 12, 16, 24, 32, 48, ... rows and the length to a multiple of 8, padding
-  rows of length 0;
-- records the backward stack on a second CUDA stream, so the two directions, which share nothing
-  after the token layer, run side by side inside one graph;
-- runs batches of at most ``MAX_ROWS`` rows (larger ones run the eager loop, which is faster
-  there);
-- keeps at most ``MAX_GRAPHS`` graphs per biLM (least recently used dropped), sharing one memory
-  pool; graphs are recorded again when the weights move (``.to``, a new tensor) or the precision
-  changes, and the outputs are copied out of the static buffers before the lock is released, so
-  concurrent callers (a web server's threads) are safe.
-
-The products are those of the eager loop on all rows at once; cuBLAS may pick another kernel for
-another row count, so outputs agree with the eager path up to float rounding (the tests compare).
+"""CUDA graphs for the biLM's two LSTM stacks at inference: on a GPU the LSTM loop is bound by
+launching its many small kernels, which a graph replays back to back. Graphs replay fixed shapes and
+addresses: ``forward_dense`` on bucket-shaped static buffers (``bucket_rows``), at most ``MAX_ROWS``
+rows and ``MAX_GRAPHS`` graphs, recorded again when weights move or the precision changes; outputs
+copied out under the lock. The manual's "Design" gives the figures.
 """
 
 from __future__ import annotations
@@ -92,9 +72,7 @@ class LSTMGraphs:
     def run(
         self, tokens: torch.Tensor, lengths: torch.Tensor, precision: str
     ) -> Tuple[DirectionOutputs, DirectionOutputs]:
-        """Both stacks from zero states over ``tokens`` (batch, T, dim), padded after each row's
-        ``lengths``: per direction, each layer's (batch, T, proj) outputs in position order and
-        its final (h, c) per row, as ``DirectionalLSTM.forward`` returns them."""
+        """Both stacks from zero states over padded ``tokens`` (batch, T, dim), as ``forward``."""
         batch, steps, dim = tokens.shape
         rows, length = bucket_rows(batch), bucket_length(steps)
         key = (rows, length, dim, tokens.dtype, tokens.device, precision)
@@ -112,8 +90,7 @@ class LSTMGraphs:
             return tuple(_cut(direction, batch, steps) for direction in recorded.outputs)
 
     def _drop_stale(self, device: torch.device) -> None:
-        """Forget every graph when a weight of either stack is another tensor now (moved, cast or
-        replaced): graphs read the weights at the addresses they were recorded with."""
+        """Forget every graph once a weight is another tensor (graphs read recorded addresses)."""
         key = tuple(
             (p.data_ptr(), p.dtype, p.device)
             for lstm in (self.forward_lstm, self.backward_lstm)
@@ -145,9 +122,7 @@ class LSTMGraphs:
         return recorded
 
     def _both(self, recorded: _Recorded) -> Tuple[DirectionOutputs, DirectionOutputs]:
-        """The forward stack on the current stream and the backward stack on a side stream,
-        joined before returning (``nn/side_by_side.py``, the engine the pretraining step runs its
-        directions on)."""
+        """The forward stack on the current stream, the backward one on a side stream, joined."""
         tokens, lengths = recorded.tokens, recorded.lengths
         valid = length_mask(lengths, tokens.shape[1])
         runs = [
@@ -163,8 +138,7 @@ class LSTMGraphs:
 
 
 def _cut(direction: DirectionOutputs, batch: int, steps: int) -> DirectionOutputs:
-    """Copies of a graph's outputs for the caller's rows and steps (the next replay overwrites
-    the graph's own)."""
+    """Copies of a graph's outputs for the caller's rows and steps (the next replay overwrites)."""
     outputs, states = direction
     return (
         [y[:batch, :steps].clone() for y in outputs],

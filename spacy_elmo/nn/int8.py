@@ -1,45 +1,9 @@
 """Int8 products for CPU inference: what the "int8" precision mode runs (``nn/precision.py``).
 
-Why: on a CPU the biLM's LSTM recurrence multiplies its big weight matrices (4096 x 512 x 4 in the
-original model) by a few dozen rows per time step, so it is bound by reading the weights, not by
-arithmetic. Int8 weights are a quarter of the float32 bytes, and integer dot products (VNNI on
-recent x86 CPUs) are fast.
-
-How: each weight matrix is quantized once, symmetrically per output channel (``w ~ scale_o *
-q_oi``, ``q`` in [-127, 127], or [-63, 63] where the CPU's kernel saturates: see
-``weight_levels``); at each product the input rows are quantized symmetrically per row
-(``x ~ s_r * p_ri``), multiplied with ``torch._int_mm`` (int8 x int8 -> exact int32), and
-dequantized in float32: ``y_ro = s_r * scale_o * sum_i p_ri q_oi``. Cell states, biases,
-nonlinearities and outputs stay float32.
-
-Why this mechanism: ``torch._int_mm`` is the plain tensor op that PyTorch's own int8 paths
-(torchao, Inductor) are built on; it needs no quantized tensor types (``torch.qint8`` and
-``torch.ao.quantization``'s eager API are deprecated), no extra package, and runs on any x86 CPU
-(fastest with VNNI; AVX2 CPUs run it too). Where a build lacks it on the CPU, preparing raises an
-error that says so. Without VNNI, oneDNN's kernel multiplies unsigned by signed bytes and adds
-pairs of products in int16 with saturation (``vpmaddubsw``): full 8-bit weights overflow it and
-silently corrupt the sums (docs/manual.md gives the cosine it cost). The first
-preparation therefore probes the kernel once with extreme values and, if it saturates, quantizes
-weights to 7 bits, whose pair sums cannot overflow.
-
-Two kernels, chosen once per process by the CPU (``int8_backend``):
-
-- ``"int_mm"``, ``torch._int_mm`` as above, on CPUs with VNNI (``avx512_vnni`` or ``avx_vnni``), and
-  wherever the other is missing;
-- ``"fbgemm"``, on x86 CPUs without VNNI, where ``torch._int_mm`` runs far below float32 and
-  FBGEMM's quantized linear, which PyTorch ships for this case, far above it (docs/manual.md,
-  "Where the time goes, and int8 on AVX2 without VNNI", gives the figures). FBGEMM quantizes its
-  input per tensor, asymmetrically, to 7 bits (``reduce_range``, which keeps AVX2's int16 pair
-  sums from saturating). Per tensor would make a sentence's vectors depend on the others in its
-  batch (and on the thread split, and on the token cache), so each row is first divided by
-  ``absmax * 64 / 63`` and one constant row ``[63/64, -1, 0, ...]`` is added: the tensor's range
-  is then always [-1, 63/64], its scale 1/64 and zero point 64, an integer, and every row is
-  quantized on its own to 7 bits, which the rescaling of its output row undoes. Weights per
-  output channel as above. PyTorch has deprecated the quantized tensor types this needs; where
-  they are gone, ``"int_mm"`` runs.
-
-The prepared weights live beside the float ones (``Int8Weight.for_weight``), so a model keeps its
-float32 weights for saving and fine-tuning, and re-prepares when a weight changes (its version).
+The LSTM's few rows per step are bound by reading weights, and int8 weights are a quarter of the
+bytes. Weights per output channel, inputs per row, on ``torch._int_mm`` or FBGEMM
+(``int8_backend``), dequantized in float32; the prepared weights live beside the float ones and
+follow their version. Why 7 bits and how FBGEMM's input becomes per row: the manual's "Design".
 """
 
 from __future__ import annotations
@@ -90,8 +54,7 @@ def quantize_rows(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
 
 
 class Int8Weight:
-    """A weight (out, in) quantized per output channel, ready for ``x @ weight.T`` on the
-    process's kernel (``int8_backend``)."""
+    """A weight (out, in) quantized per output channel for ``x @ weight.T`` (``int8_backend``)."""
 
     def __init__(self, weight: torch.Tensor) -> None:
         if weight.device.type != "cpu":
@@ -114,8 +77,7 @@ class Int8Weight:
 
     @classmethod
     def for_weight(cls, weight: torch.Tensor, holder: torch.nn.Module, key: str) -> "Int8Weight":
-        """The prepared weight kept on ``holder`` under ``key``, prepared again if the weight
-        changed since (an optimizer step, ``load_state_dict``)."""
+        """The prepared weight kept on ``holder``, prepared again once the weight has changed."""
         cached: Optional[Int8Weight] = holder.__dict__.get(key)
         if cached is None or cached.key != weights_key([weight]):
             cached = cls(weight)
@@ -167,9 +129,7 @@ def _cpu_has_vnni() -> bool:
 
 @functools.lru_cache(maxsize=None)
 def int8_backend() -> str:
-    """``"fbgemm"`` on an x86 CPU without VNNI where FBGEMM's quantized linear runs, else
-    ``"int_mm"`` (the module docstring says why). Fixed for the process, so that outputs are
-    the same call to call."""
+    """``"fbgemm"`` on x86 without VNNI where it runs, else ``"int_mm"``; fixed per process."""
     if _cpu_has_vnni() or "fbgemm" not in torch.backends.quantized.supported_engines:
         return "int_mm"
     try:
@@ -195,9 +155,8 @@ _WEIGHT_LEVELS: Optional[float] = None
 
 
 def weight_levels() -> float:
-    """The largest quantized weight magnitude this CPU's ``torch._int_mm`` sums exactly: 127, or
-    63 where its kernel saturates (AVX2 without VNNI). Probed once, with a clear error where this
-    PyTorch build has no int8 matrix product on the CPU."""
+    """The largest weight magnitude this CPU's ``torch._int_mm`` sums exactly: 127, or 63 where it
+    saturates; probed once (a clear error where the build has no CPU int8 product)."""
     global _WEIGHT_LEVELS
     if _WEIGHT_LEVELS is None:
         if _int_mm_is_exact(127):
@@ -213,9 +172,7 @@ def weight_levels() -> float:
 
 
 def int8_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """(n, k) int8 @ (k, m) int8 -> (n, m) int32, exact: the one call of ``torch._int_mm``, the
-    op PyTorch's own int8 paths (torchao, Inductor) build on; the products are checked against
-    NumPy's in ``tests/test_int8.py``, so that a PyTorch release that changes it fails there."""
+    """(n, k) int8 @ (k, m) int8 -> (n, m) int32, exact: the one call of ``torch._int_mm``."""
     return torch._int_mm(a, b)
 
 

@@ -1,21 +1,9 @@
 """LSTM with a projected hidden state and optional cell/projection clipping (the ELMo cell).
 
-The recurrence, written once (``ClippedLSTM.cell``, whose equations are ``cell_equations``, and
-``ClippedLSTM.clip_output``), in torch's gate order (i, f, g, o)::
-
-    gates = x W_ih^T + h W_hh^T + b_ih + b_hh
-    c = clip(sigmoid(f) * c + sigmoid(i) * tanh(g), cell_clip)
-    h = clip((sigmoid(o) * tanh(c)) W_hr^T, proj_clip)
-
-Without clipping this is exactly ``torch.nn.LSTM(proj_size=...)``, so the layer *is* one: the
-parameters carry torch's names (``weight_ih_l0``, ``weight_hh_l0``, ``bias_ih_l0``, ``bias_hh_l0``,
-``weight_hr_l0``). How the steps are run is a kernel's business (``nn/lstm_kernels.py``): the
-packed float loop, the dense static-shape loop (CUDA graphs), the wavefront over a direction's
-layers, the int8 loop and torch's fused LSTM, which call the cell above (all but the fused one);
-and the training loop (``nn/lstm_training.py``), which calls it too and writes out its
-derivative. ``ClippedLSTM.run_packed`` picks one for packed input, ``run_dense`` for padded rows.
-The cell may run compiled (``fuse_cells``: one kernel each way) and recompute its activations in
-the backward (``recompute_cell``).
+The recurrence is written once (``cell_equations``) in torch's gate order; without clipping the
+layer is ``torch.nn.LSTM(proj_size=...)`` with torch's parameter names. How the steps run is
+``nn/lstm_kernels.py``'s business, training on the CPU ``nn/lstm_training.py``'s (the manual's
+"Design", "One of each").
 """
 
 from __future__ import annotations
@@ -41,14 +29,8 @@ __all__ = [
 
 
 class ClippedLSTM(nn.LSTM):
-    """One unidirectional layer: the parameters, the clip settings and the cell equation.
-
-    Args:
-        input_size: width of the input vectors.
-        hidden_size: width of the memory cell (ELMo's ``dim``).
-        proj_size: width of the projected output/recurrent state (ELMo's ``projection_dim``).
-        cell_clip / proj_clip: clip values, or None for no clipping.
-    """
+    """One unidirectional layer: the parameters, the clip settings (None: no clipping) and the cell
+    equation. ``hidden_size`` is ELMo's ``dim``, ``proj_size`` its ``projection_dim``."""
 
     def __init__(
         self,
@@ -71,19 +53,11 @@ class ClippedLSTM(nn.LSTM):
         return self.cell_clip is not None or self.proj_clip is not None
 
     def cell(self, gates: torch.Tensor, c: Optional[torch.Tensor], dim: int, activations: bool = False) -> tuple:
-        """The cell update of one step: ``gates`` holds (i, f, g, o) along ``dim`` (0 for the
-        feature-major states of the packed loop, 1 for row-major), ``c`` the previous cell
-        state or None for zeros. Returns ``(sigmoid(o) * tanh(c_new), c_new)``: the output before
-        the projection, and the (clipped) new cell state; with ``activations``, also the gates'
-        activations and ``tanh(c_new)``, what the training loop's derivative reads
-        (``cell_equations``).
-
-        With ``fused_cell`` (``fuse_cells``) the same equations (``cell_equations``) run
-        compiled, one kernel forward and one backward, where eagerly each op is a kernel of its
-        own; inside a compiled step they are traced either way. With ``recompute_cell`` the
-        backward computes them again from the gates and ``c`` (``torch.utils.checkpoint``)
-        instead of keeping their activations: less memory for a second pass over a step's
-        element-wise work."""
+        """One step's cell update. ``gates`` (i, f, g, o) along ``dim`` (0: feature-major states, 1:
+        row-major), ``c`` the previous cell state or None for zeros. Returns ``(sigmoid(o) *
+        tanh(c_new), c_new)`` and with ``activations`` also what the training loop's derivative
+        reads. ``fused_cell`` runs it compiled; ``recompute_cell`` recomputes it in the backward
+        (``torch.utils.checkpoint``) instead of keeping its activations."""
         equations = _fused_cell_equations() if self.fused_cell and not compiling() else cell_equations
         if self.recompute_cell and torch.is_grad_enabled():
             # The cell draws no random numbers: no RNG state to keep (a CUDA graph's recording
@@ -99,8 +73,7 @@ class ClippedLSTM(nn.LSTM):
         return h if self.proj_clip is None else h.clamp(-self.proj_clip, self.proj_clip)
 
     def _trains_on_cpu(self, data: torch.Tensor, state: Optional[LSTMState]) -> bool:
-        """Whether gradients are wanted from a run on the CPU that the training loop takes:
-        eager, float32 or float64, without autocast (whose bf16 products autograd handles)."""
+        """Whether the CPU training loop takes this run (gradients, eager, float, no autocast)."""
         if not torch.is_grad_enabled() or data.device.type != "cpu" or compiling():
             return False
         if data.dtype not in (torch.float32, torch.float64) or autocast_dtype_now("cpu") is not None:
@@ -115,23 +88,18 @@ class ClippedLSTM(nn.LSTM):
         state: Optional[LSTMState],
         distinct: Optional[DistinctInputs] = None,
     ) -> Tuple[torch.Tensor, LSTMState]:
-        """Run over packed input whose rows are sorted by decreasing length, on the kernel that
-        fits: torch's fused LSTM (cuDNN) for unclipped layers on CUDA; where gradients are wanted
-        on the CPU (eager, float, no autocast), the training loop (``nn/lstm_training.py``: one
-        autograd node, its backward written out); the int8 loop inside ``int8_products`` where no
-        gradient is needed; else the packed float loop.
+        """Run over packed rows sorted by decreasing length, on the kernel that fits: cuDNN for
+        unclipped layers on CUDA, the training loop where the CPU needs gradients, the int8 loop
+        inside ``int8_products``, else the packed float loop.
 
         Args:
             data: (n_tokens, input_size), time-major packed rows (PackedSequence.data).
             batch_sizes: (max_len,) CPU int64, rows still running at each step.
-            state: (h0 (batch, proj_size), c0 (batch, hidden_size)) in sorted row order, or None
-                for zeros.
-            distinct: the distinct rows of ``data`` and, per packed row, the index of its distinct
-                row: the input products are then computed once per distinct row (exact), except
-                in the training loop, which computes them per token.
+            state: (h0 (batch, proj_size), c0 (batch, hidden_size)) in sorted row order, or None.
+            distinct: the distinct rows of ``data`` and each packed row's index into them: input
+                products once per distinct row (not in the training loop).
         Returns:
-            output (n_tokens, proj_size) packed like ``data``, and the final (h, c) of every row.
-        """
+            output (n_tokens, proj_size) packed like ``data``, and the final (h, c) of every row."""
         if not self.clipped and data.is_cuda:
             if distinct is not None:
                 data = distinct.rows.index_select(0, distinct.index)
@@ -153,13 +121,10 @@ class ClippedLSTM(nn.LSTM):
     def run_dense(
         self, x: torch.Tensor, valid: Optional[torch.Tensor], state: Optional[LSTMState] = None
     ) -> Tuple[torch.Tensor, LSTMState]:
-        """Over padded rows with shapes that never depend on the data (``lstm_kernels.dense_loop``):
-        x (batch, T, input_size) in reading order, valid (batch, T) bool (None: all valid);
-        returns (batch, T, proj_size) outputs (zero at padding) and each row's final (h, c).
-        Unclipped layers on CUDA with every position valid run torch's fused LSTM (cuDNN); every
-        position valid on the CPU, outside ``torch.compile``, ``run_packed`` over time-major rows
-        (the training loop, or the packed loop's feature-major products, faster there than the
-        dense loop's row-major ones: the manual's "Design")."""
+        """Over padded rows with data-independent shapes: x (batch, T, input_size), valid (batch, T)
+        bool (None: all valid) -> (batch, T, proj_size) outputs (zero at padding) and each row's
+        final (h, c). All-valid rows go to cuDNN (unclipped, CUDA) or, on the CPU outside
+        ``torch.compile``, to ``run_packed`` (faster there than the dense loop)."""
         if valid is None and not self.clipped and x.is_cuda:
             return lstm_kernels.fused_dense(self, x, state)
         if valid is None and not x.is_cuda and not compiling():
@@ -180,10 +145,8 @@ def cell_equations(
     dim: int,
     activations: bool = False,
 ) -> tuple:
-    """``ClippedLSTM.cell``'s equations (the one copy): gates (i, f, g, o) of width ``hidden``
-    each along ``dim``, ``c`` the previous cell state or None for zeros -> (the output before the
-    projection, the new cell state clipped to ``cell_clip``), and with ``activations`` a third
-    item, ``(sigmoid(i), sigmoid(f), tanh(g), sigmoid(o), tanh(c_new))``."""
+    """``ClippedLSTM.cell``'s equations, the one copy: gates (i, f, g, o) along ``dim`` -> (output
+    before the projection, clipped new cell state[, the activations the derivative reads])."""
     # One split (its backward is one concatenation; a narrow's backward fills a gates-sized
     # tensor with zeros, four of them a step where gradients flow).
     input_forget, candidate, output = gates.split([2 * hidden, hidden, hidden], dim)
@@ -202,20 +165,15 @@ _FUSED: List = []
 
 
 def _fused_cell_equations():
-    """``cell_equations`` under ``torch.compile`` (made once per process, on first use): the
-    element-wise work of a step as one generated kernel each way (Triton on a GPU, C++ on the
-    CPU). Shapes that vary from step to step (the packed loop's running rows) make it dynamic
-    after the first recompilation."""
+    """``cell_equations`` under ``torch.compile``, made once per process."""
     if not _FUSED:
         _FUSED.append(torch.compile(cell_equations, fullgraph=True))
     return _FUSED[0]
 
 
 def fuse_cells(module: nn.Module, fused: bool = True, recompute: Optional[bool] = None) -> nn.Module:
-    """Run every ``ClippedLSTM`` cell in ``module`` compiled (``fused``) or eagerly, and where
-    ``recompute`` is given, with its activations recomputed in the backward or kept; returns
-    ``module``. The numbers are the eager cell's up to float rounding (the generated kernels may
-    evaluate sigmoid and tanh another way)."""
+    """Set every ``ClippedLSTM`` in ``module`` to run its cell compiled (``fused``) or eagerly, and
+    to recompute its activations in the backward (``recompute``); returns ``module``."""
     for layer in module.modules():
         if isinstance(layer, ClippedLSTM):
             layer.fused_cell = fused
@@ -225,12 +183,8 @@ def fuse_cells(module: nn.Module, fused: bool = True, recompute: Optional[bool] 
 
 
 class DirectionalLSTM(nn.Module):
-    """A stack of ClippedLSTM layers reading sentences in one direction.
-
-    Layers from the second on add their input to their output (residual connection) when
-    ``use_skip_connections``; the residual is not fed back into the recurrence. The backward
-    direction (``go_forward=False``) reads each row from its last real token to its first.
-    """
+    """A stack of ClippedLSTM layers reading sentences in one direction; from the second layer on,
+    input is added to output when ``use_skip_connections`` (not fed back into the recurrence)."""
 
     def __init__(
         self,
@@ -273,16 +227,14 @@ class DirectionalLSTM(nn.Module):
             inputs: (batch, max_len, input_size), rows padded after their ``lengths``.
             lengths: (batch,) int64, every length >= 1.
             states: per layer (h0, c0) in batch order, or None for zeros.
-            dropout: applied to each layer's input while training (bilm-tf's LSTM input dropout).
-            distinct: ``inputs`` as distinct rows and a (batch, max_len) index into them (tokens
-                repeat within a batch): the first layer then computes its input products once
-                per distinct token. Ignored while input dropout applies.
-            generator: where the dropout masks come from (default: torch's generator); one per
-                direction keeps them the same whichever thread runs the direction when.
+            dropout: on each layer's input while training (bilm-tf's LSTM input dropout).
+            distinct: ``inputs`` as distinct rows and a (batch, max_len) index into them;
+                ignored while dropout applies.
+            generator: the dropout masks' source (default torch's); one per direction keeps them
+                independent of which thread runs it.
         Returns:
-            per layer, (batch, max_len, proj_size) outputs in reading order of the original
-            positions (padding rows zero), and per layer the final (h, c) in batch order.
-        """
+            per layer (batch, max_len, proj_size) outputs in original positions (padding zero),
+            and per layer the final (h, c) in batch order."""
         max_len = inputs.shape[1]
         lengths_cpu = lengths.cpu()
         if not self.go_forward:
@@ -329,9 +281,8 @@ class DirectionalLSTM(nn.Module):
     def forward_dense(
         self, inputs: torch.Tensor, lengths: torch.Tensor, valid: torch.Tensor
     ) -> Tuple[List[torch.Tensor], List[LSTMState]]:
-        """``forward`` from zero states without dropout, every layer on ``ClippedLSTM.run_dense``:
-        no packing and no reads back to the CPU, so that a CUDA graph can hold it. ``valid``:
-        (batch, max_len) bool, ``length_mask`` of ``lengths`` (rows of length 0 stay zero)."""
+        """``forward`` from zero states without dropout on ``run_dense``, no reads back to the CPU
+        (CUDA graphs); ``valid``: (batch, max_len) bool, ``length_mask(lengths)``."""
         x = inputs if self.go_forward else reverse_padded(inputs, lengths)
         outputs: List[torch.Tensor] = []
         final_states: List[LSTMState] = []
@@ -351,16 +302,11 @@ class DirectionalLSTM(nn.Module):
         dropout: float = 0.0,
         masks: Optional[Sequence[torch.Tensor]] = None,
     ) -> Tuple[torch.Tensor, List[LSTMState]]:
-        """All layers over windows of running text (pretraining's ``"windows"`` batching): every
-        position a token, each row already in this direction's reading order (the backward
-        direction gets windows of reversed text), from ``states`` (per layer (h0, c0), or None
-        for zeros), each layer on ``ClippedLSTM.run_dense``: shapes fixed by the input's and no
-        reads back to the host, as a compiled or graphed training step needs.
-
-        Returns the top layer's (batch, T, proj_size) output and each layer's final (h, c).
-        ``dropout`` applies to each layer's input while training, as in ``forward``; or
-        ``masks``, per layer the input's scaled mask (``window_dropout_masks``), drawn before
-        the directions run side by side, which must not share a generator while they run."""
+        """All layers over windows of running text (pretraining), each row in this direction's
+        reading order, from ``states`` (per layer (h0, c0), or None); fixed shapes, no reads back to
+        the host. Returns the top layer's (batch, T, proj_size) output and each layer's final (h,
+        c). ``masks`` (``window_dropout_masks``) replace ``dropout`` where the directions run side
+        by side and must not share a generator."""
         if self.wavefront and (self.layers[0].clipped or not inputs.is_cuda):
             return self._wavefront(inputs, states, dropout, masks)
         x = inputs
@@ -382,10 +328,7 @@ class DirectionalLSTM(nn.Module):
         dropout: float,
         masks: Optional[Sequence[torch.Tensor]],
     ) -> Tuple[torch.Tensor, List[LSTMState]]:
-        """``forward_windows`` on ``lstm_kernels.wavefront_loop``: on CUDA (outside
-        ``torch.compile``) each layer on a stream of its own (``nn/side_by_side.py``), forked
-        from the current stream and joined back; the dropout masks drawn first, as
-        ``window_dropout_masks`` draws them."""
+        """``forward_windows`` on ``lstm_kernels.wavefront_loop`` (CUDA: a stream per layer)."""
         if masks is None and dropout and self.training:
             rows, steps, width = inputs.shape
             masks = window_dropout_masks(self, rows, steps, width, dropout, inputs)
@@ -407,9 +350,7 @@ class DirectionalLSTM(nn.Module):
 def window_dropout_masks(
     lstm: DirectionalLSTM, rows: int, steps: int, input_size: int, p: float, like: torch.Tensor
 ) -> List[torch.Tensor]:
-    """The scaled input dropout masks of ``lstm.forward_windows``'s layers, drawn from torch's
-    generator as ``nn.functional.dropout`` draws them there, in the layers' order: the same
-    numbers, drawn before the run."""
+    """The scaled input dropout masks of ``forward_windows``'s layers, drawn as it would."""
     sizes = [input_size] + [layer.input_size for layer in lstm.layers[1:]]
     return [
         like.new_empty((rows, steps, size)).bernoulli_(1.0 - p).div_(1.0 - p) for size in sizes

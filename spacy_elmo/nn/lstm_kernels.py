@@ -1,25 +1,11 @@
-"""The ways to run the steps of one ``ClippedLSTM`` layer: each a function of the layer.
+"""The ways to run the steps of one ``ClippedLSTM`` layer, each a function of the layer.
 
-Every kernel but the fused ones runs the same recurrence, the layer's ``cell`` and
-``clip_output`` (``nn/lstm.py``), and differs only in how it lays out the states and runs the
-products:
-
-- ``packed_loop``: float, over packed length-sorted rows. The input products of all time steps
-  come in as one matrix product (``input_gates``); the loop touches only the rows still running,
-  so padding costs nothing; states are feature-major ``(features, rows)`` so that each step's
-  products are tall-skinny ``W @ h`` (about twice as fast on CPU BLAS as ``h @ W^T`` for a few
-  rows); from a zero state the first step has no recurrent product. Exact in float32; what the
-  CPU runs for inference (training: ``nn/lstm_training.py``), and CUDA for clipped layers
-  outside CUDA graphs.
-- ``dense_loop``: every row every step, states frozen after a row's last valid step: shapes never
-  depend on the data and nothing is read back to the host, as CUDA graphs need.
-- ``int8_loop``: without gradients, inside ``int8_products``: row-major states, each step's
-  recurrent and projection products on int8 weights (``nn/int8.py``); cell states float32.
-- ``wavefront_loop``: all layers of a direction over windows, each layer's step t reading the
-  layer below's step t only; on CUDA each layer on a stream of its own, so that the layers' steps
-  overlap (a wavefront).
-- ``fused_packed`` and ``fused_dense``: torch's own LSTM (cuDNN on a GPU), for unclipped layers
-  only: over packed rows, and over rows of running text from given states (pretraining's windows).
+All but the fused ones run the layer's ``cell`` and ``clip_output`` (``nn/lstm.py``) and differ in
+how they lay out states and products: ``packed_loop`` (float, packed rows, feature-major states so
+each step is a tall-skinny ``W @ h``), ``dense_loop`` (data-independent shapes, for CUDA graphs),
+``int8_loop``, ``wavefront_loop`` (a direction's layers overlapping step by step), and
+``fused_packed``/``fused_dense`` (torch's LSTM, unclipped layers only). The manual's "Design" says
+which runs where.
 """
 
 from __future__ import annotations
@@ -38,8 +24,7 @@ DirectionOutputs = Tuple[List[torch.Tensor], List[LSTMState]]
 
 
 class LSTMLayer(Protocol):
-    """What a kernel reads of a layer (``nn/lstm.py`` ``ClippedLSTM``): torch's LSTM parameters
-    and sizes, the clip settings and the cell equation."""
+    """What a kernel reads of a ``ClippedLSTM``: parameters, sizes, clips and the cell."""
 
     input_size: int
     hidden_size: int
@@ -59,16 +44,14 @@ class LSTMLayer(Protocol):
 
 
 class DistinctInputs(NamedTuple):
-    """Inputs that repeat, stored once: ``rows`` (n_distinct, input_size) and ``index``, for each
-    input position, the row holding its vector."""
+    """Repeating inputs stored once: ``rows`` (n_distinct, input_size), ``index`` per position."""
 
     rows: torch.Tensor
     index: torch.Tensor
 
 
 def zero_state(layer: LSTMLayer, batch_size: int, like: torch.Tensor) -> LSTMState:
-    """Zero (h, c) for ``batch_size`` rows, at least float32 (under autocast the cell state stays
-    float32 while the products run in bf16)."""
+    """Zero (h, c) for ``batch_size`` rows, at least float32 (the cell state under autocast)."""
     dtype = torch.promote_types(like.dtype, torch.float32)
     return (
         like.new_zeros(batch_size, layer.proj_size, dtype=dtype),
@@ -85,9 +68,8 @@ def input_gates(layer: LSTMLayer, x: torch.Tensor) -> torch.Tensor:
 def packed_loop(
     layer: LSTMLayer, x_gates: torch.Tensor, batch_sizes: List[int], state: Optional[LSTMState]
 ) -> Tuple[torch.Tensor, LSTMState]:
-    """x_gates: feature-major (4 * hidden, n_tokens) input products, packed; batch_sizes: rows
-    running at each step; state in sorted row order or None. Returns the packed (n_tokens,
-    proj_size) outputs and every row's final (h, c)."""
+    """x_gates: feature-major (4 * hidden, n_tokens) packed input products -> the packed (n_tokens,
+    proj_size) outputs and every row's final (h, c); state in sorted row order or None."""
     w_hh, w_hr = layer.weight_hh_l0, layer.weight_hr_l0
     steps = x_gates.split(batch_sizes, dim=1)
     h, c = (None, None) if state is None else (state[0].t(), state[1].t())
@@ -114,9 +96,7 @@ def packed_loop(
 def int8_loop(
     layer: LSTMLayer, data: torch.Tensor, batch_sizes: List[int], state: Optional[LSTMState]
 ) -> Tuple[torch.Tensor, LSTMState]:
-    """The packed loop on int8 weights: row-major (rows, features) states; each step's products
-    are quantized inputs times per-channel int8 weights, which for the few rows of a step is
-    bound by reading the weights, a quarter of the float32 bytes."""
+    """The packed loop on int8 weights (``nn/int8.py``), row-major states, cell state float32."""
     w_ih = Int8Weight.for_weight(layer.weight_ih_l0, layer, "_int8_ih")
     w_hh = Int8Weight.for_weight(layer.weight_hh_l0, layer, "_int8_hh")
     w_hr = Int8Weight.for_weight(layer.weight_hr_l0, layer, "_int8_hr")
@@ -148,17 +128,14 @@ def dense_loop(
     valid: Optional[torch.Tensor],
     state: Optional[LSTMState] = None,
 ) -> Tuple[torch.Tensor, LSTMState]:
-    """Over padded rows with shapes that never depend on the data: every row runs every step, and
-    a row's state stops changing after its last valid step.
+    """Every row runs every step; a row's state stops changing after its last valid step.
 
     Args:
         x: (batch, T, input_size), each row in reading order, padding after its tokens.
-        valid: (batch, T) bool, True at each row's tokens; None: every position is a token
-            (pretraining's windows of running text).
+        valid: (batch, T) bool, True at tokens; None: every position is a token (windows).
         state: (h0 (batch, proj_size), c0 (batch, hidden_size)), or None for zeros.
     Returns:
-        (batch, T, proj_size) outputs (zero at padding) and each row's final (h, c).
-    """
+        (batch, T, proj_size) outputs (zero at padding) and each row's final (h, c)."""
     batch, steps, _ = x.shape
     bias = layer.bias_ih_l0 + layer.bias_hh_l0
     x_gates = torch.addmm(bias, x.reshape(batch * steps, -1), layer.weight_ih_l0.t())
@@ -188,16 +165,10 @@ def wavefront_loop(
     skip: bool,
     streams: Optional[Sequence["torch.cuda.Stream"]] = None,
 ) -> Tuple[torch.Tensor, List[LSTMState]]:
-    """All layers of one direction over windows (every position a token, ``dense_loop``'s case
-    with ``valid`` None), layer by layer, each layer's step t reading only the step t of the
-    layer below: its input product is computed step by step instead of for all steps at once.
-
-    With ``streams`` (CUDA, one per layer, forked from the current stream by the caller) each
-    layer runs on its own stream and waits, at each step, for the layer below's same step only
-    (an event), so that the GPU runs layer i's step t while layer i - 1 runs step t + 1: a
-    wavefront, forward and (autograd running each backward op on its forward op's stream)
-    backward; inside a CUDA graph's recording the events become the graph's edges. Without
-    streams the same ops run one after the other (the CPU).
+    """All layers of one direction over windows, each layer's step t reading only the layer below's
+    step t. With ``streams`` (CUDA, one per layer, forked by the caller) each layer waits per step
+    on an event of the layer below only, so layer i's step t overlaps layer i - 1's step t + 1,
+    forward and backward; without, the same ops run in order (the CPU).
 
     Args:
         x: (batch, T, input_size) in reading order.
@@ -205,8 +176,7 @@ def wavefront_loop(
         masks: per layer the input's scaled dropout mask (batch, T, width), or None.
         skip: layers from the second on add their input to their output (not fed back).
     Returns:
-        the top layer's (batch, T, proj_size) output and each layer's final (h, c).
-    """
+        the top layer's (batch, T, proj_size) output and each layer's final (h, c)."""
     batch, steps, _ = x.shape
     below: List[torch.Tensor] = []
     below_events: List[Any] = []
@@ -247,8 +217,7 @@ def wavefront_loop(
 def fused_packed(
     layer: LSTMLayer, data: torch.Tensor, batch_sizes: torch.Tensor, state: Optional[LSTMState]
 ) -> Tuple[torch.Tensor, LSTMState]:
-    """torch's own LSTM over the packed rows (cuDNN on a GPU); it has no clipping, so only for
-    unclipped layers."""
+    """torch's own LSTM (cuDNN on a GPU) over the packed rows; unclipped layers only."""
     if layer.clipped:
         raise ValueError("fused_packed: torch's LSTM has no cell or projection clipping")
     if state is None:
@@ -262,9 +231,8 @@ def fused_packed(
 def fused_dense(
     layer: LSTMLayer, x: torch.Tensor, state: Optional[LSTMState]
 ) -> Tuple[torch.Tensor, LSTMState]:
-    """torch's own LSTM over rows that are all tokens (pretraining's windows) from given states
-    (cuDNN on a GPU); unclipped layers only. x (batch, T, input_size) -> (batch, T, proj_size),
-    and each row's final (h, c)."""
+    """torch's own LSTM (unclipped layers only) over rows that are all tokens, from given states: x
+    (batch, T, input_size) -> (batch, T, proj_size) and each row's final (h, c)."""
     if layer.clipped:
         raise ValueError("fused_dense: torch's LSTM has no cell or projection clipping")
     if state is None:

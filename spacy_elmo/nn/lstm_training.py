@@ -1,18 +1,8 @@
-"""One ``ClippedLSTM`` layer over packed rows as a single autograd node, its backward written
-out: the kernel a layer trains on, on the CPU (``ClippedLSTM.run_packed``).
-
-Autograd through the step loop (``lstm_kernels.packed_loop``) records a dozen nodes per time
-step. Its backward then pays, every step, two small products for the weights' gradients and
-their accumulation, the transposed product ``W_hr^T dh`` (a slow layout for BLAS), and at the
-end a concatenation of every step's gate gradients. Here the forward keeps what it computed,
-row-major, one block per time step, and the backward runs the
-recurrence in reverse with two products per step, writing each step's gate gradients in place;
-each weight's gradient is one product over all steps (``W_hh``'s two from given initial states).
-
-The forward runs the layer's own cell, ``ClippedLSTM.cell`` (``nn/lstm.py``), asked for the
-activations its derivative reads; the backward writes that derivative out: gates (i, f, g, o)
-in torch's order, ``c = clip(f c' + i g)``, ``h = clip(W_hr (o tanh c))``. Tested against autograd through the step loop and against
-numerical gradients (``tests/test_lstm_training.py``).
+"""One ``ClippedLSTM`` layer over packed rows as a single autograd node, its backward written out:
+what a layer trains on, on the CPU. Autograd through the step loop records a dozen nodes a step;
+here the forward keeps the cell's activations and the backward runs the recurrence in reverse, each
+weight's gradient one product over all steps. Tested against autograd and numerical gradients
+(``tests/test_lstm_training.py``).
 """
 
 from __future__ import annotations
@@ -28,11 +18,8 @@ from .lstm_kernels import LSTMLayer, LSTMState
 def packed_training_loop(
     layer: LSTMLayer, data: torch.Tensor, batch_sizes: List[int], state: Optional[LSTMState]
 ) -> Tuple[torch.Tensor, LSTMState]:
-    """``lstm_kernels.packed_loop`` with its input products, for training: data (n_tokens,
-    input_size) time-major packed rows, sorted by decreasing length; batch_sizes: rows running at
-    each step; state in sorted row order, or None for zeros. Returns the packed (n_tokens,
-    proj_size) outputs and every row's final (h, c); gradients reach the data, the state and
-    every parameter."""
+    """``lstm_kernels.packed_loop`` for training: data (n_tokens, input_size) packed, rows by
+    decreasing length -> packed (n_tokens, proj_size) outputs and each row's final (h, c)."""
     h0, c0 = (None, None) if state is None else state
     output, h_n, c_n = _PackedLayer.apply(
         data, h0, c0, layer.weight_ih_l0, layer.bias_ih_l0, layer.bias_hh_l0, layer.weight_hh_l0,
@@ -42,9 +29,8 @@ def packed_training_loop(
 
 
 class _PackedLayer(torch.autograd.Function):
-    """forward(x, h0, c0, w_ih, b_ih, b_hh, w_hh, w_hr, batch_sizes, cell, cell_clip, proj_clip)
-    -> (outputs (n, proj), h_n, c_n). h0 and c0 may be None (zeros): the first step then has no
-    recurrent product. ``cell``: the layer's ``ClippedLSTM.cell``, asked for its activations."""
+    """forward(x, h0, c0, w_ih, b_ih, b_hh, w_hh, w_hr, batch_sizes, cell, cell_clip, proj_clip) ->
+    (outputs (n, proj), h_n, c_n); h0, c0 None: zeros, no first recurrent product."""
 
     @staticmethod
     def forward(ctx, x, h0, c0, w_ih, b_ih, b_hh, w_hh, w_hr, batch_sizes, cell, cell_clip, proj_clip):
@@ -154,8 +140,7 @@ def _starts(batch_sizes: List[int]) -> List[int]:
 
 
 def _last_positions(batch_sizes: List[int], starts: List[int]) -> List[int]:
-    """The packed position of each row's last step, rows in order (the rows of step t that step
-    t + 1 no longer runs end there)."""
+    """The packed position of each row's last step, rows in order."""
     positions: List[int] = []
     for t in range(len(batch_sizes) - 1, -1, -1):
         ending = batch_sizes[t + 1] if t + 1 < len(batch_sizes) else 0
@@ -164,8 +149,7 @@ def _last_positions(batch_sizes: List[int], starts: List[int]) -> List[int]:
 
 
 def _previous_outputs(outputs: torch.Tensor, batch_sizes: List[int], starts: List[int]) -> torch.Tensor:
-    """The recurrent input of every step from the second on, rows packed as the steps': the first
-    rows of the step before. Windows (every step the same rows) need no copy."""
+    """Every step's recurrent input from the second on: the first rows of the step before."""
     if batch_sizes[-1] == batch_sizes[0]:
         return outputs[: starts[-1]]
     return torch.cat([outputs[starts[t - 1] : starts[t - 1] + batch_sizes[t]] for t in range(1, len(batch_sizes))])

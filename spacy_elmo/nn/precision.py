@@ -1,20 +1,9 @@
-"""Numeric precision modes: the one place that says what "fp32", "bf16", "fp16" and "int8" mean,
-and the one place that enters ``torch.autocast``.
+"""Numeric precision modes: the one place that says what "fp32", "bf16", "fp16" and "int8" mean, and
+the one place that enters ``torch.autocast``.
 
-A mode travels with the model and the calling thread, never with the process: "bf16" and "fp16"
-are ``torch.autocast`` (thread-local), "int8" is a context variable read by the int8 kernels
-(``nn/int8.py``), "fp32" is float32 weights and products. Process-wide PyTorch switches are the
-caller's: the pipe never writes the TF32 flags (only a pretraining run, which owns its process,
-turns them on once for ``[training] precision = "tf32"``: ``training_precision``). On the CPU
-"fp32" is exact; on CUDA, float32
-products follow the process's TF32 settings (PyTorch computes matrix products in full float32 by
-default but lets cuDNN's convolutions and LSTM use TF32: ``torch.backends.cudnn.allow_tf32 =
-False``, once, makes "fp32" exact there; ``torch.backends.cuda.matmul.allow_tf32 = True`` turns
-TF32 on for the rest).
-
-The runner (``nn/runner.py``), the pretraining model, the trainer (grad scaler), both configs and
-the benches all read ``PRECISIONS`` and enter ``precision_context``: adding a mode is one entry
-here ("tf32" is no entry: it is fp32 in a process with TF32 on).
+A mode travels with the model and the calling thread, never the process: autocast is thread-local
+and "int8" a context variable; process-wide switches (TF32) are the caller's (the manual's "The biLM
+in PyTorch"). Adding a mode is one entry in ``PRECISIONS``.
 """
 
 from __future__ import annotations
@@ -32,12 +21,9 @@ from .int8 import int8_products
 class Precision:
     """How a precision mode runs a model.
 
-    autocast_dtype: the dtype of matrix products and convolutions under ``torch.autocast``, or
-        None for float32 throughout.
+    autocast_dtype: the dtype of products under ``torch.autocast``, or None for float32.
     needs_grad_scaler: training needs a loss scaler (float16 gradients underflow).
-    int8: the biLM's linear products run on int8 weights (``nn/int8.py``; the CPU only, no
-        gradients: products that need one run in float32).
-    """
+    int8: the biLM's linear products run on int8 weights (the CPU only, no gradients)."""
 
     name: str
     autocast_dtype: Optional[torch.dtype]
@@ -76,14 +62,8 @@ def get_precision(name: str, what: str = "precision") -> Precision:
 
 
 def runs_on(name: str, device: torch.device) -> bool:
-    """Whether mode ``name`` runs as itself on ``device``: what a bench or test asks before it
-    measures a mode, instead of probing ``torch.autocast`` (which, for a dtype it does not take,
-    warns and runs float32 under the mode's name).
-
-    "int8" runs on the CPU only; an autocast mode needs ``torch.autocast`` for the device type, and
-    bf16 on CUDA a GPU with bfloat16. On the CPU, ``torch.autocast`` takes bfloat16 and, in recent
-    releases (2.13 among them), float16 too; other device types: False.
-    """
+    """Whether mode ``name`` runs as itself on ``device`` (``torch.autocast`` runs an unsupported
+    dtype as float32 under the mode's name): what benches and tests ask first."""
     precision = get_precision(name)
     if precision.int8:
         return device.type == "cpu"
@@ -96,9 +76,8 @@ def runs_on(name: str, device: torch.device) -> bool:
 
 @contextlib.contextmanager
 def precision_context(name: str, device: torch.device, *, weight_cache: bool = True) -> Iterator[Precision]:
-    """Run the block in mode ``name`` on ``device``, in this thread (a worker thread enters it
-    again: autocast is per thread). ``weight_cache=False``: autocast keeps no casts of the weights
-    beyond the block (what a CUDA graph recording needs, since the graph must own them)."""
+    """Run the block in mode ``name`` on ``device``, in this thread (autocast is per thread);
+    ``weight_cache=False`` for a CUDA graph recording, which must own its casts."""
     precision = get_precision(name)
     if precision.int8 and device.type != "cpu":
         raise ValueError(f"precision {name!r} runs on the CPU; on {device.type} use 'bf16' or 'fp16'")
@@ -115,12 +94,8 @@ def precision_context(name: str, device: torch.device, *, weight_cache: bool = T
 
 
 def training_precision(name: str, device: torch.device) -> str:
-    """The mode a pretraining process runs its model in, for ``[training] precision = name``.
-
-    "tf32" is "fp32" with TensorFloat-32 products: the pretrain command owns its process, so on
-    CUDA it turns PyTorch's two TF32 switches on here, once, before the first step (the pipe never
-    writes them: a pipe runs inside the user's process). Off CUDA it is "fp32".
-    """
+    """The mode for ``[training] precision = name``; "tf32" is "fp32" with PyTorch's TF32 switches
+    turned on here, once, on CUDA (the command owns its process; the pipe never writes them)."""
     if name != "tf32":
         return get_precision(name, "[training] precision").name
     if device.type == "cuda":
@@ -129,8 +104,7 @@ def training_precision(name: str, device: torch.device) -> str:
 
 
 def autocast_dtype_now(device_type: str) -> Optional[torch.dtype]:
-    """The dtype of products under the ``torch.autocast`` in force on ``device_type``, None
-    outside one: for code that casts by hand (a custom autograd function)."""
+    """The dtype of products under the ``torch.autocast`` in force on ``device_type``, or None."""
     if hasattr(torch, "get_autocast_dtype"):  # torch >= 2.4
         if not torch.is_autocast_enabled(device_type):
             return None
@@ -146,7 +120,6 @@ def autocast_disabled(device_type: str) -> contextlib.AbstractContextManager:
 
 
 def compiling() -> bool:
-    """Whether ``torch.compile`` is tracing the calling code (False on torch < 2.3, which cannot
-    say: the caller then takes its eager path)."""
+    """Whether ``torch.compile`` is tracing the caller (False on torch < 2.3, which cannot say)."""
     is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
     return bool(is_compiling and is_compiling())

@@ -1,25 +1,7 @@
-"""How a BiLM is run: the path each call takes, and the speed settings that choose it.
-
-``BiLMRunner(bilm)`` is what the ``elmo`` pipe runs, and what a PyTorch user wraps a ``BiLM`` in
-for speed: ``runner(char_ids)`` returns the biLM's ``(layers, mask)`` in float32, computed
-
-- in its ``precision`` (``nn/precision.py``: "fp32", "bf16"/"fp16" under autocast, "int8");
-- as CUDA graphs (``cuda_graphs``, default True) on CUDA where no gradient is needed, from zero
-  states, for batches of up to 128 sentences: the two LSTM stacks recorded, the backward one on
-  a second stream (``nn/cuda_graphs.py``); equal to the eager loop up to float rounding;
-- side by side on ``threads`` threads (default 1) on the CPU where no gradient is needed: the
-  forward and the backward LSTM stacks, which share nothing after the token layer, each on a
-  thread, and with 4, 6, ... threads on that many shards of the batch (rows balanced by tokens)
-  times the two directions; the character CNN and highway layers split the batch's distinct
-  tokens. Each piece runs the ops of the one-thread path, so the outputs are those of
-  ``threads = 1`` up to float rounding (``nn/threads.py`` ``run_side_by_side``); with int8, bit
-  for bit: int8's products are exact and its character convolutions run in fixed-shape chunks
-  (``CharacterEncoder``), so a sentence's vectors are the same alone and in any batch;
-- with a token cache (``cache_token_embeddings``), where no gradient is needed: the token
-  vectors of words seen before are looked up instead of computed;
-- else eagerly (``BiLM.forward``), which is also what every path computes.
-
-Where gradients flow (fine-tuning, pretraining) only the precision applies.
+"""How a BiLM is run: ``BiLMRunner(bilm)(char_ids)`` returns ``bilm(char_ids)`` in float32, in its
+``precision``, as CUDA graphs, side by side on ``threads``, with a token cache, or eagerly; where
+gradients flow only the precision applies. What the pipe runs. The manual's "The biLM in PyTorch"
+and "Threads".
 """
 
 from __future__ import annotations
@@ -41,8 +23,7 @@ from .versions import weights_key
 
 class BiLMRunner(nn.Module):
     """Runs ``bilm`` (a submodule: the runner's parameters are the biLM's) the fastest way that
-    gives its outputs; see the module docstring for the settings. ``bilm`` None: a runner that
-    waits for its weights (``replace_bilm``)."""
+    gives its outputs. ``bilm`` None: a runner that waits for its weights (``replace_bilm``)."""
 
     def __init__(
         self, bilm: Optional[BiLM] = None, precision: str = "fp32", threads: int = 1, cuda_graphs: bool = True
@@ -56,8 +37,7 @@ class BiLMRunner(nn.Module):
         self._graphs: Optional[LSTMGraphs] = None
 
     def replace_bilm(self, bilm: Optional[BiLM]) -> None:
-        """Run ``bilm`` from now on; the recorded graphs and the token cache, which belong to
-        the previous one, go (a cache comes back with its settings: ``cache_token_embeddings``)."""
+        """Run ``bilm`` from now on; the previous one's graphs and token cache go."""
         self.bilm = bilm
         self.token_cache = None
         self._graphs = None
@@ -78,12 +58,9 @@ class BiLMRunner(nn.Module):
 
     def cache_token_embeddings(self, words: Sequence[str] = (), max_words: Optional[int] = None) -> int:
         """Keep the token vectors of up to ``max_words`` words (default: as many as ``words``),
-        filled from the batches the runner runs, the least recently used evicted first; ``words``
-        (AllenNLP's ``vocab_to_cache``, a vocabulary's most frequent words) are computed now, to
-        pre-fill it. Cached words skip the character CNN and highway layers wherever no gradient
-        is needed. The cache is not saved with the weights, and is emptied (and pre-filled again)
-        when the precision or the token encoder's weights, device or dtype change. Returns the
-        number of words cached now."""
+        least recently used out; ``words`` (AllenNLP's ``vocab_to_cache``) are computed now to
+        pre-fill it. Not saved; emptied when the precision or the token encoder's weights, device or
+        dtype change. Returns the number of words cached now."""
         distinct = list(dict.fromkeys(words))
         prefill = torch.from_numpy(self.bilm.indexer.tokens_to_ids(distinct)) if distinct else None
         self.token_cache = TokenEmbeddingCache(max_words or len(distinct), prefill)
@@ -96,8 +73,7 @@ class BiLMRunner(nn.Module):
         self.token_cache = None
 
     def __getstate__(self) -> dict:
-        """Pickles and deep copies leave the recorded graphs behind (they hold this process's GPU
-        memory and are recorded again on first use)."""
+        """Pickles and copies leave the recorded graphs behind (recorded again on first use)."""
         state = self.__dict__.copy()
         state["_graphs"] = None
         return state
@@ -112,9 +88,8 @@ class BiLMRunner(nn.Module):
         return self.threads > 1 and device.type == "cpu" and self._inference_only(dropout)
 
     def _graphed(self, tokens: torch.Tensor, states: Optional[BiLMStates], dropout: float) -> bool:
-        """Whether the LSTM stacks run as CUDA graphs in this call (``cuda_graphs``: CUDA, a batch
-        small enough that they pay off, no gradient, zero initial states, no dropout, and not
-        inside the caller's own recording)."""
+        """Whether the LSTM stacks run as CUDA graphs in this call: CUDA, a batch small enough, no
+        gradient, zero states, no dropout, not inside the caller's own recording."""
         return (
             self.cuda_graphs
             and tokens.device.type == "cuda"
@@ -125,18 +100,15 @@ class BiLMRunner(nn.Module):
         )
 
     def _encode(self, unique: torch.Tensor) -> torch.Tensor:
-        """The batch's distinct tokens -> their vectors, through the token cache where it
-        applies."""
+        """The batch's distinct tokens -> their vectors, through the token cache if any."""
         if self.token_cache is None or _needs_gradient(self.bilm.token_encoder):
             return self._encode_tokens(unique)
         self.token_cache.ensure_state(self._token_cache_state(), self._encode_tokens, unique.device)
         return self.token_cache.encode(unique, self._encode_tokens)
 
     def _encode_tokens(self, char_ids: torch.Tensor) -> torch.Tensor:
-        """(N, width) ids -> (N, dim) token vectors, split over ``threads`` (``_side_by_side``).
-        int8 (the CPU, no gradient) runs the convolutions in fixed-shape chunks: each token's
-        vector is then the one it gets alone (``CharacterEncoder``), and so, the int8 products
-        being exact, is every sentence's."""
+        """(N, width) ids -> (N, dim) token vectors, split over ``threads``; int8 on the CPU runs
+        the convolutions in fixed-shape chunks, so each token's vector is the one it gets alone."""
         encoder = self.bilm.token_encoder
         chunked = get_precision(self.precision).int8 and char_ids.device.type == "cpu"
         n_pieces = min(self.threads, char_ids.shape[0])
@@ -168,8 +140,7 @@ class BiLMRunner(nn.Module):
         return self._graphs
 
     def _in_worker(self, work, device: torch.device):
-        """``work`` as a task for ``run_side_by_side``: grad mode and autocast are per thread,
-        so the task enters them itself (the int8 switch also travels in the copied context)."""
+        """``work`` as a task entering the caller's grad mode and autocast (per thread)."""
 
         def task():
             with torch.no_grad(), precision_context(self.precision, device):
@@ -184,10 +155,8 @@ class BiLMRunner(nn.Module):
         states: Optional[BiLMStates],
         distinct: DistinctInputs,
     ) -> Tuple[DirectionOutputs, DirectionOutputs]:
-        """Both directions on ``threads`` threads (``nn/side_by_side.py``, the engine the
-        pretraining step runs its directions on): ``threads // 2`` shards of the batch's rows
-        (balanced by tokens) times the two directions; the pieces' outputs and final states are
-        put back in batch order."""
+        """Both directions on ``threads`` threads (``nn/side_by_side.py``): ``threads // 2`` shards
+        of rows balanced by tokens, times the two directions, put back in batch order."""
         bilm = self.bilm
         shards = _balanced_shards(lengths, max(1, min(self.threads // 2, tokens.shape[0])))
         whole = len(shards) == 1
@@ -224,8 +193,7 @@ def _needs_gradient(module: nn.Module) -> bool:
 
 
 def _balanced_shards(lengths: torch.Tensor, n_shards: int) -> List[torch.Tensor]:
-    """Row indices of ``n_shards`` shards of the batch, with near-equal numbers of tokens: rows
-    longest first, each to the shard with the fewest tokens so far; each shard's rows in order."""
+    """Row indices of ``n_shards`` shards with near-equal tokens (longest first, greedy)."""
     if n_shards <= 1:
         return [torch.arange(lengths.shape[0], device=lengths.device)]
     loads = [0] * n_shards
@@ -239,8 +207,7 @@ def _balanced_shards(lengths: torch.Tensor, n_shards: int) -> List[torch.Tensor]
 
 
 def _distinct_rows_of(distinct: DistinctInputs, rows: torch.Tensor, lengths: torch.Tensor) -> DistinctInputs:
-    """The distinct inputs of the batch rows ``rows`` only (so that a shard's first layer computes
-    the input products of its own tokens, not of the whole batch's)."""
+    """The distinct inputs of batch rows ``rows`` only (a shard's own input products)."""
     index = distinct.index[rows]
     mask = length_mask(lengths[rows], index.shape[1])
     used, inverse = torch.unique(index[mask], return_inverse=True)
@@ -250,8 +217,7 @@ def _distinct_rows_of(distinct: DistinctInputs, rows: torch.Tensor, lengths: tor
 
 
 def _gather_shards(pieces: List[DirectionOutputs], order: torch.Tensor) -> DirectionOutputs:
-    """One direction's per-shard (outputs per layer, final states per layer) -> the whole batch's,
-    rows back in batch order (``order``: the inverse of the shards' concatenated rows)."""
+    """One direction's per-shard outputs and final states -> the batch's, rows in batch order."""
     n_layers = len(pieces[0][0])
     outputs = [torch.cat([p[0][i] for p in pieces]).index_select(0, order) for i in range(n_layers)]
     states = [

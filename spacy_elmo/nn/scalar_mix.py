@@ -18,17 +18,15 @@ LAYER_NORM_EPS = 1e-12
 
 
 def default_mix_weights(n_layers: int) -> np.ndarray:
-    """The pipe's mix when ``mix_weights`` is null, (n_layers,) float32: the LSTM layers equally
-    and not the token layer, which is the same for every occurrence of a word and, longer than
-    the LSTM outputs, would pull all cosines of a word towards 1 (``python -m benchmarks senses``)."""
+    """The pipe's mix for null ``mix_weights``, (n_layers,) float32: the LSTM layers equally, not
+    the token layer, which pulls all cosines of a word towards 1 (``benchmarks senses``)."""
     weights = np.full(n_layers, 1.0 / (n_layers - 1), dtype=np.float32)
     weights[0] = 0.0
     return weights
 
 
 def weighted_sum(layers: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """``sum_j scale_j layers_j``, ``scale = gamma * w`` (n_layers,): layers (n_layers, *shape,
-    dim) -> (*shape, dim)."""
+    """``sum_j scale_j layers_j``: (n_layers, *shape, dim), scale (n_layers,) -> (*shape, dim)."""
     return torch.tensordot(scale.to(layers.dtype), layers, dims=([0], [0]))
 
 
@@ -100,8 +98,7 @@ class ScalarMix(nn.Module):
 
 
 def normalize_layers(layers: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """Each layer minus the mean of its unmasked elements (all without a mask), over their
-    standard deviation: layers (n_layers, *shape, dim), same shape; an empty one stays as it is."""
+    """Each layer standardised over its unmasked elements; same shape; an empty one unchanged."""
     dims = tuple(range(1, layers.dim()))
     if mask is None:
         if layers.numel() == 0:

@@ -1,23 +1,7 @@
-"""The one engine that runs computations which share nothing side by side: the biLM's two LSTM
-directions (and, at inference on the CPU, shards of the batch times the directions).
-
-``run_side_by_side_of(runs, x, how, ...)`` returns ``[run(x) for run in runs]``, computed
-
-- ``"sequential"``: one after the other (what every other way computes);
-- ``"threads"`` (the CPU): each run on a thread of its own (``nn/threads.py``), with one
-  PyTorch thread each where the caller owns its process (``one_thread_each``: PyTorch's threads
-  would split every small op of the per-step loop and meet at each); where gradients are wanted the runs form one autograd node,
-  whose backward runs each run's backward on its thread too (``_ThreadedRuns``); each thread
-  enters the caller's grad mode and ``context()`` (the precision context: autocast and the int8
-  switch are per thread);
-- ``"streams"`` (CUDA): the first run on the current stream, each other on a side stream of its
-  own, forked from and joined back to the current one, so that the GPU runs their small kernels
-  concurrently; inside a CUDA graph's recording the streams become the graph's parallel
-  branches. Autograd runs each backward op on its forward op's stream, so the backward runs side
-  by side too. The host issues the same ops in the same order as ``"sequential"``: the same
-  numbers (dropout's draws included).
-
-``how_to_run(device, threads)`` picks the way for a device.
+"""The one engine that runs computations which share nothing side by side (the biLM's two
+directions, shards of a batch): ``run_side_by_side_of(runs, x, how)`` is ``[run(x) for run in
+runs]``, ``"sequential"``, on ``"threads"`` (with gradients one autograd node, ``_ThreadedRuns``) or
+on CUDA ``"streams"`` (the same ops in the same order: the same numbers).
 """
 
 from __future__ import annotations
@@ -36,9 +20,8 @@ _STREAMS: Dict[Tuple[int, Hashable], "torch.cuda.Stream"] = {}
 
 
 def how_to_run(device: torch.device, threads: int = 1, streams: bool = False) -> str:
-    """``"threads"`` on the CPU with two threads or more, ``"streams"`` on CUDA where asked,
-    else ``"sequential"``; always sequential inside ``torch.compile`` (which traces one
-    stream)."""
+    """``"threads"`` on the CPU with two threads or more, ``"streams"`` on CUDA where asked, else
+    ``"sequential"`` (always inside ``torch.compile``, which traces one stream)."""
     if compiling():
         return "sequential"
     if device.type == "cpu" and threads >= 2:
@@ -56,13 +39,12 @@ def run_side_by_side_of(
     context: Optional[Callable[[], ContextManager]] = None,
     one_thread_each: bool = False,
 ) -> List[Any]:
-    """``[run(x) for run in runs]``, run ``how`` (``WAYS``; see the module docstring).
+    """``[run(x) for run in runs]``, run ``how`` (``WAYS``).
 
-    ``params[k]``: the parameters ``runs[k]`` uses, needed for ``"threads"`` where gradients
-    flow (the runs' outputs are then tensors). ``context``: what each thread enters besides the
-    caller's grad mode (default: nothing). ``one_thread_each``: PyTorch's thread count is 1
-    while the threads run (``torch_threads``), for callers that own their process (pretraining);
-    a pipe's runner leaves the process's count alone."""
+    ``params[k]``: the parameters ``runs[k]`` uses, needed for ``"threads"`` where gradients flow.
+    ``context``: what each thread enters besides the caller's grad mode (the precision context).
+    ``one_thread_each``: one PyTorch thread while the threads run, for callers that own their
+    process (pretraining); a pipe's runner leaves the count alone."""
     if how not in WAYS:
         raise ValueError(f"run_side_by_side_of: how must be one of {WAYS}, got {how!r}")
     if how == "sequential" or len(runs) < 2:
@@ -90,8 +72,7 @@ def run_side_by_side_of(
 
 
 def side_stream(device: torch.device, slot: Hashable) -> "torch.cuda.Stream":
-    """The side stream ``slot`` of CUDA ``device``, made on first use and kept (a recorded graph
-    replays on the streams it was recorded with)."""
+    """CUDA ``device``'s side stream ``slot``, kept (a graph replays on its recording's streams)."""
     key = (device.index if device.index is not None else torch.cuda.current_device(), slot)
     if key not in _STREAMS:
         _STREAMS[key] = torch.cuda.Stream(torch.device("cuda", key[0]))
@@ -126,14 +107,11 @@ def _used_on(value: Any, stream: "torch.cuda.Stream") -> None:
 
 
 class _ThreadedRuns(torch.autograd.Function):
-    """Runs from the same input, each forward and backward on a thread of its own with one
-    PyTorch thread, as one autograd node: the caller's backward (and DDP's gradient hooks) see
-    the node's parameters' gradients as usual.
+    """Runs from one input, each forward and backward on its own thread, as one autograd node, so
+    the caller's backward (and DDP's hooks) see the parameters' gradients as usual.
 
-    forward(runs, params, (context, threads), x, *all params): ``runs[k](x)`` builds its own
-    graph on a detached copy of ``x`` in the caller's grad mode and ``context()``, forward and
-    backward inside ``threads()`` (the thread count); ``params[k]``: the parameters ``runs[k]``
-    uses. Returns the runs' outputs."""
+    forward(runs, params, (context, threads), x, *all params): each ``runs[k](x)`` builds its graph
+    on a detached copy of ``x``; returns the runs' outputs."""
 
     @staticmethod
     def forward(ctx, runs, params, contexts, x, *all_params):

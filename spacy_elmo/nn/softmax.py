@@ -18,10 +18,8 @@ from .precision import autocast_disabled, autocast_dtype_now, compiling
 
 
 class LogUniformSampler:
-    """Draws word ids with P(k) = log((k + 2) / (k + 1)) / log(V + 1), k = 0 .. V - 1.
-
-    Assumes ids are sorted by decreasing frequency, as Zipf's law then roughly matches P.
-    """
+    """Draws ids with P(k) = log((k + 2) / (k + 1)) / log(V + 1), for ids sorted by decreasing
+    frequency (Zipf's law then roughly matches P)."""
 
     def __init__(self, vocab_size: int) -> None:
         self.vocab_size = vocab_size
@@ -43,13 +41,11 @@ class LogUniformSampler:
 
 
 class LMSoftmax(nn.Module):
-    """logits = h W^T + b over the vocabulary. weight (vocab, dim), bias (vocab,).
+    """logits = h W^T + b over the vocabulary; weight (vocab, dim), bias (vocab,).
 
-    With ``row_sparse_gradients`` on, the sampled softmax reads the rows it uses (the targets and
-    the negatives of the step) as one detached leaf, so backward yields gradients of those rows
-    only; :meth:`publish_row_gradients` then hands them to ``weight.grad`` / ``bias.grad`` as
-    sparse tensors (bilm-tf's IndexedSlices), instead of a dense vocab x dim gradient per step.
-    """
+    With ``row_sparse_gradients``, backward yields gradients of the rows the sampled softmax used
+    only; :meth:`publish_row_gradients` hands them to ``weight.grad`` / ``bias.grad`` as sparse
+    tensors (bilm-tf's IndexedSlices) instead of a dense vocab x dim gradient per step."""
 
     def __init__(self, vocab_size: int, dim: int) -> None:
         super().__init__()
@@ -76,13 +72,10 @@ class LMSoftmax(nn.Module):
         n_samples: int,
         generator: Optional[torch.Generator] = None,
     ) -> torch.Tensor:
-        """Sampled-softmax loss per target (an estimate of ``full_nll`` used for training).
-
-        One set of ``n_samples`` negatives is shared by all N targets of the batch, drawn from
-        ``generator`` (None: torch's default generator, as a compiled or graphed step needs).
-        Every shape is fixed by N and ``n_samples``, except where the batch's accidental hits
-        are found as index pairs (the CPU, outside a compiled graph: see ``_mask_hits``).
-        """
+        """Sampled-softmax loss per target. One set of ``n_samples`` negatives is shared by the
+        batch's N targets, drawn from ``generator`` (None: torch's default, as a compiled or graphed
+        step needs). Shapes are fixed by N and ``n_samples``, except the CPU's eager search for
+        accidental hits."""
         sampled = self.sampler.sample(n_samples, hidden.device, generator)
         ids = torch.cat([targets, sampled])
         rows = self._rows(ids)
@@ -104,9 +97,8 @@ class LMSoftmax(nn.Module):
         return leaf[inverse]
 
     def publish_row_gradients(self, gather: Optional[RowGather] = None) -> None:
-        """After backward: set ``weight.grad`` and ``bias.grad`` to sparse gradients of the rows
-        the last sampled-softmax call used. ``gather`` (data parallel) returns the rows and
-        gradients of every rank, averaged as DistributedDataParallel averages dense gradients."""
+        """After backward: sparse ``weight.grad``/``bias.grad`` of the rows the last sampled softmax
+        used; ``gather`` (data parallel): every rank's rows, averaged as DDP averages."""
         if self._used_rows is None:
             return
         ids, leaf = self._used_rows
@@ -130,12 +122,9 @@ def _sparse(ids: torch.Tensor, values: torch.Tensor, shape: Tuple[int, ...]) -> 
 
 
 class LogitsWorkspace:
-    """The memory of the sampled softmax's N x (1 + S) logits, kept from one step to the next on
-    the CPU: a fresh tensor of that size comes from the system every step, page by page, which
-    costs a sizeable share of the forward's matrix product (the manual's "Design").
-
-    ``take`` lends it to one loss at a time, until that loss's backward gives it back; another
-    loss meanwhile (or a compiled graph, or another dtype) gets a fresh tensor."""
+    """The sampled softmax's N x (1 + S) logits' memory, kept from step to step on the CPU (a fresh
+    tensor each step costs page faults: the manual's "Design"). ``take`` lends it to one loss until
+    that loss's backward gives it back; anything else meanwhile gets a fresh tensor."""
 
     def __init__(self) -> None:
         self._buffer: Optional[torch.Tensor] = None
@@ -156,20 +145,12 @@ class LogitsWorkspace:
 
 
 class _SampledSoftmaxLoss(torch.autograd.Function):
-    """``logsumexp([true; sampled]) - true`` per row, with its gradient worked out in the forward.
+    """``logsumexp([true; sampled]) - true`` per row, its gradient worked out in the forward so that
+    the N x (1 + S) logits, the one large tensor, are passed over a handful of times in place.
 
-    The N x (1 + S) logits are the one large tensor: one matrix product writes them (the true
-    logit goes into column 0, which a zero row makes room for), accidental hits are set to -inf,
-    ``log_softmax`` runs in place (row by row, in cache), and the loss is minus its column 0.
-    Backward exponentiates in place, which gives the softmax, subtracts 1 at the true column,
-    and needs two matrix products with the upstream gradient as a row scaling of their small
-    operands: a handful of passes over the logits instead of a dozen.
-
-    Args (forward): hidden (N, dim); true_rows (N, dim + 1) and sampled_rows (S, dim + 1): the
-    [weight | corrected bias] rows of the targets and of the negatives; targets (N,), sampled
-    (S,) ids; a ``LogitsWorkspace`` (or None). Returns the (N,) loss. Under autocast the
-    products run in its dtype and the softmax in float32.
-    """
+    Args (forward): hidden (N, dim); true_rows (N, dim + 1) and sampled_rows (S, dim + 1), the
+    [weight | corrected bias] rows; targets (N,), sampled (S,) ids; a ``LogitsWorkspace`` or None.
+    Returns the (N,) loss; under autocast the products run in its dtype, the softmax in float32."""
 
     @staticmethod
     def forward(ctx, hidden, true_rows, sampled_rows, targets, sampled, workspace):
@@ -222,14 +203,8 @@ class _SampledSoftmaxLoss(torch.autograd.Function):
 
 
 def _mask_hits(logits: torch.Tensor, targets: torch.Tensor, sampled: torch.Tensor) -> None:
-    """Set the accidental hits (negative j equal to row i's target) of (N, 1 + S) logits to -inf:
-    they leave the normaliser, which the true column keeps finite.
-
-    On the CPU, outside a compiled graph, the hits are found as index pairs: a few thousand
-    elements instead of a pass over the N x S logits. Elsewhere (CUDA, compiled or graphed
-    steps, which need shapes that do not depend on the data) by a dense comparison, which costs a
-    GPU next to nothing.
-    """
+    """Set accidental hits (negative j == row i's target) of (N, 1 + S) logits to -inf: as index
+    pairs on the CPU outside a compiled graph, else by a dense comparison."""
     if logits.device.type != "cpu" or compiling():
         logits[:, 1:].masked_fill_(targets[:, None] == sampled[None, :], float("-inf"))
     else:
@@ -238,8 +213,7 @@ def _mask_hits(logits: torch.Tensor, targets: torch.Tensor, sampled: torch.Tenso
 
 
 def accidental_hits(targets: torch.Tensor, sampled: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    """(rows, columns) of every pair with ``targets[row] == sampled[column]``, found through the
-    sorted negatives and a binary search per target (sizes depend on the data)."""
+    """(rows, columns) of every pair ``targets[row] == sampled[column]`` (a binary search each)."""
     ordered, order = torch.sort(sampled)
     first = torch.searchsorted(ordered, targets)
     counts = torch.searchsorted(ordered, targets, right=True) - first

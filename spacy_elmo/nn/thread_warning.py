@@ -1,12 +1,7 @@
-"""The one warning the package gives about PyTorch's thread count, once per process.
-
-The package never writes the process's thread count during a call (``threads.py``): it is the
-user's. Left at PyTorch's default (one op thread per core), the biLM's ``threads = "auto"`` falls
-back to PyTorch's own intra-op threads, which meet at the end of every op and wait for any thread
-another process has descheduled: beside a busy process that path ran many times slower than one
-op thread with the two LSTM directions side by side (the measured figures: docs/manual.md,
-"Threads"). Nothing signals that cost, so the pipe says it once, naming the fix, instead of
-setting the count behind the user's back.
+"""The one warning the package gives about PyTorch's thread count, once per process: left at
+PyTorch's default, ``threads = "auto"`` falls back to intra-op threads that run far slower beside a
+busy process (the manual's "Threads"). The package never sets the count behind the user's back, so
+it says so once, naming the fix.
 """
 
 from __future__ import annotations
@@ -26,9 +21,8 @@ _lock = threading.Lock()
 
 
 def warn_if_threads_compete(threads: object, split: int, device: torch.device) -> bool:
-    """Warn once per process when ``threads = "auto"`` on the CPU fell back to PyTorch's intra-op
-    threads (``torch.get_num_threads() > 1``) where one op thread would let the biLM split the
-    batch over ``split`` (> 1) cores. Returns whether this call warned."""
+    """Warn once per process when ``threads = "auto"`` fell back to PyTorch's intra-op threads where
+    one op thread would let the biLM split over ``split`` cores; whether it warned."""
     global _warned
     n_torch = torch.get_num_threads()
     if _warned or threads != "auto" or device.type != "cpu" or n_torch == 1 or split < 2:

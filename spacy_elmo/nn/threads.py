@@ -1,16 +1,7 @@
 """Threads for the biLM: the ``"auto"`` count, the cores this process may use, and the small pool
-that runs independent pieces of a batch (the two LSTM directions, shards of the batch) side by
-side.
-
-PyTorch's intra-op threads meet at the end of every op: when other processes keep the cores
-busy, each op waits for a descheduled thread (docs/manual.md, "Threads", gives what that cost
-on a shared 2-core machine). Pieces of a batch that
-share nothing run side by side instead, each on ops of the process's intra-op thread count, and
-meet once per batch. Nothing here writes PyTorch's thread count during a pipe's call: it is the
-process's, set once by the user (``torch.set_num_threads(1)``, ``OMP_NUM_THREADS=1``) or by a
-command that owns its process (``--threads``). ``torch_threads`` sets it for spans of a process
-that a command owns (a pretraining run, each of its side-by-side steps); a forked child gets 1
-before anything runs there (``_one_thread_after_fork``: a hang otherwise).
+that runs independent pieces of a batch side by side, so that they meet once per batch instead of at
+every op. Nothing here writes PyTorch's thread count during a pipe's call: it is the process's
+(``torch_threads`` sets it for spans a command owns). The manual's "Threads".
 """
 
 from __future__ import annotations
@@ -34,11 +25,8 @@ _pool_lock = threading.Lock()
 
 
 def _one_thread_after_fork() -> None:
-    """In a child forked from this process, before anything else runs there: one PyTorch
-    thread. GNU OpenMP's thread pool does not survive ``fork``: a child whose parent ever ran a
-    parallel torch op (a matmul of the user's, a pipeline's weight load) hangs for good in its
-    first parallel op unless it runs single-threaded. Setting it here, rather than when the pipe
-    first runs, covers the child's every op, the lazy weight load included."""
+    """One PyTorch thread in a forked child before anything runs: GNU OpenMP's pool does not survive
+    ``fork``, and the child would hang in its first parallel op."""
     global _pool, _pool_workers, _pool_lock
     # The parent's workers do not exist here, and its lock may have been held at the fork.
     _pool, _pool_workers, _pool_lock = None, 0, threading.Lock()
@@ -58,11 +46,8 @@ AUTO_THREADS = 2
 
 
 def resolve_threads(threads: Threads) -> int:
-    """The number of pieces ``threads`` stands for. ``"auto"``: ``min(AUTO_THREADS,
-    usable_cores())`` where PyTorch runs its ops on one thread in this process (the user's
-    ``torch.set_num_threads(1)`` or ``OMP_NUM_THREADS=1``, a command's ``--threads``, a forked
-    worker), so that the pieces are what runs in parallel; else 1, leaving the parallel work to
-    PyTorch's own intra-op threads as the process set them."""
+    """The pieces ``threads`` stands for; ``"auto"``: ``min(AUTO_THREADS, usable_cores())`` where
+    PyTorch runs one op thread in this process, else 1."""
     if threads == "auto":
         return auto_threads() if torch.get_num_threads() == 1 else 1
     return threads
@@ -74,8 +59,7 @@ def auto_threads() -> int:
 
 
 def usable_cores() -> int:
-    """Cores this process may run on: its CPU affinity (``taskset``, a container's cpuset) and the
-    cgroup CPU quota (a Kubernetes CPU limit), whichever is smaller; at least 1."""
+    """Cores this process may use: CPU affinity or cgroup quota, the smaller; at least 1."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # macOS, Windows
@@ -105,18 +89,11 @@ def _cgroup_cpu_quota() -> Optional[float]:
 
 
 def run_side_by_side(tasks: Sequence[Callable[[], T]]) -> List[T]:
-    """Run independent pieces of work at once: the first on the calling thread, the others on a
-    persistent pool; returns their results in order.
-
-    PyTorch releases the GIL inside its ops (float and int8 products alike), so the pieces use
-    separate cores; they meet once, at the end, instead of at every op as PyTorch's intra-op
-    threads do (whose waits for a descheduled thread made 2 threads slower than 1 on a busy
-    machine). Each piece runs its ops on the intra-op thread count of the thread it runs on: the
-    process's (``resolve_threads``). Grad mode, autocast and the int8 switch are per thread or
-    per context: a task that needs them enters them itself (the runner does). The workers run
-    nothing but these tasks and never wait on each other, so concurrent callers (a web server's
-    threads) share the pool without deadlock.
-    """
+    """Run independent pieces at once, the first on the calling thread, the others on a persistent
+    pool; returns their results in order. PyTorch releases the GIL in its ops, so pieces use
+    separate cores. Grad mode, autocast and the int8 switch are per thread: a task that needs them
+    enters them itself. Workers never wait on each other, so concurrent callers share the pool
+    without deadlock."""
     if len(tasks) <= 1:
         return [task() for task in tasks]
     pool = _worker_pool(len(tasks) - 1)
@@ -142,9 +119,8 @@ def _worker_pool(n_workers: int) -> ThreadPoolExecutor:
 
 @contextlib.contextmanager
 def torch_threads(n_threads: Optional[int]) -> Iterator[int]:
-    """A whole run with ``n_threads`` PyTorch threads (None: leave the setting alone), the setting
-    restored after; yields the count in force. For a command's or a training run's span, which
-    owns the process: never for one call of a pipe."""
+    """A span with ``n_threads`` PyTorch threads (None: unchanged), restored after; yields the
+    count. For spans of a process a command owns, never one call of a pipe."""
     before = torch.get_num_threads()
     if n_threads is None or n_threads == before:
         yield before

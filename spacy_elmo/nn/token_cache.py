@@ -1,20 +1,7 @@
-"""A bounded cache of context-independent token vectors, filled from the text the biLM sees:
-repeated words skip the character CNN and the highway layers.
-
-Released models ship no vocabulary, so the cache needs none: every distinct token of a batch is
-looked up, the misses go through the encoder, and their vectors are kept, up to ``max_words``
-words, the least recently used evicted first. A word list (AllenNLP's ``vocab_to_cache``, the
-``vocab.txt`` beside a model) may pre-fill it.
-
-Keys are a token's row of ids (50 character ids for the released models) as bytes, so the cache
-works on whatever the biLM's ``batch_to_ids`` produced and a hit is an exact match of the ids.
-The vectors are those the encoder returned for the same ids: with int8 the ones it returns in
-any batch, bit for bit (its convolutions run in fixed-shape chunks), otherwise up to float
-rounding (a batch's products may round differently from another's). The runner
-(``nn/runner.py``) empties the cache when what the vectors depend on changes (``state``: the
-precision, the encoder's weights, their device and dtype) and never uses it where gradients
-flow. A lock makes it safe for a web server's threads to run the
-same pipeline at once; the encoder runs outside the lock.
+"""A bounded cache of token vectors, filled from the text the biLM sees, so repeated words skip the
+character CNN: keyed by a token's ids (an exact match), least recently used out, thread-safe. The
+runner empties it when what the vectors depend on changes and bypasses it where gradients flow (the
+manual's "The biLM in PyTorch").
 """
 
 from __future__ import annotations
@@ -36,12 +23,8 @@ def _row_keys(char_ids: torch.Tensor) -> List[bytes]:
 
 
 class TokenEmbeddingCache:
-    """Token vectors of up to ``max_words`` words, least recently used first out.
-
-    ``prefill_ids`` (n, width): rows of ids encoded whenever the cache is (re)filled, e.g. a
-    vocabulary's most frequent words. The vectors sit in one (max_words, dim) tensor on the
-    encoder's device, allocated at the first fill.
-    """
+    """Token vectors of up to ``max_words`` words in one (max_words, dim) tensor on the encoder's
+    device; ``prefill_ids`` (n, width) are encoded whenever the cache is (re)filled."""
 
     def __init__(self, max_words: int, prefill_ids: Optional[torch.Tensor] = None) -> None:
         if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1:
@@ -75,8 +58,7 @@ class TokenEmbeddingCache:
     def ensure_state(
         self, state: Hashable, encoder: Encoder, device: torch.device, batch_size: int = 4096
     ) -> None:
-        """Empty the cache (and pre-fill it again, ``encoder`` on ``device``) if its vectors were
-        computed under another ``state`` than the caller's now."""
+        """Empty (and pre-fill again) the cache if its vectors were made under another ``state``."""
         with self._lock:
             if state == self.state:
                 return
@@ -89,8 +71,7 @@ class TokenEmbeddingCache:
             self.state = state
 
     def encode(self, char_ids: torch.Tensor, encoder: Encoder) -> torch.Tensor:
-        """(N, width) distinct rows of ids -> (N, dim): cached vectors where the row is cached,
-        ``encoder`` on the others (which are then cached)."""
+        """(N, width) distinct rows of ids -> (N, dim), ``encoder`` on the uncached ones."""
         keys = _row_keys(char_ids)
         with self._lock:
             slots = [self._slots.get(key) for key in keys]

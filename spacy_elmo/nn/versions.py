@@ -1,10 +1,6 @@
-"""What a cache of values computed from weights keys on (the token cache's vectors, int8 copies of
-the weights): the one use of PyTorch's tensor version counter.
-
-``Tensor._version`` is the counter autograd keeps to notice in-place changes (it appears in
-autograd's errors and notes, but has no public accessor): an optimizer step or
-``load_state_dict`` bumps it. ``tests/test_versions.py`` checks that it still does, so that a
-PyTorch release that changes it fails there, loudly, instead of serving stale vectors.
+"""What a cache of values computed from weights keys on: the one use of ``Tensor._version`` (no
+public accessor; ``tests/test_versions.py`` fails if a PyTorch release changes it; the manual's
+"Design").
 """
 
 from __future__ import annotations
@@ -15,6 +11,5 @@ import torch
 
 
 def weights_key(tensors: Iterable[torch.Tensor]) -> Tuple[tuple, ...]:
-    """A key that changes when any of ``tensors`` changes in place (its version), is replaced or
-    moved (its address and device), or cast (its dtype)."""
+    """A key that changes when any of ``tensors`` changes in place, moves or is cast."""
     return tuple((t._version, t.data_ptr(), t.dtype, t.device) for t in tensors)
