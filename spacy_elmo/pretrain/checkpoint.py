@@ -20,7 +20,6 @@ from typing import Any, Dict, List, NamedTuple, Optional
 
 import numpy as np
 import torch
-from confection import Config
 from safetensors.torch import save_file
 
 from ..distributed import DistributedContext
@@ -29,23 +28,8 @@ from ..nn.bilm import BiLMStates
 from .config import ConfigError
 from .corpus import DataPosition
 from .model import BiLMLanguageModel
-from .run_files import CHECKPOINT_DIR, CONFIG_NAME, METRICS_NAME, SOFTMAX_NAME, STATE_FILE, VOCAB_NAME
+from .run_files import CHECKPOINT_DIR, METRICS_NAME, SOFTMAX_NAME, STATE_FILE, VOCAB_NAME
 from .vocab import Vocab, VocabError
-
-#: Config keys a ``--resume`` may change (see ``check_resumed_config``).
-RESUMABLE_CHANGES = (
-    "corpus.dev",
-    "corpus.dev_max_tokens",
-    "paths.dev",
-    "system.threads",
-    "training.checkpoint_every",
-    "training.distinct_tokens",
-    "training.eval_every",
-    "training.log_every",
-    "training.max_steps",
-    "training.patience",
-    "training.step",
-)
 
 
 @dataclass
@@ -211,29 +195,6 @@ def with_run_settings(saved: Dict[str, Any], optimizer: torch.optim.Optimizer) -
             lr = torch.tensor(lr, dtype=mine["lr"].dtype, device=mine["lr"].device)
         groups.append({**group, "lr": lr})
     return {**saved, "param_groups": groups}
-
-
-def check_resumed_config(output_dir: Path, config: Config) -> None:
-    """A resumed run continues the saved one: compared with the run's ``config.cfg`` (when it
-    has one), ``config`` may change only how long it runs, how often it logs, evaluates and
-    saves, what it evaluates on and its thread count."""
-    saved_file = output_dir / CONFIG_NAME
-    if not saved_file.is_file():
-        return
-    saved = flatten(Config().from_disk(saved_file, interpolate=False))
-    ours = flatten(config)
-    changed = [
-        f"{key}: {saved[key]!r} -> {ours[key]!r}"
-        for key in sorted(saved.keys() & ours.keys())
-        if saved[key] != ours[key] and key not in RESUMABLE_CHANGES
-    ]
-    if changed:
-        raise ConfigError(
-            f"--resume: the config differs from the run's {saved_file} in "
-            + "; ".join(changed)
-            + f". A resumed run may change only {', '.join(RESUMABLE_CHANGES)}; to train on "
-            f"with another recipe, start a new run from this one: --paths.init_bilm {output_dir}"
-        )
 
 
 def drop_metrics_after(output_dir: Path, step: int) -> None:
