@@ -1,11 +1,10 @@
-"""Checkpoints of a pretraining run: what ``--resume`` needs to continue it bit for bit.
+"""Checkpoints of a pretraining run: what ``--resume`` needs to continue it bit for bit (the
+manual's "Pretraining a biLM", *Output directory*).
 
-A checkpoint is the loadable model files plus ``checkpoint/state.pt`` (counters, model,
-optimizer, scheduler and grad-scaler state, and each rank's data position and RNG states). The
-state holds tensors and plain values only, so that it loads with ``torch.load(weights_only=True)``:
-a checkpoint someone shares cannot run code on ``--resume``. Kept
-apart from the trainer, which decides when to save and what to restore, so that the format and
-the checks of a resume (same vocabulary, same number of processes, same recipe) live in one place.
+The state holds tensors and plain values only, so that it loads with
+``torch.load(weights_only=True)``: a checkpoint someone shares cannot run code on ``--resume``.
+Kept apart from the trainer, which decides when to save and what to restore; what a resumed
+config may change is ``resume.py``'s.
 """
 
 from __future__ import annotations
