@@ -83,7 +83,7 @@ class LSTMOptions(_Section):
         return clip or None
 
     @field_serializer("cell_clip", "proj_clip")
-    def _none_is_zero(self, clip: Optional[float]) -> float:
+    def _none_is_zero(self, clip: Optional[float]) -> Union[float, int]:
         return clip or 0
 
 
