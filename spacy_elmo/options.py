@@ -21,7 +21,7 @@ import warnings
 from pathlib import Path
 from typing import Annotated, Any, Literal, Mapping, Optional, Tuple, Union
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, StrictBool, field_serializer, field_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, StrictBool, field_validator
 
 from .chars import MAX_CHARS_PER_TOKEN, N_CHARACTERS
 from .validation import StrictNonNegative, StrictPositive, validated
@@ -82,10 +82,6 @@ class LSTMOptions(_Section):
     def _zero_is_none(cls, clip: Optional[float]) -> Optional[float]:
         return clip or None
 
-    @field_serializer("cell_clip", "proj_clip")
-    def _none_is_zero(self, clip: Optional[float]) -> Union[float, int]:
-        return clip or 0
-
 
 class BiLMOptions(_Section):
     char_cnn: CharCNNOptions
@@ -127,7 +123,9 @@ class BiLMOptions(_Section):
         """The released options.json layout (what bilm-tf and AllenNLP read); a model with a word
         embedding adds ``char_cnn.word_dim``."""
         unused = None if self.char_cnn.word_dim else {"char_cnn": {"word_dim"}}
-        return self.model_dump(mode="json", exclude=unused)
+        data = self.model_dump(mode="json", exclude=unused)
+        data["lstm"].update({clip: data["lstm"][clip] or 0 for clip in ("cell_clip", "proj_clip")})
+        return data
 
     def to_file(self, path: Union[str, Path]) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")

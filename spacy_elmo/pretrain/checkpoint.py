@@ -209,17 +209,6 @@ def drop_metrics_after(output_dir: Path, step: int) -> None:
         path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
 
 
-def flatten(data: Dict, prefix: str = "") -> Dict[str, object]:
-    """{"lstm": {"dim": 4}} -> {"lstm.dim": 4}."""
-    flat: Dict[str, object] = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            flat.update(flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
-
 def _rng_state() -> Dict[str, Any]:
     """Every generator's state as tensors and plain values (NumPy's key array as a list)."""
     kind, key, position, has_gauss, cached = np.random.get_state()

@@ -15,8 +15,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from confection import Config
 
-from .checkpoint import flatten
-from .config import ConfigError, default_config
+from .config import ConfigError, default_config, flatten
 from .run_files import CONFIG_NAME
 
 #: Config keys a ``--resume`` may change: how long it runs, how often it logs, evaluates and
