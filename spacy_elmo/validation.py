@@ -15,14 +15,24 @@ StrictNonNegative = Annotated[int, Strict(), Field(ge=0)]
 FiniteNumber = Annotated[float, Strict(), Field(allow_inf_nan=False)]
 
 
+#: pydantic's words for a bound -> its symbol (the longer phrases first).
+_COMPARISONS = {"greater than or equal to": ">=", "less than or equal to": "<=", "greater than": ">", "less than": "<"}
+
+
+def requirement(error: Dict[str, Any]) -> str:
+    """What a pydantic error asks for, in the settings' words: ``must be >= 0``."""
+    message = error["msg"].replace("Value error, ", "").replace("Input should be", "must be")
+    for words, symbol in _COMPARISONS.items():
+        message = message.replace(words, symbol)
+    return re.sub(r" or instance of \w+", "", message)
+
+
 def describe(error: Dict[str, Any]) -> str:
     """One pydantic error: ``where must be ..., got value`` (``where``: ``a.b[1]``)."""
     where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"]).lstrip(".")
     if error["type"] == "missing":
         return f"{where} is missing"
-    message = error["msg"].replace("Value error, ", "").replace("Input should be", "must be")
-    message = re.sub(r" or instance of \w+", "", message.replace("greater than or equal to", ">="))
-    return f"{where} {message}, got {error['input']!r}" if where else message
+    return f"{where} {requirement(error)}, got {error['input']!r}" if where else requirement(error)
 
 
 def validated(schema: type, data: Any, prefix: str, error: type = ValueError) -> Optional[BaseModel]:

@@ -27,7 +27,7 @@ from typer.testing import CliRunner
 from benchmarks.subprocesses import subprocess_env
 from spacy_elmo.cli import app
 from spacy_elmo.cli.config import components, training_config
-from spacy_elmo.pretrain.checkpoint import flatten
+from spacy_elmo.pretrain.config import flatten
 from spacy_elmo.textcat_jsonl import read_docs
 
 REPO = Path(__file__).resolve().parents[1]

@@ -27,7 +27,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import srsly
 import typer
@@ -154,20 +154,17 @@ def comparison_table(systems: Sequence[SystemMetrics], title: Optional[str] = No
         cells += [_duration(system.train_seconds.get(task)) for task in tasks]
         cells += [_count(system.score(task, "speed")) for task in tasks]
         rows.append(cells)
-    lines = _markdown_table(title, header, rows)
-    if len(systems) > 1:
-        reference = systems[-1]
-        lines.append("")
-        for system in systems[:-1]:
-            deltas = []
-            for title, task, key in HEADLINE_COLUMNS:
-                a, b = system.score(task, key), reference.score(task, key)
-                if a is not None and b is not None:
-                    deltas.append(f"{title} {100 * (a - b):+.2f}")
-            if deltas:
-                deltas_text = ", ".join(deltas)
-                lines.append(f"- {system.name} vs {reference.name}: {deltas_text} points")
-    return "\n".join(lines) + "\n"
+    return _report(title, header, rows, systems, _score_deltas)
+
+
+def _score_deltas(system: SystemMetrics, reference: SystemMetrics) -> List[str]:
+    """``system``'s headline scores minus ``reference``'s, in points, as one line (none without any)."""
+    deltas = []
+    for title, task, key in HEADLINE_COLUMNS:
+        a, b = system.score(task, key), reference.score(task, key)
+        if a is not None and b is not None:
+            deltas.append(f"{title} {100 * (a - b):+.2f}")
+    return [f"- {system.name} vs {reference.name}: {', '.join(deltas)} points"] if deltas else []
 
 
 def seeds_table(systems: Sequence[SystemRuns], title: Optional[str] = None) -> str:
@@ -197,32 +194,38 @@ def seeds_table(systems: Sequence[SystemRuns], title: Optional[str] = None) -> s
             values = system.later_epochs_seconds(task)
             cells.append(f"{statistics.fmean(values):.1f}" if values else "-")
         rows.append(cells)
-    lines = _markdown_table(title, header, rows)
-    if len(systems) > 1:
-        reference = systems[-1]
-        lines.append("")
-        for system in systems[:-1]:
-            for column, task, key in columns:
-                ours, theirs = system.scores(task, key), reference.scores(task, key)
-                if ours and theirs:
-                    lines.append(f"- {system.name} vs {reference.name}, {column}: {_gap(ours, theirs)}")
-            for task in later_tasks:
-                ours, theirs = system.later_epochs_seconds(task), reference.later_epochs_seconds(task)
-                if ours and theirs and len(ours) == len(theirs):
-                    ratios = [a / b for a, b in zip(ours, theirs)]
-                    lines.append(
-                        f"- {system.name} vs {reference.name}, {TASK_NAMES[task]} training time after "
-                        f"the first epoch: {statistics.fmean(ratios):.2f}x (per seed "
-                        f"{', '.join(f'{r:.2f}x' for r in ratios)})"
-                    )
-    return "\n".join(lines) + "\n"
+
+    def gaps(system: SystemRuns, reference: SystemRuns) -> List[str]:
+        lines = []
+        for column, task, key in columns:
+            ours, theirs = system.scores(task, key), reference.scores(task, key)
+            if ours and theirs:
+                lines.append(f"- {system.name} vs {reference.name}, {column}: {_gap(ours, theirs)}")
+        for task in later_tasks:
+            ours, theirs = system.later_epochs_seconds(task), reference.later_epochs_seconds(task)
+            if ours and theirs and len(ours) == len(theirs):
+                ratios = [a / b for a, b in zip(ours, theirs)]
+                lines.append(
+                    f"- {system.name} vs {reference.name}, {TASK_NAMES[task]} training time after "
+                    f"the first epoch: {statistics.fmean(ratios):.2f}x (per seed "
+                    f"{', '.join(f'{r:.2f}x' for r in ratios)})"
+                )
+        return lines
+
+    return _report(title, header, rows, systems, gaps)
 
 
-def _markdown_table(title: Optional[str], header: List[str], rows: List[List[str]]) -> List[str]:
-    """The lines of an optional ``## title`` and a Markdown table."""
+def _report(
+    title: Optional[str], header: List[str], rows: List[List[str]], systems: Sequence, against: Callable[..., List[str]]
+) -> str:
+    """An optional ``## title``, a Markdown table, then ``against(system, reference)``'s lines for
+    every system but the last, the reference."""
     lines = [f"## {title}", ""] if title else []
     lines += ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-    return lines + ["| " + " | ".join(cells) + " |" for cells in rows]
+    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
+    if len(systems) > 1:
+        lines += ["", *(line for system in systems[:-1] for line in against(system, systems[-1]))]
+    return "\n".join(lines) + "\n"
 
 
 def _gap(ours: List[float], theirs: List[float]) -> str:

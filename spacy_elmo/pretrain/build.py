@@ -18,10 +18,11 @@ from ..nn.bilm import BiLM
 from ..nn.lstm import fuse_cells
 from ..nn.softmax import LMSoftmax
 from ..sources import WeightSource, load_bilm_from, resolve_weight_source
-from .checkpoint import check_resumed_config, checkpoint_path, flatten
-from .config import ConfigError, PretrainSettings
+from .checkpoint import checkpoint_path
+from .config import ConfigError, PretrainSettings, flatten
 from .corpus import CorpusError, count_words, resolve_files
 from .model import BiLMLanguageModel, init_bilm_tf_style
+from .resume import check_resumed_config
 from .run_files import CONFIG_NAME, METRICS_NAME, SOFTMAX_NAME, VOCAB_NAME
 from .vocab import Vocab
 

@@ -1,11 +1,10 @@
-"""Checkpoints of a pretraining run: what ``--resume`` needs to continue it bit for bit.
+"""Checkpoints of a pretraining run: what ``--resume`` needs to continue it bit for bit (the
+manual's "Pretraining a biLM", *Output directory*).
 
-A checkpoint is the loadable model files plus ``checkpoint/state.pt`` (counters, model,
-optimizer, scheduler and grad-scaler state, and each rank's data position and RNG states). The
-state holds tensors and plain values only, so that it loads with ``torch.load(weights_only=True)``:
-a checkpoint someone shares cannot run code on ``--resume``. Kept
-apart from the trainer, which decides when to save and what to restore, so that the format and
-the checks of a resume (same vocabulary, same number of processes, same recipe) live in one place.
+The state holds tensors and plain values only, so that it loads with
+``torch.load(weights_only=True)``: a checkpoint someone shares cannot run code on ``--resume``.
+Kept apart from the trainer, which decides when to save and what to restore; what a resumed
+config may change is ``resume.py``'s.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from typing import Any, Dict, List, NamedTuple, Optional
 
 import numpy as np
 import torch
-from confection import Config
 from safetensors.torch import save_file
 
 from ..distributed import DistributedContext
@@ -29,23 +27,8 @@ from ..nn.bilm import BiLMStates
 from .config import ConfigError
 from .corpus import DataPosition
 from .model import BiLMLanguageModel
-from .run_files import CHECKPOINT_DIR, CONFIG_NAME, METRICS_NAME, SOFTMAX_NAME, STATE_FILE, VOCAB_NAME
+from .run_files import CHECKPOINT_DIR, METRICS_NAME, SOFTMAX_NAME, STATE_FILE, VOCAB_NAME
 from .vocab import Vocab, VocabError
-
-#: Config keys a ``--resume`` may change (see ``check_resumed_config``).
-RESUMABLE_CHANGES = (
-    "corpus.dev",
-    "corpus.dev_max_tokens",
-    "paths.dev",
-    "system.threads",
-    "training.checkpoint_every",
-    "training.distinct_tokens",
-    "training.eval_every",
-    "training.log_every",
-    "training.max_steps",
-    "training.patience",
-    "training.step",
-)
 
 
 @dataclass
@@ -213,29 +196,6 @@ def with_run_settings(saved: Dict[str, Any], optimizer: torch.optim.Optimizer) -
     return {**saved, "param_groups": groups}
 
 
-def check_resumed_config(output_dir: Path, config: Config) -> None:
-    """A resumed run continues the saved one: compared with the run's ``config.cfg`` (when it
-    has one), ``config`` may change only how long it runs, how often it logs, evaluates and
-    saves, what it evaluates on and its thread count."""
-    saved_file = output_dir / CONFIG_NAME
-    if not saved_file.is_file():
-        return
-    saved = flatten(Config().from_disk(saved_file, interpolate=False))
-    ours = flatten(config)
-    changed = [
-        f"{key}: {saved[key]!r} -> {ours[key]!r}"
-        for key in sorted(saved.keys() & ours.keys())
-        if saved[key] != ours[key] and key not in RESUMABLE_CHANGES
-    ]
-    if changed:
-        raise ConfigError(
-            f"--resume: the config differs from the run's {saved_file} in "
-            + "; ".join(changed)
-            + f". A resumed run may change only {', '.join(RESUMABLE_CHANGES)}; to train on "
-            f"with another recipe, start a new run from this one: --paths.init_bilm {output_dir}"
-        )
-
-
 def drop_metrics_after(output_dir: Path, step: int) -> None:
     """Remove the metrics.jsonl rows of steps after ``step``: a run killed between
     checkpoints (no Ctrl-C: SIGKILL, a lost machine) logged steps that resuming from its last
@@ -247,17 +207,6 @@ def drop_metrics_after(output_dir: Path, step: int) -> None:
     kept = [line for line in lines if line.strip() and json.loads(line).get("step", 0) <= step]
     if len(kept) < len(lines):
         path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-
-
-def flatten(data: Dict, prefix: str = "") -> Dict[str, object]:
-    """{"lstm": {"dim": 4}} -> {"lstm.dim": 4}."""
-    flat: Dict[str, object] = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            flat.update(flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
 
 
 def _rng_state() -> Dict[str, Any]:

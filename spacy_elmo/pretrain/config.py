@@ -86,25 +86,29 @@ class ModelSettings(Section):
     use_skip_connections: bool = True
 
     def to_options(self) -> BiLMOptions:
-        return BiLMOptions.from_dict(
-            {
-                "char_cnn": {
-                    "activation": self.activation,
-                    "embedding": {"dim": self.char_embedding_dim},
-                    "filters": self.filters,
-                    "n_highway": self.n_highway,
-                },
-                "lstm": {
-                    "dim": self.lstm_dim,
-                    "projection_dim": self.projection_dim,
-                    "n_layers": self.n_layers,
-                    "cell_clip": self.cell_clip,
-                    "proj_clip": self.proj_clip,
-                    "use_skip_connections": self.use_skip_connections,
-                },
-            },
-            source="config [model]",
-        )
+        data: Dict[str, Any] = {}
+        for key, path in MODEL_KEYS.items():
+            *sections, name = path.split(".")
+            place = data
+            for section in sections:
+                place = place.setdefault(section, {})
+            place[name] = getattr(self, key)
+        return BiLMOptions.from_dict(data, source="config [model]")
+
+
+#: Each ``[model]`` key and where options.json keeps it.
+MODEL_KEYS = {
+    "char_embedding_dim": "char_cnn.embedding.dim",
+    "filters": "char_cnn.filters",
+    "n_highway": "char_cnn.n_highway",
+    "activation": "char_cnn.activation",
+    "lstm_dim": "lstm.dim",
+    "projection_dim": "lstm.projection_dim",
+    "n_layers": "lstm.n_layers",
+    "cell_clip": "lstm.cell_clip",
+    "proj_clip": "lstm.proj_clip",
+    "use_skip_connections": "lstm.use_skip_connections",
+}
 
 
 class CorpusSection(CorpusSettings):
@@ -277,19 +281,19 @@ def check_step(kind: str, windows: bool, precision: str) -> None:
 
 def model_overrides(options: BiLMOptions) -> Dict[str, Any]:
     """``{"model.key": value}``: the [model] section that describes ``options``."""
-    cnn, lstm = options.char_cnn, options.lstm
-    return {
-        "model.char_embedding_dim": cnn.embedding_dim,
-        "model.filters": [list(f) for f in cnn.filters],
-        "model.n_highway": cnn.n_highway,
-        "model.activation": cnn.activation,
-        "model.lstm_dim": lstm.dim,
-        "model.projection_dim": lstm.projection_dim,
-        "model.n_layers": lstm.n_layers,
-        "model.cell_clip": lstm.cell_clip,
-        "model.proj_clip": lstm.proj_clip,
-        "model.use_skip_connections": lstm.use_skip_connections,
-    }
+    flat = flatten(options.model_dump(mode="json"))
+    return {f"model.{key}": flat[path] for key, path in MODEL_KEYS.items()}
+
+
+def flatten(data: Dict, prefix: str = "") -> Dict[str, object]:
+    """{"lstm": {"dim": 4}} -> {"lstm.dim": 4}."""
+    flat: Dict[str, object] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
 
 
 def _recipe(name: str) -> Dict[str, Any]:

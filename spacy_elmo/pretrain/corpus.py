@@ -1,14 +1,8 @@
-"""Training text, streamed: files -> token sequences -> shuffled, length-bucketed batches.
+"""Training text, streamed: files -> token sequences -> batches (the manual's "Pretraining a
+biLM", *Streaming*, *Batching* and *Distributed*).
 
-Nothing is loaded whole. Each rank of a distributed run reads every ``world_size``-th line (or
-doc) of the corpus, counted across its files, so ranks see disjoint shards. Batches are
-deterministic functions of ``(seed, epoch, rank)``, so a run's position is just ``(epoch,
-batches done)`` (windows: the sentences taken and each row's place in its sentence) and
-``--resume`` replays the text up to that point without running the model.
-
-Two ways to batch (``[corpus] batching``): ``"sentences"`` (``BatchStream``: whole sentences,
-length-bucketed, from zero LSTM states) and ``"windows"`` (``WindowStream``: bilm-tf's rows of
-running text, every batch the same shape, LSTM states carried from one batch to the next).
+Batches are deterministic functions of ``(seed, epoch, rank)``, so a run's position is a few
+counters (``DataPosition``) and ``--resume`` replays the text up to it without running the model.
 """
 
 from __future__ import annotations
@@ -18,7 +12,7 @@ import random
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, List, Literal, Optional, Sequence, Tuple
+from typing import Callable, Iterator, List, Literal, Optional, Sequence, Tuple, TypeVar
 
 from pydantic import PositiveInt
 
@@ -31,6 +25,7 @@ TEXT_SUFFIXES = (".txt", ".text", ".tokens", ".raw")
 SPACY_SUFFIXES = (".spacy",)
 
 Tokens = List[str]
+T = TypeVar("T")
 
 
 class CorpusError(ValueError):
@@ -200,6 +195,37 @@ class _Stream:
         self.position = DataPosition()
         self.last_stats = CorpusStats()
 
+    def _buffers(self, epoch: int) -> Iterator[Tuple[List[Tokens], random.Random]]:
+        """This rank's sequences of ``epoch``, ``buffer_size`` at a time, each with the epoch's
+        generator (seeded by seed, epoch and rank, so a resume replays the same order)."""
+        rng = random.Random(f"{self.seed}-{epoch}-{self.rank}")
+        reader = SequenceReader(self.files, self.settings, self.rank, self.world_size)
+        self.last_stats = reader.stats
+        buffer: List[Tokens] = []
+        for sequence in reader:
+            buffer.append(sequence)
+            if len(buffer) >= self.buffer_size:
+                yield buffer, rng
+                buffer = []
+        if buffer:
+            yield buffer, rng
+
+    def _endless(self, items_of: Callable[[int], Iterator[T]], epoch: int, skip: int) -> Iterator[Tuple[int, int, T]]:
+        """``(epoch, n, item)``: the items of ``items_of(epoch)`` from the ``skip + 1``-th on (the
+        ``n``-th of its epoch), then those of the following epochs, forever."""
+        while True:
+            produced = 0
+            for item in items_of(epoch):
+                produced += 1
+                if produced > skip:
+                    yield epoch, produced, item
+            if produced == 0:
+                raise CorpusError(
+                    f"the training corpus ({', '.join(map(str, self.files[:3]))}) gives no text "
+                    f"for rank {self.rank} of {self.world_size}: is it empty or only blank lines?"
+                )
+            epoch, skip = epoch + 1, 0
+
 
 class BatchStream(_Stream):
     """Endless, deterministic stream of training batches (lists of token sequences).
@@ -231,56 +257,25 @@ class BatchStream(_Stream):
         """Yield batches forever from ``start`` (default: the beginning), updating
         ``self.position`` after each."""
         start = start or DataPosition()
-        epoch, skip = start.epoch, start.batches
-        while True:
-            produced = 0
-            for batch in self._epoch(epoch):
-                produced += 1
-                if produced <= skip:
-                    continue
-                self.position = DataPosition(epoch, produced)
-                yield batch
-            if produced == 0:
-                raise CorpusError(
-                    f"the training corpus ({', '.join(map(str, self.files[:3]))}) gives no text "
-                    f"for rank {self.rank} of {self.world_size}: is it empty or only blank lines?"
-                )
-            epoch, skip = epoch + 1, 0
+        for epoch, produced, batch in self._endless(self._epoch_batches, start.epoch, start.batches):
+            self.position = DataPosition(epoch, produced)
+            yield batch
 
-    def _epoch(self, epoch: int) -> Iterator[List[Tokens]]:
-        rng = random.Random(f"{self.seed}-{epoch}-{self.rank}")
-        reader = SequenceReader(self.files, self.settings, self.rank, self.world_size)
-        self.last_stats = reader.stats
-        buffer: List[Tokens] = []
-        for sequence in reader:
-            buffer.append(sequence)
-            if len(buffer) >= self.buffer_size:
-                yield from self._batches_of(buffer, rng)
-                buffer = []
-        if buffer:
-            yield from self._batches_of(buffer, rng)
-
-    def _batches_of(self, sequences: List[Tokens], rng: random.Random) -> Iterator[List[Tokens]]:
-        rng.shuffle(sequences)
-        sequences.sort(key=len)
-        batches = pack_sequences(sequences, self.batch_tokens, overhead=2)
-        rng.shuffle(batches)
-        yield from batches
+    def _epoch_batches(self, epoch: int) -> Iterator[List[Tokens]]:
+        for sequences, rng in self._buffers(epoch):
+            rng.shuffle(sequences)
+            sequences.sort(key=len)
+            batches = pack_sequences(sequences, self.batch_tokens, overhead=2)
+            rng.shuffle(batches)
+            yield from batches
 
 
 class WindowStream(_Stream):
-    """Endless, deterministic stream of bilm-tf's batches: ``rows`` rows of ``length`` tokens of
-    running text, the same shape every batch.
-
-    Each row reads its own stream of sentences, each as ``<S> w_1 .. w_n </S>``, taking the next
-    sentence of the epoch's shuffled order (a buffer of ``buffer_size`` sentences shuffled) when
-    its current one ends; a batch holds ``length + 1`` tokens per row (the inputs and, one
-    further on, the last target) and the next batch starts at the last of them, so the LSTM
-    states of one batch continue in the next. The backward LM reads the same rows with each
-    sentence reversed (``</S> w_n .. w_1 <S>``): the same sentences at the same positions, read
-    right to left within each sentence, as bilm-tf's reversed stream.
-
-    Yields ``(forward, backward)``: ``rows`` lists of ``length + 1`` tokens each.
+    """Endless, deterministic stream of bilm-tf's batches: ``rows`` rows of running text, each
+    taking the next sentence (``<S> w_1 .. w_n </S>``) of the epoch's shuffled order when its
+    current one ends. Yields ``(forward, backward)``: ``rows`` lists of ``length + 1`` tokens (the
+    inputs and the last target); the next batch starts at the last of them, so the LSTM states
+    carry on. The backward rows hold the same sentences at the same places, each reversed.
     """
 
     def __init__(
@@ -297,13 +292,12 @@ class WindowStream(_Stream):
         super().__init__(files, settings, buffer_size, seed, rank, world_size)
         self.rows = rows
         self.length = length
-        self._epoch = 0
-        self._taken = 0
 
     def batches(self, start: Optional[DataPosition] = None) -> Iterator[Tuple[List[Tokens], List[Tokens]]]:
         """Yield batches forever from ``start`` (default: the beginning), updating
         ``self.position`` after each."""
         start = start or DataPosition()
+        self._epoch, self._taken = start.epoch, start.sentences  # until a row takes a sentence
         sentences = self._sentences(start.epoch, start.sentences)
         rows = [(list(tokens), offset) for tokens, offset in start.rows] if start.rows else []
         while len(rows) < self.rows:
@@ -339,35 +333,14 @@ class WindowStream(_Stream):
     def _sentences(self, epoch: int, skip: int) -> Iterator[Tokens]:
         """The sentences of ``epoch`` in their shuffled order from the ``skip``-th on, then those
         of the following epochs; ``_epoch`` and ``_taken`` say where it stands."""
-        while True:
-            self._epoch, self._taken = epoch, 0
-            produced = 0
-            rng = random.Random(f"{self.seed}-{epoch}-{self.rank}")
-            reader = SequenceReader(self.files, self.settings, self.rank, self.world_size)
-            self.last_stats = reader.stats
-            buffer: List[Tokens] = []
-            for sequence in reader:
-                buffer.append(sequence)
-                if len(buffer) >= self.buffer_size:
-                    rng.shuffle(buffer)
-                    for sentence in buffer:
-                        produced += 1
-                        self._taken = produced
-                        if produced > skip:
-                            yield sentence
-                    buffer = []
+        for now, taken, sentence in self._endless(self._shuffled, epoch, skip):
+            self._epoch, self._taken = now, taken
+            yield sentence
+
+    def _shuffled(self, epoch: int) -> Iterator[Tokens]:
+        for buffer, rng in self._buffers(epoch):
             rng.shuffle(buffer)
-            for sentence in buffer:
-                produced += 1
-                self._taken = produced
-                if produced > skip:
-                    yield sentence
-            if produced == 0:
-                raise CorpusError(
-                    f"the training corpus ({', '.join(map(str, self.files[:3]))}) gives no text "
-                    f"for rank {self.rank} of {self.world_size}: is it empty or only blank lines?"
-                )
-            epoch, skip = epoch + 1, 0
+            yield from buffer
 
 
 def count_words(files: Sequence[Path], settings: CorpusSettings) -> Tuple[Counter, CorpusStats]:

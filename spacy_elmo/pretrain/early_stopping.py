@@ -1,11 +1,6 @@
-"""Early stopping on held-out perplexity: ``[training] patience``.
-
-A run with a patience stops once that many evaluations in a row have not lowered the held-out
-perplexity, and the model files in its output directory are those of its best evaluation (the
-trainer writes them only when an evaluation is the best so far; the resumable state is written at
-every checkpoint, so ``--resume`` continues from where the run stood, not from the best). The
-state here is rebuilt from ``metrics.jsonl`` on ``--resume``: the run's own evaluations are its
-history, so a resumed run stops where the uninterrupted one would have.
+"""Early stopping on held-out perplexity: ``[training] patience`` (the manual's "Pretraining a
+biLM", *Progress and the end of a run*). Its state is rebuilt from ``metrics.jsonl`` on
+``--resume``, so a resumed run stops where the uninterrupted one would have.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""Held-out perplexity: the trainer's evaluations and that of a finished run (``evaluate-lm``).
-
-``held_out_nll`` scores text with the full softmax; the trainer calls it every ``eval_every``
-steps, and ``evaluate_run`` on a finished run read from its output directory.
-
-The run's ``config.cfg`` says how its text was read (tokenized or not, sentence splitting,
-sequence length), so held-out text is read the same way; ``model.safetensors`` +
-``softmax.safetensors`` + ``vocab.txt`` give the LM. Scores use the full softmax, as the trainer's
-own evaluations do, so the figures are comparable with ``metrics.jsonl``.
+"""Held-out perplexity with the full softmax: the trainer's evaluations (``held_out_nll``) and a
+finished run's (``evaluate_run``, ``evaluate-lm``), which reads held-out text the way the run's
+``config.cfg`` read its training text, so its figures compare with ``metrics.jsonl``.
 """
 
 from __future__ import annotations

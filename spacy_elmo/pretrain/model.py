@@ -1,13 +1,9 @@
-"""The pretraining objective: forward and backward LMs over one biLM, one shared softmax.
-
-Each sequence is read as ``<S> w_1 .. w_n </S>``. The forward LM's top layer at position t predicts
-token t + 1; the backward LM's at position t predicts token t - 1. The loss is the mean of the two
-directions' mean negative log-likelihoods (Peters et al. 2018, eq. in section 3.1).
+"""The pretraining objective: forward and backward LMs over one biLM, one shared softmax (the
+manual's "Pretraining a biLM", *Objective* and *Batching*).
 
 Two kinds of batch: ``LMBatch``, whole sentences from zero LSTM states (``make_batch``), and
-``WindowBatch``, bilm-tf's windows of running text, whose LSTM states the caller carries from
-one batch to the next (``make_window_batch``); every shape of a window batch is fixed by the
-config, and its forward reads nothing back to the host.
+``WindowBatch``, windows of running text whose LSTM states the caller carries on
+(``make_window_batch``), every shape fixed by the config so that its forward reads nothing back.
 """
 
 from __future__ import annotations

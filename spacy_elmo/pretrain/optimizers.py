@@ -76,8 +76,7 @@ def adam(
 ) -> torch.optim.Optimizer:
     """AdamW (decoupled weight decay); with ``graph_device``, torch's capturable variant (its
     step counts and learning rate on the device), else its fused kernel where torch has one for
-    the CPU (2.4 on: one pass per parameter, a sixth of the default's time for the bundled
-    recipe's 8M parameters)."""
+    the CPU (torch 2.4 on: one pass per parameter)."""
     capturable = graph_device is not None
     return torch.optim.AdamW(
         parameters,

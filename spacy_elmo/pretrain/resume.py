@@ -1,11 +1,9 @@
-"""What ``pretrain --resume`` continues: the run as it was started, read from its own config.cfg.
+"""What ``pretrain --resume`` continues: the run as it was started, read from its own config.cfg,
+changed only where a resume may change it (the manual's "Checkpoints and --resume").
 
-The first run's paths and overrides (``--paths.train corpus.txt --training.max_steps 400``) are in
-the config.cfg it wrote, not in the config file it was started from: resuming from that file
-alone lost them (a missing training corpus, or silently the recipe's own ``max_steps``). A resume
-therefore starts from the run's config.cfg; the command line may change only what
-``RESUMABLE_CHANGES`` lists (how long it runs, how often it logs and saves, what it evaluates
-on), and each change is named. ``resume_command`` is the line a stopped run prints.
+The first run's paths and overrides are in the config.cfg it wrote, not in the config file it was
+started from, so a resume starts from that config.cfg; ``check_resumed_config`` is the one check
+of what a resumed config changes, for the command and for ``pretrain(config, resume=True)``.
 """
 
 from __future__ import annotations
@@ -17,39 +15,63 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from confection import Config
 
-from .checkpoint import RESUMABLE_CHANGES, flatten
-from .config import ConfigError, default_config
+from .config import ConfigError, default_config, flatten
 from .run_files import CONFIG_NAME
+
+#: Config keys a ``--resume`` may change: how long it runs, how often it logs, evaluates and
+#: saves, what it evaluates on, how its step runs and its thread count.
+RESUMABLE_CHANGES = (
+    "corpus.dev",
+    "corpus.dev_max_tokens",
+    "paths.dev",
+    "system.threads",
+    "training.checkpoint_every",
+    "training.distinct_tokens",
+    "training.eval_every",
+    "training.log_every",
+    "training.max_steps",
+    "training.patience",
+    "training.step",
+)
 
 
 def resumed_config(output_dir: Path, overrides: Dict[str, Any]) -> Tuple[Config, List[str]]:
-    """The config of the run in ``output_dir`` (its config.cfg, interpolated), with the
-    ``overrides`` that change a key a resume may change. Returns it and one ``key: old -> new``
-    line per change. An override of another key is refused unless it repeats the run's value
-    (pasting the first run's command with ``--resume`` added works)."""
+    """The config of the run in ``output_dir`` (its config.cfg, interpolated) with ``overrides``
+    applied, and one ``key: old -> new`` line per change (``check_resumed_config``). An override
+    that repeats the run's value is accepted (the first run's command with ``--resume`` added)."""
     saved_file = Path(output_dir) / CONFIG_NAME
     if not saved_file.is_file():
         raise FileNotFoundError(
             f"--resume: {saved_file} not found: {output_dir} holds no pretraining run to continue"
         )
     config = Config().from_disk(saved_file, interpolate=False)
-    saved = flatten(config)
-    changes, refused = [], []
+    saved, defaults = flatten(config), flatten(default_config())
     for key, value in overrides.items():
         section, _, name = key.partition(".")
         if section not in config or (key not in saved and key not in RESUMABLE_CHANGES):
             raise ConfigError(f"override {key!r} does not name a key of {saved_file}")
-        if saved.get(key) == value:
-            continue
-        if key not in RESUMABLE_CHANGES:
-            refused.append(f"--{key} {value!r} (the run has {saved.get(key)!r})")
-            continue
-        changes.append(f"{key}: {saved.get(key)!r} -> {value!r}")
         config[section][name] = value
-        for follower in _references(key):  # e.g. corpus.dev = ${paths.dev}, saved interpolated
+        for follower in (k for k, v in defaults.items() if v == "${" + key + "}"):
+            # e.g. corpus.dev = ${paths.dev}, which config.cfg holds interpolated
             f_section, _, f_name = follower.partition(".")
             if saved.get(follower) == saved.get(key) and f_section in config:
                 config[f_section][f_name] = value
+    return config.interpolate(), check_resumed_config(output_dir, config)
+
+
+def check_resumed_config(output_dir: Path, config: Config) -> List[str]:
+    """One ``key: old -> new`` line per key ``config`` changes from the run's ``config.cfg`` (none
+    when it has none); a change of a key not in ``RESUMABLE_CHANGES`` is refused, naming it."""
+    saved_file = Path(output_dir) / CONFIG_NAME
+    if not saved_file.is_file():
+        return []
+    saved = flatten(Config().from_disk(saved_file, interpolate=False))
+    changes, refused = [], []
+    for key, value in flatten(config).items():
+        if key in RESUMABLE_CHANGES and saved.get(key) != value:
+            changes.append(f"{key}: {saved.get(key)!r} -> {value!r}")
+        elif key in saved and saved[key] != value and key not in RESUMABLE_CHANGES:
+            refused.append(f"{key}: {saved[key]!r} -> {value!r}")
     if refused:
         raise ConfigError(
             f"--resume continues the run as {saved_file} records it; it may change only "
@@ -57,13 +79,7 @@ def resumed_config(output_dir: Path, overrides: Dict[str, Any]) -> Tuple[Config,
             + f". To train on with other settings, start a new run from this one: "
             f"--paths.init_bilm {output_dir}"
         )
-    return config.interpolate(), changes
-
-
-def _references(key: str) -> List[str]:
-    """Keys of the default config whose value is ``${key}``."""
-    reference = "${" + key + "}"
-    return [k for k, v in flatten(default_config()).items() if v == reference]
+    return changes
 
 
 def resume_command(output_dir: Path, gpu_id: int = -1, world_size: Optional[int] = None) -> str:

@@ -1,10 +1,5 @@
-"""The names of the files in a pretraining output directory, in one place.
-
-- ``options.json``, ``model.safetensors``: the biLM (native checkpoint, ``load_bilm(run_dir)``);
-- ``softmax.safetensors``, ``vocab.txt``: the LM output layer and its vocabulary;
-- ``config.cfg``: the resolved config; ``metrics.jsonl``: one JSON object per log/eval line;
-- ``checkpoint/state.pt``: everything ``--resume`` needs to continue bit for bit.
-"""
+"""The names of the files in a pretraining output directory, in one place (the manual's
+"Pretraining a biLM", *Output directory*)."""
 
 from __future__ import annotations
 

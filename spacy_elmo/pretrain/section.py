@@ -6,20 +6,14 @@ from typing import Any, Dict
 
 from pydantic import BaseModel, ConfigDict
 
+from ..validation import requirement
+
 
 class Section(BaseModel):
     """A config section: exact types (no "3" for 3, no true for 1) and no unknown keys, so a
     typo in a key or an override is an error rather than a silently ignored value."""
 
     model_config = ConfigDict(strict=True, extra="forbid")
-
-
-_COMPARISONS = (
-    ("greater than or equal to", ">="),
-    ("less than or equal to", "<="),
-    ("greater than", ">"),
-    ("less than", "<"),
-)
 
 
 def describe_error(error: Dict[str, Any], schema: type) -> str:
@@ -39,7 +33,4 @@ def describe_error(error: Dict[str, Any], schema: type) -> str:
             known = ", ".join(field.annotation.model_fields)
             return f"{where}: not a key of [{section}] (its keys: {known})"
         return f"{where}: not a section of the config"
-    message = error["msg"].replace("Value error, ", "").replace("Input should be", "must be")
-    for words, symbol in _COMPARISONS:
-        message = message.replace(words, symbol)
-    return f"{where}: {message}, got {error['input']!r}"
+    return f"{where}: {requirement(error)}, got {error['input']!r}"

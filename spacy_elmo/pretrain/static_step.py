@@ -1,25 +1,9 @@
-"""The training step of window batches without the host: one CUDA graph, or compiled.
+"""The training step of window batches without the host: one CUDA graph, or compiled (``[training]
+step``; the manual's "Pretraining a biLM", *A step that never waits for the device*).
 
-With ``[corpus] batching = "windows"`` every batch has the same shapes (the distinct tokens
-padded to a fixed count), and ``Trainer.window_update`` reads nothing back from the device: the
-negatives are drawn on the device, the loss is divided by a count known in advance, the gradient
-norm is clipped on the device, the LSTM states are carried in place and the optimizer's learning
-rate is a tensor on the device. ``[training] step`` picks how the update runs:
-
-- ``"cuda_graph"``: the whole update (forward, loss, backward, clipping, optimizer) recorded once
-  as a CUDA graph on static input buffers, after a few eager updates on a side stream (which
-  set up the optimizer state and cuBLAS workspaces), then replayed for every batch: one launch
-  per step instead of thousands, and the host runs ahead of the device.
-- ``"compile"``: the forward and loss under ``torch.compile`` (its backward compiled by AOT
-  autograd), on a GPU the clipping and optimizer step compiled too (the CPU's run eagerly).
-- ``"compile_graph"``: both: the forward and loss compiled as in ``"compile"`` (and the
-  clipping and optimizer step), then the whole compiled update recorded as one CUDA graph as in
-  ``"cuda_graph"`` (the warm-up updates compile it): the compiled step's fused kernels without
-  its launches.
-- ``"eager"``: the same update, op by op (what the CPU runs).
-
-A batch that does not fit the recorded shapes (more distinct tokens than the fixed count) and
-the softmax-only steps of ``[initialize]`` run eagerly: the same update.
+Window batches all have one shape and ``Trainer.window_update`` reads nothing back from the
+device, so the whole update can be recorded once and replayed, compiled, or both; a batch that
+does not fit the recorded shapes, and the softmax-only steps, run the same update eagerly.
 """
 
 from __future__ import annotations
