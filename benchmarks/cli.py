@@ -51,6 +51,14 @@ ISOLATE = typer.Option(
     True, "--isolate/--no-isolate", help="Measure each path in a fresh process (reliable memory)"
 )
 SEED = typer.Option(0, "--seed", help="Seed of the random weights")
+# The pretraining step's options, shared by profile-step and step-ab (and pretrain's window).
+CASE = typer.Option("bilm-tf", "--case", help="bilm-tf, fast, bundled or bundled-full (benchmarks pretrain's)")
+ROWS = typer.Option(128, "--rows", min=1, help="Window rows per step")
+WINDOW = typer.Option(20, "--window", min=1, help="Tokens per window (bilm-tf: 20)")
+PRECISION = typer.Option("bf16", "--precision", help="fp32, tf32, bf16 or fp16")
+STEP_DEVICE = typer.Option("cuda", "--device", help="cpu or cuda")
+WARMUP = typer.Option(10, "--warmup", min=1, help="Untimed steps at least (more until the step time settles)")
+SMOKE = typer.Option(False, "--smoke", help="The case with a tiny model (a rehearsal, seconds on the CPU)")
 
 
 class _Name(str, enum.Enum):
@@ -438,8 +446,8 @@ def pretrain_command(
     rows: List[str] = typer.Option(
         ["128"], "--rows", help="Window rows per step (bilm-tf: 128), or max (the most that fit a GPU); repeat"
     ),
-    window: int = typer.Option(20, "--window", help="Tokens per window (bilm-tf: 20)"),
-    warmup: int = typer.Option(10, "--warmup", help="Untimed steps at least (more until the step time settles)"),
+    window: int = WINDOW,
+    warmup: int = WARMUP,
     steps: int = typer.Option(50, "--steps", help="Timed steps at least"),
     seconds: float = typer.Option(30.0, "--seconds", help="Timed seconds at least"),
     precisions: List[str] = typer.Option(["fp32"], "--precision", help="fp32, tf32, bf16 or fp16; repeat"),
@@ -458,18 +466,14 @@ def pretrain_command(
 
     Writes --output after every case, so that a cut run keeps what it measured.
     """
-    from .pretrain_bench import CASES, PRETRAIN_COLUMNS, phase_columns, phase_table, run_pretrain_bench
-    from .pretrain_bench import tiny as tiny_case
+    from .pretrain_bench import PRETRAIN_COLUMNS, named_case, phase_columns, phase_table, run_pretrain_bench
 
-    unknown = [c for c in cases if c not in CASES]
-    if unknown:
-        fail(f"--case must be one of {', '.join(CASES)}, got {unknown}")
     sizes = [r if r == "max" else int(r) for r in rows if r == "max" or r.isdigit()]
     if len(sizes) != len(rows) or any(r != "max" and r < 1 for r in sizes):
         fail(f"--rows takes positive integers or max, got {rows}")
     _threads(threads)
     try:
-        chosen = [tiny_case(CASES[c]()) if tiny else CASES[c]() for c in cases]
+        chosen = [named_case(c, tiny) for c in cases]
         result = run_pretrain_bench(
             chosen, text, sizes, window, warmup, steps, seconds, precisions,
             step_kinds, device, threads, phases, isolate, on_row=lambda partial: report.write_json(partial, output, quiet=True),
@@ -562,18 +566,18 @@ def lstm_training_command(
 def profile_step_command(
     ctx: typer.Context,
     out: Path = typer.Option(..., "--out", help="Folder for profile.json, profile.md (and the memory snapshot)"),
-    case: str = typer.Option("bilm-tf", "--case", help="bilm-tf, fast, bundled or bundled-full (benchmarks pretrain's)"),
-    rows: int = typer.Option(128, "--rows", min=1, help="Window rows per step"),
-    window: int = typer.Option(20, "--window", min=1, help="Tokens per window"),
-    precision: str = typer.Option("bf16", "--precision", help="fp32, tf32, bf16 or fp16"),
+    case: str = CASE,
+    rows: int = ROWS,
+    window: int = WINDOW,
+    precision: str = PRECISION,
     step_kinds: str = typer.Option(
         "cuda_graph,eager", "--steps-kinds", help="Step kinds profiled one after the other, comma-separated"
     ),
-    device: str = typer.Option("cuda", "--device", help="cpu or cuda"),
-    warmup: int = typer.Option(10, "--warmup", min=1, help="Untimed steps at least (more until the step time settles)"),
+    device: str = STEP_DEVICE,
+    warmup: int = WARMUP,
     steps: int = typer.Option(5, "--steps", min=1, help="Profiled steps per step kind"),
     memory: bool = typer.Option(False, "--memory", help="Also what holds the memory over one step"),
-    smoke: bool = typer.Option(False, "--smoke", help="The case with a tiny model (a rehearsal, seconds on the CPU)"),
+    smoke: bool = SMOKE,
     peak_tflops: Optional[float] = typer.Option(None, "--peak-tflops", help="The card's dense peak at this precision"),
     peak_gbs: Optional[float] = typer.Option(None, "--peak-gbs", help="The card's memory bandwidth, GB/s"),
     text: Optional[Path] = TEXT,
@@ -582,19 +586,15 @@ def profile_step_command(
     """A pretraining step's device time kernel by kernel, grouped by phase and kind, with FLOP/s
     and bytes/s against the card's peaks; extra --section.key value arguments override the
     case's config (e.g. --training.fused_cell true)."""
-    from .pretrain_bench import CASES
     from .profile_step import run_profile
 
-    if case not in CASES:
-        fail(f"--case must be one of {', '.join(CASES)}, got {case!r}")
-    try:
-        overrides = config_overrides(ctx.args)
-    except ValueError as err:
-        fail(str(err))
     _threads(threads)
     kinds = [k.strip() for k in step_kinds.split(",") if k.strip()]
-    result = run_profile(out, case, rows, window, precision, kinds, device, warmup, steps, memory, smoke,
-                         overrides, peak_tflops, peak_gbs, str(text) if text else None, threads)  # fmt: skip
+    try:
+        result = run_profile(out, case, rows, window, precision, kinds, device, warmup, steps, memory, smoke,
+                             config_overrides(ctx.args), peak_tflops, peak_gbs, str(text) if text else None, threads)  # fmt: skip
+    except ValueError as err:
+        fail(str(err))
     for kind, part in result["kinds"].items():
         if "error" in part:
             typer.echo(f"{kind}: error: {part['error'].strip().splitlines()[-1]}")
@@ -610,28 +610,25 @@ def step_ab_command(
         ..., help="NAME:key=value[,key=value] ([training] keys unless section.key), the first the baseline, "
         'e.g. today:step=cuda_graph new:step=cuda_graph,fused_cell=true,lstm_wavefront=true'
     ),
-    case: str = typer.Option("bilm-tf", "--case", help="bilm-tf, fast, bundled or bundled-full"),
-    rows: int = typer.Option(128, "--rows", min=1, help="Window rows per step"),
-    window: int = typer.Option(20, "--window", min=1, help="Tokens per window"),
-    precision: str = typer.Option("bf16", "--precision", help="fp32, tf32, bf16 or fp16"),
-    device: str = typer.Option("cuda", "--device", help="cpu or cuda"),
-    warmup: int = typer.Option(10, "--warmup", min=1, help="Untimed steps at least (more until the step time settles)"),
+    case: str = CASE,
+    rows: int = ROWS,
+    window: int = WINDOW,
+    precision: str = PRECISION,
+    device: str = STEP_DEVICE,
+    warmup: int = WARMUP,
     steps: int = typer.Option(20, "--steps", min=1, help="Timed steps per variant and round"),
     rounds: int = typer.Option(3, "--rounds", min=1, help="Rounds, the variants' order alternating"),
     together: bool = typer.Option(
         True, "--together/--one-at-a-time", help="All variants built at once (alternating rounds), or one after another"
     ),
-    smoke: bool = typer.Option(False, "--smoke", help="The case with a tiny model (a rehearsal)"),
+    smoke: bool = SMOKE,
     text: Optional[Path] = TEXT,
     threads: Optional[int] = THREADS,
     output: Optional[Path] = OUTPUT,
 ) -> None:
     """Pretraining step variants against each other in one process, in alternating rounds."""
-    from .pretrain_bench import CASES
     from .step_ab import run_step_ab
 
-    if case not in CASES:
-        fail(f"--case must be one of {', '.join(CASES)}, got {case!r}")
     _threads(threads)
     try:
         result = run_step_ab(variants, case, rows, window, precision, device, warmup, steps, rounds, together,
@@ -775,7 +772,7 @@ app.command("embed")(embed_bench_command)
 @app.command("gpu")
 def gpu_command(
     stage: str = typer.Option(
-        ..., "--stage", help="tests, inference, pipe, train, pretrain, embed, or all of them in turn"
+        ..., "--stage", help="inference, pipe, train, one-rank, embed, or all of them in turn"
     ),
     out: Path = typer.Option(..., "--out", help="Folder for <stage>.json and <stage>.log"),
     device: str = typer.Option("cuda", "--device", help="cuda, or cpu to rehearse"),
@@ -786,11 +783,11 @@ def gpu_command(
         420.0, "--deadline-s", min=0, help="Per stage: cases not started by then are skipped"
     ),
 ) -> None:
-    """Measure and test every GPU code path of the package, one stage at a time.
+    """Measure the package's GPU code paths, one stage at a time.
 
-    Stages: the GPU tests, inference speed, the pipe, training a tagger and NER through the
-    listener, pretraining and embed; each stage stops starting new cases at --deadline-s, so a
-    stage fits a time-limited session on a GPU machine.
+    Stages: inference speed, the pipe, training a tagger and NER through the listener,
+    pretraining under torchrun with one rank against one process, and embed; each stage stops
+    starting new cases at --deadline-s, so a stage fits a time-limited session on a GPU machine.
 
     Each stage writes OUT/<stage>.json (the machine and every case: its figures, or its error)
     and OUT/<stage>.log, and prints a line per case. A failing case is recorded and the stage

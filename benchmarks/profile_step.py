@@ -34,11 +34,8 @@ call cut short keeps what it measured. ``--smoke`` runs the tiny model on the CP
 
 from __future__ import annotations
 
-import gc
 import json
 import re
-import shutil
-import tempfile
 import time
 import traceback
 from collections import defaultdict
@@ -48,10 +45,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 import torch
 
 from spacy_elmo.bench.system import system_info
-from spacy_elmo.bench.text import default_text_path, text_lines
 
-from .pretrain_bench import CASES, _settle, _step, _trainer, tiny, write_vocab
-from .text import words_by_frequency
+from .pretrain_bench import _settle, _step, _trainer, case_inputs, free_memory, named_case
 
 #: (kind, pattern on the lower-cased operator or kernel name), first match wins.
 KIND_RULES: Tuple[Tuple[str, str], ...] = (
@@ -391,10 +386,7 @@ def run_profile(
     device = torch.device(device_name)
     threads = threads or torch.get_num_threads()
     out.mkdir(parents=True, exist_ok=True)
-    the_case = CASES[case]()
-    if smoke:
-        the_case = tiny(the_case)
-    the_case.overrides.update(overrides or {})
+    the_case = named_case(case, smoke, overrides)
     result: Dict[str, Any] = {
         "case": the_case.name, "rows": rows, "window": window, "precision": precision, "device": device.type,
         "smoke": smoke, "overrides": overrides or {}, "peak_tflops": peak_tflops, "peak_gbs": peak_gbs,
@@ -406,11 +398,8 @@ def run_profile(
         (out / "profile.md").write_text(markdown(result), encoding="utf-8")
 
     write()
-    text_path = Path(text) if text else default_text_path()
-    scratch = Path(tempfile.mkdtemp(prefix="profile-step-"))
     element = BYTES_PER_ELEMENT.get(precision, 4)
-    try:
-        vocab = write_vocab(scratch / "vocab.txt", words_by_frequency(text_lines(text_path)), the_case.vocab_size)
+    with case_inputs(the_case, text) as (text_path, vocab, scratch):
         for kind in step_kinds:
             part: Dict[str, Any] = {}
             result["kinds"][kind] = part
@@ -436,11 +425,7 @@ def run_profile(
                 write()
             finally:
                 del trainer
-                gc.collect()
-                if device.type == "cuda":
-                    torch.cuda.empty_cache()
-        result["complete"] = True
-        write()
-        return result
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+                free_memory(device)
+    result["complete"] = True
+    write()
+    return result
