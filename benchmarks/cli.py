@@ -69,6 +69,12 @@ class _Name(str, enum.Enum):
         return self.value
 
 
+def _int_list(default: Optional[str], flag: str, help: str) -> Any:
+    """An option taking comma-separated integers >= 1 (parsed to a list; otherwise typer's usage
+    error naming ``flag``)."""
+    return typer.Option(default, flag, help=help, callback=lambda value: None if value is None else _positive_ints(value, flag))
+
+
 #: The shapes of ``shapes.py``.
 Shape = _Name("Shape", {name: name for name in SHAPE_NAMES})
 RANDOM_SHAPE = typer.Option(None, "--random-shape", help="Random weights of a shape instead of --weights")
@@ -142,12 +148,7 @@ def load_command(
 @app.command("inference")
 def inference_command(
     shape: Shape = SHAPE,
-    batch_size: str = typer.Option(
-        "32",
-        "--batch-size",
-        callback=lambda value: _positive_ints(value, "--batch-size"),
-        help="Sentences per batch; a comma-separated list for a grid (e.g. 1,8,32,128)",
-    ),
+    batch_size: str = _int_list("32", "--batch-size", "Sentences per batch; a comma-separated list for a grid (e.g. 1,8,32,128)"),
     seq_len: int = typer.Option(25, "--seq-len", help="Longest sentence (longer ones are cut)"),
     n_batches: int = typer.Option(4, "--n-batches", min=1, help="Batches per timed pass (unless --sentences)"),
     sentences: Optional[int] = typer.Option(
@@ -164,12 +165,7 @@ def inference_command(
     text: Optional[Path] = TEXT,
     workdir: Optional[Path] = WORKDIR,
     seed: int = SEED,
-    threads: Optional[str] = typer.Option(
-        None,
-        "--threads",
-        callback=lambda value: None if value is None else _positive_ints(value, "--threads"),
-        help="torch threads (at least 1); a comma-separated list for a grid (e.g. 1,2)",
-    ),
+    threads: Optional[str] = _int_list(None, "--threads", "torch threads (at least 1); a comma-separated list for a grid (e.g. 1,2)"),
     isolate: bool = ISOLATE,
     weights: Optional[str] = typer.Option(
         None, "--weights", help="Trained weights instead of random ones of --shape: a model directory or name (en_wikitext_small: the bundled model)"
@@ -300,14 +296,8 @@ def _parse_settings(items: List[str]) -> Dict[str, Any]:
 def token_chunks_command(
     weights: Optional[str] = WEIGHTS,
     random_shape: Optional[Shape] = RANDOM_SHAPE,
-    batch_size: str = typer.Option(
-        "1,32", "--batch-size", callback=lambda value: _positive_ints(value, "--batch-size"),
-        help="Sentences per batch, comma-separated",
-    ),
-    threads: str = typer.Option(
-        "1,2", "--threads", callback=lambda value: _positive_ints(value, "--threads"),
-        help="biLM threads (PyTorch on one op thread), comma-separated",
-    ),
+    batch_size: str = _int_list("1,32", "--batch-size", "Sentences per batch, comma-separated"),
+    threads: str = _int_list("1,2", "--threads", "biLM threads (PyTorch on one op thread), comma-separated"),
     sentences: int = typer.Option(64, "--sentences", min=1, help="Sentences per timed pass"),
     rounds: int = typer.Option(5, "--rounds", min=1, help="Timed passes of each way; the median counts"),
     workdir: Optional[Path] = WORKDIR,

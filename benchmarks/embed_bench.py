@@ -82,7 +82,6 @@ class TreeSampler:
         self.start = time.perf_counter()
         self.peaks: Dict[int, float] = {}
         self.ranks: Dict[int, Optional[int]] = {}
-        self.commands: Dict[int, str] = {}
         self.samples: List[Tuple[float, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -110,7 +109,6 @@ class TreeSampler:
                 self.peaks[pid] = max(self.peaks.get(pid, 0.0), status["VmHWM"])
             if pid not in self.ranks:
                 self.ranks[pid] = _rank(pid)
-                self.commands[pid] = _command(pid)
             if pid == self.pid and "VmRSS" in status:
                 self.samples.append((time.perf_counter() - self.start, status["VmRSS"]))
 
@@ -137,13 +135,6 @@ def _rank(pid: int) -> Optional[int]:
         if entry.startswith(b"RANK="):
             return int(entry[5:])
     return None
-
-
-def _command(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def embed_argv(

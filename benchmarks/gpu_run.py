@@ -40,7 +40,6 @@ import io
 import json
 import logging
 import os
-import platform
 import signal
 import statistics
 import subprocess
@@ -53,6 +52,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
+
+from spacy_elmo.bench.system import system_info
 
 from .subprocesses import CHECKOUT, descendants, package_argv, subprocess_env
 
@@ -364,39 +365,16 @@ def _doc_output_on_cpu(stage: Stage) -> Dict[str, Any]:
 
 
 def _long_doc(stage: Stage) -> Dict[str, Any]:
-    """A doc without sentence boundaries runs in windows: no OOM whatever its length."""
-    import numpy
-    from spacy.tokens import Doc
-
-    from spacy_elmo.bench.measure import MB, PeakMemory, Stopwatch
-    from spacy_elmo.bench.text import text_lines
-
-    from .pipeline import elmo_pipeline, model_source
-    from .text import token_stream
+    """A doc without sentence boundaries runs in windows: no OOM whatever its length
+    (``benchmarks memory``'s measurement, on the stage's device)."""
+    from .memory_bench import measure_doc
+    from .pipeline import model_source
 
     _register_spacy_parts()
     _spacy_on_device(stage.device)
-    nlp = elmo_pipeline(model_source())
-    elmo = nlp.get_pipe("elmo")
-    n = stage.sizes.long_doc_tokens
-    doc = Doc(nlp.vocab, words=token_stream(text_lines(), n))
-    with PeakMemory(stage.device) as peak, Stopwatch(stage.device) as clock:
-        elmo(doc)
-    out: Dict[str, Any] = {
-        "tokens": n,
-        "elmo_s": clock.seconds,
-        "tokens_per_s": n / clock.seconds,
-        "max_sequence_length": elmo.settings.max_sequence_length,
-        "max_batch_tokens": elmo.settings.max_batch_tokens,
-        "elmo_shape": list(doc._.elmo.shape),
-        "peak_mb": peak.mb,
-        "peak_total_mb": peak.total / MB,
-        "peak_method": peak.method,
-        "summary": f"{n:,} tokens at {n / clock.seconds:,.0f} tok/s, peak {peak.total / MB:,.0f} MB ({peak.method})",
-    }
-    if not isinstance(doc._.elmo, numpy.ndarray) or doc._.elmo.shape[0] != n:
-        out.update(ok=False, error=f"doc._.elmo is {type(doc._.elmo).__name__} {getattr(doc._.elmo, 'shape', None)}")
-    return out
+    row = measure_doc(model_source(), stage.sizes.long_doc_tokens, None, {}, torch.get_num_threads())
+    summary = f"{row['tokens']:,} tokens at {row['tokens_per_s']:,.0f} tok/s, peak {row['peak_total_mb']:,.0f} MB ({row['peak_method']})"
+    return {**row, "summary": summary}
 
 
 def pipe_stage(stage: Stage) -> None:
@@ -616,19 +594,6 @@ RUNNERS: Dict[str, Callable[[Stage], None]] = {
 # ------------------------------------------------------------------------------------- the run
 
 
-def _system() -> Dict[str, Any]:
-    from spacy_elmo.bench.system import system_info
-
-    try:
-        return system_info()
-    except Exception:  # the figures still need a machine: the basics, and why the rest is missing
-        return {
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "error": traceback.format_exc()[-ERROR_TAIL:],
-        }
-
-
 def _jsonable(value: Any) -> Any:
     """NumPy scalars and arrays, paths and devices as JSON values (json's ``default``)."""
     if hasattr(value, "tolist"):
@@ -668,7 +633,7 @@ def run_stage(
     sizes = SMOKE if smoke else FULL
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     start = time.perf_counter()
-    system = _system()
+    system = system_info()
     path = out / f"{name}.json"
 
     def write(complete: bool) -> Dict[str, Any]:

@@ -258,19 +258,24 @@ def timed(trainer, batches: Iterator, device: torch.device, steps: int, seconds:
             "tokens_per_s": n_targets / clock.seconds}  # fmt: skip
 
 
+def profiled(trainer, batches: Iterator, device: torch.device, n_steps: int, **options: Any) -> Tuple[Any, float]:
+    """``n_steps`` steps under ``torch.profiler`` (CPU activity, and CUDA's on a GPU; ``options``
+    the profiler's own): the profile and the milliseconds a step."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities, **options) as prof, Stopwatch(device) as clock:
+        for _ in range(n_steps):
+            _step(trainer, batches)
+    return prof, clock.seconds * 1e3 / n_steps
+
+
 def _profile(trainer, batches: Iterator, device: torch.device, n_steps: int) -> Dict[str, Any]:
     """The phase split (ms per step, CPU and device) and the device's busy fraction over
     ``n_steps`` profiled steps."""
-    from torch.profiler import ProfilerActivity, profile
-
     from spacy_elmo.pretrain.model import PHASES
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    synchronize(device)
-    with profile(activities=activities) as prof:
-        with Stopwatch(device) as clock:
-            for _ in range(n_steps):
-                _step(trainer, batches)
+    prof, step_ms = profiled(trainer, batches, device, n_steps)
     averages = {row.key: row for row in prof.key_averages()}
 
     def device_us(row) -> float:
@@ -287,7 +292,6 @@ def _profile(trainer, batches: Iterator, device: torch.device, n_steps: int) -> 
         for k, r in averages.items() if "allreduce" in k.lower().replace("_", "")
     )  # fmt: skip
     phases["all_reduce"] = {"cpu_ms": reduce_cpu / 1e3 / n_steps, "device_ms": reduce_device / 1e3 / n_steps}
-    step_ms = clock.seconds * 1e3 / n_steps
     result: Dict[str, Any] = {"profiled_steps": n_steps, "profiled_step_ms": step_ms, "phases": phases}
     result["phases_sum_cpu_ms"] = sum(p["cpu_ms"] for k, p in phases.items() if k != "all_reduce")
     if device.type == "cuda":

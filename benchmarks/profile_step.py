@@ -46,7 +46,7 @@ import torch
 
 from spacy_elmo.bench.system import system_info
 
-from .pretrain_bench import _settle, _step, _trainer, case_inputs, free_memory, named_case
+from .pretrain_bench import _settle, _trainer, case_inputs, free_memory, named_case, profiled
 
 #: (kind, pattern on the lower-cased operator or kernel name), first match wins.
 KIND_RULES: Tuple[Tuple[str, str], ...] = (
@@ -255,19 +255,10 @@ def summarize(units: Iterable[Dict[str, Any]], n_steps: int, step_ms: float,
 def profile_steps(trainer, batches, device: torch.device, n_steps: int, element: int,
                   peak_tflops: Optional[float], peak_gbs: Optional[float]) -> Dict[str, Any]:  # fmt: skip
     """``n_steps`` steps under the profiler, summarized (``summarize``)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    from spacy_elmo.bench.measure import Stopwatch, synchronize
     from spacy_elmo.pretrain.model import PHASES
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    synchronize(device)
-    with profile(activities=activities, record_shapes=True, with_flops=True) as prof:
-        with Stopwatch(device) as clock:
-            for _ in range(n_steps):
-                _step(trainer, batches)
-    units = attribute(prof, PHASES, device.type, element)
-    return summarize(units, n_steps, clock.seconds * 1e3 / n_steps, peak_tflops, peak_gbs)
+    prof, step_ms = profiled(trainer, batches, device, n_steps, record_shapes=True, with_flops=True)
+    return summarize(attribute(prof, PHASES, device.type, element), n_steps, step_ms, peak_tflops, peak_gbs)
 
 
 def _tensor_bytes(tensors: Iterable[torch.Tensor]) -> int:
@@ -285,18 +276,14 @@ def memory_profile(trainer, batches, device: torch.device, out: Path) -> Dict[st
     """What holds the memory over one step: parameters, gradients, optimizer state, the step's
     peak and the rest; the bytes each group allocates (the profiler's memory events); on CUDA a
     memory snapshot in ``out``."""
-    from torch.profiler import ProfilerActivity, profile
-
     from spacy_elmo.bench.measure import MB, PeakMemory
     from spacy_elmo.pretrain.model import PHASES
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     cuda = device.type == "cuda"
     if cuda:
         torch.cuda.memory._record_memory_history(max_entries=20_000)
     with PeakMemory(device) as peak:
-        with profile(activities=activities, profile_memory=True, record_shapes=True) as prof:
-            _step(trainer, batches)
+        prof, _ = profiled(trainer, batches, device, 1, profile_memory=True, record_shapes=True)
     result: Dict[str, Any] = {"peak_mb": peak.mb, "peak_total_mb": peak.total / MB, "peak_method": peak.method}
     if cuda:
         snapshot = out / "memory_snapshot.pickle"
