@@ -3,10 +3,11 @@ table and, with ``--output``, writes every figure to JSON."""
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import itertools
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, Iterator, List, Optional, Type, Union
 
 import torch
 import typer
@@ -79,6 +80,16 @@ def _int_list(default: Optional[str], flag: str, help: str) -> Any:
 Shape = _Name("Shape", {name: name for name in SHAPE_NAMES})
 RANDOM_SHAPE = typer.Option(None, "--random-shape", help="Random weights of a shape instead of --weights")
 SHAPE = typer.Option(Shape.original, "--shape", help="Model shape")
+
+
+@contextlib.contextmanager
+def _failing(*errors: Type[Exception]) -> Iterator[None]:
+    """Any of ``errors`` raised in the block as the command's one error line (exit status 1):
+    what a bench refuses (a size, a file, a setting) is the user's to fix, not a traceback."""
+    try:
+        yield
+    except errors as err:
+        fail(str(err))
 
 
 def _threads(threads: Optional[int]) -> None:
@@ -193,7 +204,7 @@ def inference_command(
         run_inference_bench,
     )
 
-    try:
+    with _failing(ValueError, FileNotFoundError):
         with bench_workdir(workdir) as directory:
             result = run_inference_bench(
                 directory, shape, seed, text, batch_size, seq_len, n_batches, warmup, repeats,
@@ -201,8 +212,6 @@ def inference_command(
                 paths=None if paths is None else [p.strip() for p in paths.split(",")],
                 thread_modes=THREAD_MODES if intra_op else THREAD_MODES[:1], contention=contention,
             )
-    except (ValueError, FileNotFoundError) as err:
-        fail(str(err))
     sizes = ", ".join(f"{c['batch_size']}x{c['threads']}t: {c['real_tokens']:,} tokens" for c in result["cells"])
     report.echo_table(
         f"biLM inference, {'random ' + shape if weights is None else weights} weights, sentences <= {seq_len} tokens, per cell "
@@ -350,14 +359,12 @@ def pipe_command(
         import spacy
 
         spacy.require_gpu(gpu_id)
-    try:
+    with _failing(ValueError):
         with bench_workdir(workdir) as directory:
             source = _bench_model(directory, weights, options_file, weight_file, random_shape)
             result = run_pipe_bench(
                 source, text, max_tokens, batch_size, sentencizer, _parse_settings(settings), threads
             )
-    except ValueError as err:
-        fail(str(err))
     s = result["settings"]
     report.echo_table(
         f"nlp.pipe on {s['device']} (blank en{' + sentencizer' if sentencizer else ''} + elmo, "
@@ -403,12 +410,10 @@ def memory_command(
     """
     from .memory_bench import MEMORY_COLUMNS, run_memory_bench  # each doc's process sets --threads
 
-    try:
+    with _failing(ValueError):
         with bench_workdir(workdir) as directory:
             source = _bench_model(directory, weights, options_file, weight_file, random_shape)
             result = run_memory_bench(source, sizes, cache_sizes, allocators, precisions, text, threads, isolate)
-    except ValueError as err:
-        fail(str(err))
     rows = result["rows"]
     report.echo_table(
         f"elmo pipe, peak RSS increase per doc without sentence boundaries (windows of <= "
@@ -462,14 +467,12 @@ def pretrain_command(
     if len(sizes) != len(rows) or any(r != "max" and r < 1 for r in sizes):
         fail(f"--rows takes positive integers or max, got {rows}")
     _threads(threads)
-    try:
+    with _failing(ValueError, FileNotFoundError):
         chosen = [named_case(c, tiny) for c in cases]
         result = run_pretrain_bench(
             chosen, text, sizes, window, warmup, steps, seconds, precisions,
             step_kinds, device, threads, phases, isolate, on_row=lambda partial: report.write_json(partial, output, quiet=True),
         )
-    except (ValueError, FileNotFoundError) as err:
-        fail(str(err))
     s = result["settings"]
     measured = [row for row in result["rows"] if "tokens_per_s" in row]
     report.echo_table(
@@ -508,11 +511,9 @@ def pretrain_ab_command(
     """
     from .pretrain_ab import PROJECT_RECIPE, run_pretrain_ab
 
-    try:
+    with _failing(ValueError, FileNotFoundError, RuntimeError):
         overrides = config_overrides(ctx.args)
         result = run_pretrain_ab(against, text, config or PROJECT_RECIPE, overrides, threads, steps, warmup, rounds)
-    except (ValueError, FileNotFoundError, RuntimeError) as err:
-        fail(str(err))
     for side in ("this", "against"):
         runs = ", ".join(f"{run['tokens_per_s']:,.0f}" for run in result["runs"][side])
         commit = result["commits"][side] or "no git"
@@ -580,11 +581,9 @@ def profile_step_command(
 
     _threads(threads)
     kinds = [k.strip() for k in step_kinds.split(",") if k.strip()]
-    try:
+    with _failing(ValueError):
         result = run_profile(out, case, rows, window, precision, kinds, device, warmup, steps, memory, smoke,
                              config_overrides(ctx.args), peak_tflops, peak_gbs, str(text) if text else None, threads)  # fmt: skip
-    except ValueError as err:
-        fail(str(err))
     for kind, part in result["kinds"].items():
         if "error" in part:
             typer.echo(f"{kind}: error: {part['error'].strip().splitlines()[-1]}")
@@ -620,11 +619,9 @@ def step_ab_command(
     from .step_ab import run_step_ab
 
     _threads(threads)
-    try:
+    with _failing(ValueError):
         result = run_step_ab(variants, case, rows, window, precision, device, warmup, steps, rounds, together,
                              smoke, output, str(text) if text else None, threads)  # fmt: skip
-    except ValueError as err:
-        fail(str(err))
     for name, v in result["variants"].items():
         if "error" in v:
             typer.echo(f"{name}: error: {v['error'].strip().splitlines()[-1]}")
@@ -684,17 +681,13 @@ def senses_command(
     data = HELDOUT_FILE if heldout else data or DATA_FILE
     source = weight_source(weights, options_file, weight_file)  # exits with the resolver's error
     typer.echo(f"model: {source.describe()}")
-    try:
+    with _failing(ValueError, FileNotFoundError):
         result = _measure_senses(source, data, batch_size, center_text, center_sentences, plot is not None)
-    except (ValueError, FileNotFoundError) as err:
-        fail(str(err))
     _echo_senses(result, per_word)
     if plot is not None:
-        try:
+        with _failing(ImportError):
             title = f"Word senses, {source.weight_file.parent.name} ({source.format})"
             draw_projection(result["projection"], plot, title)
-        except ImportError as err:
-            fail(str(err))
         typer.echo(f"\nwrote {plot}: {', '.join(result['projection']['words'])}, per output")
     report.finish(result, output)
 
@@ -787,10 +780,8 @@ def gpu_command(
     """
     from .gpu_run import run_stages
 
-    try:
+    with _failing(ValueError):
         run_stages(stage, out, device, smoke, deadline_s, echo=typer.echo)
-    except ValueError as err:
-        fail(str(err))
 
 
 prepare_help(app)
