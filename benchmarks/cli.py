@@ -3,10 +3,11 @@ table and, with ``--output``, writes every figure to JSON."""
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import itertools
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, Iterator, List, Optional, Type, Union
 
 import torch
 import typer
@@ -51,6 +52,14 @@ ISOLATE = typer.Option(
     True, "--isolate/--no-isolate", help="Measure each path in a fresh process (reliable memory)"
 )
 SEED = typer.Option(0, "--seed", help="Seed of the random weights")
+# The pretraining step's options, shared by profile-step and step-ab (and pretrain's window).
+CASE = typer.Option("bilm-tf", "--case", help="bilm-tf, fast, bundled or bundled-full (benchmarks pretrain's)")
+ROWS = typer.Option(128, "--rows", min=1, help="Window rows per step")
+WINDOW = typer.Option(20, "--window", min=1, help="Tokens per window (bilm-tf: 20)")
+PRECISION = typer.Option("bf16", "--precision", help="fp32, tf32, bf16 or fp16")
+STEP_DEVICE = typer.Option("cuda", "--device", help="cpu or cuda")
+WARMUP = typer.Option(10, "--warmup", min=1, help="Untimed steps at least (more until the step time settles)")
+SMOKE = typer.Option(False, "--smoke", help="The case with a tiny model (a rehearsal, seconds on the CPU)")
 
 
 class _Name(str, enum.Enum):
@@ -61,10 +70,26 @@ class _Name(str, enum.Enum):
         return self.value
 
 
+def _int_list(default: Optional[str], flag: str, help: str) -> Any:
+    """An option taking comma-separated integers >= 1 (parsed to a list; otherwise typer's usage
+    error naming ``flag``)."""
+    return typer.Option(default, flag, help=help, callback=lambda value: None if value is None else _positive_ints(value, flag))
+
+
 #: The shapes of ``shapes.py``.
 Shape = _Name("Shape", {name: name for name in SHAPE_NAMES})
 RANDOM_SHAPE = typer.Option(None, "--random-shape", help="Random weights of a shape instead of --weights")
 SHAPE = typer.Option(Shape.original, "--shape", help="Model shape")
+
+
+@contextlib.contextmanager
+def _failing(*errors: Type[Exception]) -> Iterator[None]:
+    """Any of ``errors`` raised in the block as the command's one error line (exit status 1):
+    what a bench refuses (a size, a file, a setting) is the user's to fix, not a traceback."""
+    try:
+        yield
+    except errors as err:
+        fail(str(err))
 
 
 def _threads(threads: Optional[int]) -> None:
@@ -134,12 +159,7 @@ def load_command(
 @app.command("inference")
 def inference_command(
     shape: Shape = SHAPE,
-    batch_size: str = typer.Option(
-        "32",
-        "--batch-size",
-        callback=lambda value: _positive_ints(value, "--batch-size"),
-        help="Sentences per batch; a comma-separated list for a grid (e.g. 1,8,32,128)",
-    ),
+    batch_size: str = _int_list("32", "--batch-size", "Sentences per batch; a comma-separated list for a grid (e.g. 1,8,32,128)"),
     seq_len: int = typer.Option(25, "--seq-len", help="Longest sentence (longer ones are cut)"),
     n_batches: int = typer.Option(4, "--n-batches", min=1, help="Batches per timed pass (unless --sentences)"),
     sentences: Optional[int] = typer.Option(
@@ -156,12 +176,7 @@ def inference_command(
     text: Optional[Path] = TEXT,
     workdir: Optional[Path] = WORKDIR,
     seed: int = SEED,
-    threads: Optional[str] = typer.Option(
-        None,
-        "--threads",
-        callback=lambda value: None if value is None else _positive_ints(value, "--threads"),
-        help="torch threads (at least 1); a comma-separated list for a grid (e.g. 1,2)",
-    ),
+    threads: Optional[str] = _int_list(None, "--threads", "torch threads (at least 1); a comma-separated list for a grid (e.g. 1,2)"),
     isolate: bool = ISOLATE,
     weights: Optional[str] = typer.Option(
         None, "--weights", help="Trained weights instead of random ones of --shape: a model directory or name (en_wikitext_small: the bundled model)"
@@ -189,7 +204,7 @@ def inference_command(
         run_inference_bench,
     )
 
-    try:
+    with _failing(ValueError, FileNotFoundError):
         with bench_workdir(workdir) as directory:
             result = run_inference_bench(
                 directory, shape, seed, text, batch_size, seq_len, n_batches, warmup, repeats,
@@ -197,8 +212,6 @@ def inference_command(
                 paths=None if paths is None else [p.strip() for p in paths.split(",")],
                 thread_modes=THREAD_MODES if intra_op else THREAD_MODES[:1], contention=contention,
             )
-    except (ValueError, FileNotFoundError) as err:
-        fail(str(err))
     sizes = ", ".join(f"{c['batch_size']}x{c['threads']}t: {c['real_tokens']:,} tokens" for c in result["cells"])
     report.echo_table(
         f"biLM inference, {'random ' + shape if weights is None else weights} weights, sentences <= {seq_len} tokens, per cell "
@@ -292,14 +305,8 @@ def _parse_settings(items: List[str]) -> Dict[str, Any]:
 def token_chunks_command(
     weights: Optional[str] = WEIGHTS,
     random_shape: Optional[Shape] = RANDOM_SHAPE,
-    batch_size: str = typer.Option(
-        "1,32", "--batch-size", callback=lambda value: _positive_ints(value, "--batch-size"),
-        help="Sentences per batch, comma-separated",
-    ),
-    threads: str = typer.Option(
-        "1,2", "--threads", callback=lambda value: _positive_ints(value, "--threads"),
-        help="biLM threads (PyTorch on one op thread), comma-separated",
-    ),
+    batch_size: str = _int_list("1,32", "--batch-size", "Sentences per batch, comma-separated"),
+    threads: str = _int_list("1,2", "--threads", "biLM threads (PyTorch on one op thread), comma-separated"),
     sentences: int = typer.Option(64, "--sentences", min=1, help="Sentences per timed pass"),
     rounds: int = typer.Option(5, "--rounds", min=1, help="Timed passes of each way; the median counts"),
     workdir: Optional[Path] = WORKDIR,
@@ -352,14 +359,12 @@ def pipe_command(
         import spacy
 
         spacy.require_gpu(gpu_id)
-    try:
+    with _failing(ValueError):
         with bench_workdir(workdir) as directory:
             source = _bench_model(directory, weights, options_file, weight_file, random_shape)
             result = run_pipe_bench(
                 source, text, max_tokens, batch_size, sentencizer, _parse_settings(settings), threads
             )
-    except ValueError as err:
-        fail(str(err))
     s = result["settings"]
     report.echo_table(
         f"nlp.pipe on {s['device']} (blank en{' + sentencizer' if sentencizer else ''} + elmo, "
@@ -405,12 +410,10 @@ def memory_command(
     """
     from .memory_bench import MEMORY_COLUMNS, run_memory_bench  # each doc's process sets --threads
 
-    try:
+    with _failing(ValueError):
         with bench_workdir(workdir) as directory:
             source = _bench_model(directory, weights, options_file, weight_file, random_shape)
             result = run_memory_bench(source, sizes, cache_sizes, allocators, precisions, text, threads, isolate)
-    except ValueError as err:
-        fail(str(err))
     rows = result["rows"]
     report.echo_table(
         f"elmo pipe, peak RSS increase per doc without sentence boundaries (windows of <= "
@@ -438,8 +441,8 @@ def pretrain_command(
     rows: List[str] = typer.Option(
         ["128"], "--rows", help="Window rows per step (bilm-tf: 128), or max (the most that fit a GPU); repeat"
     ),
-    window: int = typer.Option(20, "--window", help="Tokens per window (bilm-tf: 20)"),
-    warmup: int = typer.Option(10, "--warmup", help="Untimed steps at least (more until the step time settles)"),
+    window: int = WINDOW,
+    warmup: int = WARMUP,
     steps: int = typer.Option(50, "--steps", help="Timed steps at least"),
     seconds: float = typer.Option(30.0, "--seconds", help="Timed seconds at least"),
     precisions: List[str] = typer.Option(["fp32"], "--precision", help="fp32, tf32, bf16 or fp16; repeat"),
@@ -458,24 +461,18 @@ def pretrain_command(
 
     Writes --output after every case, so that a cut run keeps what it measured.
     """
-    from .pretrain_bench import CASES, PRETRAIN_COLUMNS, phase_columns, phase_table, run_pretrain_bench
-    from .pretrain_bench import tiny as tiny_case
+    from .pretrain_bench import PRETRAIN_COLUMNS, named_case, phase_columns, phase_table, run_pretrain_bench
 
-    unknown = [c for c in cases if c not in CASES]
-    if unknown:
-        fail(f"--case must be one of {', '.join(CASES)}, got {unknown}")
     sizes = [r if r == "max" else int(r) for r in rows if r == "max" or r.isdigit()]
     if len(sizes) != len(rows) or any(r != "max" and r < 1 for r in sizes):
         fail(f"--rows takes positive integers or max, got {rows}")
     _threads(threads)
-    try:
-        chosen = [tiny_case(CASES[c]()) if tiny else CASES[c]() for c in cases]
+    with _failing(ValueError, FileNotFoundError):
+        chosen = [named_case(c, tiny) for c in cases]
         result = run_pretrain_bench(
             chosen, text, sizes, window, warmup, steps, seconds, precisions,
             step_kinds, device, threads, phases, isolate, on_row=lambda partial: report.write_json(partial, output, quiet=True),
         )
-    except (ValueError, FileNotFoundError) as err:
-        fail(str(err))
     s = result["settings"]
     measured = [row for row in result["rows"] if "tokens_per_s" in row]
     report.echo_table(
@@ -514,11 +511,9 @@ def pretrain_ab_command(
     """
     from .pretrain_ab import PROJECT_RECIPE, run_pretrain_ab
 
-    try:
+    with _failing(ValueError, FileNotFoundError, RuntimeError):
         overrides = config_overrides(ctx.args)
         result = run_pretrain_ab(against, text, config or PROJECT_RECIPE, overrides, threads, steps, warmup, rounds)
-    except (ValueError, FileNotFoundError, RuntimeError) as err:
-        fail(str(err))
     for side in ("this", "against"):
         runs = ", ".join(f"{run['tokens_per_s']:,.0f}" for run in result["runs"][side])
         commit = result["commits"][side] or "no git"
@@ -562,18 +557,18 @@ def lstm_training_command(
 def profile_step_command(
     ctx: typer.Context,
     out: Path = typer.Option(..., "--out", help="Folder for profile.json, profile.md (and the memory snapshot)"),
-    case: str = typer.Option("bilm-tf", "--case", help="bilm-tf, fast, bundled or bundled-full (benchmarks pretrain's)"),
-    rows: int = typer.Option(128, "--rows", min=1, help="Window rows per step"),
-    window: int = typer.Option(20, "--window", min=1, help="Tokens per window"),
-    precision: str = typer.Option("bf16", "--precision", help="fp32, tf32, bf16 or fp16"),
+    case: str = CASE,
+    rows: int = ROWS,
+    window: int = WINDOW,
+    precision: str = PRECISION,
     step_kinds: str = typer.Option(
         "cuda_graph,eager", "--steps-kinds", help="Step kinds profiled one after the other, comma-separated"
     ),
-    device: str = typer.Option("cuda", "--device", help="cpu or cuda"),
-    warmup: int = typer.Option(10, "--warmup", min=1, help="Untimed steps at least (more until the step time settles)"),
+    device: str = STEP_DEVICE,
+    warmup: int = WARMUP,
     steps: int = typer.Option(5, "--steps", min=1, help="Profiled steps per step kind"),
     memory: bool = typer.Option(False, "--memory", help="Also what holds the memory over one step"),
-    smoke: bool = typer.Option(False, "--smoke", help="The case with a tiny model (a rehearsal, seconds on the CPU)"),
+    smoke: bool = SMOKE,
     peak_tflops: Optional[float] = typer.Option(None, "--peak-tflops", help="The card's dense peak at this precision"),
     peak_gbs: Optional[float] = typer.Option(None, "--peak-gbs", help="The card's memory bandwidth, GB/s"),
     text: Optional[Path] = TEXT,
@@ -582,19 +577,13 @@ def profile_step_command(
     """A pretraining step's device time kernel by kernel, grouped by phase and kind, with FLOP/s
     and bytes/s against the card's peaks; extra --section.key value arguments override the
     case's config (e.g. --training.fused_cell true)."""
-    from .pretrain_bench import CASES
     from .profile_step import run_profile
 
-    if case not in CASES:
-        fail(f"--case must be one of {', '.join(CASES)}, got {case!r}")
-    try:
-        overrides = config_overrides(ctx.args)
-    except ValueError as err:
-        fail(str(err))
     _threads(threads)
     kinds = [k.strip() for k in step_kinds.split(",") if k.strip()]
-    result = run_profile(out, case, rows, window, precision, kinds, device, warmup, steps, memory, smoke,
-                         overrides, peak_tflops, peak_gbs, str(text) if text else None, threads)  # fmt: skip
+    with _failing(ValueError):
+        result = run_profile(out, case, rows, window, precision, kinds, device, warmup, steps, memory, smoke,
+                             config_overrides(ctx.args), peak_tflops, peak_gbs, str(text) if text else None, threads)  # fmt: skip
     for kind, part in result["kinds"].items():
         if "error" in part:
             typer.echo(f"{kind}: error: {part['error'].strip().splitlines()[-1]}")
@@ -610,34 +599,29 @@ def step_ab_command(
         ..., help="NAME:key=value[,key=value] ([training] keys unless section.key), the first the baseline, "
         'e.g. today:step=cuda_graph new:step=cuda_graph,fused_cell=true,lstm_wavefront=true'
     ),
-    case: str = typer.Option("bilm-tf", "--case", help="bilm-tf, fast, bundled or bundled-full"),
-    rows: int = typer.Option(128, "--rows", min=1, help="Window rows per step"),
-    window: int = typer.Option(20, "--window", min=1, help="Tokens per window"),
-    precision: str = typer.Option("bf16", "--precision", help="fp32, tf32, bf16 or fp16"),
-    device: str = typer.Option("cuda", "--device", help="cpu or cuda"),
-    warmup: int = typer.Option(10, "--warmup", min=1, help="Untimed steps at least (more until the step time settles)"),
+    case: str = CASE,
+    rows: int = ROWS,
+    window: int = WINDOW,
+    precision: str = PRECISION,
+    device: str = STEP_DEVICE,
+    warmup: int = WARMUP,
     steps: int = typer.Option(20, "--steps", min=1, help="Timed steps per variant and round"),
     rounds: int = typer.Option(3, "--rounds", min=1, help="Rounds, the variants' order alternating"),
     together: bool = typer.Option(
         True, "--together/--one-at-a-time", help="All variants built at once (alternating rounds), or one after another"
     ),
-    smoke: bool = typer.Option(False, "--smoke", help="The case with a tiny model (a rehearsal)"),
+    smoke: bool = SMOKE,
     text: Optional[Path] = TEXT,
     threads: Optional[int] = THREADS,
     output: Optional[Path] = OUTPUT,
 ) -> None:
     """Pretraining step variants against each other in one process, in alternating rounds."""
-    from .pretrain_bench import CASES
     from .step_ab import run_step_ab
 
-    if case not in CASES:
-        fail(f"--case must be one of {', '.join(CASES)}, got {case!r}")
     _threads(threads)
-    try:
+    with _failing(ValueError):
         result = run_step_ab(variants, case, rows, window, precision, device, warmup, steps, rounds, together,
                              smoke, output, str(text) if text else None, threads)  # fmt: skip
-    except ValueError as err:
-        fail(str(err))
     for name, v in result["variants"].items():
         if "error" in v:
             typer.echo(f"{name}: error: {v['error'].strip().splitlines()[-1]}")
@@ -697,17 +681,13 @@ def senses_command(
     data = HELDOUT_FILE if heldout else data or DATA_FILE
     source = weight_source(weights, options_file, weight_file)  # exits with the resolver's error
     typer.echo(f"model: {source.describe()}")
-    try:
+    with _failing(ValueError, FileNotFoundError):
         result = _measure_senses(source, data, batch_size, center_text, center_sentences, plot is not None)
-    except (ValueError, FileNotFoundError) as err:
-        fail(str(err))
     _echo_senses(result, per_word)
     if plot is not None:
-        try:
+        with _failing(ImportError):
             title = f"Word senses, {source.weight_file.parent.name} ({source.format})"
             draw_projection(result["projection"], plot, title)
-        except ImportError as err:
-            fail(str(err))
         typer.echo(f"\nwrote {plot}: {', '.join(result['projection']['words'])}, per output")
     report.finish(result, output)
 
@@ -775,7 +755,7 @@ app.command("embed")(embed_bench_command)
 @app.command("gpu")
 def gpu_command(
     stage: str = typer.Option(
-        ..., "--stage", help="tests, inference, pipe, train, pretrain, embed, or all of them in turn"
+        ..., "--stage", help="inference, pipe, train, one-rank, embed, or all of them in turn"
     ),
     out: Path = typer.Option(..., "--out", help="Folder for <stage>.json and <stage>.log"),
     device: str = typer.Option("cuda", "--device", help="cuda, or cpu to rehearse"),
@@ -786,11 +766,11 @@ def gpu_command(
         420.0, "--deadline-s", min=0, help="Per stage: cases not started by then are skipped"
     ),
 ) -> None:
-    """Measure and test every GPU code path of the package, one stage at a time.
+    """Measure the package's GPU code paths, one stage at a time.
 
-    Stages: the GPU tests, inference speed, the pipe, training a tagger and NER through the
-    listener, pretraining and embed; each stage stops starting new cases at --deadline-s, so a
-    stage fits a time-limited session on a GPU machine.
+    Stages: inference speed, the pipe, training a tagger and NER through the listener,
+    pretraining under torchrun with one rank against one process, and embed; each stage stops
+    starting new cases at --deadline-s, so a stage fits a time-limited session on a GPU machine.
 
     Each stage writes OUT/<stage>.json (the machine and every case: its figures, or its error)
     and OUT/<stage>.log, and prints a line per case. A failing case is recorded and the stage
@@ -800,10 +780,8 @@ def gpu_command(
     """
     from .gpu_run import run_stages
 
-    try:
+    with _failing(ValueError):
         run_stages(stage, out, device, smoke, deadline_s, echo=typer.echo)
-    except ValueError as err:
-        fail(str(err))
 
 
 prepare_help(app)

@@ -82,7 +82,6 @@ class TreeSampler:
         self.start = time.perf_counter()
         self.peaks: Dict[int, float] = {}
         self.ranks: Dict[int, Optional[int]] = {}
-        self.commands: Dict[int, str] = {}
         self.samples: List[Tuple[float, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -110,7 +109,6 @@ class TreeSampler:
                 self.peaks[pid] = max(self.peaks.get(pid, 0.0), status["VmHWM"])
             if pid not in self.ranks:
                 self.ranks[pid] = _rank(pid)
-                self.commands[pid] = _command(pid)
             if pid == self.pid and "VmRSS" in status:
                 self.samples.append((time.perf_counter() - self.start, status["VmRSS"]))
 
@@ -139,13 +137,6 @@ def _rank(pid: int) -> Optional[int]:
     return None
 
 
-def _command(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
 def embed_argv(
     processes: int, input_path: Path, output: Path, options: List[str], threads: int, torchrun: Optional[bool] = None
 ) -> List[str]:
@@ -172,27 +163,35 @@ def run_embed(
             raise ValueError(f"{' '.join(argv)} failed ({process.returncode}):\n{errors.read()[-3000:]}")
     output_mb = output.stat().st_size / MB
     output.unlink()  # measured: its size is in the row
-    match = SUMMARY.search(stdout)
-    if match is None:
-        raise ValueError(f"no summary line in the output of {' '.join(argv)}: {stdout[-500:]!r}")
-    tokens = int(match["tokens"].replace(",", ""))
-    embed_s, merge_s = float(match["embed_s"]), float(match["merge_s"])
+    figures = summary_figures(stdout)
     return {
         "setup": f"{processes} process{'es' if processes > 1 else ''} x {threads} thread{'s' if threads > 1 else ''}",
         "processes": processes,
         "threads": threads,
-        "tokens": tokens,
-        "sentences": int(match["sentences"]),
+        **figures,
         "wall_s": wall,
-        "tokens_per_s": tokens / wall,
-        "embed_s": embed_s,
-        "embed_tokens_per_s": int(match["embedded"].replace(",", "")) / embed_s if embed_s else None,
-        "merge_s": merge_s,
-        "merge_share": merge_s / wall,
+        "tokens_per_s": figures["tokens"] / wall,
+        "merge_share": figures["merge_s"] / wall,
         "peak_rss_mb_by_rank": [round(mb, 1) for mb in sampler.rank_peaks()],
         "peak_rss_mb": " / ".join(f"{mb:.0f}" for mb in sampler.rank_peaks()),
         "rss_samples": [(round(t, 1), round(mb, 1)) for t, mb in sampler.samples],
         "output_mb": output_mb,
+    }
+
+
+def summary_figures(stdout: str) -> Dict[str, Any]:
+    """Sentences, tokens, the embedding's seconds and tokens/s, and the merge's seconds, from the
+    command's summary line (ValueError where there is none)."""
+    match = SUMMARY.search(stdout)
+    if match is None:
+        raise ValueError(f"no summary line in embed's output: {stdout[-500:]!r}")
+    embed_s = float(match["embed_s"])
+    return {
+        "tokens": int(match["tokens"].replace(",", "")),
+        "sentences": int(match["sentences"]),
+        "embed_s": embed_s,
+        "embed_tokens_per_s": int(match["embedded"].replace(",", "")) / embed_s if embed_s else None,
+        "merge_s": float(match["merge_s"]),
     }
 
 

@@ -12,11 +12,9 @@ docs/gpu_run.md says how a session is planned. Each stage:
 - writes ``OUT/<stage>.json`` (the machine, the sizes, every case) and ``OUT/<stage>.log`` (the
   log and the subprocesses' output), and prints one line per case.
 
-Stages (``STAGES``):
+Stages (``STAGES``); the lease's calls (``benchmarks/gpu_lease/``) run ``inference`` and
+``one-rank``, and call ``profile-step``, ``step-ab`` and pytest themselves:
 
-- ``tests``: the checkout's test suite with ``--device cuda`` in a subprocess: first the tests
-  that take the ``device`` fixture, then the whole suite (without this command's own CPU
-  rehearsal);
 - ``inference``: ``benchmarks inference`` (``inference_bench``) on the stage's device, the
   original shape, batches of 128 sentences of <= 25 tokens: tokens/s per path, ratio to the
   reference, largest difference and per-token cosines; on CUDA the paths a GPU user picks
@@ -26,16 +24,12 @@ Stages (``STAGES``):
   on CUDA; peak GPU memory; ``doc._.elmo`` a NumPy array on the CPU; a long doc without sentences;
 - ``train``: a tagger and an NER through the listener, ``spacy train`` on the project's configs
   and its demo corpora (a subprocess, ``--gpu-id 0`` on CUDA), a few hundred steps;
-- ``pretrain``: ``benchmarks pretrain`` (``pretrain_bench``) in steady state, one subprocess per
-  case, both recipes (``bilm-tf``, ``fast``) at 128 x 20 over precisions and step kinds in
-  ``Sizes.pretrain_plan``'s order, then ``python -m spacy_elmo pretrain`` under torchrun;
-- ``pretrain-scale``: the largest batches that fit and the compiled steps
-  (``Sizes.pretrain_scale_plan``), and ``torchrun --nproc-per-node 1`` against one process;
-- ``one-rank``: that last comparison alone;
+- ``one-rank``: ``torchrun --nproc-per-node 1`` (a process group, DDP) against one process, the
+  bilm-tf recipe's pretraining steps;
 - ``embed``: ``python -m spacy_elmo embed`` in one process and under torchrun (a rank per GPU; 2
   on the CPU) on real sentences, and whether both wrote the same vectors.
 
-The tests and train stages read the checkout's ``tests/`` and ``project/``.
+The train stage reads the checkout's ``project/``.
 """
 
 from __future__ import annotations
@@ -46,7 +40,6 @@ import io
 import json
 import logging
 import os
-import platform
 import signal
 import statistics
 import subprocess
@@ -60,28 +53,23 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import torch
 
+from spacy_elmo.bench.system import system_info
+
 from .subprocesses import CHECKOUT, descendants, package_argv, subprocess_env
 
-STAGES = ("tests", "inference", "pipe", "train", "pretrain", "pretrain-scale", "embed")
-#: Stages that ``all`` leaves out (a part of another stage, alone).
-PART_STAGES = ("one-rank",)
-STAGE_CHOICES = (*STAGES, *PART_STAGES, "all")
+STAGES = ("inference", "pipe", "train", "one-rank", "embed")
+STAGE_CHOICES = (*STAGES, "all")
 #: Characters of a subprocess's output kept in the stage log, and of an error in the JSON.
 LOG_TAIL = 2_000_000
 ERROR_TAIL = 3_000
-#: The whole suite stops after this many failures: a broken GPU path fails many tests alike.
-MAX_FAILURES = 10
 #: Seconds a stopped subprocess gets to end its own workers (torchrun forwards SIGTERM).
 GRACE_S = 15
-#: This command's own CPU rehearsal, left out of the suite on the GPU (minutes, and no GPU).
-OWN_TESTS = "tests/test_benchmarks_gpu.py"
 
 
 @dataclass(frozen=True)
 class Sizes:
     """How much each stage runs: ``FULL`` on the GPU, ``SMOKE`` to rehearse on 2 CPU cores."""
 
-    test_paths: Tuple[str, ...]
     inference_shape: str
     inference_batches: int
     inference_repeats: int
@@ -91,21 +79,13 @@ class Sizes:
     train_steps: int
     train_eval_every: int
     train_dev_limit: int  # 0: the whole dev set
-    # benchmarks pretrain's (case, rows, precision, step) in order of importance: the stage
-    # "pretrain" runs these, "pretrain-scale" the largest batches (rows "max") and torchrun
-    pretrain_plan: Tuple[Tuple[str, Any, str, str], ...]
-    pretrain_scale_plan: Tuple[Tuple[str, Any, str, str], ...]
-    pretrain_tiny: bool  # the recipes with the fixture shape (pretrain_bench.tiny)
-    pretrain_warmup: int
-    pretrain_steps: int
-    pretrain_seconds: float
-    torchrun_pretrain_steps: int
+    tiny: bool  # the pretraining recipe with a tiny model (pretrain_bench.TINY)
+    one_rank_steps: int
     embed_tokens: int
     embed_chunk: int
 
 
 FULL = Sizes(
-    test_paths=("tests",),
     inference_shape="original",
     inference_batches=4,
     inference_repeats=2,
@@ -115,37 +95,12 @@ FULL = Sizes(
     train_steps=300,
     train_eval_every=100,
     train_dev_limit=0,
-    pretrain_plan=(
-        ("bilm-tf", 128, "bf16", "cuda_graph"),
-        ("bilm-tf", 128, "bf16", "eager"),
-        ("bilm-tf", 128, "fp32", "cuda_graph"),
-        ("bilm-tf", 128, "tf32", "cuda_graph"),
-        ("fast", 128, "bf16", "cuda_graph"),
-        ("fast", 128, "fp32", "cuda_graph"),
-        ("fast", 128, "tf32", "cuda_graph"),
-        ("bilm-tf", 128, "fp32", "eager"),
-        ("fast", 128, "bf16", "eager"),
-        ("bilm-tf", 128, "tf32", "eager"),
-        ("fast", 128, "fp32", "eager"),
-    ),
-    pretrain_scale_plan=(
-        ("bilm-tf", "max", "bf16", "cuda_graph"),
-        ("fast", "max", "bf16", "cuda_graph"),
-        ("bilm-tf", 128, "bf16", "compile"),
-        ("fast", 128, "bf16", "compile"),
-        ("bilm-tf", "max", "fp32", "cuda_graph"),
-        ("fast", "max", "fp32", "cuda_graph"),
-    ),
-    pretrain_tiny=False,
-    pretrain_warmup=10,
-    pretrain_steps=50,
-    pretrain_seconds=10.0,
-    torchrun_pretrain_steps=60,
+    tiny=False,
+    one_rank_steps=60,
     embed_tokens=50_000,
     embed_chunk=500,
 )
 SMOKE = Sizes(
-    test_paths=("tests/test_lstm.py", "tests/test_precision.py"),
     inference_shape="fixture",
     inference_batches=1,
     inference_repeats=1,
@@ -155,13 +110,8 @@ SMOKE = Sizes(
     train_steps=5,
     train_eval_every=5,
     train_dev_limit=10,
-    pretrain_plan=(("bilm-tf", 4, "fp32", "eager"), ("fast", 4, "bf16", "eager")),
-    pretrain_scale_plan=(("fast", 4, "fp32", "eager"),),
-    pretrain_tiny=True,
-    pretrain_warmup=2,
-    pretrain_steps=2,
-    pretrain_seconds=0.0,
-    torchrun_pretrain_steps=4,
+    tiny=True,
+    one_rank_steps=4,
     embed_tokens=1_000,
     embed_chunk=20,
 )
@@ -279,74 +229,6 @@ def _checkout_path(*parts: str) -> Path:
     if not path.exists():
         raise FileNotFoundError(f"{path} is missing: this stage runs from a source checkout of spacy_elmo")
     return path
-
-
-# ---------------------------------------------------------------------------------------- tests
-
-
-def _pytest(stage: Stage, only_device_tests: bool) -> Dict[str, Any]:
-    """The suite (or the tests taking the ``device`` fixture) on the stage's device; what passed
-    and failed is read from pytest's ``--junitxml`` report (a run stopped at the deadline writes
-    it too: the stop's SIGINT lets pytest finish the session)."""
-    paths = [str(_checkout_path(p).relative_to(CHECKOUT)) for p in stage.sizes.test_paths]
-    report = stage.workdir / f"pytest-{'device' if only_device_tests else 'suite'}.xml"
-    report.unlink(missing_ok=True)
-    argv = [sys.executable, "-m", "pytest", *paths, "--device", stage.device.type, "-rfE", "-p", "no:cacheprovider", f"--junitxml={report}"]
-    if only_device_tests:
-        argv += ["-m", "uses_device"]
-    else:
-        argv += [f"--maxfail={MAX_FAILURES}", *_parallel_workers()]
-        if (CHECKOUT / OWN_TESTS).is_file() and "tests" in paths:
-            argv += ["--ignore", OWN_TESTS]
-    code, output, seconds = stage.run(argv, cwd=CHECKOUT)
-    counts, failures = junit_results(report)
-    result: Dict[str, Any] = {
-        "command": " ".join(argv[1:]),
-        "exit_status": code,
-        "wall_s": seconds,
-        **counts,
-        "failures": failures[:50],
-        "summary": ", ".join(f"{n} {what}" for what, n in counts.items() if n) or "no tests ran",
-    }
-    if code is None:
-        result.update(ok=False, error=f"stopped at the deadline after {seconds:.0f} s ({result['summary']})")
-    elif code != 0:
-        result.update(ok=False, error="\n".join(failures[:20]) or output[-ERROR_TAIL:])
-    return result
-
-
-def _parallel_workers() -> List[str]:
-    """``-n 8`` where pytest-xdist is installed and the machine has 16 cores or more, else
-    nothing."""
-    import importlib.util
-
-    return ["-n", "8"] if importlib.util.find_spec("xdist") and (os.cpu_count() or 1) >= 16 else []
-
-
-def junit_results(report: Path) -> Tuple[Dict[str, int], List[str]]:
-    """``({"passed", "failed", "skipped", "errors"}: counts, ["FAILED <test id>" / "ERROR <test
-    id>", ...])`` from pytest's ``--junitxml`` report; nothing where pytest wrote none."""
-    import xml.etree.ElementTree as ElementTree
-
-    counts = {"passed": 0, "failed": 0, "skipped": 0, "errors": 0}
-    failures: List[str] = []
-    if not report.is_file():
-        return counts, failures
-    for case in ElementTree.parse(report).iter("testcase"):
-        if case.get("name") is None:  # the test running when the run was stopped
-            continue
-        test_id = f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"  # tests.test_x
-        verdict = next((tag for tag in ("failure", "error", "skipped") if case.find(tag) is not None), "passed")
-        kind = {"failure": "failed", "error": "errors"}.get(verdict, verdict)
-        counts[kind] += 1
-        if kind in ("failed", "errors"):
-            failures.append(f"{'FAILED' if kind == 'failed' else 'ERROR'} {test_id}")
-    return counts, failures
-
-
-def tests_stage(stage: Stage) -> None:
-    stage.case("tests taking the device fixture", _pytest, True)
-    stage.case(f"pytest {' '.join(stage.sizes.test_paths)}", _pytest, False)
 
 
 # ------------------------------------------------------------------------------------ inference
@@ -483,39 +365,16 @@ def _doc_output_on_cpu(stage: Stage) -> Dict[str, Any]:
 
 
 def _long_doc(stage: Stage) -> Dict[str, Any]:
-    """A doc without sentence boundaries runs in windows: no OOM whatever its length."""
-    import numpy
-    from spacy.tokens import Doc
-
-    from spacy_elmo.bench.measure import MB, PeakMemory, Stopwatch
-    from spacy_elmo.bench.text import text_lines
-
-    from .pipeline import elmo_pipeline, model_source
-    from .text import token_stream
+    """A doc without sentence boundaries runs in windows: no OOM whatever its length
+    (``benchmarks memory``'s measurement, on the stage's device)."""
+    from .memory_bench import measure_doc
+    from .pipeline import model_source
 
     _register_spacy_parts()
     _spacy_on_device(stage.device)
-    nlp = elmo_pipeline(model_source())
-    elmo = nlp.get_pipe("elmo")
-    n = stage.sizes.long_doc_tokens
-    doc = Doc(nlp.vocab, words=token_stream(text_lines(), n))
-    with PeakMemory(stage.device) as peak, Stopwatch(stage.device) as clock:
-        elmo(doc)
-    out: Dict[str, Any] = {
-        "tokens": n,
-        "elmo_s": clock.seconds,
-        "tokens_per_s": n / clock.seconds,
-        "max_sequence_length": elmo.settings.max_sequence_length,
-        "max_batch_tokens": elmo.settings.max_batch_tokens,
-        "elmo_shape": list(doc._.elmo.shape),
-        "peak_mb": peak.mb,
-        "peak_total_mb": peak.total / MB,
-        "peak_method": peak.method,
-        "summary": f"{n:,} tokens at {n / clock.seconds:,.0f} tok/s, peak {peak.total / MB:,.0f} MB ({peak.method})",
-    }
-    if not isinstance(doc._.elmo, numpy.ndarray) or doc._.elmo.shape[0] != n:
-        out.update(ok=False, error=f"doc._.elmo is {type(doc._.elmo).__name__} {getattr(doc._.elmo, 'shape', None)}")
-    return out
+    row = measure_doc(model_source(), stage.sizes.long_doc_tokens, None, {}, torch.get_num_threads())
+    summary = f"{row['tokens']:,} tokens at {row['tokens_per_s']:,.0f} tok/s, peak {row['peak_total_mb']:,.0f} MB ({row['peak_method']})"
+    return {**row, "summary": summary}
 
 
 def pipe_stage(stage: Stage) -> None:
@@ -597,83 +456,7 @@ def train_stage(stage: Stage) -> None:
         stage.case(component, _train, component)
 
 
-# ------------------------------------------------------------------------------------- pretrain
-
-
-def _pretrain_case(stage: Stage, case: str, rows: Any, precision: str, step: str) -> Dict[str, Any]:
-    """One ``benchmarks pretrain`` case in a subprocess (stopped at the stage's deadline), its
-    JSON written as soon as it ends; the stage records its row."""
-    s = stage.sizes
-    output = stage.workdir / f"pretrain-{case}-{rows}-{precision}-{step}.json"
-    argv: List[Any] = [
-        sys.executable, "-m", "benchmarks", "pretrain", "--case", case, "--rows", rows,
-        "--precision", precision, "--step", step, "--device", stage.device.type,
-        "--warmup", s.pretrain_warmup, "--steps", s.pretrain_steps, "--seconds", s.pretrain_seconds,
-        "--no-isolate", "--output", output,
-    ]  # fmt: skip
-    if s.pretrain_tiny:
-        argv.append("--tiny")
-    if stage.device.type == "cpu":
-        argv += ["--threads", 1]
-    code, text, seconds = stage.run(argv, env=subprocess_env(threads=1), cwd=CHECKOUT)
-    if code is None:
-        raise RuntimeError(f"stopped at the stage's deadline after {seconds:.0f} s")
-    if code != 0 or not output.is_file():
-        raise RuntimeError(f"benchmarks pretrain exited with {code}:\n{text[-ERROR_TAIL:]}")
-    (row,) = json.loads(output.read_text(encoding="utf-8"))["rows"]
-    if "error" in row:
-        return {"ok": False, "error": row["error"], "row": row}
-    busy = row.get("device_busy_fraction")
-    return {
-        "row": row,
-        "summary": f"{row['tokens_per_s']:,.0f} tok/s, {row['step_s'] * 1e3:.1f} ms/step over {row['timed_steps']} "
-        f"steps, rows {row['rows']}" + (f", GPU busy {busy:.2f}" if busy is not None else ""),
-    }
-
-
-def _torchrun_pretrain(stage: Stage) -> Dict[str, Any]:
-    """The pretrain command as users scale it out: torchrun, a rank per GPU (NCCL when there are
-    several ranks on CUDA, Gloo on the CPU), the bundled model's recipe, a few steps."""
-    from spacy_elmo.bench.text import default_text_path
-
-    from .pretrain_bench import tiny_overrides
-    from .shapes import bundled_recipe_path
-
-    ranks = _ranks(stage.device)
-    steps = stage.sizes.torchrun_pretrain_steps
-    overrides: Dict[str, Any] = {
-        "paths.train": str(default_text_path()),
-        "paths.dev": None,
-        "objective.softmax": "full",  # the short text's vocabulary is smaller than 4,096 samples
-        "optimizer.warmup_steps": 0,
-        "training.max_steps": steps,
-        "training.log_every": max(1, steps // 4),
-        "training.eval_every": 10 * steps,
-        "training.checkpoint_every": 10 * steps,
-        **(tiny_overrides() if stage.sizes.pretrain_tiny else {}),
-    }
-    output = stage.workdir / "pretrain-torchrun"
-    argv: List[Any] = package_argv(["pretrain"], ranks, torchrun=True)
-    argv += [bundled_recipe_path(), output, "--gpu-id", _gpu_id(stage.device)]
-    if stage.device.type == "cpu":
-        argv += ["--threads", 1]  # a core per rank
-    for key, value in overrides.items():
-        argv += [f"--{key}", json.dumps(value) if not isinstance(value, str) else value]
-    code, text, seconds = stage.run(argv, env=subprocess_env(threads=1), cwd=stage.workdir)
-    if code != 0:
-        raise RuntimeError(f"torchrun pretrain exited with {code}:\n{text[-ERROR_TAIL:]}")
-    rows = [json.loads(line) for line in (output / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
-    last = [row for row in rows if "loss" in row][-1]
-    backend = "nccl" if stage.device.type == "cuda" else "gloo"  # a process group for one rank too
-    return {
-        "ranks": ranks,
-        "backend": backend,
-        "steps": steps,
-        "wall_s": seconds,
-        "last_logged": last,
-        "model_written": (output / "model.safetensors").is_file(),
-        "summary": f"{ranks} rank(s), backend {backend}: step {last['step']} loss {last['loss']:.3f}, {last['tokens_per_s']:,.0f} tok/s",
-    }
+# ------------------------------------------------------------------------------------- one-rank
 
 
 def _one_rank_against_one_process(stage: Stage, step: str) -> Dict[str, Any]:
@@ -682,11 +465,12 @@ def _one_rank_against_one_process(stage: Stage, step: str) -> Dict[str, Any]:
     window of each run, and their ratio."""
     from spacy_elmo.bench.text import default_text_path
     from spacy_elmo.pretrain.config import config_text
+    from spacy_elmo.pretrain.metrics import read_metrics
 
-    from .pretrain_bench import tiny_overrides
+    from .pretrain_bench import TINY
 
-    steps = stage.sizes.torchrun_pretrain_steps
-    tiny = tiny_overrides() if stage.sizes.pretrain_tiny else {}
+    steps = stage.sizes.one_rank_steps
+    tiny = TINY if stage.sizes.tiny else {}
     config = stage.workdir / "bilm-tf.cfg"
     config.write_text(config_text("bilm-tf", {"paths.train": str(default_text_path()), **tiny}), encoding="utf-8")
     overrides = {
@@ -712,8 +496,7 @@ def _one_rank_against_one_process(stage: Stage, step: str) -> Dict[str, Any]:
             code, text, _ = stage.run(argv, env=subprocess_env(threads=1), cwd=stage.workdir)
             if code != 0:
                 raise RuntimeError(f"{name} exited with {code}:\n{text[-ERROR_TAIL:]}")
-            logged = [json.loads(line) for line in (output / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
-            runs[name].append([row for row in logged if "loss" in row][-1]["tokens_per_s"])
+            runs[name].append([row for row in read_metrics(output) if "loss" in row][-1]["tokens_per_s"])
     one, ranked = (statistics.median(runs[name]) for name in runs)
     return {
         "step": step,
@@ -723,26 +506,7 @@ def _one_rank_against_one_process(stage: Stage, step: str) -> Dict[str, Any]:
     }
 
 
-def pretrain_stage(stage: Stage) -> None:
-    """The recipes at 128 x 20 in steady state (the plan's order: what matters most first),
-    then the pretrain command under torchrun as users scale it out."""
-    for case, rows, precision, step in stage.sizes.pretrain_plan:
-        stage.case(f"{case} {rows}x20 {precision} {step}", _pretrain_case, case, rows, precision, step)
-    stage.case(f"torchrun --nproc-per-node {_ranks(stage.device)} pretrain", _torchrun_pretrain)
-
-
 def one_rank_stage(stage: Stage) -> None:
-    """``torchrun --nproc-per-node 1`` against one process alone (``pretrain-scale`` runs it
-    last, after the largest batches)."""
-    step = "cuda_graph" if stage.device.type == "cuda" else "eager"
-    stage.case(f"torchrun 1 rank against one process, {step}", _one_rank_against_one_process, step)
-
-
-def pretrain_scale_stage(stage: Stage) -> None:
-    """The largest batches that fit, the compiled steps, and torchrun with one rank against one
-    process (the process group and DDP's cost)."""
-    for case, rows, precision, step in stage.sizes.pretrain_scale_plan:
-        stage.case(f"{case} {rows}x20 {precision} {step}", _pretrain_case, case, rows, precision, step)
     step = "cuda_graph" if stage.device.type == "cuda" else "eager"
     stage.case(f"torchrun 1 rank against one process, {step}", _one_rank_against_one_process, step)
 
@@ -753,7 +517,7 @@ def pretrain_scale_stage(stage: Stage) -> None:
 def _embed_run(stage: Stage, torchrun: bool) -> Dict[str, Any]:
     """``python -m spacy_elmo embed`` on the bench text's sentences, in one process or under
     torchrun; tokens/s end to end and of the embedding alone (the command's summary line)."""
-    from .embed_bench import SUMMARY, embed_argv, write_input
+    from .embed_bench import embed_argv, summary_figures, write_input
 
     input_path = stage.workdir / "embed-input.txt"
     if not input_path.is_file():
@@ -766,21 +530,14 @@ def _embed_run(stage: Stage, torchrun: bool) -> Dict[str, Any]:
     code, text, seconds = stage.run(argv, env=subprocess_env(threads), cwd=stage.workdir)
     if code != 0:
         raise RuntimeError(f"embed exited with {code}:\n{text[-ERROR_TAIL:]}")
-    match = SUMMARY.search(text)
-    if match is None:
-        raise RuntimeError(f"no summary line in embed's output: {text[-ERROR_TAIL:]}")
-    tokens = int(match["tokens"].replace(",", ""))
-    embed_s = float(match["embed_s"])
+    figures = summary_figures(text)
     return {
         "processes": ranks,
         "threads_per_process": threads,
-        "sentences": int(match["sentences"]),
-        "tokens": tokens,
+        **figures,
         "wall_s": seconds,
-        "tokens_per_s": tokens / seconds,
-        "embed_tokens_per_s": int(match["embedded"].replace(",", "")) / embed_s if embed_s else None,
-        "merge_s": float(match["merge_s"]),
-        "summary": f"{tokens:,} tokens, {tokens / seconds:,.0f} tok/s end to end ({ranks} x {threads} thread(s))",
+        "tokens_per_s": figures["tokens"] / seconds,
+        "summary": f"{figures['tokens']:,} tokens, {figures['tokens'] / seconds:,.0f} tok/s end to end ({ranks} x {threads} thread(s))",
     }
 
 
@@ -826,31 +583,15 @@ def embed_stage(stage: Stage) -> None:
 
 
 RUNNERS: Dict[str, Callable[[Stage], None]] = {
-    "tests": tests_stage,
     "inference": inference_stage,
     "pipe": pipe_stage,
     "train": train_stage,
-    "pretrain": pretrain_stage,
-    "pretrain-scale": pretrain_scale_stage,
     "one-rank": one_rank_stage,
     "embed": embed_stage,
 }
 
 
 # ------------------------------------------------------------------------------------- the run
-
-
-def _system() -> Dict[str, Any]:
-    from spacy_elmo.bench.system import system_info
-
-    try:
-        return system_info()
-    except Exception:  # the figures still need a machine: the basics, and why the rest is missing
-        return {
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "error": traceback.format_exc()[-ERROR_TAIL:],
-        }
 
 
 def _jsonable(value: Any) -> Any:
@@ -892,7 +633,7 @@ def run_stage(
     sizes = SMOKE if smoke else FULL
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     start = time.perf_counter()
-    system = _system()
+    system = system_info()
     path = out / f"{name}.json"
 
     def write(complete: bool) -> Dict[str, Any]:

@@ -34,7 +34,7 @@ import torch
 from tqdm import tqdm
 
 from spacy_elmo.bench.isolate import run_isolated
-from spacy_elmo.bench.measure import MB, PeakMemory, current_rss_bytes
+from spacy_elmo.bench.measure import MB, PeakMemory, Stopwatch, current_rss_bytes
 from spacy_elmo.bench.system import system_info
 from spacy_elmo.bench.text import default_text_path, text_lines
 
@@ -50,12 +50,14 @@ def measure_doc(
     threads: int,
 ) -> Dict[str, Any]:
     """Peak memory of the elmo pipe on one doc of ``n_tokens`` tokens without sentence
-    boundaries (meant to run in a fresh process)."""
+    boundaries (meant to run in a fresh process), on the device the pipe's biLM is on: GPU
+    memory after ``spacy.require_gpu()``."""
     from spacy.tokens import Doc
 
     torch.set_num_threads(threads)
     nlp = elmo_pipeline(source, settings=settings)
     elmo = nlp.get_pipe("elmo")
+    device = next(elmo.bilm.parameters()).device
     words = token_stream(text_lines(Path(text) if text else None), n_tokens + 300)
     settings_used = elmo.settings  # the model block's
     elmo(Doc(nlp.vocab, words=words[n_tokens:]))  # priming, on other words
@@ -64,7 +66,7 @@ def measure_doc(
         elmo.cache.clear()
     doc = Doc(nlp.vocab, words=words[:n_tokens])
     assert not doc.has_annotation("SENT_START")
-    with PeakMemory(torch.device("cpu")) as peak:
+    with PeakMemory(device) as peak, Stopwatch(device) as clock:
         elmo(doc)
     outputs = doc._.elmo.nbytes + (0 if doc._.elmo_layers is None else doc._.elmo_layers.nbytes)
     cache = getattr(elmo, "cache", None)
@@ -73,7 +75,10 @@ def measure_doc(
         "loaded_rss_mb": None if loaded is None else loaded / MB,
         "tokens": n_tokens,
         "windows": math.ceil(n_tokens / settings_used.max_sequence_length),
+        "elmo_s": clock.seconds,
+        "tokens_per_s": n_tokens / clock.seconds,
         "peak_mb": peak.mb,
+        "peak_total_mb": peak.total / MB,
         "outputs_mb": outputs / MB,
         "beyond_outputs_mb": (peak.bytes - outputs) / MB,
         "max_sequence_length": settings_used.max_sequence_length,

@@ -30,14 +30,15 @@ doubled from the case's first size until a step runs out of memory.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import shutil
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
 from tqdm import tqdm
@@ -136,11 +137,6 @@ TINY = {
 }
 
 
-def tiny_overrides() -> Dict[str, Any]:
-    """``TINY`` (a copy)."""
-    return dict(TINY)
-
-
 def tiny(case: PretrainCase) -> PretrainCase:
     """``case`` with a tiny model, a 500-word vocabulary and 50 negatives (its recipe's clipping
     and optimizer kept): what ``--tiny`` rehearses."""
@@ -149,6 +145,36 @@ def tiny(case: PretrainCase) -> PretrainCase:
         del overrides["training.batch_tokens"]  # the bench's rows x window
     return PretrainCase(case.name, 500, case.config_path, case.recipe, overrides, case.windows,
                         f"{case.description} (tiny model)")  # fmt: skip
+
+
+def named_case(name: str, tiny_model: bool = False, overrides: Optional[Dict[str, Any]] = None) -> PretrainCase:
+    """The case ``name`` (``CASES``), with a tiny model (``tiny``) and config ``overrides``;
+    ValueError naming the cases for another name."""
+    if name not in CASES:
+        raise ValueError(f"--case must be one of {', '.join(CASES)}, got {name!r}")
+    case = tiny(CASES[name]()) if tiny_model else CASES[name]()
+    return replace(case, overrides={**case.overrides, **(overrides or {})})
+
+
+@contextlib.contextmanager
+def case_inputs(case: PretrainCase, text: Optional[str]) -> Iterator[Tuple[Path, Path, Path]]:
+    """``(text, vocabulary, scratch folder)`` of a case's trainers: the text (default: the
+    benches' own), the case's vocabulary written from it, and a folder removed afterwards."""
+    text_path = Path(text) if text else default_text_path()
+    scratch = Path(tempfile.mkdtemp(prefix=f"bench-pretrain-{case.name}-"))
+    try:
+        vocab = write_vocab(scratch / "vocab.txt", words_by_frequency(text_lines(text_path)), case.vocab_size)
+        yield text_path, vocab, scratch
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def free_memory(device: torch.device) -> None:
+    """After a trainer is dropped: its memory back, and the GPU's peak counter reset."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
 
 
 def write_vocab(path: Path, words: Sequence[str], size: int) -> Path:
@@ -219,19 +245,37 @@ def _settle(trainer, batches: Iterator, device: torch.device, warmup: int) -> Li
     return times
 
 
+def timed(trainer, batches: Iterator, device: torch.device, steps: int, seconds: float = 0.0) -> Dict[str, Any]:
+    """At least ``steps`` steps and ``seconds`` seconds under one clock (the host builds each
+    batch in the loop, as in training): steps, seconds, seconds a step and tokens/s."""
+    n_steps, n_targets = 0, 0
+    with Stopwatch(device) as clock:
+        start = time.perf_counter()
+        while n_steps < steps or time.perf_counter() - start < seconds:
+            n_targets += _step(trainer, batches)
+            n_steps += 1
+    return {"timed_steps": n_steps, "timed_s": clock.seconds, "step_s": clock.seconds / n_steps,
+            "tokens_per_s": n_targets / clock.seconds}  # fmt: skip
+
+
+def profiled(trainer, batches: Iterator, device: torch.device, n_steps: int, **options: Any) -> Tuple[Any, float]:
+    """``n_steps`` steps under ``torch.profiler`` (CPU activity, and CUDA's on a GPU; ``options``
+    the profiler's own): the profile and the milliseconds a step."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities, **options) as prof, Stopwatch(device) as clock:
+        for _ in range(n_steps):
+            _step(trainer, batches)
+    return prof, clock.seconds * 1e3 / n_steps
+
+
 def _profile(trainer, batches: Iterator, device: torch.device, n_steps: int) -> Dict[str, Any]:
     """The phase split (ms per step, CPU and device) and the device's busy fraction over
     ``n_steps`` profiled steps."""
-    from torch.profiler import ProfilerActivity, profile
-
     from spacy_elmo.pretrain.model import PHASES
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    synchronize(device)
-    with profile(activities=activities) as prof:
-        with Stopwatch(device) as clock:
-            for _ in range(n_steps):
-                _step(trainer, batches)
+    prof, step_ms = profiled(trainer, batches, device, n_steps)
     averages = {row.key: row for row in prof.key_averages()}
 
     def device_us(row) -> float:
@@ -248,7 +292,6 @@ def _profile(trainer, batches: Iterator, device: torch.device, n_steps: int) -> 
         for k, r in averages.items() if "allreduce" in k.lower().replace("_", "")
     )  # fmt: skip
     phases["all_reduce"] = {"cpu_ms": reduce_cpu / 1e3 / n_steps, "device_ms": reduce_device / 1e3 / n_steps}
-    step_ms = clock.seconds * 1e3 / n_steps
     result: Dict[str, Any] = {"profiled_steps": n_steps, "profiled_step_ms": step_ms, "phases": phases}
     result["phases_sum_cpu_ms"] = sum(p["cpu_ms"] for k, p in phases.items() if k != "all_reduce")
     if device.type == "cuda":
@@ -282,28 +325,15 @@ def measure_training(
     device_name: str,
     threads: int,
     phases: bool = True,
-    progress: bool = True,
 ) -> Dict[str, Any]:
     """One case in steady state (meant to run in a fresh process)."""
     device = torch.device(device_name)
-    text_path = Path(text) if text else default_text_path()
-    out = Path(tempfile.mkdtemp(prefix=f"bench-pretrain-{case.name}-"))
-    try:
-        vocab = write_vocab(out / "bench_vocab.txt", words_by_frequency(text_lines(text_path)), case.vocab_size)
-        trainer = _trainer(case, text_path, vocab, out / "run", rows, window, precision, step, device, threads)
+    with case_inputs(case, text) as (text_path, vocab, scratch):
+        trainer = _trainer(case, text_path, vocab, scratch / "run", rows, window, precision, step, device, threads)
         batches = trainer.batches()
-        bar = tqdm(desc=f"{case.name} {rows} {precision} {step}", unit="step", leave=False, disable=not progress)
         with PeakMemory(device) as peak:
             warmup_times = _settle(trainer, batches, device, warmup)
-            bar.update(len(warmup_times))
-            n_steps, n_targets = 0, 0
-            with Stopwatch(device) as clock:
-                start = time.perf_counter()
-                while n_steps < steps or time.perf_counter() - start < seconds:
-                    n_targets += _step(trainer, batches)
-                    n_steps += 1
-                    bar.update(1)
-        bar.close()
+            steady = timed(trainer, batches, device, steps, seconds)
         row: Dict[str, Any] = {
             "case": case.name,
             "description": case.description,
@@ -324,10 +354,7 @@ def measure_training(
             "threads": torch.get_num_threads(),
             "warmup_steps": len(warmup_times),
             "warmup_step_s": [round(t, 4) for t in warmup_times],
-            "timed_steps": n_steps,
-            "timed_s": clock.seconds,
-            "step_s": clock.seconds / n_steps,
-            "tokens_per_s": n_targets / clock.seconds,
+            **steady,
             "peak_mb": peak.mb,
             "peak_total_mb": peak.total / MB,
             "peak_method": peak.method,
@@ -335,8 +362,6 @@ def measure_training(
         if phases and (trainer.step_kind == "eager" or device.type == "cuda"):
             row.update(_profile(trainer, batches, device, PROFILED_STEPS))
         return row
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
 
 
 def largest_rows(
@@ -348,15 +373,12 @@ def largest_rows(
     device = torch.device(device_name)
     if device.type != "cuda":
         raise ValueError('rows "max" probes a GPU\'s memory: use --device cuda, or a number of rows')
-    text_path = Path(text) if text else default_text_path()
     fits, rows, tried = None, start, []
-    out = Path(tempfile.mkdtemp(prefix=f"bench-pretrain-max-{case.name}-"))
-    try:
-        vocab = write_vocab(out / "bench_vocab.txt", words_by_frequency(text_lines(text_path)), case.vocab_size)
+    with case_inputs(case, text) as (text_path, vocab, scratch):
         while rows <= MAX_ROWS_LIMIT:
             trainer = None
             try:
-                trainer = _trainer(case, text_path, vocab, out / f"run{rows}", rows, window, precision, step, device, threads)
+                trainer = _trainer(case, text_path, vocab, scratch / f"run{rows}", rows, window, precision, step, device, threads)
                 batches = trainer.batches()
                 for _ in range(3):
                     _step(trainer, batches)
@@ -368,11 +390,7 @@ def largest_rows(
                 break
             finally:
                 del trainer
-                gc.collect()
-                torch.cuda.empty_cache()
-                torch.cuda.reset_peak_memory_stats(device)
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
+                free_memory(device)
     if fits is None:
         raise RuntimeError(f"{case.name}: not even {start} rows fit on {device}")
     return {"rows": fits, "tried": tried}
@@ -432,14 +450,14 @@ def run_pretrain_bench(
             row = {"case": case.name, "precision": precision, "step": kind, "skipped": f"{precision} does not run on {device}"}
         else:
             row = _measure_case(case, text, size, window, warmup, steps, seconds, precision, kind,
-                                device, threads, phases, isolate, progress)  # fmt: skip
+                                device, threads, phases, isolate)  # fmt: skip
         result["rows"].append(row)
         if on_row is not None:
             on_row(result)
     return result
 
 
-def _measure_case(case, text, size, window, warmup, steps, seconds, precision, kind, device, threads, phases, isolate, progress):  # fmt: skip
+def _measure_case(case, text, size, window, warmup, steps, seconds, precision, kind, device, threads, phases, isolate):  # fmt: skip
     """One row: measured, or the error that stopped it (the other cases go on)."""
     text_arg = str(text) if text else None
     probe: Dict[str, Any] = {}
@@ -449,7 +467,7 @@ def _measure_case(case, text, size, window, warmup, steps, seconds, precision, k
             size = probe["rows"]
         row = run_isolated(
             measure_training, case, text_arg, int(size), window, warmup, steps, seconds,
-            precision, kind, device, threads, phases, progress, isolate=isolate,
+            precision, kind, device, threads, phases, isolate=isolate,
         )  # fmt: skip
     except Exception as err:  # recorded: a case that cannot run (memory, a kernel) is a finding
         row = {"case": case.name, "rows": size, "precision": precision, "step": kind, "error": f"{type(err).__name__}: {err}"}

@@ -34,11 +34,8 @@ call cut short keeps what it measured. ``--smoke`` runs the tiny model on the CP
 
 from __future__ import annotations
 
-import gc
 import json
 import re
-import shutil
-import tempfile
 import time
 import traceback
 from collections import defaultdict
@@ -48,10 +45,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 import torch
 
 from spacy_elmo.bench.system import system_info
-from spacy_elmo.bench.text import default_text_path, text_lines
 
-from .pretrain_bench import CASES, _settle, _step, _trainer, tiny, write_vocab
-from .text import words_by_frequency
+from .pretrain_bench import _settle, _trainer, case_inputs, free_memory, named_case, profiled
 
 #: (kind, pattern on the lower-cased operator or kernel name), first match wins.
 KIND_RULES: Tuple[Tuple[str, str], ...] = (
@@ -260,19 +255,10 @@ def summarize(units: Iterable[Dict[str, Any]], n_steps: int, step_ms: float,
 def profile_steps(trainer, batches, device: torch.device, n_steps: int, element: int,
                   peak_tflops: Optional[float], peak_gbs: Optional[float]) -> Dict[str, Any]:  # fmt: skip
     """``n_steps`` steps under the profiler, summarized (``summarize``)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    from spacy_elmo.bench.measure import Stopwatch, synchronize
     from spacy_elmo.pretrain.model import PHASES
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    synchronize(device)
-    with profile(activities=activities, record_shapes=True, with_flops=True) as prof:
-        with Stopwatch(device) as clock:
-            for _ in range(n_steps):
-                _step(trainer, batches)
-    units = attribute(prof, PHASES, device.type, element)
-    return summarize(units, n_steps, clock.seconds * 1e3 / n_steps, peak_tflops, peak_gbs)
+    prof, step_ms = profiled(trainer, batches, device, n_steps, record_shapes=True, with_flops=True)
+    return summarize(attribute(prof, PHASES, device.type, element), n_steps, step_ms, peak_tflops, peak_gbs)
 
 
 def _tensor_bytes(tensors: Iterable[torch.Tensor]) -> int:
@@ -290,18 +276,14 @@ def memory_profile(trainer, batches, device: torch.device, out: Path) -> Dict[st
     """What holds the memory over one step: parameters, gradients, optimizer state, the step's
     peak and the rest; the bytes each group allocates (the profiler's memory events); on CUDA a
     memory snapshot in ``out``."""
-    from torch.profiler import ProfilerActivity, profile
-
     from spacy_elmo.bench.measure import MB, PeakMemory
     from spacy_elmo.pretrain.model import PHASES
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     cuda = device.type == "cuda"
     if cuda:
         torch.cuda.memory._record_memory_history(max_entries=20_000)
     with PeakMemory(device) as peak:
-        with profile(activities=activities, profile_memory=True, record_shapes=True) as prof:
-            _step(trainer, batches)
+        prof, _ = profiled(trainer, batches, device, 1, profile_memory=True, record_shapes=True)
     result: Dict[str, Any] = {"peak_mb": peak.mb, "peak_total_mb": peak.total / MB, "peak_method": peak.method}
     if cuda:
         snapshot = out / "memory_snapshot.pickle"
@@ -391,10 +373,7 @@ def run_profile(
     device = torch.device(device_name)
     threads = threads or torch.get_num_threads()
     out.mkdir(parents=True, exist_ok=True)
-    the_case = CASES[case]()
-    if smoke:
-        the_case = tiny(the_case)
-    the_case.overrides.update(overrides or {})
+    the_case = named_case(case, smoke, overrides)
     result: Dict[str, Any] = {
         "case": the_case.name, "rows": rows, "window": window, "precision": precision, "device": device.type,
         "smoke": smoke, "overrides": overrides or {}, "peak_tflops": peak_tflops, "peak_gbs": peak_gbs,
@@ -406,11 +385,8 @@ def run_profile(
         (out / "profile.md").write_text(markdown(result), encoding="utf-8")
 
     write()
-    text_path = Path(text) if text else default_text_path()
-    scratch = Path(tempfile.mkdtemp(prefix="profile-step-"))
     element = BYTES_PER_ELEMENT.get(precision, 4)
-    try:
-        vocab = write_vocab(scratch / "vocab.txt", words_by_frequency(text_lines(text_path)), the_case.vocab_size)
+    with case_inputs(the_case, text) as (text_path, vocab, scratch):
         for kind in step_kinds:
             part: Dict[str, Any] = {}
             result["kinds"][kind] = part
@@ -436,11 +412,7 @@ def run_profile(
                 write()
             finally:
                 del trainer
-                gc.collect()
-                if device.type == "cuda":
-                    torch.cuda.empty_cache()
-        result["complete"] = True
-        write()
-        return result
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+                free_memory(device)
+    result["complete"] = True
+    write()
+    return result

@@ -43,6 +43,7 @@ import numpy as np
 import torch
 from spacy.util import minibatch
 
+from spacy_elmo.cli.demo import demo_words
 from spacy_elmo.cli.plots import pyplot, save_figure
 from spacy_elmo.cli.senses import DATA_FILE, TIE_TOLERANCE, SenseSentence, has_one_tag, read_senses, unit_rows
 from spacy_elmo.nn import BiLM
@@ -260,10 +261,8 @@ def plot_words(sentences: Sequence[SenseSentence], per_group: int = PLOT_WORDS_P
     words = list(dict.fromkeys(s.word for s in sentences))
     if sentences[0].pos is None:
         return words[: 2 * per_group]
-    one_tag = has_one_tag([s.word for s in sentences], [s.pos for s in sentences])
-    differs = [w for w in words if not one_tag[w]][:per_group]
-    same = [w for w in words if one_tag[w]][:per_group]
-    return differs + same
+    differs = demo_words(sentences)
+    return differs[:per_group] + [w for w in words if w not in differs][:per_group]
 
 
 def project_2d(vectors: np.ndarray) -> Tuple[np.ndarray, List[float], float]:

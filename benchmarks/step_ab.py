@@ -13,23 +13,19 @@ built, settled, timed over all its rounds and freed before the next. The result 
 
 from __future__ import annotations
 
-import gc
 import json
-import shutil
 import statistics
-import tempfile
 import traceback
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 import torch
 
-from spacy_elmo.bench.measure import MB, Stopwatch, synchronize
+from spacy_elmo.bench.measure import MB
 from spacy_elmo.bench.system import system_info
-from spacy_elmo.bench.text import default_text_path, text_lines
 
-from .pretrain_bench import CASES, PretrainCase, _settle, _step, _trainer, tiny, write_vocab
-from .text import words_by_frequency
+from .pretrain_bench import PretrainCase, _settle, _trainer, case_inputs, free_memory, named_case, timed
 
 
 def parse_variant(spec: str) -> Tuple[str, Dict[str, Any]]:
@@ -51,15 +47,6 @@ def parse_variant(spec: str) -> Tuple[str, Dict[str, Any]]:
     return name, overrides
 
 
-def _timed(trainer, batches, device: torch.device, steps: int) -> Dict[str, float]:
-    synchronize(device)
-    n_targets = 0
-    with Stopwatch(device) as clock:
-        for _ in range(steps):
-            n_targets += _step(trainer, batches)
-    return {"tokens_per_s": n_targets / clock.seconds, "step_ms": clock.seconds * 1e3 / steps}
-
-
 def run_step_ab(
     variants: Sequence[str],
     case: str = "bilm-tf",
@@ -77,26 +64,19 @@ def run_step_ab(
     threads: Optional[int] = None,
 ) -> Dict[str, Any]:
     """See the module docstring; returns the result written to ``output``."""
-    base = CASES[case]()
     run = _StepAB(
-        [parse_variant(v) for v in variants], tiny(base) if smoke else base, rows, window, precision,
+        [parse_variant(v) for v in variants], named_case(case, smoke), rows, window, precision,
         torch.device(device_name), threads or torch.get_num_threads(), output,
     )  # fmt: skip
     run.result.update(smoke=smoke, together=together, rounds=rounds, steps_per_round=steps)
-    scratch = Path(tempfile.mkdtemp(prefix="step-ab-"))
-    text_path = Path(text) if text else default_text_path()
-    try:
-        vocab = write_vocab(scratch / "vocab.txt", words_by_frequency(text_lines(text_path)), run.base.vocab_size)
-        run.inputs = (text_path, vocab, scratch)
+    with case_inputs(run.base, text) as run.inputs:
         if together:
             run.time_together(warmup, steps, rounds)
         else:
             run.time_one_after_another(warmup, steps, rounds)
-        run.result["complete"] = True
-        run.write()
-        return run.result
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    run.result["complete"] = True
+    run.write()
+    return run.result
 
 
 class _StepAB:
@@ -129,8 +109,7 @@ class _StepAB:
     def build(self, name: str, overrides: Dict[str, Any], warmup: int):
         """The variant's trainer and batches, settled (recorded or compiled, warmed up)."""
         base, (text_path, vocab, scratch), (rows, window, precision) = self.base, self.inputs, self.shape
-        variant = PretrainCase(base.name, base.vocab_size, base.config_path, base.recipe,
-                               {**base.overrides, **overrides}, base.windows, base.description)  # fmt: skip
+        variant = replace(base, overrides={**base.overrides, **overrides})
         step = overrides.get("training.step", "eager")
         trainer = _trainer(
             variant, text_path, vocab, scratch / name, rows, window, precision, step, self.device, self.threads
@@ -159,7 +138,7 @@ class _StepAB:
         for round_ in range(rounds):
             order = list(built) if round_ % 2 == 0 else list(built)[::-1]
             for name in order:
-                self.result["variants"][name]["rounds"].append(_timed(*built[name], self.device, steps))
+                self.result["variants"][name]["rounds"].append(timed(*built[name], self.device, steps))
             self.write()
 
     def time_one_after_another(self, warmup: int, steps: int, rounds: int) -> None:
@@ -169,13 +148,10 @@ class _StepAB:
             try:
                 trainer, batches = self.build(name, overrides, warmup)
                 for _ in range(rounds):
-                    self.result["variants"][name]["rounds"].append(_timed(trainer, batches, self.device, steps))
+                    self.result["variants"][name]["rounds"].append(timed(trainer, batches, self.device, steps))
                     self.write()
             except Exception:
                 self.failed(name)
             finally:
                 del trainer
-                gc.collect()
-                if self.device.type == "cuda":
-                    torch.cuda.empty_cache()
-                    torch.cuda.reset_peak_memory_stats(self.device)
+                free_memory(self.device)

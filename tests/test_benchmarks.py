@@ -578,12 +578,12 @@ def test_pretrain_ab_runs_both_checkouts_alternately_on_the_same_batches(tmp_pat
     only that they were computed from both sides). The text is given relative to the current
     folder, as on the command line (each run starts in its own checkout)."""
     from benchmarks.pretrain_ab import run_pretrain_ab
-    from benchmarks.pretrain_bench import tiny_overrides
+    from benchmarks.pretrain_bench import TINY
     from benchmarks.subprocesses import CHECKOUT
 
     monkeypatch.chdir(DEFAULT_TEXT.parent)
     result = run_pretrain_ab(
-        CHECKOUT, Path(DEFAULT_TEXT.name), overrides={**tiny_overrides(), "objective.softmax": "full"},
+        CHECKOUT, Path(DEFAULT_TEXT.name), overrides={**TINY, "objective.softmax": "full"},
         threads=1, steps=2, warmup=1, rounds=2, timeout_s=300,
     )  # fmt: skip
     assert [len(result["runs"][side]) for side in ("this", "against")] == [2, 2]
