@@ -102,15 +102,14 @@ def check_parameter_shapes(
 
 
 def build_bilm(
-    options: BiLMOptions,
-    state: Dict[str, torch.Tensor],
+    loaded: LoadedWeights,
     source: str = "state dict",
     stateful: bool = False,
-    indexer: Optional[TokenIndexer] = None,
+    device: Union[str, torch.device, None] = None,
 ) -> BiLM:
-    """A BiLM holding ``state`` without first filling random weights (fast for large models).
-    ``indexer`` (default: the released byte ids) is checked against the options first."""
-    indexer = ByteIndexer() if indexer is None else indexer
+    """The BiLM of a reader's result, in eval mode on ``device``, without first filling random
+    weights (fast for large models); its indexer is checked against the options first."""
+    options, state, indexer = loaded.options, loaded.state, loaded.indexer
     indexer.check_options(options, source)
     with torch.device("meta"):
         bilm = BiLM(options, stateful=stateful, indexer=indexer)
@@ -120,7 +119,7 @@ def build_bilm(
     # differently aligned buffers, and a model must give the same numbers however it was loaded.
     aligned = {k: v if _is_aligned(v) else aligned_copy(v) for k, v in state.items()}
     bilm.load_state_dict(aligned, assign=True)
-    return bilm
+    return bilm.eval() if device is None else bilm.to(device).eval()
 
 
 def _is_aligned(tensor: torch.Tensor) -> bool:
