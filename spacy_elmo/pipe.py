@@ -174,17 +174,14 @@ class Elmo(TrainablePipe):
         """The biLM, its configured weights read first if it has none."""
         return self.ensure_loaded().bilm
 
-    @property
-    def runner(self) -> BiLMRunner:
-        """What runs the biLM (``nn/runner.py``: its precision, threads, token cache)."""
-        return self.ensure_loaded()
-
     def ensure_loaded(self) -> BiLMRunner:
         """The runner, the configured weights read first (errors naming the pipe) if it has none."""
         try:
             return ensure_bilm(self.model)
         except (FileNotFoundError, ValueError) as err:
             raise type(err)(f"elmo pipe '{self.name}': {err}") from None
+
+    runner = property(ensure_loaded, doc="What runs the biLM (``nn/runner.py``), as ``ensure_loaded``.")
 
     def weight_source(self) -> WeightSource:
         """The files the model block names, resolved, not read; errors name the pipe."""
