@@ -16,7 +16,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import NoReturn, Optional, Tuple
 
-import torch
 import typer
 
 from ..distributed import DistributedContext, env_rank
@@ -241,14 +240,13 @@ def _stop(message: str, speak: bool) -> NoReturn:
 
 
 def _use_gpu(device: int, gpu_id: int, prefix: str) -> None:
+    """spaCy on GPU ``device``; whether PyTorch sees one is ``DistributedContext.from_env``'s check."""
     import spacy
 
     try:
         spacy.require_gpu(device)
     except ValueError as err:
         fail(f"{prefix}--gpu-id {gpu_id}: cannot run on the GPU ({err}); use --gpu-id -1 for the CPU")
-    if not torch.cuda.is_available():
-        fail(f"{prefix}--gpu-id {gpu_id}: PyTorch {torch.__version__} sees no CUDA device; use --gpu-id -1")
 
 
 def _stop_with_torchrun() -> None:
