@@ -67,7 +67,13 @@ def read_bilm(
     source: WeightSource, stateful: bool = False, device: Union[str, torch.device, None] = None
 ) -> BiLM:
     """The biLM held by ``source`` (its format's reader, then ``build_bilm``), in eval mode."""
-    return build_bilm(_BY_NAME[source.format].read(source), str(source.weight_file), stateful, device)
+    loaded = _BY_NAME[source.format].read(source)
+    bilm = build_bilm(
+        loaded.options, loaded.state, source=str(source.weight_file), stateful=stateful, indexer=loaded.indexer
+    )
+    if device is not None:
+        bilm.to(device)
+    return bilm.eval()
 
 
 __all__ = [

@@ -102,14 +102,15 @@ def check_parameter_shapes(
 
 
 def build_bilm(
-    loaded: LoadedWeights,
+    options: BiLMOptions,
+    state: Dict[str, torch.Tensor],
     source: str = "state dict",
     stateful: bool = False,
-    device: Union[str, torch.device, None] = None,
+    indexer: Optional[TokenIndexer] = None,
 ) -> BiLM:
-    """The BiLM of a reader's result, in eval mode on ``device``, without first filling random
-    weights (fast for large models); its indexer is checked against the options first."""
-    options, state, indexer = loaded.options, loaded.state, loaded.indexer
+    """A BiLM holding ``state`` without first filling random weights (fast for large models).
+    ``indexer`` (default: the released byte ids) is checked against the options first."""
+    indexer = ByteIndexer() if indexer is None else indexer
     indexer.check_options(options, source)
     with torch.device("meta"):
         bilm = BiLM(options, stateful=stateful, indexer=indexer)
@@ -119,7 +120,7 @@ def build_bilm(
     # differently aligned buffers, and a model must give the same numbers however it was loaded.
     aligned = {k: v if _is_aligned(v) else aligned_copy(v) for k, v in state.items()}
     bilm.load_state_dict(aligned, assign=True)
-    return bilm.eval() if device is None else bilm.to(device).eval()
+    return bilm
 
 
 def _is_aligned(tensor: torch.Tensor) -> bool:

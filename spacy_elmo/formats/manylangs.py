@@ -38,16 +38,7 @@ from ..indexers.lexicon import (
 )
 from ..nn.bilm import BiLM
 from ..options import BiLMOptions, OptionsError
-from .base import (
-    OPTIONS_NAME,
-    LoadedWeights,
-    PathLike,
-    WeightFileError,
-    WeightFormat,
-    WeightSource,
-    build_bilm,
-    parameter_shapes,
-)
+from .base import OPTIONS_NAME, LoadedWeights, PathLike, WeightFileError, WeightFormat, WeightSource, build_bilm
 
 NAME = "elmoformanylangs"
 #: what a whitespace entry becomes when ELMoForManyLangs reads a lexicon (see the module doc).
@@ -95,7 +86,12 @@ def load_manylangs_bilm(
     path: PathLike, stateful: bool = False, device: Union[str, torch.device, None] = None
 ) -> BiLM:
     """An ELMoForManyLangs model directory as a ``BiLM`` (eval mode) with its lexicon indexer."""
-    return build_bilm(_read_directory(Path(path)), str(path), stateful, device)
+    path = Path(path)
+    loaded = _read_directory(path)
+    bilm = build_bilm(loaded.options, loaded.state, source=str(path), stateful=stateful, indexer=loaded.indexer)
+    if device is not None:
+        bilm.to(device)
+    return bilm.eval()
 
 
 def _read_directory(path: Path) -> LoadedWeights:
@@ -210,7 +206,8 @@ def _convert_state(
 ) -> Dict[str, torch.Tensor]:
     """Their two state dicts -> this package's ``BiLM`` state dict, each tensor checked against the
     shape the architecture config implies, so a mismatch names their file and parameter."""
-    shapes = parameter_shapes(options, indexer)
+    with torch.device("meta"):
+        shapes = {k: tuple(v.shape) for k, v in BiLM(options, indexer=indexer).state_dict().items()}
     config_file = path / CONFIG_NAME
     take = _Taker(embedder, path / TOKEN_EMBEDDER, config_file)
     state: Dict[str, torch.Tensor] = {}
