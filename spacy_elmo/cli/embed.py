@@ -19,7 +19,7 @@ from typing import NoReturn, Optional, Tuple
 import typer
 
 from ..distributed import DistributedContext, env_rank
-from ..embedding.chunks import finished_chunks, parts_folder, remove_own_temporaries
+from ..embedding.chunks import finished_chunks, parts_folder, remove_temporaries
 from ..embedding.interruption import Interrupted, interruption_report, stop_on_signals
 from ..embedding.items import open_input
 from ..embedding.job import EmbedOptions, JobPlan, JobRefused, prepare_job
@@ -139,7 +139,7 @@ def run_embed(o: EmbedOptions) -> None:
                     plan.release()
                 context.shutdown()
         except Interrupted as stop:  # Ctrl-C or SIGTERM: rank 0 says what is done and how to finish
-            remove_own_temporaries(parts_folder(o.output_path))  # later signals are let pass
+            remove_temporaries(parts_folder(o.output_path), own=True)  # later signals are let pass
             if plan is not None:
                 report = interruption_report(stop, parts_folder(o.output_path), o.output_path, plan.n_chunks, plan.total)
                 typer.echo(report, err=True)
