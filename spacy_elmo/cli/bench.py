@@ -67,7 +67,8 @@ def _thread_counts(value: Union[str, List[Threads]]) -> List[Threads]:
         if item != "auto" and number < 1:
             raise typer.BadParameter(
                 "takes auto or integers greater than or equal to 1, separated by commas (e.g. "
-                f"auto,1,2), got {value!r}"
+                f"auto,1,2), got {value!r}",
+                param_hint="'--threads'",
             )
         counts.append(item if item == "auto" else number)
     return counts
