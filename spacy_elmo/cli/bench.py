@@ -20,11 +20,10 @@ from ..bench.isolate import ProcessDied, run_isolated
 from ..bench.measure import MB, PeakMemory, current_rss_bytes
 from ..bench.system import system_info
 from ..bench.text import DEFAULT_TEXT, text_lines
+from ..nn.threads import Threads
 from .errors import fail
 from .weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS, checked_precision, weight_settings, weight_source
 
-#: The elmo model block's ``threads``: a count, or "auto".
-Threads = Union[int, str]
 Cell = Tuple[str, Threads]
 
 COLUMNS = [
