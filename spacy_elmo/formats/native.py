@@ -27,8 +27,8 @@ from .base import (
     WeightFileError,
     WeightFormat,
     WeightSource,
-    build_bilm,
     check_parameter_shapes,
+    loaded_bilm,
     parameter_shapes,
 )
 
@@ -66,7 +66,7 @@ def bilm_from_bytes(data: bytes) -> Optional[BiLM]:
         return None
     msg = srsly.msgpack_loads(data)
     loaded = _loaded(msg["options"], load_safetensors_bytes(msg["weights"]), SERIALIZED_SOURCE)
-    return build_bilm(loaded.options, loaded.state, SERIALIZED_SOURCE, indexer=loaded.indexer).eval()
+    return loaded_bilm(loaded, SERIALIZED_SOURCE)
 
 
 def read_safetensors(path: PathLike) -> Dict[str, torch.Tensor]:
