@@ -29,15 +29,11 @@ class DistributedContext:
     world_size: int
     device: torch.device
     #: Started by torchrun: a process group exists and the collectives run, also for one rank.
-    launched: bool = False
+    distributed: bool = False
 
     @property
     def is_main(self) -> bool:
         return self.rank == 0
-
-    @property
-    def distributed(self) -> bool:
-        return self.launched
 
     @classmethod
     def from_env(cls, gpu_id: int = -1) -> "DistributedContext":
@@ -51,17 +47,12 @@ class DistributedContext:
                 f"(torch {torch.__version__}); use --gpu-id -1 for the CPU"
             )
         launched = under_torchrun()
-        if launched:
-            local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-            device = torch.device("cuda", local_rank) if use_gpu else torch.device("cpu")
-            if use_gpu:
-                torch.cuda.set_device(device)
-            if not dist.is_initialized():
-                dist.init_process_group(backend="nccl" if use_gpu else "gloo")
-        else:
-            device = torch.device("cuda", gpu_id) if use_gpu else torch.device("cpu")
-            if use_gpu:
-                torch.cuda.set_device(device)
+        gpu = int(os.environ.get("LOCAL_RANK", "0")) if launched else gpu_id  # under torchrun: the local rank's
+        device = torch.device("cuda", gpu) if use_gpu else torch.device("cpu")
+        if use_gpu:
+            torch.cuda.set_device(device)
+        if launched and not dist.is_initialized():
+            dist.init_process_group(backend="nccl" if use_gpu else "gloo")
         return cls(rank, world_size, device, launched)
 
     def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:

@@ -16,7 +16,7 @@ import torch
 from pydantic import BaseModel, field_validator
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
-from spacy.pipeline.tok2vec import Tok2VecListener
+from spacy.pipeline.tok2vec import Tok2Vec, Tok2VecListener
 from spacy.tokens import Doc, Span, Token
 from spacy.training import Example
 from spacy.vocab import Vocab
@@ -174,17 +174,14 @@ class Elmo(TrainablePipe):
         """The biLM, its configured weights read first if it has none."""
         return self.ensure_loaded().bilm
 
-    @property
-    def runner(self) -> BiLMRunner:
-        """What runs the biLM (``nn/runner.py``: its precision, threads, token cache)."""
-        return self.ensure_loaded()
-
     def ensure_loaded(self) -> BiLMRunner:
         """The runner, the configured weights read first (errors naming the pipe) if it has none."""
         try:
             return ensure_bilm(self.model)
         except (FileNotFoundError, ValueError) as err:
             raise type(err)(f"elmo pipe '{self.name}': {err}") from None
+
+    runner = property(ensure_loaded, doc="What runs the biLM (``nn/runner.py``), as ``ensure_loaded``.")
 
     def weight_source(self) -> WeightSource:
         """The files the model block names, resolved, not read; errors name the pipe."""
@@ -245,29 +242,20 @@ class Elmo(TrainablePipe):
                 )
 
     # ------------------------------------------------------------------ listeners
-    @property
-    def listeners(self) -> List[Model]:
-        return [m for c in self.listening_components for m in self.listener_map[c]]
-
-    @property
-    def listening_components(self) -> List[str]:
-        return list(self.listener_map.keys())
+    # spaCy's Tok2Vec keeps the listener map; the elmo pipe also links each listener to its model.
+    listeners = Tok2Vec.listeners
+    listening_components = Tok2Vec.listening_components
 
     def add_listener(self, listener: Model, component_name: str) -> None:
         """Register a downstream listener and link it to this pipe's biLM model."""
-        self.listener_map.setdefault(component_name, [])
-        if listener not in self.listener_map[component_name]:
-            self.listener_map[component_name].append(listener)
+        Tok2Vec.add_listener(self, listener, component_name)
         listeners.link(listener, self.model, self.name)
 
     def remove_listener(self, listener: Model, component_name: str) -> bool:
-        if listener in self.listener_map.get(component_name, []):
-            self.listener_map[component_name].remove(listener)
-            if not self.listener_map[component_name]:
-                del self.listener_map[component_name]
+        removed = Tok2Vec.remove_listener(self, listener, component_name)
+        if removed:
             listeners.unlink(listener)
-            return True
-        return False
+        return removed
 
     def find_listeners(self, component) -> None:
         """Register the ElmoListener layers of ``component`` whose upstream is this pipe."""

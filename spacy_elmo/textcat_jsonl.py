@@ -6,6 +6,7 @@ and number. The format: the manual's "Training on your own data".
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
@@ -99,9 +100,7 @@ class TextCatCorpus:
         from spacy.training import Example
 
         docs = (doc for file in self.files for doc in read_docs(file, nlp.make_doc))
-        for number, doc in enumerate(docs):
-            if self.limit and number >= self.limit:
-                return
+        for doc in itertools.islice(docs, self.limit or None):
             yield Example(nlp.make_doc(doc.text), doc)
 
 

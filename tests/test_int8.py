@@ -15,7 +15,7 @@ import torch
 from conftest import make_options, write_random_bilm_tf
 from spacy_elmo import BiLMRunner, load_bilm
 from spacy_elmo.nn import int8
-from spacy_elmo.nn.int8 import Int8Weight, int8_products, quantize_rows, weight_levels
+from spacy_elmo.nn.int8 import Int8Weight, int8_products, quantize_rows
 from spacy_elmo.nn.precision import precision_context
 
 SENTENCES = [
@@ -60,8 +60,8 @@ def test_int_mm_products_match_an_independent_numpy_quantization(monkeypatch, fo
     saturates), and with 7-bit weights forced, as a saturating AVX2 kernel gets them."""
     monkeypatch.setattr(int8, "int8_backend", lambda: "int_mm")
     if forced is not None:
-        monkeypatch.setattr(int8, "_WEIGHT_LEVELS", forced)
-    levels = weight_levels()
+        monkeypatch.setattr(int8, "weight_levels", lambda: forced)
+    levels = int8.weight_levels()
     x, w = _product_case()
     weight = Int8Weight(torch.from_numpy(w))
     assert weight.backend == "int_mm" and int(weight.q_t.abs().max()) == levels

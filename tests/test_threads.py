@@ -291,13 +291,11 @@ def test_stateful_mode_carries_the_same_states_with_threads(fixture_files):
 def test_the_split_runs_without_gradients_only_and_leaves_the_thread_count(fixture_files, two_threads, monkeypatch):
     """Training (gradients) runs as with one thread, on PyTorch's own setting; inference splits."""
     from spacy_elmo import BiLMRunner, batch_to_ids, load_bilm
-    from spacy_elmo.nn import runner as runner_module
     from spacy_elmo.nn import side_by_side as engine
 
     calls = []
-    real = runner_module.run_side_by_side
-    for module in (runner_module, engine):  # the token encoder's pieces, the directions
-        monkeypatch.setattr(module, "run_side_by_side", lambda tasks: calls.append(len(tasks)) or real(tasks))
+    real = engine.run_side_by_side  # the token encoder's pieces and the directions both run there
+    monkeypatch.setattr(engine, "run_side_by_side", lambda tasks: calls.append(len(tasks)) or real(tasks))
     bilm = BiLMRunner(load_bilm(*fixture_files), threads=4)
     layers, _ = bilm(torch.from_numpy(batch_to_ids(SENTENCES)))
     layers.sum().backward()

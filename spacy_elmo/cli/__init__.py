@@ -7,7 +7,6 @@ module (PyTorch, spaCy: seconds of start-up) is imported only when it runs or sh
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -151,14 +150,9 @@ class LazyCommands(HelpGroup):
         return self.commands.get(cmd_name)
 
     def format_help(self, ctx: typer.Context, formatter: Any) -> None:
-        with self._summaries_only():
-            super().format_help(ctx, formatter)
-
-    @contextlib.contextmanager
-    def _summaries_only(self) -> Iterator[None]:
-        self._listing = True
+        self._listing = True  # the summaries only
         try:
-            yield
+            super().format_help(ctx, formatter)
         finally:
             self._listing = False
 

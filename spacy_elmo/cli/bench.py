@@ -20,12 +20,10 @@ from ..bench.isolate import ProcessDied, run_isolated
 from ..bench.measure import MB, PeakMemory, current_rss_bytes
 from ..bench.system import system_info
 from ..bench.text import DEFAULT_TEXT, text_lines
-from ..nn.precision import get_precision
+from ..nn.threads import Threads
 from .errors import fail
-from .weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS, weight_settings, weight_source
+from .weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS, checked_precision, weight_settings, weight_source
 
-#: The elmo model block's ``threads``: a count, or "auto".
-Threads = Union[int, str]
 Cell = Tuple[str, Threads]
 
 COLUMNS = [
@@ -56,13 +54,7 @@ class Workload:
 def _precisions(value: Union[str, List[str]]) -> List[str]:
     if isinstance(value, list):  # already parsed (typer runs callbacks on defaults too)
         return value
-    names = [name.strip() for name in value.split(",")]
-    for name in names:
-        try:
-            get_precision(name, "--precision")
-        except ValueError as err:
-            raise typer.BadParameter(str(err), param_hint="'--precision'") from None
-    return names
+    return [checked_precision(name.strip()) for name in value.split(",")]
 
 
 def _thread_counts(value: Union[str, List[Threads]]) -> List[Threads]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, List, Optional
+from typing import List, Optional
 
 import numpy as np
 import torch
@@ -15,9 +15,6 @@ from ..formats.native import SAFETENSORS_NAME, save_bilm
 from ..indexers import ByteIndexer
 from ..sources import load_bilm, load_bilm_from, resolve_weight_source
 from .errors import fail
-
-if TYPE_CHECKING:
-    pass
 
 CHECK_SENTENCE = ["Converted", "weights", "must", "give", "the", "same", "vectors", "."]
 

@@ -108,21 +108,24 @@ def embed_sentences(nlp: "Language", sentences: Sequence[SenseSentence]) -> Sens
     return SenseVectors(sentences, texts, output_vectors(targets))
 
 
+def query_scores(
+    data: SenseVectors, word: str, sense: Optional[str], text: str, query: Dict[str, np.ndarray], leave_out: Optional[int] = None
+) -> QueryScores:
+    """``query``'s vector per output against ``word``'s sentences grouped by sense, sentence
+    ``leave_out`` (the query's own) left out."""
+    rows = np.flatnonzero(np.asarray([s.word for s in data.sentences]) == word)
+    senses = [data.sentences[k].sense for k in rows]
+    skip = None if leave_out is None else int(np.flatnonzero(rows == leave_out)[0])
+    means = {name: group_means(query[name], vectors[rows], senses, skip) for name, vectors in data.outputs.items()}
+    return QueryScores(word, sense, text, means)
+
+
 def leave_one_out(data: SenseVectors) -> List[QueryScores]:
     """Every sentence as the query against its word's other sentences, grouped by sense."""
-    sentences = data.sentences
-    words = np.asarray([s.word for s in sentences])
-    scores = []
-    for i, sentence in enumerate(sentences):
-        rows = np.flatnonzero(words == sentence.word)
-        senses = [sentences[k].sense for k in rows]
-        skip = int(np.flatnonzero(rows == i)[0])
-        means = {
-            name: group_means(vectors[i], vectors[rows], senses, skip)
-            for name, vectors in data.outputs.items()
-        }
-        scores.append(QueryScores(sentence.word, sentence.sense, data.texts[i], means))
-    return scores
+    return [
+        query_scores(data, s.word, s.sense, data.texts[i], {name: v[i] for name, v in data.outputs.items()}, i)
+        for i, s in enumerate(data.sentences)
+    ]
 
 
 def query_target(doc: "Doc", words: Sequence[str]) -> "Token":
@@ -138,18 +141,11 @@ def score_user_queries(
 ) -> List[QueryScores]:
     """Each typed sentence against its first data word's sentences; ValueError if none."""
     words = list(dict.fromkeys(s.word for s in data.sentences))
-    word_of = np.asarray([s.word for s in data.sentences])
     scores = []
     for doc in nlp.pipe(queries):
         target = query_target(doc, words)
-        rows = np.flatnonzero(word_of == target.lower_)
-        senses = [data.sentences[k].sense for k in rows]
-        mine = output_vectors([target])
-        means = {
-            name: group_means(mine[name][0], vectors[rows], senses)
-            for name, vectors in data.outputs.items()
-        }
-        scores.append(QueryScores(target.lower_, None, mark(doc, target.i), means))
+        mine = {name: vectors[0] for name, vectors in output_vectors([target]).items()}
+        scores.append(query_scores(data, target.lower_, None, mark(doc, target.i), mine))
     return scores
 
 

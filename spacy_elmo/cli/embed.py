@@ -16,11 +16,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import NoReturn, Optional, Tuple
 
-import torch
 import typer
 
 from ..distributed import DistributedContext, env_rank
-from ..embedding.chunks import finished_chunks, parts_folder, remove_own_temporaries
+from ..embedding.chunks import finished_chunks, parts_folder, remove_temporaries
 from ..embedding.interruption import Interrupted, interruption_report, stop_on_signals
 from ..embedding.items import open_input
 from ..embedding.job import EmbedOptions, JobPlan, JobRefused, prepare_job
@@ -140,7 +139,7 @@ def run_embed(o: EmbedOptions) -> None:
                     plan.release()
                 context.shutdown()
         except Interrupted as stop:  # Ctrl-C or SIGTERM: rank 0 says what is done and how to finish
-            remove_own_temporaries(parts_folder(o.output_path))  # later signals are let pass
+            remove_temporaries(parts_folder(o.output_path), own=True)  # later signals are let pass
             if plan is not None:
                 report = interruption_report(stop, parts_folder(o.output_path), o.output_path, plan.n_chunks, plan.total)
                 typer.echo(report, err=True)
@@ -241,14 +240,13 @@ def _stop(message: str, speak: bool) -> NoReturn:
 
 
 def _use_gpu(device: int, gpu_id: int, prefix: str) -> None:
+    """spaCy on GPU ``device``; whether PyTorch sees one is ``DistributedContext.from_env``'s check."""
     import spacy
 
     try:
         spacy.require_gpu(device)
     except ValueError as err:
         fail(f"{prefix}--gpu-id {gpu_id}: cannot run on the GPU ({err}); use --gpu-id -1 for the CPU")
-    if not torch.cuda.is_available():
-        fail(f"{prefix}--gpu-id {gpu_id}: PyTorch {torch.__version__} sees no CUDA device; use --gpu-id -1")
 
 
 def _stop_with_torchrun() -> None:

@@ -29,7 +29,8 @@ WEIGHT_FILE = typer.Option(
 )
 
 
-def _checked_precision(name: str) -> str:
+def checked_precision(name: str) -> str:
+    """A precision's name as typer checks an option: BadParameter naming the modes."""
     try:
         get_precision(name, "--precision")
     except ValueError as err:
@@ -40,7 +41,7 @@ def _checked_precision(name: str) -> str:
 PRECISION = typer.Option(
     "fp32",
     "--precision",
-    callback=_checked_precision,
+    callback=checked_precision,
     help=f"Numeric precision of the biLM: {', '.join(PRECISIONS)}; int8 is the fastest on a CPU, "
     "not exact (docs/manual.md, Speed and memory)",
 )

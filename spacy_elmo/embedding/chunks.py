@@ -42,21 +42,16 @@ def finished_chunks(parts: Path) -> Set[int]:
     return found
 
 
-def remove_temporaries(parts: Path) -> None:
-    """Delete what killed writers left (chunks and manifests that never got their final name)."""
-    for path in parts.glob(f"*{TEMPORARY_SUFFIX}"):
+def remove_temporaries(parts: Path, own: bool = False) -> None:
+    """Delete what killed writers left (chunks and manifests that never got their final name);
+    ``own``: this process's only (what a stop left behind)."""
+    for path in parts.glob(f"*{own_temporary_suffix() if own else TEMPORARY_SUFFIX}"):
         path.unlink(missing_ok=True)
 
 
 def own_temporary_suffix() -> str:
     """The end of this process's temporary file names (unique per host and process)."""
     return f".{socket.gethostname()}-{os.getpid()}{TEMPORARY_SUFFIX}"
-
-
-def remove_own_temporaries(parts: Path) -> None:
-    """Delete this process's temporary files (what a stop left behind)."""
-    for path in parts.glob(f"*{own_temporary_suffix()}"):
-        path.unlink(missing_ok=True)
 
 
 def chunk_counts(path: Path) -> Tuple[int, int]:

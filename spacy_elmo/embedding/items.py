@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Iterator, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Tuple, Union
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -40,7 +40,9 @@ class TextLines:
 
     def items(self) -> Iterator[Item]:
         with open(self.path, "rb") as handle:
-            for number, line in enumerate(_raw_lines(handle)):
+            # bytes.splitlines ends lines at \n, \r\n and \r only, as universal newlines do.
+            lines = (line for raw in handle for line in raw.splitlines())
+            for number, line in enumerate(lines):
                 yield Item(number, number + 1, line)
 
     def count(self) -> int:
@@ -62,18 +64,6 @@ class TextLines:
         line = item.payload.decode("utf-8")
         doc = nlp.make_doc(line.strip()) if self.tokenize else Doc(nlp.vocab, words=line.split())
         return doc, line.strip()
-
-
-def _raw_lines(handle: BinaryIO) -> Iterator[bytes]:
-    """The lines of a binary file without their ends (``\\n``, ``\\r\\n`` or ``\\r``)."""
-    for raw in handle:
-        body = raw[:-1] if raw.endswith(b"\n") else raw
-        if body.endswith(b"\r"):
-            body = body[:-1]
-        if b"\r" in body:
-            yield from body.split(b"\r")
-        else:
-            yield body
 
 
 class DocBinSentences:

@@ -8,10 +8,12 @@ resumption. ``recorded``: paths and versions, for a person, not compared.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional
+
+import srsly
+from pooch import file_hash
 
 from ..formats import WeightSource
 
@@ -22,14 +24,6 @@ JOB_ATTR = "spacy_elmo_embed_job"
 PARTS_LAYOUT = 1
 #: The manyLangs reader reads its whole directory (lexicons, two state dicts, configs).
 WHOLE_DIRECTORY_FORMATS = ("elmoformanylangs",)
-
-
-def file_sha256(path: Path, block: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(block), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def model_files(source: WeightSource) -> List[Path]:
@@ -43,7 +37,7 @@ def model_sha256(source: WeightSource) -> str:
     """One digest over the model's files: their names (not folders) and their digests."""
     digest = hashlib.sha256()
     for path in model_files(source):
-        digest.update(f"{path.name}\0{file_sha256(path)}\n".encode("utf-8"))
+        digest.update(f"{path.name}\0{file_hash(str(path))}\n".encode("utf-8"))
     return digest.hexdigest()
 
 
@@ -57,7 +51,7 @@ def build_manifest(
         "parts_layout": PARTS_LAYOUT,
         "input.format": input_kind,
         "input.size": input_path.stat().st_size,
-        "input.sha256": file_sha256(input_path),
+        "input.sha256": file_hash(str(input_path)),
         "model.format": source.format,
         "model.sha256": model_sha256(source),
         **options,
@@ -89,7 +83,7 @@ def _short(value: Any) -> str:
 def read_manifest(path: Path) -> Optional[Dict[str, Any]]:
     """The manifest at ``path``; None if the file is missing or not a manifest."""
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
+        manifest = srsly.read_json(path)
     except (OSError, ValueError):
         return None
     return manifest if isinstance(manifest, dict) and "compared" in manifest else None
@@ -98,5 +92,5 @@ def read_manifest(path: Path) -> Optional[Dict[str, Any]]:
 def write_manifest(path: Path, manifest: Dict[str, Any]) -> None:
     """Write to a temporary name, then rename: a manifest that exists is whole."""
     temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    srsly.write_json(temporary, manifest)
     os.replace(temporary, path)

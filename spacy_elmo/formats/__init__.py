@@ -23,6 +23,7 @@ from .base import (
     WeightFormat,
     WeightSource,
     build_bilm,
+    loaded_bilm,
 )
 
 #: Tried in this order on a model directory: an ELMoForManyLangs directory has no options.json,
@@ -67,13 +68,7 @@ def read_bilm(
     source: WeightSource, stateful: bool = False, device: Union[str, torch.device, None] = None
 ) -> BiLM:
     """The biLM held by ``source`` (its format's reader, then ``build_bilm``), in eval mode."""
-    loaded = _BY_NAME[source.format].read(source)
-    bilm = build_bilm(
-        loaded.options, loaded.state, source=str(source.weight_file), stateful=stateful, indexer=loaded.indexer
-    )
-    if device is not None:
-        bilm.to(device)
-    return bilm.eval()
+    return loaded_bilm(_BY_NAME[source.format].read(source), str(source.weight_file), stateful, device)
 
 
 __all__ = [

@@ -123,6 +123,14 @@ def build_bilm(
     return bilm
 
 
+def loaded_bilm(
+    loaded: LoadedWeights, source: str, stateful: bool = False, device: Union[str, torch.device, None] = None
+) -> BiLM:
+    """``build_bilm`` of a reader's result, in eval mode, on ``device`` if given."""
+    bilm = build_bilm(loaded.options, loaded.state, source, stateful, loaded.indexer)
+    return bilm.eval() if device is None else bilm.to(device).eval()
+
+
 def _is_aligned(tensor: torch.Tensor) -> bool:
     return (
         tensor.dtype == torch.float32

@@ -169,12 +169,13 @@ class _DatasetReader:
             warnings.warn(f"{self.path}: ignoring datasets {unused[:6]}", stacklevel=3)
 
 
-#: Torch's gate blocks (i, f, g, o) are TensorFlow's blocks (i, j, f, o) in this order.
+#: Torch's gate blocks (i, f, g, o) are TensorFlow's blocks (i, j, f, o) in this order, and the
+#: other way round: the reordering swaps the middle two blocks, so it is its own inverse.
 _TF_BLOCK_OF_TORCH_GATE = (0, 2, 1, 3)
 
 
-def _tf_to_torch_gates(matrix: np.ndarray, hidden: int) -> np.ndarray:
-    """Reorder the gate blocks of the first axis from TF (i, j, f, o) to torch (i, f, g, o)."""
+def _swap_gates(matrix: np.ndarray, hidden: int) -> np.ndarray:
+    """Reorder the gate blocks of the first axis from TF (i, j, f, o) to torch (i, f, g, o), or back."""
     return np.concatenate([matrix[k * hidden : (k + 1) * hidden] for k in _TF_BLOCK_OF_TORCH_GATE])
 
 
@@ -186,11 +187,6 @@ def _tf_kernel_to_torch(kernel: torch.Tensor, hidden: int) -> torch.Tensor:
     for k, tf_block in enumerate(_TF_BLOCK_OF_TORCH_GATE):
         out[k * hidden : (k + 1) * hidden].copy_(transposed[tf_block * hidden : (tf_block + 1) * hidden])
     return out
-
-
-def _torch_to_tf_gates(matrix: np.ndarray, hidden: int) -> np.ndarray:
-    i, f, g, o = (matrix[k * hidden : (k + 1) * hidden] for k in range(4))
-    return np.concatenate([i, g, f, o])
 
 
 def _lstm_prefix(direction: int, layer: int) -> str:
@@ -255,7 +251,7 @@ def _convert_from_tf(
         for layer in range(lstm.n_layers):
             prefix = _lstm_prefix(direction, layer)
             kernel = t(read(f"{prefix}/W_0"))  # rows: [input; recurrent]
-            bias = _tf_to_torch_gates(read(f"{prefix}/B"), h).copy()
+            bias = _swap_gates(read(f"{prefix}/B"), h).copy()
             bias[h : 2 * h] += 1.0  # TensorFlow's implicit forget_bias
             key = f"{name}.layers.{layer}"
             yield f"{key}.weight_ih_l0", _tf_kernel_to_torch(kernel[:p], h)
@@ -291,8 +287,8 @@ def _convert_to_tf(bilm: BiLM) -> Iterator[Tuple[str, np.ndarray]]:
             bias = state[f"{key}.bias_ih_l0"] + state[f"{key}.bias_hh_l0"]
             bias[h : 2 * h] -= 1.0
             prefix = _lstm_prefix(direction, layer)
-            yield f"{prefix}/W_0", _torch_to_tf_gates(w, h).T
-            yield f"{prefix}/B", _torch_to_tf_gates(bias, h)
+            yield f"{prefix}/W_0", _swap_gates(w, h).T
+            yield f"{prefix}/B", _swap_gates(bias, h)
             yield f"{prefix}/W_P_0", state[f"{key}.weight_hr_l0"].T
 
 

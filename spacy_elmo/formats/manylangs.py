@@ -38,7 +38,7 @@ from ..indexers.lexicon import (
 )
 from ..nn.bilm import BiLM
 from ..options import BiLMOptions, OptionsError
-from .base import OPTIONS_NAME, LoadedWeights, PathLike, WeightFileError, WeightFormat, WeightSource, build_bilm
+from .base import OPTIONS_NAME, LoadedWeights, PathLike, WeightFileError, WeightFormat, WeightSource, loaded_bilm
 
 NAME = "elmoformanylangs"
 #: what a whitespace entry becomes when ELMoForManyLangs reads a lexicon (see the module doc).
@@ -86,12 +86,7 @@ def load_manylangs_bilm(
     path: PathLike, stateful: bool = False, device: Union[str, torch.device, None] = None
 ) -> BiLM:
     """An ELMoForManyLangs model directory as a ``BiLM`` (eval mode) with its lexicon indexer."""
-    path = Path(path)
-    loaded = _read_directory(path)
-    bilm = build_bilm(loaded.options, loaded.state, source=str(path), stateful=stateful, indexer=loaded.indexer)
-    if device is not None:
-        bilm.to(device)
-    return bilm.eval()
+    return loaded_bilm(_read_directory(Path(path)), str(path), stateful, device)
 
 
 def _read_directory(path: Path) -> LoadedWeights:

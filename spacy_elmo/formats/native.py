@@ -27,8 +27,8 @@ from .base import (
     WeightFileError,
     WeightFormat,
     WeightSource,
-    build_bilm,
     check_parameter_shapes,
+    loaded_bilm,
     parameter_shapes,
 )
 
@@ -66,7 +66,7 @@ def bilm_from_bytes(data: bytes) -> Optional[BiLM]:
         return None
     msg = srsly.msgpack_loads(data)
     loaded = _loaded(msg["options"], load_safetensors_bytes(msg["weights"]), SERIALIZED_SOURCE)
-    return build_bilm(loaded.options, loaded.state, SERIALIZED_SOURCE, indexer=loaded.indexer).eval()
+    return loaded_bilm(loaded, SERIALIZED_SOURCE)
 
 
 def read_safetensors(path: PathLike) -> Dict[str, torch.Tensor]:
@@ -103,9 +103,8 @@ def _loaded(data: Mapping[str, Any], state: Dict[str, torch.Tensor], source: str
 def _check(source: WeightSource) -> None:
     """The safetensors header (read through the library, which checks that the file holds every
     byte the header describes) and each tensor's shape against the options; no tensor is read."""
-    data = read_options_json(source.options_file)
-    options = BiLMOptions.from_dict(data, source=str(source.options_file))
-    expected = parameter_shapes(options, indexer_from_json(data, str(source.options_file)))
+    loaded = _loaded(read_options_json(source.options_file), {}, str(source.options_file))
+    expected = parameter_shapes(loaded.options, loaded.indexer)
     path = source.weight_file
     try:
         with safe_open(str(path), framework="pt") as handle:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
-
-import numpy as np
+from typing import Any
 
 from ..chars import (
     BOS_CHAR_IDS,
@@ -12,7 +10,7 @@ from ..chars import (
     MAX_CHARS_PER_TOKEN,
     N_CHARACTERS,
     PADDING,
-    pad_batch,
+    batch_to_ids,
     tokens_to_ids,
 )
 from ..options import BiLMOptions, OptionsError
@@ -33,11 +31,9 @@ class ByteIndexer:
     bos_ids = BOS_CHAR_IDS
     eos_ids = EOS_CHAR_IDS
 
-    def tokens_to_ids(self, tokens: Sequence[str]) -> np.ndarray:
-        return tokens_to_ids(tokens)
-
-    def batch_to_ids(self, sentences: Sequence[Sequence[str]]) -> np.ndarray:
-        return pad_batch(sentences, self.tokens_to_ids, self.width)
+    #: The released mapping's own functions (``spacy_elmo.chars``).
+    tokens_to_ids = staticmethod(tokens_to_ids)
+    batch_to_ids = staticmethod(batch_to_ids)
 
     def check_options(self, options: BiLMOptions, source: str) -> None:
         """Options that a byte-id model must have; the error names ``source`` and the key."""

@@ -124,11 +124,9 @@ def load_weights(model: Model, source: WeightSource) -> BiLMRunner:
     """Read the biLM of ``source`` into the model, and the words that pre-fill the token cache
     (``token_cache_vocab``, else the vocabulary beside the weights)."""
     settings = bilm_settings(model)
-    if settings.token_cache_words:
-        if settings.token_cache_vocab:
-            model.attrs[CACHE_WORDS] = read_cache_words(Path(settings.token_cache_vocab), settings.token_cache_words)
-        elif (source.directory / VOCAB_NAME).is_file():
-            model.attrs[CACHE_WORDS] = read_cache_words(source.directory / VOCAB_NAME, settings.token_cache_words)
+    vocab = Path(settings.token_cache_vocab) if settings.token_cache_vocab else source.directory / VOCAB_NAME
+    if settings.token_cache_words and (settings.token_cache_vocab or vocab.is_file()):
+        model.attrs[CACHE_WORDS] = read_cache_words(vocab, settings.token_cache_words)
     return set_bilm(model, load_bilm_from(source))
 
 

@@ -132,7 +132,7 @@ class BiLM(nn.Module):
             ids, lengths, self._initial_states(batch_size), encode=encode, directions=directions
         )
         if self.stateful:
-            self._store_states(_detached(acts.states))
+            self._store_states(_each_layer(lambda state: (state[0].detach(), state[1].detach()), acts.states))
         layers = self.stack_layers(acts)[:, :, 1 : max_len + 1]
         return layers * mask[None, :, :, None].to(layers.dtype), mask
 
@@ -218,19 +218,11 @@ class BiLM(nn.Module):
         """Stateful mode: the previous call's final states, zeros for rows that are new."""
         if not self.stateful or self._states is None:
             return None
-        return BiLMStates(
-            [_resize_state(s, batch_size) for s in self._states.forward],
-            [_resize_state(s, batch_size) for s in self._states.backward],
-        )
+        return _each_layer(lambda state: _resize_state(state, batch_size), self._states)
 
     def _store_states(self, new: BiLMStates) -> None:
         """Keep rows of an earlier, larger batch that this batch did not use."""
-        if self._states is not None:
-            new = BiLMStates(
-                [_merge_state(old, s) for old, s in zip(self._states.forward, new.forward)],
-                [_merge_state(old, s) for old, s in zip(self._states.backward, new.backward)],
-            )
-        self._states = new
+        self._states = new if self._states is None else _each_layer(_merge_state, self._states, new)
 
 
 def token_mask(char_ids: torch.Tensor, indexer: TokenIndexer) -> torch.Tensor:
@@ -288,8 +280,8 @@ def _merge_state(old: LSTMState, new: LSTMState) -> LSTMState:
     return torch.cat([new[0], old[0][n:]]), torch.cat([new[1], old[1][n:]])
 
 
-def _detached(states: BiLMStates) -> BiLMStates:
-    return BiLMStates(
-        [(h.detach(), c.detach()) for h, c in states.forward],
-        [(h.detach(), c.detach()) for h, c in states.backward],
-    )
+def _each_layer(fn: Callable[..., LSTMState], *states: BiLMStates) -> BiLMStates:
+    """``fn`` of each layer's (h, c) in each direction, of ``states`` side by side."""
+    forward = [fn(*layers) for layers in zip(*(s.forward for s in states))]
+    backward = [fn(*layers) for layers in zip(*(s.backward for s in states))]
+    return BiLMStates(forward, backward)

@@ -151,24 +151,18 @@ def int8_linear(linear: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     return y.reshape(*x.shape[:-1], y.shape[-1])
 
 
-_WEIGHT_LEVELS: Optional[float] = None
-
-
+@functools.lru_cache(maxsize=None)
 def weight_levels() -> float:
     """The largest weight magnitude this CPU's ``torch._int_mm`` sums exactly: 127, or 63 where it
     saturates; probed once (a clear error where the build has no CPU int8 product)."""
-    global _WEIGHT_LEVELS
-    if _WEIGHT_LEVELS is None:
-        if _int_mm_is_exact(127):
-            _WEIGHT_LEVELS = 127.0
-        elif _int_mm_is_exact(63):
-            _WEIGHT_LEVELS = 63.0
-        else:
-            raise RuntimeError(
-                f"precision 'int8': torch._int_mm of PyTorch {torch.__version__} does not sum int8 "
-                "products exactly on this CPU, even with 7-bit weights; use precision 'bf16' or 'fp32'"
-            )
-    return _WEIGHT_LEVELS
+    if _int_mm_is_exact(127):
+        return 127.0
+    if _int_mm_is_exact(63):
+        return 63.0
+    raise RuntimeError(
+        f"precision 'int8': torch._int_mm of PyTorch {torch.__version__} does not sum int8 "
+        "products exactly on this CPU, even with 7-bit weights; use precision 'bf16' or 'fp32'"
+    )
 
 
 def int8_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

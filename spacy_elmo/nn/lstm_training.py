@@ -7,6 +7,7 @@ weight's gradient one product over all steps. Tested against autograd and numeri
 
 from __future__ import annotations
 
+import itertools
 from typing import List, Optional, Tuple
 
 import torch
@@ -41,7 +42,7 @@ class _PackedLayer(torch.autograd.Function):
         outputs = x.new_empty(n, w_hr.shape[0])
         output_kept = None if proj_clip is None else x.new_empty(outputs.shape, dtype=torch.bool)
         w_hh_t, w_hr_t = w_hh.t(), w_hr.t()
-        starts = _starts(batch_sizes)
+        starts = list(itertools.accumulate(batch_sizes[:-1], initial=0))  # each step's first row
         # Per step: the cell's activations (i, f, g, o, tanh(c)), its new state and its output.
         steps: List[tuple] = []
         cells: List[torch.Tensor] = []
@@ -128,15 +129,6 @@ class _PackedLayer(torch.autograd.Function):
                 d_w_hh.addmm_(d_gates[:first].t(), h0)
         d_w_hr = torch.mm(dh.t(), torch.cat(hiddens)) if wanted[7] else None
         return d_x, d_h0, d_c0, d_w_ih, d_bias, d_bias, d_w_hh, d_w_hr, None, None, None, None
-
-
-def _starts(batch_sizes: List[int]) -> List[int]:
-    """Where each step's rows begin in the packed data."""
-    starts, total = [], 0
-    for b in batch_sizes:
-        starts.append(total)
-        total += b
-    return starts
 
 
 def _last_positions(batch_sizes: List[int], starts: List[int]) -> List[int]:

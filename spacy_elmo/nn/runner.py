@@ -6,7 +6,7 @@ and "Threads".
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -16,7 +16,6 @@ from .cuda_graphs import LSTMGraphs, pays_off
 from .lstm import DistinctInputs, length_mask
 from .precision import get_precision, precision_context
 from .side_by_side import run_side_by_side_of
-from .threads import run_side_by_side
 from .token_cache import TokenEmbeddingCache
 from .versions import weights_key
 
@@ -114,11 +113,8 @@ class BiLMRunner(nn.Module):
         n_pieces = min(self.threads, char_ids.shape[0])
         if n_pieces < 2 or not self._side_by_side(char_ids.device):
             return encoder(char_ids, chunked)
-        tasks = [
-            self._in_worker(lambda piece=piece: encoder(piece, chunked), char_ids.device)
-            for piece in char_ids.tensor_split(n_pieces)
-        ]
-        return torch.cat(run_side_by_side(tasks))
+        runs = [lambda _, piece=piece: encoder(piece, chunked) for piece in char_ids.tensor_split(n_pieces)]
+        return torch.cat(self._on_threads(runs, char_ids))
 
     def _directions(
         self,
@@ -139,14 +135,11 @@ class BiLMRunner(nn.Module):
             self._graphs = LSTMGraphs(self.bilm.forward_lstm, self.bilm.backward_lstm)
         return self._graphs
 
-    def _in_worker(self, work, device: torch.device):
-        """``work`` as a task entering the caller's grad mode and autocast (per thread)."""
-
-        def task():
-            with torch.no_grad(), precision_context(self.precision, device):
-                return work()
-
-        return task
+    def _on_threads(self, runs: List[Callable[[torch.Tensor], Any]], x: torch.Tensor) -> List[Any]:
+        """``[run(x) for run in runs]`` on threads, without gradients, each in the precision."""
+        precision = self.precision
+        with torch.no_grad():
+            return run_side_by_side_of(runs, x, "threads", context=lambda: precision_context(precision, x.device))
 
     def _directions_side_by_side(
         self,
@@ -172,9 +165,7 @@ class BiLMRunner(nn.Module):
                     lstm_states = [(h[rows], c[rows]) for h, c in lstm_states]
                 arguments = (shard_tokens, shard_lengths, lstm_states, 0.0, shard_distinct)
                 runs.append(lambda _, lstm=lstm, arguments=arguments: lstm(*arguments))
-        precision, device = self.precision, tokens.device
-        with torch.no_grad():
-            results = run_side_by_side_of(runs, tokens, "threads", context=lambda: precision_context(precision, device))
+        results = self._on_threads(runs, tokens)
         if whole:
             return results[0], results[1]
         order = torch.argsort(torch.cat(shards))

@@ -60,15 +60,18 @@ def run_side_by_side_of(
         threads = (lambda: torch_threads(1)) if one_thread_each else nullcontext
         return list(_ThreadedRuns.apply(runs, params, (context, threads), x, *[p for ps in params for p in ps]))
 
-    def task(run: Callable) -> Callable[[], Any]:
-        def work() -> Any:
-            with torch.set_grad_enabled(grad), context():
-                return run(x)
-
-        return work
-
     with torch_threads(1) if one_thread_each else nullcontext():
-        return run_side_by_side([task(run) for run in runs])
+        return run_side_by_side([_task(run, x, grad, context) for run in runs])
+
+
+def _task(run: Callable, x: torch.Tensor, grad: bool, context: Callable[[], ContextManager]) -> Callable[[], Any]:
+    """``run(x)`` as a thread's work, entering grad mode ``grad`` and ``context`` (both per thread)."""
+
+    def work() -> Any:
+        with torch.set_grad_enabled(grad), context():
+            return run(x)
+
+    return work
 
 
 def side_stream(device: torch.device, slot: Hashable) -> "torch.cuda.Stream":
@@ -117,16 +120,8 @@ class _ThreadedRuns(torch.autograd.Function):
     def forward(ctx, runs, params, contexts, x, *all_params):
         context, threads = contexts
         leaves = [x.detach().requires_grad_(x.requires_grad) for _ in runs]
-
-        def task(run, leaf):
-            def work():
-                with torch.enable_grad(), context():
-                    return run(leaf)
-
-            return work
-
         with threads():
-            outputs = run_side_by_side([task(run, leaf) for run, leaf in zip(runs, leaves)])
+            outputs = run_side_by_side([_task(run, leaf, True, context) for run, leaf in zip(runs, leaves)])
         ctx.graphs, ctx.threads = list(zip(leaves, outputs, params)), threads
         return tuple(output.detach() for output in outputs)
 
