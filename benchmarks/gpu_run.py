@@ -20,8 +20,9 @@ Stages (``STAGES``); the lease's calls (``benchmarks/gpu_lease/``) run ``inferen
   reference, largest difference and per-token cosines; on CUDA the paths a GPU user picks
   (``_cuda_paths``: float32, bf16 and tf32, each with and without CUDA graphs), at 128 and
   ``LARGE_BATCH``;
-- ``pipe``: ``nlp.pipe`` through the bundled model (``pipe_bench``), after ``spacy.require_gpu()``
-  on CUDA; peak GPU memory; ``doc._.elmo`` a NumPy array on the CPU; a long doc without sentences;
+- ``pipe``: ``nlp.pipe`` through the bundled model (the cell of ``python -m spacy_elmo bench
+  --gpu-id 0``: tokens/s, peak GPU memory); ``doc._.elmo`` a NumPy array on the CPU; a long doc
+  without sentences (``benchmarks pipe --doc-tokens``);
 - ``train``: a tagger and an NER through the listener, ``spacy train`` on the project's configs
   and its demo corpora (a subprocess, ``--gpu-id 0`` on CUDA), a few hundred steps;
 - ``one-rank``: ``torchrun --nproc-per-node 1`` (a process group, DDP) against one process, the
@@ -74,7 +75,7 @@ class Sizes:
     inference_batches: int
     inference_repeats: int
     isolate: bool  # benches measure each path in a fresh process (reliable memory figures)
-    pipe_tokens: int
+    pipe_docs: int  # in 8 batches, the first untimed
     long_doc_tokens: int
     train_steps: int
     train_eval_every: int
@@ -90,7 +91,7 @@ FULL = Sizes(
     inference_batches=4,
     inference_repeats=2,
     isolate=True,
-    pipe_tokens=20_000,
+    pipe_docs=256,
     long_doc_tokens=100_000,
     train_steps=300,
     train_eval_every=100,
@@ -105,7 +106,7 @@ SMOKE = Sizes(
     inference_batches=1,
     inference_repeats=1,
     isolate=False,
-    pipe_tokens=300,
+    pipe_docs=16,
     long_doc_tokens=2_000,
     train_steps=5,
     train_eval_every=5,
@@ -306,41 +307,33 @@ def _register_spacy_parts() -> List[str]:
 
 
 def _pipe_throughput(stage: Stage) -> Dict[str, Any]:
-    from spacy_elmo.bench.measure import MB, PeakMemory
-
-    from .pipe_bench import run_pipe_bench
-    from .pipeline import model_source
+    """The package's bench cell (``python -m spacy_elmo bench``'s): ``nlp.pipe`` through the
+    bundled model, on the stage's device, with its peak memory."""
+    from spacy_elmo.bench.text import text_lines
+    from spacy_elmo.cli.bench import Workload, run_cell
 
     _register_spacy_parts()
-    _spacy_on_device(stage.device)
-    with PeakMemory(stage.device) as peak:
-        result = run_pipe_bench(model_source(), max_tokens=stage.sizes.pipe_tokens, batch_size=64, progress=False)
-    row = result["rows"][0]
-    out = {
-        "settings": result["settings"],
-        **row,
-        "peak_mb": peak.mb,
-        "peak_total_mb": peak.total / MB,
-        "peak_method": peak.method,
-        "summary": f"{row['tokens_per_s']:,.0f} tok/s on {result['settings']['device']}, peak {peak.total / MB:,.0f} MB ({peak.method})",
-    }
-    if not result["settings"]["device"].startswith(stage.device.type):
-        out.update(ok=False, error=f"the biLM ran on {result['settings']['device']}, not {stage.device.type}")
-    return out
+    lines = text_lines(None)
+    texts = [lines[i % len(lines)] for i in range(stage.sizes.pipe_docs)]
+    work = Workload(None, "elmo", None, texts, stage.sizes.pipe_docs // 8, 1, int(_gpu_id(stage.device)))
+    row = run_cell(work, "fp32", 1)
+    row["summary"] = f"{row['tokens_per_s']:,.0f} tok/s, peak +{row['peak_mb']:,.0f} MB ({row['peak_method']})"
+    return row
 
 
 def _doc_output_on_cpu(stage: Stage) -> Dict[str, Any]:
     """Whatever the device, ``doc._.elmo`` is a NumPy array (CuPy arrays would break users'
     code and ``doc.to_bytes``)."""
     import numpy
+    import spacy
 
     from spacy_elmo.bench.text import DEMO_TEXT, text_lines
 
-    from .pipeline import elmo_pipeline, model_source
-
     _register_spacy_parts()
     _spacy_on_device(stage.device)
-    nlp = elmo_pipeline(model_source(), sentencizer=True)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    nlp.add_pipe("elmo").initialize()
     doc = nlp(" ".join(text_lines(DEMO_TEXT)[:3]))
     bilm_device = next(nlp.get_pipe("elmo").bilm.parameters()).device
     arrays = {"doc._.elmo": doc._.elmo, "doc._.elmo_layers": doc._.elmo_layers, "doc[0].vector": doc[0].vector}
@@ -366,13 +359,11 @@ def _doc_output_on_cpu(stage: Stage) -> Dict[str, Any]:
 
 def _long_doc(stage: Stage) -> Dict[str, Any]:
     """A doc without sentence boundaries runs in windows: no OOM whatever its length
-    (``benchmarks memory``'s measurement, on the stage's device)."""
-    from .memory_bench import measure_doc
-    from .pipeline import model_source
+    (``benchmarks pipe --doc-tokens``'s measurement, on the stage's device)."""
+    from .pipe_bench import measure_doc
 
     _register_spacy_parts()
-    _spacy_on_device(stage.device)
-    row = measure_doc(model_source(), stage.sizes.long_doc_tokens, None, {}, torch.get_num_threads())
+    row = measure_doc({}, stage.sizes.long_doc_tokens, None, 0, int(_gpu_id(stage.device)))
     summary = f"{row['tokens']:,} tokens at {row['tokens_per_s']:,.0f} tok/s, peak {row['peak_total_mb']:,.0f} MB ({row['peak_method']})"
     return {**row, "summary": summary}
 

@@ -81,6 +81,27 @@ def _thread_counts(value: Union[str, List[Threads]]) -> List[Threads]:
     return counts
 
 
+#: The bench's options, shared with the checkout's ``benchmarks pipe`` (which runs this bench).
+PRECISIONS = typer.Option(
+    "fp32,int8", "--precision", callback=_precisions,
+    help="The elmo model block's precisions to compare, comma-separated",
+)
+THREADS = typer.Option(
+    "auto", "--threads", callback=_thread_counts,
+    help="The elmo model block's thread counts to compare, comma-separated (auto or >= 1)",
+)
+TEXT = typer.Option(
+    DEFAULT_TEXT, "--text", show_default=False,
+    help=f"Text, a doc per line (default: {DEFAULT_TEXT.name}, shipped with the package)",
+)
+BATCH_SIZE = typer.Option(32, "--batch-size", min=1, help="Docs per nlp.pipe batch")
+WARMUP = typer.Option(1, "--warmup", min=0, help="Untimed batches first")
+BATCHES = typer.Option(4, "--batches", min=1, help="Timed batches per cell")
+ROUNDS = typer.Option(2, "--rounds", min=1, help="Runs of every cell; the best counts")
+GPU_ID = typer.Option(-1, "--gpu-id", help="GPU for spaCy and the biLM; -1 for the CPU")
+OUTPUT = typer.Option(None, "--output", "-o", help="Write every figure to this JSON file")
+
+
 def bench_command(
     pipeline: Optional[Path] = typer.Argument(
         None,
@@ -91,24 +112,15 @@ def bench_command(
     weights: Optional[str] = WEIGHTS,
     options_file: Optional[Path] = OPTIONS_FILE,
     weight_file: Optional[Path] = WEIGHT_FILE,
-    precisions: str = typer.Option(
-        "fp32,int8", "--precision", callback=_precisions,
-        help="The elmo model block's precisions to compare, comma-separated",
-    ),
-    threads: str = typer.Option(
-        "auto", "--threads", callback=_thread_counts,
-        help="The elmo model block's thread counts to compare, comma-separated (auto or >= 1)",
-    ),
-    text: Path = typer.Option(
-        DEFAULT_TEXT, "--text", show_default=False,
-        help=f"Text, a doc per line (default: {DEFAULT_TEXT.name}, shipped with the package)",
-    ),
-    batch_size: int = typer.Option(32, "--batch-size", min=1, help="Docs per nlp.pipe batch"),
-    warmup: int = typer.Option(1, "--warmup", min=0, help="Untimed batches first"),
-    batches: int = typer.Option(4, "--batches", min=1, help="Timed batches per cell"),
-    rounds: int = typer.Option(2, "--rounds", min=1, help="Runs of every cell; the best counts"),
-    gpu_id: int = typer.Option(-1, "--gpu-id", help="GPU for spaCy and the biLM; -1 for the CPU"),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write every figure to this JSON file"),
+    precisions: str = PRECISIONS,
+    threads: str = THREADS,
+    text: Path = TEXT,
+    batch_size: int = BATCH_SIZE,
+    warmup: int = WARMUP,
+    batches: int = BATCHES,
+    rounds: int = ROUNDS,
+    gpu_id: int = GPU_ID,
+    output: Optional[Path] = OUTPUT,
 ) -> None:
     """Measure the elmo pipe's tokens/s and peak memory on this machine, per precision and
     thread count, each cell in a fresh process; ratios are to the first cell."""
@@ -116,6 +128,16 @@ def bench_command(
         fail("PIPELINE brings its own weights: give it or --weights/--options-file/--weight-file")
     model = None if pipeline is not None else weight_settings(weights, options_file, weight_file)
     measured = str(pipeline) if pipeline is not None else weight_source(weights, options_file, weight_file).describe()
+    run_bench(pipeline, model, measured, precisions, threads, text, batch_size, warmup, batches, rounds, gpu_id, output)
+
+
+def run_bench(
+    pipeline: Optional[Path], model: Optional[Dict[str, Optional[str]]], measured: str, precisions: List[str],
+    threads: List[Threads], text: Path, batch_size: int, warmup: int, batches: int, rounds: int, gpu_id: int,
+    output: Optional[Path],
+) -> None:
+    """The bench once the weights are resolved (``measured`` says which): the cells, the table
+    and ``output``; exits with the error line of what cannot run."""
     typer.echo(f"measuring: {measured}")
     component = "elmo" if pipeline is None else _elmo_component(pipeline)
     device = _device(gpu_id, precisions)
