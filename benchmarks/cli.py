@@ -13,7 +13,6 @@ import torch
 import typer
 
 from spacy_elmo.bench import report
-from spacy_elmo.bench.text import DEFAULT_TEXT
 from spacy_elmo.cli import bench
 from spacy_elmo.cli.errors import fail
 from spacy_elmo.cli.help import prepare_help
@@ -32,22 +31,12 @@ app = typer.Typer(
     add_completion=False,
 )
 
-OUTPUT = typer.Option(
-    None, "--output", "-o", help="Write every figure (and the machine) to this JSON file"
-)
 WORKDIR = typer.Option(
     None,
     "--workdir",
     help="Cache for random-weight models (default: a temporary directory, removed after)",
 )
 THREADS = typer.Option(None, "--threads", min=1, help="torch threads (default: torch's default)")
-TEXT = typer.Option(
-    DEFAULT_TEXT,
-    "--text",
-    show_default=False,
-    help="Tokenized text, a paragraph per line (default: the first 79 KB of WikiText-2's "
-    f"validation set, shipped with the package: {DEFAULT_TEXT.name}; CC BY-SA 3.0)",
-)
 ISOLATE = typer.Option(
     True, "--isolate/--no-isolate", help="Measure each path in a fresh process (reliable memory)"
 )
@@ -135,7 +124,7 @@ def inference_command(
         "the order reversed every other round; the best pass counts",
     ),
     device: str = typer.Option("all", "--device", help="cpu, cuda or all (CUDA when available)"),
-    text: Optional[Path] = TEXT,
+    text: Optional[Path] = bench.TEXT,
     workdir: Optional[Path] = WORKDIR,
     seed: int = SEED,
     threads: Optional[str] = _int_list(None, "--threads", "torch threads (at least 1); a comma-separated list for a grid (e.g. 1,2)"),
@@ -152,7 +141,7 @@ def inference_command(
     contention: bool = typer.Option(
         False, "--contention", help="Also run every cell beside a process that keeps one core busy (a shared machine)"
     ),
-    output: Optional[Path] = OUTPUT,
+    output: Optional[Path] = bench.OUTPUT,
 ) -> None:
     """biLM forward: the package's paths against a per-time-step reference loop.
 
@@ -271,7 +260,7 @@ def pipe_command(
         ["default", "fixed-mmap"], "--allocator", help="With --doc-tokens: default and/or fixed-mmap (glibc)"
     ),
     workdir: Optional[Path] = WORKDIR,
-    output: Optional[Path] = OUTPUT,
+    output: Optional[Path] = bench.OUTPUT,
 ) -> None:
     """The elmo pipe: python -m spacy_elmo bench (tokens/s and peak memory per precision and
     thread count, each cell in a fresh process), on random weights of a shape too; or with
@@ -325,10 +314,10 @@ def pretrain_command(
     ),
     tiny: bool = typer.Option(False, "--tiny", help="The recipes with a tiny model and vocabulary (a rehearsal)"),
     device: str = typer.Option("auto", "--device", help="cpu, cuda or auto"),
-    text: Optional[Path] = TEXT,
+    text: Optional[Path] = bench.TEXT,
     threads: Optional[int] = THREADS,
     isolate: bool = ISOLATE,
-    output: Optional[Path] = OUTPUT,
+    output: Optional[Path] = bench.OUTPUT,
 ) -> None:
     """Pretraining throughput in steady state: the trainer's own steps (where their time goes:
     profile-step).
@@ -372,7 +361,7 @@ def pretrain_ab_command(
     steps: int = typer.Option(15, "--steps", min=1, help="Timed steps per run"),
     warmup: int = typer.Option(3, "--warmup", min=0, help="Untimed steps before them"),
     rounds: int = typer.Option(4, "--rounds", min=1, help="Runs of each checkout, alternating which goes first"),
-    output: Optional[Path] = OUTPUT,
+    output: Optional[Path] = bench.OUTPUT,
 ) -> None:
     """This checkout's pretraining step against another checkout's, on the same batches.
 
@@ -414,7 +403,7 @@ def profile_step_command(
     smoke: bool = SMOKE,
     peak_tflops: Optional[float] = typer.Option(None, "--peak-tflops", help="The card's dense peak at this precision"),
     peak_gbs: Optional[float] = typer.Option(None, "--peak-gbs", help="The card's memory bandwidth, GB/s"),
-    text: Optional[Path] = TEXT,
+    text: Optional[Path] = bench.TEXT,
     threads: Optional[int] = THREADS,
 ) -> None:
     """A pretraining step's device time kernel by kernel, grouped by phase and kind, with FLOP/s
@@ -454,9 +443,9 @@ def step_ab_command(
         True, "--together/--one-at-a-time", help="All variants built at once (alternating rounds), or one after another"
     ),
     smoke: bool = SMOKE,
-    text: Optional[Path] = TEXT,
+    text: Optional[Path] = bench.TEXT,
     threads: Optional[int] = THREADS,
-    output: Optional[Path] = OUTPUT,
+    output: Optional[Path] = bench.OUTPUT,
 ) -> None:
     """Pretraining step variants against each other in one process, in alternating rounds."""
     from .step_ab import run_step_ab
@@ -506,7 +495,7 @@ def senses_command(
         "to this PNG (needs matplotlib: the 'plot' extra)",
     ),
     threads: Optional[int] = THREADS,
-    output: Optional[Path] = OUTPUT,
+    output: Optional[Path] = bench.OUTPUT,
 ) -> None:
     """Word senses: does each layer, and the pipe's default mix, separate them?
 

@@ -12,17 +12,13 @@ docs/gpu_run.md says how a session is planned. Each stage:
 - writes ``OUT/<stage>.json`` (the machine, the sizes, every case) and ``OUT/<stage>.log`` (the
   log and the subprocesses' output), and prints one line per case.
 
-Stages (``STAGES``); the lease's calls (``benchmarks/gpu_lease/``) run ``inference`` and
-``one-rank``, and call ``profile-step``, ``step-ab`` and pytest themselves:
+Stages (``STAGES``): what no command of the kit or the package and no test with ``--device
+cuda`` checks on a GPU. The lease's calls (``benchmarks/gpu_lease/``) run ``one-rank``, and call
+``inference``, ``profile-step``, ``step-ab`` and pytest themselves; the pipe's speed and memory
+on a GPU are ``python -m spacy_elmo bench --gpu-id 0`` and ``benchmarks pipe --doc-tokens N
+--gpu-id 0``.
 
-- ``inference``: ``benchmarks inference`` (``inference_bench``) on the stage's device, the
-  original shape, batches of 128 sentences of <= 25 tokens: tokens/s per path, ratio to the
-  reference, largest difference and per-token cosines; on CUDA the paths a GPU user picks
-  (``_cuda_paths``: float32, bf16 and tf32, each with and without CUDA graphs), at 128 and
-  ``LARGE_BATCH``;
-- ``pipe``: ``nlp.pipe`` through the bundled model (the cell of ``python -m spacy_elmo bench
-  --gpu-id 0``: tokens/s, peak GPU memory); ``doc._.elmo`` a NumPy array on the CPU; a long doc
-  without sentences (``benchmarks pipe --doc-tokens``);
+- ``pipe``: ``doc._.elmo`` a NumPy array on the CPU after ``spacy.require_gpu()``;
 - ``train``: a tagger and an NER through the listener, ``spacy train`` on the project's configs
   and its demo corpora (a subprocess, ``--gpu-id 0`` on CUDA), a few hundred steps;
 - ``one-rank``: ``torchrun --nproc-per-node 1`` (a process group, DDP) against one process, the
@@ -58,7 +54,7 @@ from spacy_elmo.bench.system import system_info
 
 from .subprocesses import CHECKOUT, descendants, package_argv, subprocess_env
 
-STAGES = ("inference", "pipe", "train", "one-rank", "embed")
+STAGES = ("pipe", "train", "one-rank", "embed")
 STAGE_CHOICES = (*STAGES, "all")
 #: Characters of a subprocess's output kept in the stage log, and of an error in the JSON.
 LOG_TAIL = 2_000_000
@@ -71,12 +67,6 @@ GRACE_S = 15
 class Sizes:
     """How much each stage runs: ``FULL`` on the GPU, ``SMOKE`` to rehearse on 2 CPU cores."""
 
-    inference_shape: str
-    inference_batches: int
-    inference_repeats: int
-    isolate: bool  # benches measure each path in a fresh process (reliable memory figures)
-    pipe_docs: int  # in 8 batches, the first untimed
-    long_doc_tokens: int
     train_steps: int
     train_eval_every: int
     train_dev_limit: int  # 0: the whole dev set
@@ -87,12 +77,6 @@ class Sizes:
 
 
 FULL = Sizes(
-    inference_shape="original",
-    inference_batches=4,
-    inference_repeats=2,
-    isolate=True,
-    pipe_docs=256,
-    long_doc_tokens=100_000,
     train_steps=300,
     train_eval_every=100,
     train_dev_limit=0,
@@ -102,12 +86,6 @@ FULL = Sizes(
     embed_chunk=500,
 )
 SMOKE = Sizes(
-    inference_shape="fixture",
-    inference_batches=1,
-    inference_repeats=1,
-    isolate=False,
-    pipe_docs=16,
-    long_doc_tokens=2_000,
     train_steps=5,
     train_eval_every=5,
     train_dev_limit=10,
@@ -232,56 +210,6 @@ def _checkout_path(*parts: str) -> Path:
     return path
 
 
-# ------------------------------------------------------------------------------------ inference
-
-
-def _inference(stage: Stage, batch_size: int, paths: Optional[Sequence[str]], repeats: int) -> Dict[str, Any]:
-    from .inference_bench import run_inference_bench
-
-    s = stage.sizes
-    result = run_inference_bench(
-        stage.workdir, shape=s.inference_shape, batch_size=batch_size, seq_len=25, n_batches=s.inference_batches,
-        warmup=1, repeats=repeats, device=stage.device.type, isolate=s.isolate, progress=False, paths=paths,
-    )
-    rows = result["rows"]
-    not_exact = [row["path"] for row in rows if row.get("exact") is False]
-    out: Dict[str, Any] = {
-        "settings": result["settings"],
-        "batches": result["batches"],
-        "model_mb": result["model_mb"],
-        "rows": rows,
-        "summary": "; ".join(
-            f"{row['path']} {row['tokens_per_s']:,.0f} tok/s x{row['speedup']:.2f}"
-            + (f" max|diff| {row['max_abs_diff']:.1e}" if "max_abs_diff" in row else "")
-            + (f" min mean cos {row['worst_mean_cosine']:.4f}" if "worst_mean_cosine" in row else "")
-            for row in rows
-        ),
-    }
-    if not_exact:
-        out.update(ok=False, error=f"float32 paths off the reference by more than the tolerance: {', '.join(not_exact)}")
-    return out
-
-
-#: The large batch of the inference stage.
-LARGE_BATCH = 1024
-
-
-def _cuda_paths() -> List[str]:
-    """The paths the stage times on CUDA (and the reference): each with and without CUDA graphs."""
-    from .inference_bench import BF16, EXACT, TF32, with_and_without_graphs
-
-    return with_and_without_graphs((EXACT, BF16, TF32))
-
-
-def inference_stage(stage: Stage) -> None:
-    s = stage.sizes
-    if stage.device.type != "cuda":
-        stage.case(f"{s.inference_shape} shape, batch 128", _inference, 128, None, s.inference_repeats)
-        return
-    for batch_size in (128, LARGE_BATCH):
-        stage.case(f"{s.inference_shape} shape, batch {batch_size}", _inference, batch_size, _cuda_paths(), 1)
-
-
 # ----------------------------------------------------------------------------------------- pipe
 
 
@@ -304,21 +232,6 @@ def _register_spacy_parts() -> List[str]:
     for name in names:
         importlib.import_module(name)
     return names
-
-
-def _pipe_throughput(stage: Stage) -> Dict[str, Any]:
-    """The package's bench cell (``python -m spacy_elmo bench``'s): ``nlp.pipe`` through the
-    bundled model, on the stage's device, with its peak memory."""
-    from spacy_elmo.bench.text import text_lines
-    from spacy_elmo.cli.bench import Workload, run_cell
-
-    _register_spacy_parts()
-    lines = text_lines(None)
-    texts = [lines[i % len(lines)] for i in range(stage.sizes.pipe_docs)]
-    work = Workload(None, "elmo", None, texts, stage.sizes.pipe_docs // 8, 1, int(_gpu_id(stage.device)))
-    row = run_cell(work, "fp32", 1)
-    row["summary"] = f"{row['tokens_per_s']:,.0f} tok/s, peak +{row['peak_mb']:,.0f} MB ({row['peak_method']})"
-    return row
 
 
 def _doc_output_on_cpu(stage: Stage) -> Dict[str, Any]:
@@ -357,22 +270,9 @@ def _doc_output_on_cpu(stage: Stage) -> Dict[str, Any]:
     return out
 
 
-def _long_doc(stage: Stage) -> Dict[str, Any]:
-    """A doc without sentence boundaries runs in windows: no OOM whatever its length
-    (``benchmarks pipe --doc-tokens``'s measurement, on the stage's device)."""
-    from .pipe_bench import measure_doc
-
-    _register_spacy_parts()
-    row = measure_doc({}, stage.sizes.long_doc_tokens, None, 0, int(_gpu_id(stage.device)))
-    summary = f"{row['tokens']:,} tokens at {row['tokens_per_s']:,.0f} tok/s, peak {row['peak_total_mb']:,.0f} MB ({row['peak_method']})"
-    return {**row, "summary": summary}
-
-
 def pipe_stage(stage: Stage) -> None:
     try:
-        stage.case("nlp.pipe", _pipe_throughput)
         stage.case("doc._.elmo on the CPU", _doc_output_on_cpu)
-        stage.case(f"long doc without sentences ({stage.sizes.long_doc_tokens:,} tokens)", _long_doc)
     finally:
         if "spacy" in sys.modules:
             import spacy
@@ -454,6 +354,7 @@ def _one_rank_against_one_process(stage: Stage, step: str) -> Dict[str, Any]:
     """``torchrun --nproc-per-node 1`` (a process group, DDP) against one process, the same
     steps of the bilm-tf recipe on windows, alternated A B A B: tokens/s of the last logged
     window of each run, and their ratio."""
+    from spacy_elmo.bench.measure import alternating
     from spacy_elmo.bench.text import default_text_path
     from spacy_elmo.pretrain.config import config_text
     from spacy_elmo.pretrain.metrics import read_metrics
@@ -473,21 +374,20 @@ def _one_rank_against_one_process(stage: Stage, step: str) -> Dict[str, Any]:
         "training.eval_every": 10 * steps,
         "training.checkpoint_every": 10 * steps,
     }
-    runs: Dict[str, List[float]] = {"one process": [], "torchrun 1 rank": []}
-    for round_ in range(2):
-        order = list(runs) if round_ == 0 else list(runs)[::-1]
-        for name in order:
-            output = stage.workdir / f"one-rank-{step}-{name.replace(' ', '-')}-{round_}"
-            argv: List[Any] = package_argv(["pretrain"], 1, torchrun=name.startswith("torchrun"))
-            argv += [config, output, "--gpu-id", _gpu_id(stage.device)]
-            if stage.device.type == "cpu":
-                argv += ["--threads", 1]
-            for key, value in overrides.items():
-                argv += [f"--{key}", json.dumps(value) if not isinstance(value, str) else value]
-            code, text, _ = stage.run(argv, env=subprocess_env(threads=1), cwd=stage.workdir)
-            if code != 0:
-                raise RuntimeError(f"{name} exited with {code}:\n{text[-ERROR_TAIL:]}")
-            runs[name].append([row for row in read_metrics(output) if "loss" in row][-1]["tokens_per_s"])
+    def run(name: str, round_: int) -> float:
+        output = stage.workdir / f"one-rank-{step}-{name.replace(' ', '-')}-{round_}"
+        argv: List[Any] = package_argv(["pretrain"], 1, torchrun=name.startswith("torchrun"))
+        argv += [config, output, "--gpu-id", _gpu_id(stage.device)]
+        if stage.device.type == "cpu":
+            argv += ["--threads", 1]
+        for key, value in overrides.items():
+            argv += [f"--{key}", json.dumps(value) if not isinstance(value, str) else value]
+        code, text, _ = stage.run(argv, env=subprocess_env(threads=1), cwd=stage.workdir)
+        if code != 0:
+            raise RuntimeError(f"{name} exited with {code}:\n{text[-ERROR_TAIL:]}")
+        return [row for row in read_metrics(output) if "loss" in row][-1]["tokens_per_s"]
+
+    runs = alternating(["one process", "torchrun 1 rank"], 2, run)
     one, ranked = (statistics.median(runs[name]) for name in runs)
     return {
         "step": step,
@@ -574,7 +474,6 @@ def embed_stage(stage: Stage) -> None:
 
 
 RUNNERS: Dict[str, Callable[[Stage], None]] = {
-    "inference": inference_stage,
     "pipe": pipe_stage,
     "train": train_stage,
     "one-rank": one_rank_stage,

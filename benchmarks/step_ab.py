@@ -22,7 +22,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 
 import torch
 
-from spacy_elmo.bench.measure import MB
+from spacy_elmo.bench.measure import MB, alternating
 from spacy_elmo.bench.system import system_info
 
 from .pretrain_bench import PretrainCase, _settle, _trainer, case_inputs, free_memory, named_case, timed
@@ -135,11 +135,11 @@ class _StepAB:
                 built[name] = self.build(name, overrides, warmup)
             except Exception:  # recorded; the others run
                 self.failed(name)
-        for round_ in range(rounds):
-            order = list(built) if round_ % 2 == 0 else list(built)[::-1]
-            for name in order:
-                self.result["variants"][name]["rounds"].append(timed(*built[name], self.device, steps))
+        def one(name: str, _: int) -> None:
+            self.result["variants"][name]["rounds"].append(timed(*built[name], self.device, steps))
             self.write()
+
+        alternating(list(built), rounds, one)
 
     def time_one_after_another(self, warmup: int, steps: int, rounds: int) -> None:
         """Each variant built, timed over all its rounds and freed before the next."""

@@ -17,7 +17,7 @@ import typer
 
 from ..bench import report
 from ..bench.isolate import ProcessDied, run_isolated
-from ..bench.measure import MB, PeakMemory, current_rss_bytes
+from ..bench.measure import MB, PeakMemory, alternating, current_rss_bytes
 from ..bench.system import system_info
 from ..bench.text import DEFAULT_TEXT, text_lines
 from ..nn.precision import get_precision
@@ -210,12 +210,12 @@ def _elmo_component(pipeline: Path) -> str:
 
 def measure_cells(work: Workload, cells: List[Cell], rounds: int) -> List[Dict[str, Any]]:
     """Every cell ``rounds`` times in fresh processes: best runs, all runs, ratios to the first."""
-    runs: Dict[Cell, List[Dict[str, Any]]] = {cell: [] for cell in cells}
-    for round_ in range(rounds):
-        for cell in cells if round_ % 2 == 0 else cells[::-1]:
-            run = run_isolated(run_cell, work, *cell)  # a fresh process: its threads and memory its own
-            runs[cell].append(run)
-            typer.echo(f"round {round_ + 1}/{rounds}: {cell[0]}, threads {cell[1]}: {run['tokens_per_s']:,.0f} tokens/s")
+    def one(cell: Cell, round_: int) -> Dict[str, Any]:
+        run = run_isolated(run_cell, work, *cell)  # a fresh process: its threads and memory its own
+        typer.echo(f"round {round_ + 1}/{rounds}: {cell[0]}, threads {cell[1]}: {run['tokens_per_s']:,.0f} tokens/s")
+        return run
+
+    runs = alternating(cells, rounds, one)
     rows = []
     for cell in cells:
         best = max(runs[cell], key=lambda run: run["tokens_per_s"])
