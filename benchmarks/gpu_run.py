@@ -38,7 +38,6 @@ import json
 import logging
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -355,6 +354,7 @@ def _one_rank_against_one_process(stage: Stage, step: str) -> Dict[str, Any]:
     steps of the bilm-tf recipe on windows, alternated A B A B: tokens/s of the last logged
     window of each run, and their ratio."""
     from spacy_elmo.bench.measure import alternating
+    from spacy_elmo.bench.report import medians_and_ratios
     from spacy_elmo.bench.text import default_text_path
     from spacy_elmo.pretrain.config import config_text
     from spacy_elmo.pretrain.metrics import read_metrics
@@ -388,12 +388,13 @@ def _one_rank_against_one_process(stage: Stage, step: str) -> Dict[str, Any]:
         return [row for row in read_metrics(output) if "loss" in row][-1]["tokens_per_s"]
 
     runs = alternating(["one process", "torchrun 1 rank"], 2, run)
-    one, ranked = (statistics.median(runs[name]) for name in runs)
+    medians, ratios = medians_and_ratios(runs, "one process")
+    one, ranked, ratio = medians["one process"], medians["torchrun 1 rank"], ratios["torchrun 1 rank"]
     return {
         "step": step,
         "tokens_per_s": runs,
-        "ratio_torchrun_to_one_process": ranked / one,
-        "summary": f"step {step}: one process {one:,.0f} tok/s, torchrun 1 rank {ranked:,.0f} ({ranked / one:.2f}x)",
+        "ratio_torchrun_to_one_process": ratio,
+        "summary": f"step {step}: one process {one:,.0f} tok/s, torchrun 1 rank {ranked:,.0f} ({ratio:.2f}x)",
     }
 
 

@@ -44,6 +44,7 @@ def run_pretrain_ab(
     (with ``overrides``), takes ``warmup`` untimed steps and times ``steps``. Returns every run,
     each side's median tokens/s, their ratio, and the median of the step-by-step ratios."""
     from spacy_elmo.bench.measure import alternating
+    from spacy_elmo.bench.report import medians_and_ratios
     from spacy_elmo.bench.system import system_info
 
     this = Path(__file__).resolve().parents[1]
@@ -64,7 +65,7 @@ def run_pretrain_ab(
             return _child(checkout, config, run_settings, threads, warmup, steps, Path(tmp) / f"{side}-{round_}", timeout_s)
 
         runs = alternating(["this", "against"], rounds, one)
-    medians = {side: statistics.median(run["tokens_per_s"] for run in found) for side, found in runs.items()}
+    medians, ratios = medians_and_ratios({side: [r["tokens_per_s"] for r in found] for side, found in runs.items()}, "against")
     step_ratios = [
         mine / theirs
         for a, b in zip(runs["this"], runs["against"])
@@ -84,7 +85,7 @@ def run_pretrain_ab(
         "rounds": rounds,
         "runs": runs,
         "median_tokens_per_s": medians,
-        "ratio_of_medians": medians["this"] / medians["against"],
+        "ratio_of_medians": ratios["this"],
         "step_by_step_ratio_median": statistics.median(step_ratios),
         "system": system_info(),
     }
