@@ -7,18 +7,17 @@ import contextlib
 import enum
 import itertools
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Type, Union
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Type, Union
 
 import torch
 import typer
 
 from spacy_elmo.bench import report
-from spacy_elmo.bench.text import DEFAULT_TEXT
+from spacy_elmo.cli import bench
 from spacy_elmo.cli.errors import fail
 from spacy_elmo.cli.help import prepare_help
 from spacy_elmo.cli.pretrain import EXTRA_ARGS, config_overrides
-from spacy_elmo.cli.weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS, weight_source
-from spacy_elmo.sources import weight_keys
+from spacy_elmo.cli.weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS, weight_settings, weight_source
 
 from .embed_bench import embed_bench_command
 from .shapes import SHAPE_NAMES
@@ -32,22 +31,12 @@ app = typer.Typer(
     add_completion=False,
 )
 
-OUTPUT = typer.Option(
-    None, "--output", "-o", help="Write every figure (and the machine) to this JSON file"
-)
 WORKDIR = typer.Option(
     None,
     "--workdir",
     help="Cache for random-weight models (default: a temporary directory, removed after)",
 )
 THREADS = typer.Option(None, "--threads", min=1, help="torch threads (default: torch's default)")
-TEXT = typer.Option(
-    DEFAULT_TEXT,
-    "--text",
-    show_default=False,
-    help="Tokenized text, a paragraph per line (default: the first 79 KB of WikiText-2's "
-    f"validation set, shipped with the package: {DEFAULT_TEXT.name}; CC BY-SA 3.0)",
-)
 ISOLATE = typer.Option(
     True, "--isolate/--no-isolate", help="Measure each path in a fresh process (reliable memory)"
 )
@@ -103,57 +92,19 @@ def _bench_model(
     options_file: Optional[Path],
     weight_file: Optional[Path],
     random_shape: Optional[Shape],
-):
-    """The weights a pipe bench runs: ``--random-shape``, or what the weight options name (the
-    bundled model for none), resolved by the package's resolver; printed, so a run says what it
-    measured."""
-    from .pipeline import ModelSource, random_model_source
+) -> Tuple[Dict[str, Optional[str]], str]:
+    """The elmo model block's weight keys a pipe bench runs, and what they are: ``--random-shape``
+    (written to ``directory`` once), or what the weight options name (the bundled model for
+    none), resolved by the package's resolver (exits with its error)."""
+    from .shapes import cached_model
 
-    if random_shape is not None:
-        if weights is not None or options_file is not None or weight_file is not None:
-            fail("--random-shape replaces the weights: give it or --weights/--options-file/--weight-file")
-        model = random_model_source(directory, random_shape)
-    else:
-        source = weight_source(weights, options_file, weight_file)  # exits with the resolver's error
-        model = ModelSource(weight_keys(weights, options_file, weight_file), source)
-    typer.echo(f"model: {model.description}")
-    return model
-
-
-@app.command("load")
-def load_command(
-    shape: Shape = SHAPE,
-    repeats: int = typer.Option(3, "--repeats", help="Loads per loader and mode; the best counts"),
-    workdir: Optional[Path] = WORKDIR,
-    seed: int = SEED,
-    threads: Optional[int] = THREADS,
-    output: Optional[Path] = OUTPUT,
-) -> None:
-    """Weight loading: load_bilm against AllenNLP's per-tensor pattern.
-
-    A random model of a released shape is written once in the bilm-tf HDF5 layout; load_bilm,
-    the AllenNLP-style loader (h5py.File reopened for every tensor) and the native safetensors
-    checkpoint are timed cold and warm.
-    """
-    from .load_bench import LOAD_COLUMNS, run_load_bench
-
-    _threads(threads)
-    with bench_workdir(workdir) as directory:
-        result = run_load_bench(directory, shape, seed, repeats)
-    report.echo_table(
-        f"Loading a random {shape} biLM ({result['n_parameters']:,} parameters), best of "
-        f"{repeats}; baseline: {result['baseline']}",
-        result["rows"],
-        LOAD_COLUMNS,
-    )
-    typer.echo(
-        f"cold = file evicted from the page cache first "
-        f"({'done' if result['page_cache_eviction'] else 'NOT possible here: cold = warm'}); "
-        f"load_bilm and the per-tensor loader give identical tensors: "
-        f"{report.format_value(result['identical_tensors'], '')}; native checkpoint identical: "
-        f"{report.format_value(result['identical_tensors_native'], '')}"
-    )
-    report.finish(result, output)
+    if random_shape is None:
+        measured = weight_source(weights, options_file, weight_file).describe()
+        return weight_settings(weights, options_file, weight_file), measured
+    if weights is not None or options_file is not None or weight_file is not None:
+        fail("--random-shape replaces the weights: give it or --weights/--options-file/--weight-file")
+    model = cached_model(directory, random_shape)
+    return weight_settings(str(model), None, None), f"random weights of the {random_shape} shape: {model}"
 
 
 @app.command("inference")
@@ -173,7 +124,7 @@ def inference_command(
         "the order reversed every other round; the best pass counts",
     ),
     device: str = typer.Option("all", "--device", help="cpu, cuda or all (CUDA when available)"),
-    text: Optional[Path] = TEXT,
+    text: Optional[Path] = bench.TEXT,
     workdir: Optional[Path] = WORKDIR,
     seed: int = SEED,
     threads: Optional[str] = _int_list(None, "--threads", "torch threads (at least 1); a comma-separated list for a grid (e.g. 1,2)"),
@@ -190,7 +141,7 @@ def inference_command(
     contention: bool = typer.Option(
         False, "--contention", help="Also run every cell beside a process that keeps one core busy (a shared machine)"
     ),
-    output: Optional[Path] = OUTPUT,
+    output: Optional[Path] = bench.OUTPUT,
 ) -> None:
     """biLM forward: the package's paths against a per-time-step reference loop.
 
@@ -286,140 +237,52 @@ def _positive_ints(value: Union[str, List[int]], option: str) -> List[int]:
     return numbers
 
 
-def _parse_settings(items: List[str]) -> Dict[str, Any]:
-    import srsly
-
-    settings: Dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep:
-            fail(f"--set takes KEY=VALUE (an elmo pipe setting), got {item!r}")
-        try:
-            settings[key] = srsly.json_loads(value)
-        except ValueError:
-            settings[key] = value
-    return settings
-
-
-@app.command("token-chunks")
-def token_chunks_command(
-    weights: Optional[str] = WEIGHTS,
-    random_shape: Optional[Shape] = RANDOM_SHAPE,
-    batch_size: str = _int_list("1,32", "--batch-size", "Sentences per batch, comma-separated"),
-    threads: str = _int_list("1,2", "--threads", "biLM threads (PyTorch on one op thread), comma-separated"),
-    sentences: int = typer.Option(64, "--sentences", min=1, help="Sentences per timed pass"),
-    rounds: int = typer.Option(5, "--rounds", min=1, help="Timed passes of each way; the median counts"),
-    workdir: Optional[Path] = WORKDIR,
-    output: Optional[Path] = OUTPUT,
-) -> None:
-    """int8's character convolutions in fixed-shape chunks (what makes a sentence's vectors the
-    same alone and in any batch) against the batch at once, alternating in one process."""
-    from .token_chunks import COLUMNS, run_token_chunks_bench
-
-    with bench_workdir(workdir) as directory:
-        model = _bench_model(directory, weights, None, None, random_shape)
-        result = run_token_chunks_bench(
-            str(model.source.directory), model.description, batch_size, threads, sentences, rounds
-        )
-    report.echo_table(f"{model.description}: median of {rounds} passes of {sentences} sentences", result["rows"], COLUMNS)
-    report.finish(result, output)
-
-
 @app.command("pipe")
 def pipe_command(
     weights: Optional[str] = WEIGHTS,
     options_file: Optional[Path] = OPTIONS_FILE,
     weight_file: Optional[Path] = WEIGHT_FILE,
     random_shape: Optional[Shape] = RANDOM_SHAPE,
-    max_tokens: int = typer.Option(20000, "--max-tokens", help="Tokens of text to process (whole sentences: the last may go past it)"),
-    batch_size: int = typer.Option(64, "--batch-size", help="nlp.pipe batch size (docs)"),
-    sentencizer: bool = typer.Option(
-        True, "--sentencizer/--no-sentencizer", help="Split docs into sentences first"
+    precisions: str = bench.PRECISIONS,
+    threads: str = bench.THREADS,
+    text: Path = bench.TEXT,
+    batch_size: int = bench.BATCH_SIZE,
+    warmup: int = bench.WARMUP,
+    batches: int = bench.BATCHES,
+    rounds: int = bench.ROUNDS,
+    gpu_id: int = bench.GPU_ID,
+    doc_tokens: Optional[str] = _int_list(
+        None, "--doc-tokens", "Instead of batches: one doc of each length (tokens, comma-separated, e.g. "
+        "2500,10000,40000) without sentence boundaries, its peak memory beyond its outputs"
     ),
-    settings: List[str] = typer.Option(
-        [],
-        "--set",
-        help="An elmo pipe setting, KEY=VALUE: of its model block (precision, max_batch_tokens, "
-        "token_cache_words ...) or the pipe (cache_size_mb ...), e.g. --set precision=bf16 "
-        "(repeatable)",
-    ),
-    gpu_id: int = typer.Option(-1, "--gpu-id", help="GPU for spaCy and the biLM; -1 for the CPU"),
-    text: Optional[Path] = TEXT,
-    workdir: Optional[Path] = WORKDIR,
-    threads: Optional[int] = THREADS,
-    output: Optional[Path] = OUTPUT,
-) -> None:
-    """nlp.pipe end to end: tokens/s and the share of time outside the biLM.
-
-    Default model: the bundled one (--weights or --random-shape for others); it says which.
-    """
-    from .pipe_bench import PIPE_COLUMNS, run_pipe_bench  # it sets --threads
-
-    if gpu_id >= 0:
-        import spacy
-
-        spacy.require_gpu(gpu_id)
-    with _failing(ValueError):
-        with bench_workdir(workdir) as directory:
-            source = _bench_model(directory, weights, options_file, weight_file, random_shape)
-            result = run_pipe_bench(
-                source, text, max_tokens, batch_size, sentencizer, _parse_settings(settings), threads
-            )
-    s = result["settings"]
-    report.echo_table(
-        f"nlp.pipe on {s['device']} (blank en{' + sentencizer' if sentencizer else ''} + elmo, "
-        f"{s['n_parameters']:,} biLM parameters)",
-        result["rows"],
-        PIPE_COLUMNS,
-    )
-    typer.echo(
-        "outside biLM = (total - biLM forward) / total: tokenizer, sentencizer, char ids, "
-        "batching, layer mix, extensions"
-    )
-    report.finish(result, output)
-
-
-@app.command("memory")
-def memory_command(
-    weights: Optional[str] = WEIGHTS,
-    options_file: Optional[Path] = OPTIONS_FILE,
-    weight_file: Optional[Path] = WEIGHT_FILE,
-    random_shape: Optional[Shape] = RANDOM_SHAPE,
-    sizes: List[int] = typer.Option(
-        [2500, 10000, 40000], "--size", help="Doc length in tokens (repeat the option)"
-    ),
-    cache_sizes: List[int] = typer.Option(
-        [0], "--cache-size-mb", help="The pipe's layer cache setting (repeat to compare)"
-    ),
+    cache_sizes: List[int] = typer.Option([0], "--cache-size-mb", help="With --doc-tokens: the pipe's layer cache (repeat to compare)"),
     allocators: List[str] = typer.Option(
-        ["default", "fixed-mmap"], "--allocator", help="default and/or fixed-mmap (glibc)"
+        ["default", "fixed-mmap"], "--allocator", help="With --doc-tokens: default and/or fixed-mmap (glibc)"
     ),
-    precisions: List[str] = typer.Option(
-        ["fp32"], "--precision", help="The model block's precision (repeat to compare, e.g. fp32 and int8)"
-    ),
-    text: Optional[Path] = TEXT,
     workdir: Optional[Path] = WORKDIR,
-    threads: Optional[int] = THREADS,
-    isolate: bool = ISOLATE,
-    output: Optional[Path] = OUTPUT,
+    output: Optional[Path] = bench.OUTPUT,
 ) -> None:
-    """Peak memory of long docs without sentence boundaries, by doc length.
+    """The elmo pipe: python -m spacy_elmo bench (tokens/s and peak memory per precision and
+    thread count, each cell in a fresh process), on random weights of a shape too; or with
+    --doc-tokens, docs without sentence boundaries by length: does memory grow with the doc?"""
+    from spacy_elmo.cli.bench import run_bench
 
-    The memory beyond the output arrays should depend on the window and batch size, not on the
-    doc; each doc runs in a fresh process. Default model: the bundled one (it says which).
-    """
-    from .memory_bench import MEMORY_COLUMNS, run_memory_bench  # each doc's process sets --threads
+    from .pipe_bench import DOC_COLUMNS, run_doc_bench
 
-    with _failing(ValueError):
-        with bench_workdir(workdir) as directory:
-            source = _bench_model(directory, weights, options_file, weight_file, random_shape)
-            result = run_memory_bench(source, sizes, cache_sizes, allocators, precisions, text, threads, isolate)
+    with bench_workdir(workdir) as directory:
+        model, measured = _bench_model(directory, weights, options_file, weight_file, random_shape)
+        if doc_tokens is None:
+            run_bench(None, model, measured, precisions, threads, text, batch_size, warmup, batches, rounds, gpu_id, output)
+            return
+        typer.echo(f"measuring: {measured}")
+        with _failing(ValueError):
+            result = run_doc_bench(model, doc_tokens, precisions, threads, cache_sizes, allocators, text, gpu_id)
     rows = result["rows"]
     report.echo_table(
-        f"elmo pipe, peak RSS increase per doc without sentence boundaries (windows of <= "
-        f"{rows[0]['max_sequence_length']} tokens, max_batch_tokens {rows[0]['max_batch_tokens']})",
+        f"elmo pipe, peak memory increase per doc without sentence boundaries (windows of <= "
+        f"{rows[0]['max_sequence_length']} tokens, max_batch_tokens {rows[0]['max_batch_tokens']}; {rows[0]['peak_method']})",
         rows,
-        MEMORY_COLUMNS,
+        DOC_COLUMNS,
     )
     typer.echo(
         "outputs = doc._.elmo + doc._.elmo_layers; default = glibc's dynamic mmap threshold (what "
@@ -449,19 +312,19 @@ def pretrain_command(
     step_kinds: List[str] = typer.Option(
         ["eager"], "--step", help="eager, cuda_graph, compile or compile_graph (windows only); repeat"
     ),
-    phases: bool = typer.Option(True, "--phases/--no-phases", help="Profile a few more steps: time per phase, GPU busy"),
     tiny: bool = typer.Option(False, "--tiny", help="The recipes with a tiny model and vocabulary (a rehearsal)"),
     device: str = typer.Option("auto", "--device", help="cpu, cuda or auto"),
-    text: Optional[Path] = TEXT,
+    text: Optional[Path] = bench.TEXT,
     threads: Optional[int] = THREADS,
     isolate: bool = ISOLATE,
-    output: Optional[Path] = OUTPUT,
+    output: Optional[Path] = bench.OUTPUT,
 ) -> None:
-    """Pretraining throughput in steady state, split by phase: the trainer's own steps.
+    """Pretraining throughput in steady state: the trainer's own steps (where their time goes:
+    profile-step).
 
     Writes --output after every case, so that a cut run keeps what it measured.
     """
-    from .pretrain_bench import PRETRAIN_COLUMNS, named_case, phase_columns, phase_table, run_pretrain_bench
+    from .pretrain_bench import PRETRAIN_COLUMNS, named_case, run_pretrain_bench
 
     sizes = [r if r == "max" else int(r) for r in rows if r == "max" or r.isdigit()]
     if len(sizes) != len(rows) or any(r != "max" and r < 1 for r in sizes):
@@ -471,7 +334,7 @@ def pretrain_command(
         chosen = [named_case(c, tiny) for c in cases]
         result = run_pretrain_bench(
             chosen, text, sizes, window, warmup, steps, seconds, precisions,
-            step_kinds, device, threads, phases, isolate, on_row=lambda partial: report.write_json(partial, output, quiet=True),
+            step_kinds, device, threads, isolate, on_row=lambda partial: report.write_json(partial, output, quiet=True),
         )
     s = result["settings"]
     measured = [row for row in result["rows"] if "tokens_per_s" in row]
@@ -481,9 +344,6 @@ def pretrain_command(
         measured,
         PRETRAIN_COLUMNS,
     )
-    split = phase_table(measured)
-    if split:
-        report.echo_table("time per step in each phase", split, phase_columns(s["device"]))
     for row in result["rows"]:
         if "tokens_per_s" not in row:
             typer.echo(f"{row['case']} {row.get('precision')} {row.get('step')}: {row.get('error') or row.get('skipped')}")
@@ -501,7 +361,7 @@ def pretrain_ab_command(
     steps: int = typer.Option(15, "--steps", min=1, help="Timed steps per run"),
     warmup: int = typer.Option(3, "--warmup", min=0, help="Untimed steps before them"),
     rounds: int = typer.Option(4, "--rounds", min=1, help="Runs of each checkout, alternating which goes first"),
-    output: Optional[Path] = OUTPUT,
+    output: Optional[Path] = bench.OUTPUT,
 ) -> None:
     """This checkout's pretraining step against another checkout's, on the same batches.
 
@@ -525,34 +385,6 @@ def pretrain_ab_command(
     report.finish(result, output)
 
 
-@app.command("lstm-training")
-def lstm_training_command(
-    shape: Shape = typer.Option(Shape.bundled, "--shape", help="biLM shape whose first LSTM layer runs"),
-    rows: int = typer.Option(48, "--rows", min=1, help="Rows (sentences) of the batch"),
-    lengths: str = typer.Option("40,53", "--lengths", help="Shortest,longest row in steps (tokens)"),
-    threads: int = typer.Option(1, "--threads", min=1, help="torch threads"),
-    rounds: int = typer.Option(12, "--rounds", min=1, help="Timed rounds of both kernels; the medians count"),
-    output: Optional[Path] = OUTPUT,
-) -> None:
-    """One LSTM layer's forward and backward: the training loop against autograd through the step
-    loop, same layer and rows, alternating in one process."""
-    from .lstm_training_bench import run_lstm_training_bench
-
-    bounds = _positive_ints(lengths, "--lengths")
-    if len(bounds) != 2 or bounds[0] > bounds[1]:
-        fail(f"--lengths takes SHORTEST,LONGEST (e.g. 40,53), got {lengths!r}")
-    result = run_lstm_training_bench(shape, rows, (bounds[0], bounds[1]), threads, rounds)
-    typer.echo(f"{shape}, {rows} rows, {result['tokens']} tokens in {result['steps']} steps, {threads} thread(s), "
-               f"median of {rounds} rounds:")  # fmt: skip
-    for name, parts in result["median_ms"].items():
-        rates = result["products_gflop_per_s"][name]
-        typer.echo(f"  {name:14s} forward {parts['forward_ms']:8.1f} ms ({rates['forward_ms']:5.1f} GFLOP/s)  "
-                   f"backward {parts['backward_ms']:8.1f} ms ({rates['backward_ms']:5.1f} GFLOP/s)")  # fmt: skip
-    ratio = result["step_loop_over_training_loop"]
-    typer.echo(f"step loop / training loop: forward {ratio['forward_ms']:.2f}x, backward {ratio['backward_ms']:.2f}x")
-    report.finish(result, output)
-
-
 @app.command("profile-step", context_settings=EXTRA_ARGS)
 def profile_step_command(
     ctx: typer.Context,
@@ -571,7 +403,7 @@ def profile_step_command(
     smoke: bool = SMOKE,
     peak_tflops: Optional[float] = typer.Option(None, "--peak-tflops", help="The card's dense peak at this precision"),
     peak_gbs: Optional[float] = typer.Option(None, "--peak-gbs", help="The card's memory bandwidth, GB/s"),
-    text: Optional[Path] = TEXT,
+    text: Optional[Path] = bench.TEXT,
     threads: Optional[int] = THREADS,
 ) -> None:
     """A pretraining step's device time kernel by kernel, grouped by phase and kind, with FLOP/s
@@ -611,9 +443,9 @@ def step_ab_command(
         True, "--together/--one-at-a-time", help="All variants built at once (alternating rounds), or one after another"
     ),
     smoke: bool = SMOKE,
-    text: Optional[Path] = TEXT,
+    text: Optional[Path] = bench.TEXT,
     threads: Optional[int] = THREADS,
-    output: Optional[Path] = OUTPUT,
+    output: Optional[Path] = bench.OUTPUT,
 ) -> None:
     """Pretraining step variants against each other in one process, in alternating rounds."""
     from .step_ab import run_step_ab
@@ -663,7 +495,7 @@ def senses_command(
         "to this PNG (needs matplotlib: the 'plot' extra)",
     ),
     threads: Optional[int] = THREADS,
-    output: Optional[Path] = OUTPUT,
+    output: Optional[Path] = bench.OUTPUT,
 ) -> None:
     """Word senses: does each layer, and the pipe's default mix, separate them?
 
@@ -755,7 +587,7 @@ app.command("embed")(embed_bench_command)
 @app.command("gpu")
 def gpu_command(
     stage: str = typer.Option(
-        ..., "--stage", help="inference, pipe, train, one-rank, embed, or all of them in turn"
+        ..., "--stage", help="pipe, train, one-rank, embed, or all of them in turn"
     ),
     out: Path = typer.Option(..., "--out", help="Folder for <stage>.json and <stage>.log"),
     device: str = typer.Option("cuda", "--device", help="cuda, or cpu to rehearse"),
@@ -768,7 +600,7 @@ def gpu_command(
 ) -> None:
     """Measure the package's GPU code paths, one stage at a time.
 
-    Stages: inference speed, the pipe, training a tagger and NER through the listener,
+    Stages: the pipe's output on the CPU, training a tagger and NER through the listener,
     pretraining under torchrun with one rank against one process, and embed; each stage stops
     starting new cases at --deadline-s, so a stage fits a time-limited session on a GPU machine.
 

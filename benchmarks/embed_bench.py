@@ -27,9 +27,10 @@ from typing import Any, Dict, List, Optional, Tuple
 import typer
 
 from spacy_elmo.bench import report
-from spacy_elmo.bench.measure import MB, proc_status_kb
+from spacy_elmo.bench.measure import MB, alternating, proc_status_kb
 from spacy_elmo.bench.system import system_info
-from spacy_elmo.bench.text import default_text_path, text_lines
+from spacy_elmo.bench.text import text_lines
+from spacy_elmo.cli import bench
 from spacy_elmo.cli.errors import fail
 from spacy_elmo.cli.weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS, weight_source
 from spacy_elmo.sources import weight_keys
@@ -199,14 +200,15 @@ def run_throughput(
     input_path: Path, workdir: Path, options: List[str], rounds: int, interval: float
 ) -> List[Dict[str, Any]]:
     """1 x 2 threads and 2 x 1 thread, alternating which goes first."""
-    setups = [(1, 2), (2, 1)]
     rows = []
-    for round_ in range(rounds):
-        for processes, threads in setups if round_ % 2 == 0 else setups[::-1]:
-            output = workdir / f"bench-{processes}.hdf5"
-            row = run_embed(processes, threads, input_path, output, options, interval)
-            row.pop("rss_samples")
-            rows.append({"round": round_ + 1, **row})
+
+    def one(setup: Tuple[int, int], round_: int) -> None:
+        processes, threads = setup
+        row = run_embed(processes, threads, input_path, workdir / f"bench-{processes}.hdf5", options, interval)
+        row.pop("rss_samples")
+        rows.append({"round": round_ + 1, **row})
+
+    alternating([(1, 2), (2, 1)], rounds, one)
     return rows
 
 
@@ -229,9 +231,7 @@ def soak_growth(samples: List[Tuple[float, float]]) -> Dict[str, Any]:
 
 
 def embed_bench_command(
-    text: Optional[Path] = typer.Option(
-        None, "--text", help="Tokenized text, a paragraph per line (default: the benches' default text, spacy_elmo.bench.text)"
-    ),
+    text: Path = bench.TEXT,
     weights: Optional[str] = WEIGHTS,
     options_file: Optional[Path] = OPTIONS_FILE,
     weight_file: Optional[Path] = WEIGHT_FILE,
@@ -251,7 +251,7 @@ def embed_bench_command(
     workdir: Optional[Path] = typer.Option(
         None, "--workdir", help="Where the input and outputs go (default: a temporary directory, removed after)"
     ),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write every figure (and the machine) to this JSON file"),
+    output: Optional[Path] = bench.OUTPUT,
 ) -> None:
     """The embed command: 1 process x 2 threads against torchrun 2 processes x 1 thread.
 
@@ -266,19 +266,18 @@ def embed_bench_command(
     model = [arg for key, value in keys.items() if value is not None for arg in (f"--{key.replace('_', '-')}", value)]
     options = [*model, "--layers", layers, "--chunk-size", str(chunk_size)]
     n_tokens = tokens or (1_000_000 if soak else 50_000)
-    text_path = text if text is not None else default_text_path()
     result: Dict[str, Any] = {
         "settings": {
-            "text": str(text_path), "tokens": n_tokens, "model": " ".join(model) or "the bundled model",
+            "text": str(text), "tokens": n_tokens, "model": " ".join(model) or "the bundled model",
             "layers": layers, "chunk_size": chunk_size, "interval_s": interval,
         }
     }
     try:
         with bench_workdir(workdir, "spacy-elmo-embed-bench-") as directory:
             input_path = directory / "input.txt"
-            n_sentences, n_written = write_input(text_path, n_tokens, input_path)
+            n_sentences, n_written = write_input(text, n_tokens, input_path)
             result["settings"].update(sentences=n_sentences, tokens=n_written)
-            typer.echo(f"input: {n_sentences:,} sentences, {n_written:,} tokens of {text_path}")
+            typer.echo(f"input: {n_sentences:,} sentences, {n_written:,} tokens of {text}")
             if soak:
                 result.update(_soak(input_path, directory, options, soak_threads, interval))
             else:

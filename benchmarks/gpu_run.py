@@ -12,16 +12,13 @@ docs/gpu_run.md says how a session is planned. Each stage:
 - writes ``OUT/<stage>.json`` (the machine, the sizes, every case) and ``OUT/<stage>.log`` (the
   log and the subprocesses' output), and prints one line per case.
 
-Stages (``STAGES``); the lease's calls (``benchmarks/gpu_lease/``) run ``inference`` and
-``one-rank``, and call ``profile-step``, ``step-ab`` and pytest themselves:
+Stages (``STAGES``): what no command of the kit or the package and no test with ``--device
+cuda`` checks on a GPU. The lease's calls (``benchmarks/gpu_lease/``) run ``one-rank``, and call
+``inference``, ``profile-step``, ``step-ab`` and pytest themselves; the pipe's speed and memory
+on a GPU are ``python -m spacy_elmo bench --gpu-id 0`` and ``benchmarks pipe --doc-tokens N
+--gpu-id 0``.
 
-- ``inference``: ``benchmarks inference`` (``inference_bench``) on the stage's device, the
-  original shape, batches of 128 sentences of <= 25 tokens: tokens/s per path, ratio to the
-  reference, largest difference and per-token cosines; on CUDA the paths a GPU user picks
-  (``_cuda_paths``: float32, bf16 and tf32, each with and without CUDA graphs), at 128 and
-  ``LARGE_BATCH``;
-- ``pipe``: ``nlp.pipe`` through the bundled model (``pipe_bench``), after ``spacy.require_gpu()``
-  on CUDA; peak GPU memory; ``doc._.elmo`` a NumPy array on the CPU; a long doc without sentences;
+- ``pipe``: ``doc._.elmo`` a NumPy array on the CPU after ``spacy.require_gpu()``;
 - ``train``: a tagger and an NER through the listener, ``spacy train`` on the project's configs
   and its demo corpora (a subprocess, ``--gpu-id 0`` on CUDA), a few hundred steps;
 - ``one-rank``: ``torchrun --nproc-per-node 1`` (a process group, DDP) against one process, the
@@ -41,7 +38,6 @@ import json
 import logging
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -57,7 +53,7 @@ from spacy_elmo.bench.system import system_info
 
 from .subprocesses import CHECKOUT, descendants, package_argv, subprocess_env
 
-STAGES = ("inference", "pipe", "train", "one-rank", "embed")
+STAGES = ("pipe", "train", "one-rank", "embed")
 STAGE_CHOICES = (*STAGES, "all")
 #: Characters of a subprocess's output kept in the stage log, and of an error in the JSON.
 LOG_TAIL = 2_000_000
@@ -70,12 +66,6 @@ GRACE_S = 15
 class Sizes:
     """How much each stage runs: ``FULL`` on the GPU, ``SMOKE`` to rehearse on 2 CPU cores."""
 
-    inference_shape: str
-    inference_batches: int
-    inference_repeats: int
-    isolate: bool  # benches measure each path in a fresh process (reliable memory figures)
-    pipe_tokens: int
-    long_doc_tokens: int
     train_steps: int
     train_eval_every: int
     train_dev_limit: int  # 0: the whole dev set
@@ -86,12 +76,6 @@ class Sizes:
 
 
 FULL = Sizes(
-    inference_shape="original",
-    inference_batches=4,
-    inference_repeats=2,
-    isolate=True,
-    pipe_tokens=20_000,
-    long_doc_tokens=100_000,
     train_steps=300,
     train_eval_every=100,
     train_dev_limit=0,
@@ -101,12 +85,6 @@ FULL = Sizes(
     embed_chunk=500,
 )
 SMOKE = Sizes(
-    inference_shape="fixture",
-    inference_batches=1,
-    inference_repeats=1,
-    isolate=False,
-    pipe_tokens=300,
-    long_doc_tokens=2_000,
     train_steps=5,
     train_eval_every=5,
     train_dev_limit=10,
@@ -231,56 +209,6 @@ def _checkout_path(*parts: str) -> Path:
     return path
 
 
-# ------------------------------------------------------------------------------------ inference
-
-
-def _inference(stage: Stage, batch_size: int, paths: Optional[Sequence[str]], repeats: int) -> Dict[str, Any]:
-    from .inference_bench import run_inference_bench
-
-    s = stage.sizes
-    result = run_inference_bench(
-        stage.workdir, shape=s.inference_shape, batch_size=batch_size, seq_len=25, n_batches=s.inference_batches,
-        warmup=1, repeats=repeats, device=stage.device.type, isolate=s.isolate, progress=False, paths=paths,
-    )
-    rows = result["rows"]
-    not_exact = [row["path"] for row in rows if row.get("exact") is False]
-    out: Dict[str, Any] = {
-        "settings": result["settings"],
-        "batches": result["batches"],
-        "model_mb": result["model_mb"],
-        "rows": rows,
-        "summary": "; ".join(
-            f"{row['path']} {row['tokens_per_s']:,.0f} tok/s x{row['speedup']:.2f}"
-            + (f" max|diff| {row['max_abs_diff']:.1e}" if "max_abs_diff" in row else "")
-            + (f" min mean cos {row['worst_mean_cosine']:.4f}" if "worst_mean_cosine" in row else "")
-            for row in rows
-        ),
-    }
-    if not_exact:
-        out.update(ok=False, error=f"float32 paths off the reference by more than the tolerance: {', '.join(not_exact)}")
-    return out
-
-
-#: The large batch of the inference stage.
-LARGE_BATCH = 1024
-
-
-def _cuda_paths() -> List[str]:
-    """The paths the stage times on CUDA (and the reference): each with and without CUDA graphs."""
-    from .inference_bench import BF16, EXACT, TF32, with_and_without_graphs
-
-    return with_and_without_graphs((EXACT, BF16, TF32))
-
-
-def inference_stage(stage: Stage) -> None:
-    s = stage.sizes
-    if stage.device.type != "cuda":
-        stage.case(f"{s.inference_shape} shape, batch 128", _inference, 128, None, s.inference_repeats)
-        return
-    for batch_size in (128, LARGE_BATCH):
-        stage.case(f"{s.inference_shape} shape, batch {batch_size}", _inference, batch_size, _cuda_paths(), 1)
-
-
 # ----------------------------------------------------------------------------------------- pipe
 
 
@@ -305,42 +233,19 @@ def _register_spacy_parts() -> List[str]:
     return names
 
 
-def _pipe_throughput(stage: Stage) -> Dict[str, Any]:
-    from spacy_elmo.bench.measure import MB, PeakMemory
-
-    from .pipe_bench import run_pipe_bench
-    from .pipeline import model_source
-
-    _register_spacy_parts()
-    _spacy_on_device(stage.device)
-    with PeakMemory(stage.device) as peak:
-        result = run_pipe_bench(model_source(), max_tokens=stage.sizes.pipe_tokens, batch_size=64, progress=False)
-    row = result["rows"][0]
-    out = {
-        "settings": result["settings"],
-        **row,
-        "peak_mb": peak.mb,
-        "peak_total_mb": peak.total / MB,
-        "peak_method": peak.method,
-        "summary": f"{row['tokens_per_s']:,.0f} tok/s on {result['settings']['device']}, peak {peak.total / MB:,.0f} MB ({peak.method})",
-    }
-    if not result["settings"]["device"].startswith(stage.device.type):
-        out.update(ok=False, error=f"the biLM ran on {result['settings']['device']}, not {stage.device.type}")
-    return out
-
-
 def _doc_output_on_cpu(stage: Stage) -> Dict[str, Any]:
     """Whatever the device, ``doc._.elmo`` is a NumPy array (CuPy arrays would break users'
     code and ``doc.to_bytes``)."""
     import numpy
+    import spacy
 
     from spacy_elmo.bench.text import DEMO_TEXT, text_lines
 
-    from .pipeline import elmo_pipeline, model_source
-
     _register_spacy_parts()
     _spacy_on_device(stage.device)
-    nlp = elmo_pipeline(model_source(), sentencizer=True)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    nlp.add_pipe("elmo").initialize()
     doc = nlp(" ".join(text_lines(DEMO_TEXT)[:3]))
     bilm_device = next(nlp.get_pipe("elmo").bilm.parameters()).device
     arrays = {"doc._.elmo": doc._.elmo, "doc._.elmo_layers": doc._.elmo_layers, "doc[0].vector": doc[0].vector}
@@ -364,24 +269,9 @@ def _doc_output_on_cpu(stage: Stage) -> Dict[str, Any]:
     return out
 
 
-def _long_doc(stage: Stage) -> Dict[str, Any]:
-    """A doc without sentence boundaries runs in windows: no OOM whatever its length
-    (``benchmarks memory``'s measurement, on the stage's device)."""
-    from .memory_bench import measure_doc
-    from .pipeline import model_source
-
-    _register_spacy_parts()
-    _spacy_on_device(stage.device)
-    row = measure_doc(model_source(), stage.sizes.long_doc_tokens, None, {}, torch.get_num_threads())
-    summary = f"{row['tokens']:,} tokens at {row['tokens_per_s']:,.0f} tok/s, peak {row['peak_total_mb']:,.0f} MB ({row['peak_method']})"
-    return {**row, "summary": summary}
-
-
 def pipe_stage(stage: Stage) -> None:
     try:
-        stage.case("nlp.pipe", _pipe_throughput)
         stage.case("doc._.elmo on the CPU", _doc_output_on_cpu)
-        stage.case(f"long doc without sentences ({stage.sizes.long_doc_tokens:,} tokens)", _long_doc)
     finally:
         if "spacy" in sys.modules:
             import spacy
@@ -463,6 +353,8 @@ def _one_rank_against_one_process(stage: Stage, step: str) -> Dict[str, Any]:
     """``torchrun --nproc-per-node 1`` (a process group, DDP) against one process, the same
     steps of the bilm-tf recipe on windows, alternated A B A B: tokens/s of the last logged
     window of each run, and their ratio."""
+    from spacy_elmo.bench.measure import alternating
+    from spacy_elmo.bench.report import medians_and_ratios
     from spacy_elmo.bench.text import default_text_path
     from spacy_elmo.pretrain.config import config_text
     from spacy_elmo.pretrain.metrics import read_metrics
@@ -482,27 +374,27 @@ def _one_rank_against_one_process(stage: Stage, step: str) -> Dict[str, Any]:
         "training.eval_every": 10 * steps,
         "training.checkpoint_every": 10 * steps,
     }
-    runs: Dict[str, List[float]] = {"one process": [], "torchrun 1 rank": []}
-    for round_ in range(2):
-        order = list(runs) if round_ == 0 else list(runs)[::-1]
-        for name in order:
-            output = stage.workdir / f"one-rank-{step}-{name.replace(' ', '-')}-{round_}"
-            argv: List[Any] = package_argv(["pretrain"], 1, torchrun=name.startswith("torchrun"))
-            argv += [config, output, "--gpu-id", _gpu_id(stage.device)]
-            if stage.device.type == "cpu":
-                argv += ["--threads", 1]
-            for key, value in overrides.items():
-                argv += [f"--{key}", json.dumps(value) if not isinstance(value, str) else value]
-            code, text, _ = stage.run(argv, env=subprocess_env(threads=1), cwd=stage.workdir)
-            if code != 0:
-                raise RuntimeError(f"{name} exited with {code}:\n{text[-ERROR_TAIL:]}")
-            runs[name].append([row for row in read_metrics(output) if "loss" in row][-1]["tokens_per_s"])
-    one, ranked = (statistics.median(runs[name]) for name in runs)
+    def run(name: str, round_: int) -> float:
+        output = stage.workdir / f"one-rank-{step}-{name.replace(' ', '-')}-{round_}"
+        argv: List[Any] = package_argv(["pretrain"], 1, torchrun=name.startswith("torchrun"))
+        argv += [config, output, "--gpu-id", _gpu_id(stage.device)]
+        if stage.device.type == "cpu":
+            argv += ["--threads", 1]
+        for key, value in overrides.items():
+            argv += [f"--{key}", json.dumps(value) if not isinstance(value, str) else value]
+        code, text, _ = stage.run(argv, env=subprocess_env(threads=1), cwd=stage.workdir)
+        if code != 0:
+            raise RuntimeError(f"{name} exited with {code}:\n{text[-ERROR_TAIL:]}")
+        return [row for row in read_metrics(output) if "loss" in row][-1]["tokens_per_s"]
+
+    runs = alternating(["one process", "torchrun 1 rank"], 2, run)
+    medians, ratios = medians_and_ratios(runs, "one process")
+    one, ranked, ratio = medians["one process"], medians["torchrun 1 rank"], ratios["torchrun 1 rank"]
     return {
         "step": step,
         "tokens_per_s": runs,
-        "ratio_torchrun_to_one_process": ranked / one,
-        "summary": f"step {step}: one process {one:,.0f} tok/s, torchrun 1 rank {ranked:,.0f} ({ranked / one:.2f}x)",
+        "ratio_torchrun_to_one_process": ratio,
+        "summary": f"step {step}: one process {one:,.0f} tok/s, torchrun 1 rank {ranked:,.0f} ({ratio:.2f}x)",
     }
 
 
@@ -583,7 +475,6 @@ def embed_stage(stage: Stage) -> None:
 
 
 RUNNERS: Dict[str, Callable[[Stage], None]] = {
-    "inference": inference_stage,
     "pipe": pipe_stage,
     "train": train_stage,
     "one-rank": one_rank_stage,

@@ -53,7 +53,7 @@ import torch
 from tqdm import tqdm
 
 from spacy_elmo.bench.isolate import run_isolated
-from spacy_elmo.bench.measure import MB, PeakMemory, Stopwatch
+from spacy_elmo.bench.measure import MB, PeakMemory, Stopwatch, alternating
 from spacy_elmo.bench.report import ratio
 from spacy_elmo.bench.system import system_info
 from spacy_elmo.bench.text import default_text_path, text_lines
@@ -359,17 +359,10 @@ def _measure_cell(
         reference_row: Dict[str, Any] = {}
         reference_layers: List[torch.Tensor] = []
         paths = available_paths(dev, wanted_paths)
-        runs: Dict[str, List[Dict[str, Any]]] = {path: [] for path in paths}
-        for round_no in range(repeats):
-            # Rounds alternate the order, so that no path always runs first or last on a machine
-            # whose load drifts; each run is one timed pass in a fresh process.
-            for path in paths if round_no % 2 == 0 else paths[::-1]:
-                runs[path].append(
-                    run_isolated(
-                        measure_path, path, str(model_dir), batches, cache_words, str(dev), warmup,
-                        1, cell["threads"], progress, latency_ids, cell["thread_mode"], isolate=isolate,
-                    )
-                )
+        runs = alternating(paths, repeats, lambda path, _, on=str(dev): run_isolated(  # a pass in a fresh process
+            measure_path, path, str(model_dir), batches, cache_words, on, warmup,
+            1, cell["threads"], progress, latency_ids, cell["thread_mode"], isolate=isolate,
+        ))  # fmt: skip
         for path in paths:
             measured = _best_of(runs[path])
             layers = [torch.from_numpy(x) for x in measured.pop("layers")]

@@ -1,165 +1,143 @@
-"""``benchmarks pipe``: ``nlp.pipe`` end to end on real text, and where its time goes.
+"""``benchmarks pipe``: the elmo pipe end to end. Its tokens/s and peak memory per precision and
+thread count are the package's own bench (``python -m spacy_elmo bench``,
+:mod:`spacy_elmo.cli.bench`: each cell in a fresh process, the order alternating over rounds); the
+kit adds what only it measures:
 
-The pipeline is a blank English tokenizer (+ sentencizer, by default) and the ``elmo`` pipe.
-Three clocks on the same texts, in one run:
+- ``--random-shape``: random weights of a named shape (:mod:`.shapes`) instead of trained ones;
+- ``--doc-tokens``: docs without sentence boundaries, one per length, instead of batches of docs:
+  does the pipe's memory grow with the doc or with its windows?
 
-- ``tokenizer``: a fresh tokenizer of the same language alone (a separate pass over the texts;
-  fresh, so its cache is as cold as the pipeline's);
-- ``bilm forward``: the summed time of every ``BiLM.forward`` call during ``nlp.pipe``, from a
-  forward pre-hook and a forward hook on the module (synchronised on GPU);
-- ``total``: the wall time of ``nlp.pipe`` over all texts.
+A doc without sentence boundaries is cut into windows of ``max_sequence_length`` tokens, run in
+batches of at most ``max_batch_tokens`` padded tokens (both settings of the pipe's model block).
+The pipe must keep its outputs (the layers and the mix of every token), so memory grows with the
+doc by exactly their size; everything else (the biLM's activations, character ids, batch tensors)
+should be bounded by the batch size. Each doc runs in a fresh process: build the pipeline, prime
+it on other words, then measure the peak increase of ``elmo(doc)`` (RSS, or GPU memory with
+``--gpu-id``). ``beyond outputs`` is that peak minus the bytes of ``doc._.elmo`` and
+``doc._.elmo_layers``: the working memory, which should stay flat as the doc grows once the doc
+fills whole batches (a short doc runs one smaller batch, so it needs less).
 
-What is outside the biLM forward (tokenizing, sentence splitting, character ids, batching,
-mixing the layers, setting the extensions) is ``total - bilm forward``; its share of the total is
-what the pipe costs on top of the network. A warm-up on other text comes first, so that neither
-lazy initialisation nor the pipe's layer cache flatters the timed run.
+Two allocator settings, because RSS is not only live memory: with glibc's default (dynamic) mmap
+threshold, the per-window arrays freed after each batch stay in the heap, fragmented, and the
+RSS peak creeps up with the doc although nothing more is alive. With a fixed threshold
+(``MALLOC_MMAP_THRESHOLD_=131072``) large blocks go back to the OS when freed, so the peak is
+close to the live working memory. ``default`` is what users see; ``fixed-mmap`` is the pipe's own
+footprint. The pipe's layer cache (``cache_size_mb``) keeps a copy of every window's layers up to
+its limit; it is off here unless ``--cache-size-mb`` says otherwise (repeat it to compare).
 """
 
 from __future__ import annotations
 
-import itertools
-import time
+import math
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
-import torch
-from tqdm import tqdm
-
-from spacy_elmo.bench.measure import Stopwatch, synchronize
+from spacy_elmo.bench.isolate import run_isolated
+from spacy_elmo.bench.measure import MB, PeakMemory, Stopwatch, current_rss_bytes
 from spacy_elmo.bench.system import system_info
-from spacy_elmo.bench.text import DEMO_TEXT, default_text_path, text_lines
-from spacy_elmo.nn.precision import runs_on
+from spacy_elmo.bench.text import text_lines
 
-from .pipeline import WEIGHT_KEYS, ModelSource, elmo_pipeline
+from .text import token_stream
 
-
-class ForwardClock:
-    """Sums the wall time of every forward call of a module, by hooks that leave it unchanged."""
-
-    def __init__(self, module: torch.nn.Module, device: torch.device) -> None:
-        self.device = device
-        self.seconds = 0.0
-        self.calls = 0
-        self._handles = [
-            module.register_forward_pre_hook(self._before),
-            module.register_forward_hook(self._after),
-        ]
-
-    def _before(self, module, args) -> None:
-        synchronize(self.device)
-        self._start = time.perf_counter()
-
-    def _after(self, module, args, output) -> None:
-        synchronize(self.device)
-        self.seconds += time.perf_counter() - self._start
-        self.calls += 1
-
-    def remove(self) -> None:
-        for handle in self._handles:
-            handle.remove()
+ALLOCATORS: Dict[str, Dict[str, str]] = {
+    "default": {},
+    "fixed-mmap": {"MALLOC_MMAP_THRESHOLD_": "131072"},
+}
 
 
-def pipe_texts(text: Optional[Path], max_tokens: int) -> List[str]:
-    """Lines of the text, in order, until about ``max_tokens`` whitespace tokens."""
-    texts, n = [], 0
-    for line in itertools.cycle(text_lines(text)):
-        if n >= max_tokens:
-            return texts
-        texts.append(line)
-        n += len(line.split())
-
-
-def _timed_pipe(nlp, texts: List[str], batch_size: int, bilm: torch.nn.Module, device: torch.device, progress: bool):
-    """``(tokens, wall seconds, ForwardClock)`` of one ``nlp.pipe`` over ``texts``."""
-    clock = ForwardClock(bilm, device)
-    docs = tqdm(nlp.pipe(texts, batch_size=batch_size), total=len(texts), desc="nlp.pipe", unit="doc", disable=not progress)
-    try:
-        with Stopwatch(device) as wall:
-            n_tokens = sum(len(doc) for doc in docs)
-    finally:
-        clock.remove()
-        docs.close()
-    return n_tokens, wall.seconds, clock
-
-
-def run_pipe_bench(
-    source: ModelSource,
-    text: Optional[Path] = None,
-    max_tokens: int = 20000,
-    batch_size: int = 64,
-    sentencizer: bool = True,
-    settings: Optional[Dict[str, Any]] = None,
-    threads: Optional[int] = None,
-    progress: bool = True,
+def measure_doc(
+    model: Dict[str, Any], n_tokens: int, text: Optional[str], cache_size_mb: int, gpu_id: int = -1
 ) -> Dict[str, Any]:
+    """Peak memory of the elmo pipe (``model``: its model block) on one doc of ``n_tokens``
+    tokens without sentence boundaries, meant to run in a fresh process; PyTorch on one op
+    thread, as in the package's bench."""
     import spacy
+    import torch
+    from spacy.tokens import Doc
 
-    if threads:
-        torch.set_num_threads(threads)
-    nlp = elmo_pipeline(source, sentencizer=sentencizer, settings=settings)
-    elmo = nlp.get_pipe("elmo")
-    bilm = elmo.bilm
-    device = next(bilm.parameters()).device
-    if not runs_on(elmo.settings.precision, device):
-        raise ValueError(
-            f"precision {elmo.settings.precision!r} does not run on {device} (it would measure "
-            "another mode under its name)"
-        )
-    texts = pipe_texts(text, max_tokens)
-    for _ in nlp.pipe(text_lines(DEMO_TEXT), batch_size=batch_size):  # warm-up on other text
-        pass
+    from spacy_elmo import pipe  # noqa: F401  registers the factory where no entry point does (a checkout)
 
-    tokenizer = spacy.blank(nlp.lang).tokenizer
-    start = time.perf_counter()
-    n_tokenized = sum(len(doc) for doc in tokenizer.pipe(texts, batch_size=batch_size))
-    tokenizer_s = time.perf_counter() - start
-
-    n_tokens, total_s, clock = _timed_pipe(nlp, texts, batch_size, bilm, device, progress)
-    assert n_tokens == n_tokenized
-    outside_s = total_s - clock.seconds
-    cache = getattr(elmo, "cache", None)
-    row = {
-        "docs": len(texts),
-        "tokens": n_tokens,
-        "total_s": total_s,
-        "tokens_per_s": n_tokens / total_s,
-        "bilm_forward_s": clock.seconds,
-        "bilm_calls": clock.calls,
-        "outside_bilm_s": outside_s,
-        "outside_bilm_share": outside_s / total_s,
-        "tokenizer_s": tokenizer_s,
-        "tokenizer_share": tokenizer_s / total_s,
-        "layer_cache_hits": None if cache is None else cache.hits,
-        "layer_cache_misses": None if cache is None else cache.misses,
-    }
-    model_block = {
-        key: value for key, value in elmo.settings.model_dump().items() if key not in WEIGHT_KEYS
-    }
+    torch.set_num_threads(1)
+    if gpu_id >= 0:
+        spacy.require_gpu(gpu_id)
+    nlp = spacy.blank("en")
+    elmo = nlp.add_pipe("elmo", config={"model": model, "cache_size_mb": cache_size_mb})
+    nlp.initialize()
+    device = next(elmo.bilm.parameters()).device
+    words = token_stream(text_lines(Path(text) if text else None), n_tokens + 300)
+    elmo(Doc(nlp.vocab, words=words[n_tokens:]))  # priming, on other words
+    loaded = current_rss_bytes()  # the process with the pipeline loaded and run once
+    if elmo.cache is not None:
+        elmo.cache.clear()
+    doc = Doc(nlp.vocab, words=words[:n_tokens])
+    with PeakMemory(device) as peak, Stopwatch(device) as clock:
+        elmo(doc)
+    outputs = doc._.elmo.nbytes + (0 if doc._.elmo_layers is None else doc._.elmo_layers.nbytes)
+    settings = elmo.settings
     return {
-        "benchmark": "pipe",
-        "system": system_info(),
-        "settings": {
-            "model": source.to_dict(),
-            "text": str(text or default_text_path()),
-            "max_tokens": max_tokens,
-            "batch_size": batch_size,
-            "sentencizer": sentencizer,
-            "device": str(device),
-            "pipe": {**model_block, **(settings or {})},
-            "weights_resolved": elmo.weight_source().describe(),
-            "n_parameters": sum(p.numel() for p in bilm.parameters()),
-        },
-        "rows": [row],
+        "precision": settings.precision,
+        "threads": settings.threads,
+        "loaded_rss_mb": None if loaded is None else loaded / MB,
+        "tokens": n_tokens,
+        "windows": math.ceil(n_tokens / settings.max_sequence_length),
+        "elmo_s": clock.seconds,
+        "tokens_per_s": n_tokens / clock.seconds,
+        "peak_mb": peak.mb,
+        "peak_total_mb": peak.total / MB,
+        "outputs_mb": outputs / MB,
+        "beyond_outputs_mb": (peak.bytes - outputs) / MB,
+        "max_sequence_length": settings.max_sequence_length,
+        "max_batch_tokens": settings.max_batch_tokens,
+        "layer_cache_mb": 0.0 if elmo.cache is None else elmo.cache.nbytes / MB,
+        "peak_method": peak.method,
     }
 
 
-PIPE_COLUMNS = [
-    ("docs", "docs", ","),
+def run_doc_bench(
+    model: Dict[str, Any],
+    sizes: Sequence[int],
+    precisions: Sequence[str] = ("fp32",),
+    threads: Sequence[Any] = ("auto",),
+    cache_sizes_mb: Sequence[int] = (0,),
+    allocators: Sequence[str] = ("default", "fixed-mmap"),
+    text: Optional[Path] = None,
+    gpu_id: int = -1,
+    isolate: bool = True,
+) -> Dict[str, Any]:
+    """Every allocator x precision x threads x cache size x doc length, each in a fresh process
+    (``isolate``; without it the allocator setting does not apply)."""
+    unknown = [a for a in allocators if a not in ALLOCATORS]
+    if unknown:
+        raise ValueError(f"unknown allocator setting {unknown}; choose from {list(ALLOCATORS)}")
+    rows: List[Dict[str, Any]] = []
+    for allocator in allocators:
+        for precision in precisions:
+            for count in threads:
+                for cache_mb in cache_sizes_mb:
+                    for n in sizes:
+                        block = {**model, "precision": precision, "threads": count}
+                        row = run_isolated(measure_doc, block, n, str(text) if text else None, cache_mb, gpu_id,
+                                           isolate=isolate, env=ALLOCATORS[allocator])  # fmt: skip
+                        rows.append({"allocator": allocator if isolate else "in-process", "cache_size_mb": cache_mb, **row})
+    return {
+        "benchmark": "pipe --doc-tokens",
+        "system": system_info(),
+        "settings": {"model": model, "sizes": list(sizes), "allocators": {a: ALLOCATORS[a] for a in allocators},
+                     "isolated_processes": isolate, "text": str(text), "gpu_id": gpu_id},  # fmt: skip
+        "rows": rows,
+    }
+
+
+DOC_COLUMNS = [
+    ("allocator", "allocator", ""),
+    ("precision", "precision", ""),
+    ("threads", "threads", ""),
+    ("loaded_rss_mb", "loaded RSS MB", ".0f"),
+    ("cache_size_mb", "cache_size_mb", ""),
     ("tokens", "tokens", ","),
-    ("tokens_per_s", "tokens/s", ",.0f"),
-    ("total_s", "total s", ".2f"),
-    ("bilm_forward_s", "biLM forward s", ".2f"),
-    ("outside_bilm_share", "outside biLM", ".1%"),
-    ("tokenizer_share", "tokenizer", ".1%"),
-    ("bilm_calls", "biLM calls", ","),
+    ("windows", "windows", ","),
+    ("peak_mb", "peak MB", ".1f"),
+    ("outputs_mb", "outputs MB", ".1f"),
+    ("beyond_outputs_mb", "beyond outputs MB", ".1f"),
+    ("layer_cache_mb", "cache held MB", ".1f"),
 ]

@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
 #: The pretraining recipe of the project, which ``--config`` defaults to.
 PROJECT_RECIPE = Path(__file__).resolve().parents[1] / "project" / "configs" / "pretrain_wikitext2.cfg"
@@ -43,6 +43,8 @@ def run_pretrain_ab(
     each run a fresh process that builds ``warmup + steps`` batches of ``text`` under ``config``
     (with ``overrides``), takes ``warmup`` untimed steps and times ``steps``. Returns every run,
     each side's median tokens/s, their ratio, and the median of the step-by-step ratios."""
+    from spacy_elmo.bench.measure import alternating
+    from spacy_elmo.bench.report import medians_and_ratios
     from spacy_elmo.bench.system import system_info
 
     this = Path(__file__).resolve().parents[1]
@@ -53,19 +55,17 @@ def run_pretrain_ab(
     for option, path in (("--text", text), ("--config", config)):
         if not path.is_file():
             raise ValueError(f"{option} {path}: no such file")
-    runs: Dict[str, List[Dict[str, Any]]] = {"this": [], "against": []}
     with tempfile.TemporaryDirectory(prefix="spacy-elmo-pretrain-ab-") as tmp:
         settings = {**(overrides or {}), "paths.train": str(text), "paths.dev": None, "system.threads": threads}
-        vocab = None  # the first run counts the corpus; every later run reads its vocabulary
-        for round_ in range(rounds):
-            order = ["this", "against"] if round_ % 2 == 0 else ["against", "this"]
-            for side in order:
-                checkout = this if side == "this" else against
-                run_settings = settings if vocab is None else {**settings, "paths.vocab": str(vocab)}
-                out = Path(tmp) / f"{side}-{round_}"
-                runs[side].append(_child(checkout, config, run_settings, threads, warmup, steps, out, timeout_s))
-                vocab = vocab or out / "vocab.txt"
-    medians = {side: statistics.median(run["tokens_per_s"] for run in found) for side, found in runs.items()}
+        vocab = Path(tmp) / "this-0" / "vocab.txt"  # the first run counts the corpus; later runs read it
+
+        def one(side: str, round_: int) -> Dict[str, Any]:
+            run_settings = settings if round_ == 0 and side == "this" else {**settings, "paths.vocab": str(vocab)}
+            checkout = this if side == "this" else against
+            return _child(checkout, config, run_settings, threads, warmup, steps, Path(tmp) / f"{side}-{round_}", timeout_s)
+
+        runs = alternating(["this", "against"], rounds, one)
+    medians, ratios = medians_and_ratios({side: [r["tokens_per_s"] for r in found] for side, found in runs.items()}, "against")
     step_ratios = [
         mine / theirs
         for a, b in zip(runs["this"], runs["against"])
@@ -85,7 +85,7 @@ def run_pretrain_ab(
         "rounds": rounds,
         "runs": runs,
         "median_tokens_per_s": medians,
-        "ratio_of_medians": medians["this"] / medians["against"],
+        "ratio_of_medians": ratios["this"],
         "step_by_step_ratio_median": statistics.median(step_ratios),
         "system": system_info(),
     }

@@ -1,4 +1,4 @@
-"""``benchmarks pretrain``: pretraining throughput in steady state, split by phase.
+"""``benchmarks pretrain``: pretraining throughput in steady state.
 
 Each case is the package's own training step (``Trainer.train_step`` on ``Trainer.batches``, the
 trainer's batches of the text), timed after the step time has settled:
@@ -7,12 +7,9 @@ trainer's batches of the text), timed after the step time has settled:
   five step times is within 5% of the five before (at most four times ``warmup``): the first
   steps allocate, record CUDA graphs or compile;
 - timed: at least ``steps`` steps and ``seconds`` seconds, one clock around all of them (the
-  host builds each batch in the loop, as in training);
-- phases (``phases``): a few more steps under ``torch.profiler``, CPU and device time per step in
-  each of the trainer's ranges (``pretrain.model.PHASES``: batch, char CNN + highway, LSTMs,
-  softmax, backward, optimizer), in the all-reduce, and the rest; on CUDA the device's busy
-  fraction (the union of its kernels' time over the profiled span). A recorded CUDA graph runs
-  as one launch, so its steps give the busy fraction but no split: the eager case does.
+  host builds each batch in the loop, as in training).
+
+Where a step's time goes, phase by phase and kernel by kernel, is ``benchmarks profile-step``'s.
 
 Cases (``CASES``), all on windows of running text (bilm-tf's batches: rows of ``window`` tokens)
 except the bundled recipe, which batches sentences as the project trains it:
@@ -54,8 +51,6 @@ from .text import words_by_frequency
 
 ORIGINAL_VOCAB_SIZE = 793_471
 STEP_KINDS = ("eager", "cuda_graph", "compile", "compile_graph")
-#: Steps the phase split and the busy fraction are profiled over.
-PROFILED_STEPS = 5
 #: The most rows ``rows = "max"`` tries (its probes start at 128 and double).
 MAX_ROWS_LIMIT = 2**16
 
@@ -270,48 +265,6 @@ def profiled(trainer, batches: Iterator, device: torch.device, n_steps: int, **o
     return prof, clock.seconds * 1e3 / n_steps
 
 
-def _profile(trainer, batches: Iterator, device: torch.device, n_steps: int) -> Dict[str, Any]:
-    """The phase split (ms per step, CPU and device) and the device's busy fraction over
-    ``n_steps`` profiled steps."""
-    from spacy_elmo.pretrain.model import PHASES
-
-    prof, step_ms = profiled(trainer, batches, device, n_steps)
-    averages = {row.key: row for row in prof.key_averages()}
-
-    def device_us(row) -> float:
-        return float(getattr(row, "device_time_total", getattr(row, "cuda_time_total", 0.0)))
-
-    phases: Dict[str, Dict[str, float]] = {}
-    for name, label in PHASES.items():
-        row = averages.get(label)
-        cpu, dev = (row.cpu_time_total, device_us(row)) if row is not None else (0.0, 0.0)
-        phases[name] = {"cpu_ms": cpu / 1e3 / n_steps, "device_ms": dev / 1e3 / n_steps}
-    reduce_cpu = sum(r.self_cpu_time_total for k, r in averages.items() if "all_reduce" in k.lower())
-    reduce_device = sum(
-        float(getattr(r, "self_device_time_total", getattr(r, "self_cuda_time_total", 0.0)))
-        for k, r in averages.items() if "allreduce" in k.lower().replace("_", "")
-    )  # fmt: skip
-    phases["all_reduce"] = {"cpu_ms": reduce_cpu / 1e3 / n_steps, "device_ms": reduce_device / 1e3 / n_steps}
-    result: Dict[str, Any] = {"profiled_steps": n_steps, "profiled_step_ms": step_ms, "phases": phases}
-    result["phases_sum_cpu_ms"] = sum(p["cpu_ms"] for k, p in phases.items() if k != "all_reduce")
-    if device.type == "cuda":
-        kernels = sorted(
-            (e.time_range.start, e.time_range.end) for e in prof.events()
-            if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA
-        )  # fmt: skip
-        busy, end = 0.0, None
-        for start, stop in kernels:
-            if end is None or start > end:
-                busy += stop - start
-                end = stop
-            elif stop > end:
-                busy += stop - end
-                end = stop
-        result["device_busy_ms_per_step"] = busy / 1e3 / n_steps
-        result["device_busy_fraction"] = min(1.0, busy / 1e3 / n_steps / step_ms)
-    return result
-
-
 def measure_training(
     case: PretrainCase,
     text: Optional[str],
@@ -324,7 +277,6 @@ def measure_training(
     step: str,
     device_name: str,
     threads: int,
-    phases: bool = True,
 ) -> Dict[str, Any]:
     """One case in steady state (meant to run in a fresh process)."""
     device = torch.device(device_name)
@@ -359,8 +311,6 @@ def measure_training(
             "peak_total_mb": peak.total / MB,
             "peak_method": peak.method,
         }
-        if phases and (trainer.step_kind == "eager" or device.type == "cuda"):
-            row.update(_profile(trainer, batches, device, PROFILED_STEPS))
         return row
 
 
@@ -408,7 +358,6 @@ def run_pretrain_bench(
     step_kinds: Sequence[str] = ("eager",),
     device: str = "auto",
     threads: Optional[int] = None,
-    phases: bool = True,
     isolate: bool = True,
     progress: bool = True,
     on_row: Optional[Callable[[Dict[str, Any]], None]] = None,
@@ -450,14 +399,14 @@ def run_pretrain_bench(
             row = {"case": case.name, "precision": precision, "step": kind, "skipped": f"{precision} does not run on {device}"}
         else:
             row = _measure_case(case, text, size, window, warmup, steps, seconds, precision, kind,
-                                device, threads, phases, isolate)  # fmt: skip
+                                device, threads, isolate)  # fmt: skip
         result["rows"].append(row)
         if on_row is not None:
             on_row(result)
     return result
 
 
-def _measure_case(case, text, size, window, warmup, steps, seconds, precision, kind, device, threads, phases, isolate):  # fmt: skip
+def _measure_case(case, text, size, window, warmup, steps, seconds, precision, kind, device, threads, isolate):  # fmt: skip
     """One row: measured, or the error that stopped it (the other cases go on)."""
     text_arg = str(text) if text else None
     probe: Dict[str, Any] = {}
@@ -467,7 +416,7 @@ def _measure_case(case, text, size, window, warmup, steps, seconds, precision, k
             size = probe["rows"]
         row = run_isolated(
             measure_training, case, text_arg, int(size), window, warmup, steps, seconds,
-            precision, kind, device, threads, phases, isolate=isolate,
+            precision, kind, device, threads, isolate=isolate,
         )  # fmt: skip
     except Exception as err:  # recorded: a case that cannot run (memory, a kernel) is a finding
         row = {"case": case.name, "rows": size, "precision": precision, "step": kind, "error": f"{type(err).__name__}: {err}"}
@@ -485,30 +434,6 @@ PRETRAIN_COLUMNS = [
     ("timed_steps", "steps", ""),
     ("step_s", "s/step", ".3f"),
     ("tokens_per_s", "tokens/s", ",.0f"),
-    ("device_busy_fraction", "GPU busy", ".2f"),
     ("peak_mb", "peak MB (steps)", ",.0f"),
     ("peak_total_mb", "peak MB (total)", ",.0f"),
 ]
-
-PHASE_NAMES = ("batch", "char_cnn", "lstm", "softmax", "backward", "optimizer", "all_reduce")
-
-
-def phase_table(rows: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """One line per profiled case: ms per step in each phase (CPU, and device on CUDA)."""
-    lines = []
-    for row in rows:
-        if "phases" not in row:
-            continue
-        line: Dict[str, Any] = {"case": f"{row['case']} {row.get('rows') or ''} {row['precision']} {row['step']}".replace("  ", " ")}
-        for name in PHASE_NAMES:
-            phase = row["phases"][name]
-            line[name] = phase["device_ms"] if row.get("device_busy_fraction") is not None else phase["cpu_ms"]
-        line["step"] = row["profiled_step_ms"]
-        lines.append(line)
-    return lines
-
-
-def phase_columns(device: str) -> List[tuple]:
-    unit = "device ms" if device == "cuda" else "CPU ms"
-    return [("case", "case", "")] + [(n, f"{n} ({unit})", ".1f") for n in PHASE_NAMES] + [("step", "step ms (wall)", ".1f")]
-

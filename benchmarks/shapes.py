@@ -22,9 +22,8 @@ import srsly
 import torch
 
 from spacy_elmo.chars import N_CHARACTERS
-from spacy_elmo.formats.base import OPTIONS_NAME, WeightSource
-from spacy_elmo.formats.bilm_tf import HDF5_NAME, write_bilm_tf_weights
-from spacy_elmo.formats.native import SAFETENSORS_NAME, save_bilm
+from spacy_elmo.formats.base import WeightSource
+from spacy_elmo.formats.native import save_bilm
 from spacy_elmo.nn.bilm import BiLM
 from spacy_elmo.options import BiLMOptions
 from spacy_elmo.sources import resolve_weight_source
@@ -112,11 +111,9 @@ def random_bilm(options: BiLMOptions, seed: int = 0) -> BiLM:
     return bilm.eval()
 
 
-def cached_model(
-    workdir: Path, shape: str, seed: int = 0, bilm_tf: bool = False, progress: bool = True
-) -> Path:
-    """A directory holding ``options.json`` + ``model.safetensors`` (and ``weights.hdf5`` in the
-    bilm-tf layout with ``bilm_tf``) of ``random_bilm(shape, seed)``, written only when missing.
+def cached_model(workdir: Path, shape: str, seed: int = 0, progress: bool = True) -> Path:
+    """A directory holding ``options.json`` + ``model.safetensors`` of ``random_bilm(shape,
+    seed)``, written only when missing.
 
     ``complete.json`` is written last, so a directory left by an interrupted run is rebuilt.
     """
@@ -124,10 +121,7 @@ def cached_model(
     directory = Path(workdir) / f"{shape}-seed{seed}"
     marker = directory / "complete.json"
     wanted = {"options": options.to_dict(), "seed": seed}
-    done: Dict[str, Any] = json.loads(marker.read_text()) if marker.is_file() else {}
-    have_native = done.get("options") == wanted["options"] and done.get("seed") == seed
-    have_hdf5 = have_native and done.get("bilm_tf", False)
-    if have_native and (have_hdf5 or not bilm_tf):
+    if marker.is_file() and json.loads(marker.read_text()) == wanted:
         return directory
     if progress:
         print(f"writing random {shape} biLM (seed {seed}) to {directory} ...", flush=True)
@@ -135,15 +129,5 @@ def cached_model(
     if marker.exists():
         marker.unlink()
     save_bilm(bilm, directory)
-    if bilm_tf:
-        write_bilm_tf_weights(bilm, directory / HDF5_NAME)
-    marker.write_text(json.dumps({**wanted, "bilm_tf": bilm_tf}))
+    marker.write_text(json.dumps(wanted))
     return directory
-
-
-def model_files(directory: Path) -> Dict[str, Path]:
-    return {
-        "options": directory / OPTIONS_NAME,
-        "safetensors": directory / SAFETENSORS_NAME,
-        "hdf5": directory / HDF5_NAME,
-    }

@@ -14,7 +14,6 @@ built, settled, timed over all its rounds and freed before the next. The result 
 from __future__ import annotations
 
 import json
-import statistics
 import traceback
 from dataclasses import replace
 from pathlib import Path
@@ -22,7 +21,8 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 
 import torch
 
-from spacy_elmo.bench.measure import MB
+from spacy_elmo.bench.measure import MB, alternating
+from spacy_elmo.bench.report import medians_and_ratios
 from spacy_elmo.bench.system import system_info
 
 from .pretrain_bench import PretrainCase, _settle, _trainer, case_inputs, free_memory, named_case, timed
@@ -96,12 +96,10 @@ class _StepAB:
     def write(self) -> None:
         """Medians and ratios to the first variant, then the JSON (every round, so a cut run keeps them)."""
         variants = self.result["variants"]
-        for v in variants.values():
-            rates = [r["tokens_per_s"] for r in v["rounds"]]
-            v["median_tokens_per_s"] = statistics.median(rates) if rates else None
-        first = variants[self.parsed[0][0]]["median_tokens_per_s"]
-        for v in variants.values():
-            v["ratio_to_first"] = v["median_tokens_per_s"] / first if first and v["median_tokens_per_s"] else None
+        rates = {name: [r["tokens_per_s"] for r in v["rounds"]] for name, v in variants.items()}
+        medians, ratios = medians_and_ratios(rates, self.parsed[0][0])
+        for name, v in variants.items():
+            v.update(median_tokens_per_s=medians[name], ratio_to_first=ratios[name])
         if self.output is not None:
             self.output.parent.mkdir(parents=True, exist_ok=True)
             self.output.write_text(json.dumps(self.result, indent=1, default=str) + "\n", encoding="utf-8")
@@ -135,11 +133,11 @@ class _StepAB:
                 built[name] = self.build(name, overrides, warmup)
             except Exception:  # recorded; the others run
                 self.failed(name)
-        for round_ in range(rounds):
-            order = list(built) if round_ % 2 == 0 else list(built)[::-1]
-            for name in order:
-                self.result["variants"][name]["rounds"].append(timed(*built[name], self.device, steps))
+        def one(name: str, _: int) -> None:
+            self.result["variants"][name]["rounds"].append(timed(*built[name], self.device, steps))
             self.write()
+
+        alternating(list(built), rounds, one)
 
     def time_one_after_another(self, warmup: int, steps: int, rounds: int) -> None:
         """Each variant built, timed over all its rounds and freed before the next."""

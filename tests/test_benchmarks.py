@@ -31,11 +31,7 @@ from benchmarks.inference_bench import (
     available_paths,
     run_inference_bench,
 )
-from benchmarks.load_bench import run_load_bench
-from benchmarks.memory_bench import run_memory_bench
-from benchmarks.per_tensor_loader import load_bilm_per_tensor
-from benchmarks.pipe_bench import run_pipe_bench
-from benchmarks.pipeline import elmo_pipeline, model_source, random_model_source
+from benchmarks.pipe_bench import run_doc_bench
 from benchmarks.pretrain_bench import CASES, PretrainCase, run_pretrain_bench
 from benchmarks.reference import ReferenceBiLM
 from benchmarks.shapes import BUNDLED_RECIPE_NAME, shape_options
@@ -43,6 +39,7 @@ from benchmarks.text import sentence_batches
 from conftest import ELMO_FIXTURE, make_options, write_random_bilm_tf
 from spacy_elmo import DEFAULT_MODEL, batch_to_ids, load_bilm
 from spacy_elmo.bench.text import DEFAULT_TEXT, text_lines
+from spacy_elmo.cli.weights import weight_source
 from spacy_elmo.nn.precision import PRECISIONS, runs_on
 from spacy_elmo.options import BiLMOptions
 from spacy_elmo.pretrain.config import model_overrides
@@ -59,7 +56,7 @@ SENTENCES = [
     ["One", "more", "line"],
 ]
 FIXTURE_FILES = (ELMO_FIXTURE / "options.json", ELMO_FIXTURE / "lm_weights.hdf5")
-FIXTURE_SOURCE = model_source(options_file=FIXTURE_FILES[0], weight_file=FIXTURE_FILES[1])
+FIXTURE_MODEL = {"weights": None, "options_file": str(FIXTURE_FILES[0]), "weight_file": str(FIXTURE_FILES[1])}
 
 
 def _package_layers(bilm, sentences):
@@ -98,25 +95,6 @@ def test_reference_loop_matches_tensorflow(fixture_bilm, fixture_sentences):
         with h5py.File(ELMO_FIXTURE / f"lm_embeddings_{k}.hdf5", "r") as f:
             want = np.concatenate(list(f["0"][()]), axis=-1)
         np.testing.assert_allclose(layers[-1, k, : len(sentence)], want, atol=1e-6, rtol=1e-5)
-
-
-def test_per_tensor_loader_gives_the_tensors_of_load_bilm(tmp_path):
-    options_file, weight_file = write_random_bilm_tf(tmp_path, make_options(n_highway=2))
-    a = load_bilm(options_file, weight_file).state_dict()
-    b = load_bilm_per_tensor(options_file, weight_file).state_dict()
-    assert a.keys() == b.keys()
-    for name in a:
-        assert torch.equal(a[name], b[name]), name
-
-
-def test_load_bench_result(tmp_path):
-    result = run_load_bench(tmp_path, shape="fixture", repeats=1, progress=False)
-    assert result["identical_tensors"] and result["identical_tensors_native"]
-    assert [row["loader"] for row in result["rows"]][1] == result["baseline"]
-    for row in result["rows"]:
-        assert row["cold_s"] > 0 and row["warm_s"] > 0 and row["file_mb"] > 0
-        assert len(row["cold_all_s"]) == len(row["warm_all_s"]) == 1
-    assert (tmp_path / "fixture-seed0" / "weights.hdf5").is_file()
 
 
 def test_inference_bench_result(tmp_path):
@@ -301,67 +279,19 @@ def test_sentence_batches_have_varied_lengths():
     assert max(lengths) <= 25 and min(lengths) < max(lengths)
 
 
-def test_pipe_bench_result():
-    result = run_pipe_bench(FIXTURE_SOURCE, max_tokens=400, batch_size=8, threads=1, progress=False)
-    (row,) = result["rows"]
-    assert row["tokens"] >= 400 and row["tokens_per_s"] > 0 and row["bilm_calls"] >= 1
-    assert 0 < row["bilm_forward_s"] <= row["total_s"]
-    assert 0 <= row["outside_bilm_share"] < 1
-    model = result["settings"]["model"]
-    assert model["weight_file"] == str(FIXTURE_FILES[1]) and model["format"] == "bilm-tf"
-    assert str(FIXTURE_FILES[1]) in model["description"]
-    assert result["settings"]["weights_resolved"] == FIXTURE_SOURCE.source.describe()
-    assert result["settings"]["pipe"]["max_sequence_length"] == 256  # the model block's default
-    assert result["settings"]["text"] == str(DEFAULT_TEXT)
-
-
-def test_the_bench_model_defaults_to_the_bundled_model():
-    """No weights named: the one resolver's answer, the bundled model, and nothing else."""
-    source = model_source()
-    assert source.source.directory.resolve() == DEFAULT_MODEL.resolve()
-    assert source.description.startswith("the bundled model: ")
-    assert source.config == {"weights": None, "options_file": None, "weight_file": None}
-
-
-def test_the_resolvers_errors_reach_the_bench():
-    with pytest.raises(ValueError, match="options_file and weight_file go together"):
-        model_source(options_file=FIXTURE_FILES[0])
-    with pytest.raises(FileNotFoundError, match="--weights"):
-        model_source("no-such-model")
-
-
-def test_pipe_runs_a_named_random_shape(tmp_path):
-    source = random_model_source(tmp_path, "fixture")
-    assert "random" in source.description and (tmp_path / "fixture-seed0" / "model.safetensors").is_file()
-    assert source.source.directory == tmp_path / "fixture-seed0"
-
-
-def test_bench_settings_go_to_the_model_block_or_the_pipe():
-    """precision, max_batch_tokens ... belong to the biLM's model block, cache_size_mb to the
-    pipe: --set puts each where the pipe reads it; weight keys are the weight options' job."""
-    nlp = elmo_pipeline(
-        FIXTURE_SOURCE, settings={"precision": "bf16", "max_batch_tokens": 512, "cache_size_mb": 0}
-    )
-    elmo = nlp.get_pipe("elmo")
-    assert (elmo.settings.precision, elmo.settings.max_batch_tokens) == ("bf16", 512)
-    assert elmo.settings.threads == 1 and elmo.cache is None  # one piece, on the bench's threads
-    assert elmo.weight_source() == FIXTURE_SOURCE.source
-    with pytest.raises(ValueError, match="--weights"):
-        elmo_pipeline(FIXTURE_SOURCE, settings={"weights": "small"})
-
-
-def test_memory_bench_result():
-    result = run_memory_bench(
-        FIXTURE_SOURCE, sizes=(300, 600), allocators=("default",), precisions=("fp32", "int8"),
-        threads=1, isolate=False, progress=False,
-    )
+def test_pipe_doc_bench_result():
+    """``benchmarks pipe --doc-tokens``: a row per precision and doc length, outputs of the size
+    the model gives them, the model block's defaults."""
+    result = run_doc_bench(
+        FIXTURE_MODEL, sizes=(300, 600), precisions=("fp32", "int8"), threads=(1,), allocators=("default",), isolate=False,
+    )  # fmt: skip
     assert [(row["precision"], row["tokens"]) for row in result["rows"]] == [
         ("fp32", 300), ("fp32", 600), ("int8", 300), ("int8", 600)
     ]
     assert all(row["loaded_rss_mb"] > 50 for row in result["rows"])  # torch + spaCy + the model
     assert result["settings"]["model"]["weight_file"] == str(FIXTURE_FILES[1])
     for row in result["rows"]:
-        assert (row["max_sequence_length"], row["max_batch_tokens"]) == (256, 4096)  # model block
+        assert (row["max_sequence_length"], row["max_batch_tokens"], row["threads"]) == (256, 4096, 1)
         assert row["windows"] == math.ceil(row["tokens"] / 256)
         # doc._.elmo (n, 32) + doc._.elmo_layers (3, n, 32), float32
         assert row["outputs_mb"] == pytest.approx(row["tokens"] * 32 * 4 * 4 / 2**20)
@@ -369,8 +299,7 @@ def test_memory_bench_result():
 
 
 def test_pretrain_bench_result():
-    """A tiny window case: steady-state figures, and the phase split of the profiled steps
-    covering the step (the trainer's ranges: char CNN, LSTMs, softmax, backward, optimizer)."""
+    """A tiny window case: steady-state figures."""
     options = make_options(dim=16, projection_dim=8)
     case = PretrainCase(
         "tiny",
@@ -393,9 +322,6 @@ def test_pretrain_bench_result():
     assert row["tokens_per_s"] > 0 and row["step_s"] > 0 and row["timed_steps"] == 3
     assert row["batch_tokens"] == 24 and row["warmup_steps"] == 2
     assert row["softmax_parameters"] == 300 * 8 + 300
-    phases = row["phases"]
-    assert all(phases[name]["cpu_ms"] > 0 for name in ("char_cnn", "lstm", "softmax", "backward", "optimizer"))
-    assert 0.5 * row["profiled_step_ms"] < row["phases_sum_cpu_ms"] < 1.5 * row["profiled_step_ms"]
 
 
 def test_pretrain_bench_measures_tf32_as_fp32_with_its_switches_off_the_gpu():
@@ -405,7 +331,7 @@ def test_pretrain_bench_measures_tf32_as_fp32_with_its_switches_off_the_gpu():
     case = PretrainCase("tiny", vocab_size=300, overrides=model_overrides(BiLMOptions.from_dict(options)))
     result = run_pretrain_bench(
         [case], rows=[4], window=6, warmup=1, steps=1, seconds=0.0, precisions=["tf32"], device="cpu",
-        threads=1, phases=False, isolate=False, progress=False,
+        threads=1, isolate=False, progress=False,
     )
     (row,) = result["rows"]
     assert "skipped" not in row and "error" not in row, row
@@ -422,7 +348,7 @@ def test_pretrain_bench_bundled_full_case_runs_the_full_softmax():
     recipe's own sentence batches."""
     cases = [CASES["bundled"](), CASES["bundled-full"]()]
     result = run_pretrain_bench(
-        cases, warmup=0, steps=1, seconds=0.0, device="cpu", threads=1, phases=False,
+        cases, warmup=0, steps=1, seconds=0.0, device="cpu", threads=1,
         isolate=False, progress=False,
     )
     sampled, full = result["rows"]
@@ -469,32 +395,35 @@ def test_cli_writes_every_figure_to_json(tmp_path):
     assert {"torch", "torch_threads", "cpu", "cpu_count", "cuda_available"} <= set(data["system"])
     assert {"tokens_per_s", "peak_mb", "speedup", "pass_s", "device", "path"} <= set(data["rows"][1])
 
-    output = tmp_path / "load.json"
-    args = ["load", "--shape", "fixture", "--repeats", "1", "--output", str(output)]
-    result = runner.invoke(app, args)
-    assert result.exit_code == 0, result.output
-    data = json.loads(output.read_text())
-    assert data["identical_tensors"] and len(data["rows"]) == 3
 
-
-def test_cli_pipe_and_senses_take_the_weight_options(tmp_path):
-    """--options-file/--weight-file (and --weights) name the model; the run says which."""
+def test_cli_pipe_runs_the_package_bench_on_a_random_shape_or_named_weights(tmp_path):
+    """``benchmarks pipe`` is ``python -m spacy_elmo bench`` (its table and JSON) on random
+    weights of a shape; --doc-tokens measures docs without sentences on the weights named."""
     output = tmp_path / "pipe.json"
-    files = ["--options-file", str(FIXTURE_FILES[0]), "--weight-file", str(FIXTURE_FILES[1])]
-    args = ["pipe", *files, "--max-tokens", "50", "--batch-size", "8", "--output", str(output)]
+    args = ["pipe", "--random-shape", "fixture", "--precision", "fp32", "--threads", "1", "--batch-size", "4",
+            "--batches", "1", "--rounds", "1", "--workdir", str(tmp_path / "work"), "--output", str(output)]  # fmt: skip
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
-    assert f"model: {FIXTURE_SOURCE.source.describe()}" in result.output
-    assert json.loads(output.read_text())["settings"]["model"]["weight_file"] == str(FIXTURE_FILES[1])
+    assert "measuring: random weights of the fixture shape" in result.output
+    (cell,) = json.loads(output.read_text())["cells"]
+    assert cell["tokens_per_s"] > 0 and (cell["precision"], cell["threads"]) == ("fp32", 1)
+
+    files = ["--options-file", str(FIXTURE_FILES[0]), "--weight-file", str(FIXTURE_FILES[1])]
+    args = ["pipe", *files, "--doc-tokens", "300", "--precision", "fp32", "--threads", "1", "--allocator", "default",
+            "--output", str(output)]  # fmt: skip
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert f"measuring: {weight_source(None, *FIXTURE_FILES).describe()}" in result.output
+    (row,) = json.loads(output.read_text())["rows"]
+    assert row["tokens"] == 300 and row["allocator"] == "default"
 
     for args, message in (
         (["pipe", "--random-shape", "fixture", "--weights", "small"], "--random-shape"),
         (["pipe", "--random-shape", "tiny"], "'tiny' is not one of"),
-        (["memory", "--options-file", str(FIXTURE_FILES[0])], "go together"),
+        (["pipe", "--options-file", str(FIXTURE_FILES[0])], "go together"),
         (["senses", "--weight-file", str(FIXTURE_FILES[1])], "go together"),
         (["senses", "--weights", str(tmp_path / "missing")], "does not exist"),
-        (["pipe", *files, "--set", "precision=tf32"], "TF32 is a process-wide PyTorch setting"),
-        (["pipe", "--set", "weight_file=x"], "--weights"),
+        (["pipe", "--doc-tokens", "0"], "greater than or equal to 1"),
     ):
         result = runner.invoke(app, args)
         assert result.exit_code != 0 and message in result.output, (args, result.output)
@@ -559,19 +488,6 @@ def test_embed_bench_compares_one_process_with_torchrun_on_the_bundled_model(tmp
     assert len(rows["2 processes x 1 thread"]["peak_rss_mb_by_rank"]) == 2
 
 
-def test_token_chunks_bench_times_both_ways_alternately():
-    """Every (batch size, threads) cell times the chunked convolutions and the batch at once,
-    ``rounds`` passes each, and leaves the runner as it found it (the package's way)."""
-    from benchmarks.token_chunks import run_token_chunks_bench
-
-    result = run_token_chunks_bench(str(ELMO_FIXTURE), "the fixture", batch_sizes=(1, 4), threads=(1, 2), sentences=4, rounds=2)
-    assert [(r["batch_size"], r["threads"]) for r in result["rows"]] == [(1, 1), (1, 2), (4, 1), (4, 2)]
-    for row in result["rows"]:
-        assert all(len(row["seconds"][way]) == 2 for way in ("chunks", "at_once"))
-        assert row["tokens"] > 0 and row["chunks_over_at_once"] > 0 and row["precision"] == "int8"
-    assert result["model"] == "the fixture" and "cpu" in result["system"]
-
-
 def test_pretrain_ab_runs_both_checkouts_alternately_on_the_same_batches(tmp_path, monkeypatch):
     """``benchmarks pretrain-ab``, this checkout against itself at a tiny shape: each side's runs
     in fresh processes, each with its steps' figures, and the two ratios (no timing is asserted:
@@ -603,35 +519,3 @@ def test_pretrain_ab_refuses_a_folder_that_is_no_checkout_or_a_missing_text(tmp_
         run_pretrain_ab(tmp_path, DEFAULT_TEXT, rounds=1)
     with pytest.raises(ValueError, match="--text .*missing.txt: no such file"):
         run_pretrain_ab(CHECKOUT, tmp_path / "missing.txt", rounds=1)
-
-
-def test_lstm_training_bench_times_both_kernels_on_the_same_layer():
-    """``benchmarks lstm-training`` at the fixture's shape: every round times both kernels, the
-    ratios come from their medians, and the products' rate from the layer's sizes (no timing is
-    asserted)."""
-    from benchmarks.lstm_training_bench import run_lstm_training_bench
-
-    result = run_lstm_training_bench("fixture", rows=3, lengths=(2, 5), threads=1, rounds=3)
-    assert set(result["runs_ms"]) == {"training loop", "step loop"}
-    assert all(len(runs) == 3 and min(min(run) for run in runs) > 0 for runs in result["runs_ms"].values())
-    medians = result["median_ms"]
-    ratio = result["step_loop_over_training_loop"]
-    assert ratio["forward_ms"] == pytest.approx(medians["step loop"]["forward_ms"] / medians["training loop"]["forward_ms"])
-    sizes = result["sizes"]
-    forward = 2 * result["tokens"] * (4 * sizes["hidden"] * (sizes["input"] + sizes["projection"]) + sizes["hidden"] * sizes["projection"])
-    assert result["products_gflop"]["forward"] == pytest.approx(forward / 1e9)
-    assert 2 <= result["steps"] <= 5 and result["threads"] == 1
-
-
-@pytest.mark.parametrize(
-    "args, message",
-    [(["--lengths", "9,3"], "--lengths takes SHORTEST,LONGEST"), (["--shape", "huge"], "'huge' is not one of")],
-)
-def test_lstm_training_bench_refuses_what_it_cannot_run(args, message):
-    from typer.testing import CliRunner
-
-    from benchmarks.cli import app
-
-    result = CliRunner().invoke(app, ["lstm-training", *args])
-    assert result.exit_code != 0
-    assert message in " ".join(result.output.split()), result.output

@@ -64,12 +64,7 @@ def test_each_stage_records_the_machine_and_every_case_ok(rehearsal, stage):
 def test_the_stages_measure_what_they_promise(rehearsal):
     _, out = rehearsal
     cases = {stage: {case["case"]: case for case in _read(out, stage)["cases"]} for stage in STAGES}
-    (inference,) = cases["inference"].values()
-    assert {row["path"] for row in inference["rows"]} >= {"exact", "bf16 autocast"}
-    assert all("speedup" in row for row in inference["rows"])
-    pipe = cases["pipe"]
-    assert pipe["doc._.elmo on the CPU"]["types"]["doc._.elmo"] == "numpy.ndarray"
-    assert pipe["nlp.pipe"]["tokens_per_s"] > 0
+    assert cases["pipe"]["doc._.elmo on the CPU"]["types"]["doc._.elmo"] == "numpy.ndarray"
     assert all(0 <= case["scores"].get(score, -1) <= 1 for case, score in
                [(cases["train"]["tagger"], "tag_acc"), (cases["train"]["ner"], "ents_f")])
     (one_rank,) = cases["one-rank"].values()
@@ -116,7 +111,7 @@ def test_a_subprocess_is_stopped_at_the_deadline(tmp_path):
 def test_an_unknown_stage_is_refused(tmp_path):
     result = _bench_gpu(tmp_path / "out", "--stage", "benchmarks")
     assert result.exit_code == 1
-    assert "--stage must be one of inference, pipe, train, one-rank, embed, all, got 'benchmarks'" in result.output
+    assert "--stage must be one of pipe, train, one-rank, embed, all, got 'benchmarks'" in result.output
     assert not (tmp_path / "out").exists()
 
 

@@ -1,4 +1,4 @@
-"""Clocks and peak memory, the same way for every benchmark.
+"""Clocks, peak memory and the order of rounds, the same way for every benchmark.
 
 CPU peak: the RSS high-water mark from a starting point (Linux: ``VmHWM`` reset through
 ``/proc/self/clear_refs``; elsewhere ``ru_maxrss``, which never resets, so a lower bound; ``method``
@@ -10,12 +10,24 @@ from __future__ import annotations
 import resource
 import sys
 import time
-from typing import Optional, Union
+from typing import Callable, Dict, List, Optional, Sequence, TypeVar, Union
 
 import torch
 
 #: The benches' "MB" is 2**20 bytes (a MiB; docs/manual.md says so where it quotes them).
 MB = 2**20
+K = TypeVar("K")
+R = TypeVar("R")
+
+
+def alternating(names: Sequence[K], rounds: int, run: Callable[[K, int], R]) -> Dict[K, List[R]]:
+    """``run(name, round)`` for each of ``names`` in each of ``rounds`` rounds, the order reversed
+    every other round, so that a machine whose load drifts favours none; each name's results."""
+    runs: Dict[K, List[R]] = {name: [] for name in names}
+    for round_ in range(rounds):
+        for name in names if round_ % 2 == 0 else names[::-1]:
+            runs[name].append(run(name, round_))
+    return runs
 
 
 def synchronize(device: torch.device) -> None:

@@ -17,7 +17,7 @@ import typer
 
 from ..bench import report
 from ..bench.isolate import ProcessDied, run_isolated
-from ..bench.measure import MB, PeakMemory, current_rss_bytes
+from ..bench.measure import MB, PeakMemory, alternating, current_rss_bytes
 from ..bench.system import system_info
 from ..bench.text import DEFAULT_TEXT, text_lines
 from ..nn.threads import Threads
@@ -73,6 +73,27 @@ def _thread_counts(value: Union[str, List[Threads]]) -> List[Threads]:
     return counts
 
 
+#: The bench's options, shared with the checkout's ``benchmarks pipe`` (which runs this bench).
+PRECISIONS = typer.Option(
+    "fp32,int8", "--precision", callback=_precisions,
+    help="The elmo model block's precisions to compare, comma-separated",
+)
+THREADS = typer.Option(
+    "auto", "--threads", callback=_thread_counts,
+    help="The elmo model block's thread counts to compare, comma-separated (auto or >= 1)",
+)
+TEXT = typer.Option(
+    DEFAULT_TEXT, "--text", show_default=False,
+    help=f"Text, a doc per line (default: {DEFAULT_TEXT.name}, shipped with the package)",
+)
+BATCH_SIZE = typer.Option(32, "--batch-size", min=1, help="Docs per nlp.pipe batch")
+WARMUP = typer.Option(1, "--warmup", min=0, help="Untimed batches first")
+BATCHES = typer.Option(4, "--batches", min=1, help="Timed batches per cell")
+ROUNDS = typer.Option(2, "--rounds", min=1, help="Runs of every cell; the best counts")
+GPU_ID = typer.Option(-1, "--gpu-id", help="GPU for spaCy and the biLM; -1 for the CPU")
+OUTPUT = typer.Option(None, "--output", "-o", help="Write every figure to this JSON file")
+
+
 def bench_command(
     pipeline: Optional[Path] = typer.Argument(
         None,
@@ -83,24 +104,15 @@ def bench_command(
     weights: Optional[str] = WEIGHTS,
     options_file: Optional[Path] = OPTIONS_FILE,
     weight_file: Optional[Path] = WEIGHT_FILE,
-    precisions: str = typer.Option(
-        "fp32,int8", "--precision", callback=_precisions,
-        help="The elmo model block's precisions to compare, comma-separated",
-    ),
-    threads: str = typer.Option(
-        "auto", "--threads", callback=_thread_counts,
-        help="The elmo model block's thread counts to compare, comma-separated (auto or >= 1)",
-    ),
-    text: Path = typer.Option(
-        DEFAULT_TEXT, "--text", show_default=False,
-        help=f"Text, a doc per line (default: {DEFAULT_TEXT.name}, shipped with the package)",
-    ),
-    batch_size: int = typer.Option(32, "--batch-size", min=1, help="Docs per nlp.pipe batch"),
-    warmup: int = typer.Option(1, "--warmup", min=0, help="Untimed batches first"),
-    batches: int = typer.Option(4, "--batches", min=1, help="Timed batches per cell"),
-    rounds: int = typer.Option(2, "--rounds", min=1, help="Runs of every cell; the best counts"),
-    gpu_id: int = typer.Option(-1, "--gpu-id", help="GPU for spaCy and the biLM; -1 for the CPU"),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write every figure to this JSON file"),
+    precisions: str = PRECISIONS,
+    threads: str = THREADS,
+    text: Path = TEXT,
+    batch_size: int = BATCH_SIZE,
+    warmup: int = WARMUP,
+    batches: int = BATCHES,
+    rounds: int = ROUNDS,
+    gpu_id: int = GPU_ID,
+    output: Optional[Path] = OUTPUT,
 ) -> None:
     """Measure the elmo pipe's tokens/s and peak memory on this machine, per precision and
     thread count, each cell in a fresh process; ratios are to the first cell."""
@@ -108,6 +120,16 @@ def bench_command(
         fail("PIPELINE brings its own weights: give it or --weights/--options-file/--weight-file")
     model = None if pipeline is not None else weight_settings(weights, options_file, weight_file)
     measured = str(pipeline) if pipeline is not None else weight_source(weights, options_file, weight_file).describe()
+    run_bench(pipeline, model, measured, precisions, threads, text, batch_size, warmup, batches, rounds, gpu_id, output)
+
+
+def run_bench(
+    pipeline: Optional[Path], model: Optional[Dict[str, Optional[str]]], measured: str, precisions: List[str],
+    threads: List[Threads], text: Path, batch_size: int, warmup: int, batches: int, rounds: int, gpu_id: int,
+    output: Optional[Path],
+) -> None:
+    """The bench once the weights are resolved (``measured`` says which): the cells, the table
+    and ``output``; exits with the error line of what cannot run."""
     typer.echo(f"measuring: {measured}")
     component = "elmo" if pipeline is None else _elmo_component(pipeline)
     device = _device(gpu_id, precisions)
@@ -180,12 +202,12 @@ def _elmo_component(pipeline: Path) -> str:
 
 def measure_cells(work: Workload, cells: List[Cell], rounds: int) -> List[Dict[str, Any]]:
     """Every cell ``rounds`` times in fresh processes: best runs, all runs, ratios to the first."""
-    runs: Dict[Cell, List[Dict[str, Any]]] = {cell: [] for cell in cells}
-    for round_ in range(rounds):
-        for cell in cells if round_ % 2 == 0 else cells[::-1]:
-            run = run_isolated(run_cell, work, *cell)  # a fresh process: its threads and memory its own
-            runs[cell].append(run)
-            typer.echo(f"round {round_ + 1}/{rounds}: {cell[0]}, threads {cell[1]}: {run['tokens_per_s']:,.0f} tokens/s")
+    def one(cell: Cell, round_: int) -> Dict[str, Any]:
+        run = run_isolated(run_cell, work, *cell)  # a fresh process: its threads and memory its own
+        typer.echo(f"round {round_ + 1}/{rounds}: {cell[0]}, threads {cell[1]}: {run['tokens_per_s']:,.0f} tokens/s")
+        return run
+
+    runs = alternating(cells, rounds, one)
     rows = []
     for cell in cells:
         best = max(runs[cell], key=lambda run: run["tokens_per_s"])
