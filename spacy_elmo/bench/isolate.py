@@ -6,12 +6,12 @@ instead of 130).
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import traceback
 from multiprocessing.connection import Connection
-from typing import Any, Callable, Dict, Optional, TypeVar
-from unittest import mock
+from typing import Any, Callable, Dict, Iterator, Optional, TypeVar
 
 T = TypeVar("T")
 
@@ -28,6 +28,20 @@ class RemoteTraceback(Exception):
 
     def __str__(self) -> str:
         return "\n" + str(self.args[0])
+
+
+@contextlib.contextmanager
+def _environment(env: Optional[Dict[str, str]]) -> Iterator[None]:
+    saved = {key: os.environ.get(key) for key in env or {}}
+    os.environ.update(env or {})
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def _call_and_send(sending: Connection, function: Callable[..., Any], args: tuple, kwargs: dict) -> None:
@@ -73,7 +87,7 @@ def run_isolated(
     process = context.Process(target=_call_and_send, args=(sending, function, args, kwargs))
     message: Optional[tuple] = None
     try:
-        with mock.patch.dict(os.environ, env or {}):  # a spawned process starts with the environment of the moment
+        with _environment(env):  # a spawned process starts with the environment of the moment
             process.start()
         sending.close()  # only the child writes: its exit without a message is an EOF here
         message = receiving.recv()
