@@ -232,6 +232,24 @@ def device(request) -> torch.device:
 
 
 @pytest.fixture
+def spacy_device(device):
+    """spaCy's arrays on ``--device`` (CuPy after ``spacy.require_gpu()`` on CUDA) for the test,
+    and on the CPU again after it, whatever the test switched to (``embed --gpu-id 0`` in this
+    process does): the tests after it build their pipes on the CPU."""
+    import spacy
+
+    if device.type == "cuda":
+        spacy.require_gpu()
+    yield device
+    spacy.require_cpu()
+
+
+def gpu_id(device: torch.device) -> str:
+    """The ``--gpu-id`` of spaCy's and the package's commands for ``device``."""
+    return "0" if device.type == "cuda" else "-1"
+
+
+@pytest.fixture
 def matplotlib():
     """matplotlib, for a test that draws a chart; the test is skipped where it is not installed
     (it is the package's optional ``plot`` extra). The one way the tests handle that extra: the

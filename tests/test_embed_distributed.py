@@ -1,6 +1,7 @@
-"""``embed`` sharded under torchrun (2 processes, gloo on the CPU) and resumable: the output equals
-one process's, a SIGKILLed job finishes with ``--resume``, a changed job is refused, a failing rank
-names its input line. Real text (WikiText-2), the tiny AllenNLP test model, small chunks.
+"""``embed`` sharded under torchrun (2 processes, gloo on the CPU; the output test, with ``--device
+cuda``, a rank per GPU, NCCL) and resumable: the output equals one process's, a SIGKILLed job
+finishes with ``--resume``, a changed job is refused, a failing rank names its input line. Real
+text (WikiText-2), the tiny AllenNLP test model, small chunks.
 
 torchrun runs as users run it: a subprocess from a folder outside the checkout, with PYTHONPATH
 pointing at it. One-process references run in this process (typer's CliRunner), which is faster.
@@ -20,12 +21,13 @@ from typing import Dict, List, Tuple
 import h5py
 import numpy as np
 import pytest
+import torch
 from spacy.tokens import Doc, DocBin
 from spacy.vocab import Vocab
 from typer.testing import CliRunner
 
 from benchmarks.subprocesses import descendants
-from conftest import AS_FROM_A_TERMINAL, FIXTURES, checkout_pythonpath
+from conftest import AS_FROM_A_TERMINAL, FIXTURES, checkout_pythonpath, gpu_id
 from spacy_elmo.cli import app
 from spacy_elmo.embedding import chunks as chunks_module
 from spacy_elmo.embedding.chunks import finished_chunks, parts_folder
@@ -85,14 +87,17 @@ def _assert_same_output(path: Path, reference: Path) -> None:
 
 
 @pytest.mark.slow
-def test_two_processes_write_what_one_process_writes(tmp_path, fixture_files):
+def test_ranks_write_what_one_process_writes(tmp_path, fixture_files, spacy_device):
+    """On ``--device``: 2 ranks on the CPU (gloo), a rank per GPU on CUDA (NCCL, ``--gpu-id 0``:
+    each rank on its local rank's GPU), against one process on the same device."""
     (tmp_path / "in.txt").write_text("\n".join(_lines(400)) + "\n", encoding="utf-8")
-    args = ["--chunk-size", "25", *_model(fixture_files)]
+    args = ["--chunk-size", "25", *_model(fixture_files), "--gpu-id", gpu_id(spacy_device)]
+    ranks = torch.cuda.device_count() if spacy_device.type == "cuda" else 2
     one = _one_process(str(tmp_path / "in.txt"), str(tmp_path / "one.hdf5"), *args)
     assert one.exit_code == 0, one.output
-    two = _torchrun(tmp_path, "in.txt", "two.hdf5", *args)
+    two = _torchrun(tmp_path, "in.txt", "two.hdf5", *args, nproc=ranks)
     assert two.returncode == 0, two.stderr[-3000:]
-    assert "wrote 400 sentences" in two.stdout and "2 processes embedded" in two.stdout
+    assert "wrote 400 sentences" in two.stdout and f"{ranks} process{'es' * (ranks > 1)} embedded" in two.stdout
     _assert_same_output(tmp_path / "two.hdf5", tmp_path / "one.hdf5")
     data, index = _read(tmp_path / "two.hdf5")
     assert sorted(data, key=int) == [str(i) for i in range(400)] and data["1"].shape[0] == 3

@@ -59,6 +59,21 @@ def test_vectors_are_the_bilm_outputs_of_each_sentence(nlp, fixture_bilm, senten
             assert_float32_close(doc._.elmo, mix(torch.from_numpy(expected[1:])).numpy())
 
 
+def test_the_outputs_are_numpy_arrays_on_any_device(fixture_files, spacy_device):
+    """After ``spacy.require_gpu()`` the biLM runs on the GPU and every output is still a NumPy
+    array on the CPU (CuPy arrays would break users' code and ``doc.to_bytes``)."""
+    nlp = spacy.blank("en")
+    options, weights = map(str, fixture_files)
+    nlp.add_pipe("sentencizer")
+    nlp.add_pipe("elmo", config={"model": {"options_file": options, "weight_file": weights}})
+    doc = nlp("The bank raised its rates . The river bank flooded .")
+    assert next(nlp.get_pipe("elmo").bilm.parameters()).device.type == spacy_device.type
+    outputs = {"doc._.elmo": doc._.elmo, "doc._.elmo_layers": doc._.elmo_layers, "doc.tensor": doc.tensor,
+               "token.vector": doc[1].vector, "span.vector": doc[1:3].vector, "doc.vector": doc.vector}  # fmt: skip
+    assert {name: type(a) for name, a in outputs.items()} == {name: np.ndarray for name in outputs}
+    assert doc._.elmo.shape == (len(doc), WIDTH) and doc._.elmo_layers.shape == (3, len(doc), WIDTH)
+
+
 def test_fixed_mix_weights_and_gamma(fixture_files, fixture_bilm):
     nlp = spacy.blank("en")
     options, weights = map(str, fixture_files)

@@ -1,54 +1,82 @@
-"""Two ``spacy train`` runs of an ELMo-listener tagger with the same seed give identical weights
-and scores (CPU). Run as a user runs them: subprocesses, the project's tagger_elmo.cfg, the
-bundled biLM, a slice of the UD English-EWT demo data shipped with the project."""
+"""``spacy train`` of the project's ELMo-listener configs, run as a user runs them: subprocesses,
+the bundled biLM, the project's demo slices of UD English-EWT and WNUT17. A tagger and an NER
+train on ``--device`` (``--gpu-id 0`` on CUDA: Thinc's CuPy arrays and the biLM's PyTorch tensors
+meet in the listener) and reload on the CPU; two tagger runs with the same seed give identical
+weights and scores (CPU)."""
 
 import json
 import os
+import runpy
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import spacy
+import torch
 from spacy.tokens import DocBin
 from spacy.training.converters import conllu_to_docs
 
-from conftest import checkout_pythonpath
+from conftest import checkout_pythonpath, gpu_id
 
 REPO = Path(__file__).resolve().parents[1]
-EWT = REPO / "project" / "demo_data" / "ud-english-ewt"
-CONFIG = REPO / "project" / "configs" / "tagger_elmo.cfg"
+DEMO = REPO / "project" / "demo_data"
+#: component -> (the project's config, the score spaCy reports for it)
+CONFIGS = {"tagger": ("tagger_elmo.cfg", "tag_acc"), "ner": ("ner_elmo.cfg", "ents_f")}
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
+def corpora(tmp_path_factory) -> Path:
+    """``<component>/{train,dev}.spacy``: the demo slices, one sentence a doc, as the project's
+    ``demo-convert`` makes them (spaCy's CoNLL-U converter; the project's NER script)."""
     directory = tmp_path_factory.mktemp("corpus")
-    for split, n_docs in (("train", 60), ("dev", 20)):
-        docs = list(conllu_to_docs((EWT / f"{split}.conllu").read_text(encoding="utf-8"), n_sents=1))
-        DocBin(docs=docs[:n_docs]).to_disk(directory / f"{split}.spacy")
+    (directory / "tagger").mkdir()
+    for split in ("train", "dev"):
+        docs = conllu_to_docs((DEMO / "ud-english-ewt" / f"{split}.conllu").read_text(encoding="utf-8"), n_sents=1)
+        DocBin(docs=list(docs)).to_disk(directory / "tagger" / f"{split}.spacy")
+    script = runpy.run_path(str(REPO / "project" / "scripts" / "conll_ner_to_spacy.py"))
+    script["main"](directory / "ner", [DEMO / "wnut17" / "train.conll", DEMO / "wnut17" / "dev.conll"], n_sents=1)
     return directory
 
 
-def _train(corpus: Path, output: Path, seed: int) -> tuple:
-    """(the trained tagger's weights as bytes, the last dev scores)."""
+def _train(component: str, corpora: Path, output: Path, seed: int, device: torch.device) -> tuple:
+    """(the trained component's weights as bytes, the last dev scores): a few steps on the first
+    60 training and 20 dev docs."""
     env = {**os.environ, "PYTHONPATH": checkout_pythonpath(), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    corpus = corpora / component
     result = subprocess.run(
-        [sys.executable, "-m", "spacy", "train", str(CONFIG), "--output", str(output),
+        [sys.executable, "-m", "spacy", "train", str(REPO / "project" / "configs" / CONFIGS[component][0]),
+         "--output", str(output), "--gpu-id", gpu_id(device),
          "--paths.train", str(corpus / "train.spacy"), "--paths.dev", str(corpus / "dev.spacy"),
+         "--corpora.train.limit", "60", "--corpora.dev.limit", "20",
          "--system.seed", str(seed), "--training.max_steps", "8", "--training.eval_frequency", "4",
          "--components.elmo.cache_size_mb", "16"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
-    )
+    )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     last = output / "model-last"
     scores = json.loads((last / "meta.json").read_text())["performance"]
-    return (last / "tagger" / "model").read_bytes(), scores
+    return (last / component / "model").read_bytes(), scores
 
 
 @pytest.mark.slow
-def test_same_seed_same_weights_and_scores(corpus, tmp_path):
-    weights, scores = _train(corpus, tmp_path / "first", seed=0)
-    again, scores_again = _train(corpus, tmp_path / "second", seed=0)
+@pytest.mark.parametrize("component", list(CONFIGS))
+def test_the_projects_configs_train_on_the_device_and_reload(corpora, tmp_path, device, component):
+    _, scores = _train(component, corpora, tmp_path / "out", seed=0, device=device)
+    assert 0.0 <= scores[CONFIGS[component][1]] <= 1.0, scores
+    nlp = spacy.load(tmp_path / "out" / "model-last")
+    assert nlp.pipe_names == ["elmo", component]
+    doc = nlp("The bank in New York raised its rates .")
+    predicted = {token.tag_ for token in doc} if component == "tagger" else {ent.label_ for ent in doc.ents}
+    assert predicted <= set(nlp.get_pipe(component).labels), predicted
+
+
+@pytest.mark.slow
+def test_same_seed_same_weights_and_scores(corpora, tmp_path):
+    cpu = torch.device("cpu")
+    weights, scores = _train("tagger", corpora, tmp_path / "first", seed=0, device=cpu)
+    again, scores_again = _train("tagger", corpora, tmp_path / "second", seed=0, device=cpu)
     assert again == weights  # bitwise
     assert scores_again == scores
-    other_seed, _ = _train(corpus, tmp_path / "third", seed=1)
+    other_seed, _ = _train("tagger", corpora, tmp_path / "third", seed=1, device=cpu)
     assert other_seed != weights  # the seed does reach the tagger's initialisation and batches
