@@ -587,7 +587,7 @@ app.command("embed")(embed_bench_command)
 @app.command("gpu")
 def gpu_command(
     stage: str = typer.Option(
-        ..., "--stage", help="pipe, train, one-rank, embed, or all of them in turn"
+        ..., "--stage", help="one-rank, or all of the stages in turn"
     ),
     out: Path = typer.Option(..., "--out", help="Folder for <stage>.json and <stage>.log"),
     device: str = typer.Option("cuda", "--device", help="cuda, or cpu to rehearse"),
@@ -600,9 +600,9 @@ def gpu_command(
 ) -> None:
     """Measure the package's GPU code paths, one stage at a time.
 
-    Stages: the pipe's output on the CPU, training a tagger and NER through the listener,
-    pretraining under torchrun with one rank against one process, and embed; each stage stops
-    starting new cases at --deadline-s, so a stage fits a time-limited session on a GPU machine.
+    Stages: pretraining under torchrun with one rank against one process (one-rank); each stage
+    stops starting new cases at --deadline-s, so a stage fits a time-limited session on a GPU
+    machine.
 
     Each stage writes OUT/<stage>.json (the machine and every case: its figures, or its error)
     and OUT/<stage>.log, and prints a line per case. A failing case is recorded and the stage

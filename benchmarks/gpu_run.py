@@ -1,4 +1,5 @@
-"""``python -m benchmarks gpu``: every GPU path of the package, in stages with deadlines.
+"""``python -m benchmarks gpu``: the GPU runs that no test and no other command makes, in stages
+with deadlines.
 
 GPU time is scarce, so the runs are prepared in the checkout and rehearsed on the CPU
 (``--device cpu --smoke``: tiny shapes, a few steps), so that no GPU minute goes to a typo;
@@ -14,32 +15,24 @@ docs/gpu_run.md says how a session is planned. Each stage:
 
 Stages (``STAGES``): what no command of the kit or the package and no test with ``--device
 cuda`` checks on a GPU. The lease's calls (``benchmarks/gpu_lease/``) run ``one-rank``, and call
-``inference``, ``profile-step``, ``step-ab`` and pytest themselves; the pipe's speed and memory
-on a GPU are ``python -m spacy_elmo bench --gpu-id 0`` and ``benchmarks pipe --doc-tokens N
---gpu-id 0``.
+``inference``, ``profile-step``, ``step-ab`` and pytest themselves (call 5 runs the whole suite
+with ``--device cuda``: the pipe's outputs, ``spacy train`` through the listener and ``embed``
+under torchrun are tests); the pipe's speed and memory on a GPU are ``python -m spacy_elmo bench
+--gpu-id 0`` and ``benchmarks pipe --doc-tokens N --gpu-id 0``.
 
-- ``pipe``: ``doc._.elmo`` a NumPy array on the CPU after ``spacy.require_gpu()``;
-- ``train``: a tagger and an NER through the listener, ``spacy train`` on the project's configs
-  and its demo corpora (a subprocess, ``--gpu-id 0`` on CUDA), a few hundred steps;
 - ``one-rank``: ``torchrun --nproc-per-node 1`` (a process group, DDP) against one process, the
-  bilm-tf recipe's pretraining steps;
-- ``embed``: ``python -m spacy_elmo embed`` in one process and under torchrun (a rank per GPU; 2
-  on the CPU) on real sentences, and whether both wrote the same vectors.
-
-The train stage reads the checkout's ``project/``.
+  bilm-tf recipe's pretraining steps.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import io
 import json
 import logging
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import traceback
@@ -51,9 +44,9 @@ import torch
 
 from spacy_elmo.bench.system import system_info
 
-from .subprocesses import CHECKOUT, descendants, package_argv, subprocess_env
+from .subprocesses import descendants, package_argv, subprocess_env
 
-STAGES = ("pipe", "train", "one-rank", "embed")
+STAGES = ("one-rank",)
 STAGE_CHOICES = (*STAGES, "all")
 #: Characters of a subprocess's output kept in the stage log, and of an error in the JSON.
 LOG_TAIL = 2_000_000
@@ -66,33 +59,12 @@ GRACE_S = 15
 class Sizes:
     """How much each stage runs: ``FULL`` on the GPU, ``SMOKE`` to rehearse on 2 CPU cores."""
 
-    train_steps: int
-    train_eval_every: int
-    train_dev_limit: int  # 0: the whole dev set
     tiny: bool  # the pretraining recipe with a tiny model (pretrain_bench.TINY)
     one_rank_steps: int
-    embed_tokens: int
-    embed_chunk: int
 
 
-FULL = Sizes(
-    train_steps=300,
-    train_eval_every=100,
-    train_dev_limit=0,
-    tiny=False,
-    one_rank_steps=60,
-    embed_tokens=50_000,
-    embed_chunk=500,
-)
-SMOKE = Sizes(
-    train_steps=5,
-    train_eval_every=5,
-    train_dev_limit=10,
-    tiny=True,
-    one_rank_steps=4,
-    embed_tokens=1_000,
-    embed_chunk=20,
-)
+FULL = Sizes(tiny=False, one_rank_steps=60)
+SMOKE = Sizes(tiny=True, one_rank_steps=4)
 
 
 class Stage:
@@ -193,157 +165,8 @@ def _stop(process: subprocess.Popen) -> str:
     return "(no output: the stopped processes still held it)"
 
 
-def _ranks(device: torch.device) -> int:
-    """Processes of a torchrun case: one per GPU, 2 on the CPU (so that Gloo runs)."""
-    return max(1, torch.cuda.device_count()) if device.type == "cuda" else 2
-
-
 def _gpu_id(device: torch.device) -> str:
     return "0" if device.type == "cuda" else "-1"
-
-
-def _checkout_path(*parts: str) -> Path:
-    path = CHECKOUT.joinpath(*parts)
-    if not path.exists():
-        raise FileNotFoundError(f"{path} is missing: this stage runs from a source checkout of spacy_elmo")
-    return path
-
-
-# ----------------------------------------------------------------------------------------- pipe
-
-
-def _spacy_on_device(device: torch.device) -> None:
-    """spaCy's arrays (and so the elmo pipe's biLM) on the stage's device."""
-    import spacy
-
-    if device.type == "cuda":
-        spacy.require_gpu()
-    else:
-        spacy.require_cpu()
-
-
-def _register_spacy_parts() -> List[str]:
-    """Import the modules that register the ``elmo`` factory and the architectures, so that a
-    checkout that is not installed (no entry points) works too; returns their names."""
-    import importlib
-
-    names = ["spacy_elmo.architectures", "spacy_elmo.loaders", "spacy_elmo.pipe"]
-    for name in names:
-        importlib.import_module(name)
-    return names
-
-
-def _doc_output_on_cpu(stage: Stage) -> Dict[str, Any]:
-    """Whatever the device, ``doc._.elmo`` is a NumPy array (CuPy arrays would break users'
-    code and ``doc.to_bytes``)."""
-    import numpy
-    import spacy
-
-    from spacy_elmo.bench.text import DEMO_TEXT, text_lines
-
-    _register_spacy_parts()
-    _spacy_on_device(stage.device)
-    nlp = spacy.blank("en")
-    nlp.add_pipe("sentencizer")
-    nlp.add_pipe("elmo").initialize()
-    doc = nlp(" ".join(text_lines(DEMO_TEXT)[:3]))
-    bilm_device = next(nlp.get_pipe("elmo").bilm.parameters()).device
-    arrays = {"doc._.elmo": doc._.elmo, "doc._.elmo_layers": doc._.elmo_layers, "doc[0].vector": doc[0].vector}
-    types = {name: None if a is None else f"{type(a).__module__}.{type(a).__name__}" for name, a in arrays.items()}
-    wrong = [name for name, a in arrays.items() if a is not None and not isinstance(a, numpy.ndarray)]
-    out: Dict[str, Any] = {
-        "tokens": len(doc),
-        "sentences": len(list(doc.sents)),
-        "types": types,
-        "elmo_shape": list(doc._.elmo.shape),
-        "bilm_device": str(bilm_device),
-        "summary": f"doc._.elmo {types['doc._.elmo']} {tuple(doc._.elmo.shape)}, biLM on {bilm_device}",
-    }
-    errors = [f"{name} is {types[name]}, not a NumPy array" for name in wrong]
-    if doc._.elmo.shape[0] != len(doc):
-        errors.append(f"doc._.elmo has {doc._.elmo.shape[0]} rows for {len(doc)} tokens")
-    if bilm_device.type != stage.device.type:
-        errors.append(f"the biLM is on {bilm_device}, not {stage.device.type}")
-    if errors:
-        out.update(ok=False, error="; ".join(errors))
-    return out
-
-
-def pipe_stage(stage: Stage) -> None:
-    try:
-        stage.case("doc._.elmo on the CPU", _doc_output_on_cpu)
-    finally:
-        if "spacy" in sys.modules:
-            import spacy
-
-            spacy.require_cpu()  # the next stage starts as this one did
-
-
-# ---------------------------------------------------------------------------------------- train
-
-#: component -> (project config, demo corpus folder, what the folder holds, the score to show)
-TRAINED = {
-    "tagger": ("tagger_elmo.cfg", "ud-english-ewt", "UD English-EWT", "tag_acc"),
-    "ner": ("ner_elmo.cfg", "wnut17", "WNUT17", "ents_f"),
-}
-
-
-def _demo_corpus(stage: Stage, component: str) -> Tuple[Path, Path]:
-    """The project's demo slice as .spacy files, converted as its ``demo-convert`` step does
-    (spaCy's converter, then the project's own scripts, run in this process)."""
-    import runpy
-
-    from spacy.cli.convert import convert
-
-    source = _checkout_path("project", "demo_data", TRAINED[component][1])
-    scripts = _checkout_path("project", "scripts")
-    out = stage.workdir / "corpus" / component
-    out.mkdir(parents=True, exist_ok=True)
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):  # the scripts report to stdout: the log's
-        if component == "tagger":
-            convert(source, out, file_type="spacy", n_sents=1, converter="conllu")
-            runpy.run_path(str(scripts / "upos_as_tags.py"))["main"](out)  # UPOS as the tagger's labels
-        else:
-            inputs = [source / "train.conll", source / "dev.conll"]
-            runpy.run_path(str(scripts / "conll_ner_to_spacy.py"))["main"](out, inputs, n_sents=1)
-    stage.log.info("%s", printed.getvalue())
-    return out / "train.spacy", out / "dev.spacy"
-
-
-def _train(stage: Stage, component: str) -> Dict[str, Any]:
-    config_name, _, corpus_name, score = TRAINED[component]
-    config = _checkout_path("project", "configs", config_name)
-    train, dev = _demo_corpus(stage, component)
-    code_file = stage.workdir / "register_spacy_elmo.py"
-    code_file.write_text("".join(f"import {name}\n" for name in _register_spacy_parts()), encoding="utf-8")
-    output = stage.workdir / f"train-{component}"
-    s = stage.sizes
-    argv = [
-        sys.executable, "-m", "spacy", "train", config, "--output", output, "--code", code_file,
-        "--gpu-id", _gpu_id(stage.device), "--paths.train", train, "--paths.dev", dev,
-        "--training.max_steps", s.train_steps, "--training.max_epochs", 0,
-        "--training.eval_frequency", s.train_eval_every, "--corpora.dev.limit", s.train_dev_limit,
-        "--system.seed", 0,
-    ]
-    code, text, seconds = stage.run(argv, cwd=stage.workdir)
-    if code != 0:
-        raise RuntimeError(f"spacy train exited with {code}:\n{text[-ERROR_TAIL:]}")
-    meta = json.loads((output / "model-last" / "meta.json").read_text(encoding="utf-8"))
-    scores = meta.get("performance", {})
-    return {
-        "config": str(config.relative_to(CHECKOUT)),
-        "corpus": f"{corpus_name} demo slice (project/demo_data)",
-        "steps": s.train_steps,
-        "wall_s": seconds,
-        "scores": scores,
-        "summary": f"{score} {scores.get(score, float('nan')):.3f} after {s.train_steps} steps in {seconds:.0f} s",
-    }
-
-
-def train_stage(stage: Stage) -> None:
-    for component in TRAINED:
-        stage.case(component, _train, component)
 
 
 # ------------------------------------------------------------------------------------- one-rank
@@ -403,83 +226,7 @@ def one_rank_stage(stage: Stage) -> None:
     stage.case(f"torchrun 1 rank against one process, {step}", _one_rank_against_one_process, step)
 
 
-# ---------------------------------------------------------------------------------------- embed
-
-
-def _embed_run(stage: Stage, torchrun: bool) -> Dict[str, Any]:
-    """``python -m spacy_elmo embed`` on the bench text's sentences, in one process or under
-    torchrun; tokens/s end to end and of the embedding alone (the command's summary line)."""
-    from .embed_bench import embed_argv, summary_figures, write_input
-
-    input_path = stage.workdir / "embed-input.txt"
-    if not input_path.is_file():
-        write_input(None, stage.sizes.embed_tokens, input_path)
-    ranks = _ranks(stage.device) if torchrun else 1
-    threads = 1  # a thread a process: what torchrun adds is ranks (a GPU or a core each)
-    output = stage.workdir / f"embed-{'torchrun' if torchrun else 'one'}.hdf5"
-    options = ["--chunk-size", str(stage.sizes.embed_chunk), "--gpu-id", _gpu_id(stage.device)]
-    argv = embed_argv(ranks, input_path, output, options, threads, torchrun=torchrun)
-    code, text, seconds = stage.run(argv, env=subprocess_env(threads), cwd=stage.workdir)
-    if code != 0:
-        raise RuntimeError(f"embed exited with {code}:\n{text[-ERROR_TAIL:]}")
-    figures = summary_figures(text)
-    return {
-        "processes": ranks,
-        "threads_per_process": threads,
-        **figures,
-        "wall_s": seconds,
-        "tokens_per_s": figures["tokens"] / seconds,
-        "summary": f"{figures['tokens']:,} tokens, {figures['tokens'] / seconds:,.0f} tok/s end to end ({ranks} x {threads} thread(s))",
-    }
-
-
-def _embed_outputs_equal(stage: Stage) -> Dict[str, Any]:
-    """Both runs wrote the same datasets, the same sentence index and the same vectors."""
-    import h5py
-    import numpy
-
-    paths = [stage.workdir / "embed-one.hdf5", stage.workdir / "embed-torchrun.hdf5"]
-    with h5py.File(paths[0], "r") as one, h5py.File(paths[1], "r") as many:
-        names = sorted(set(one) - {"sentence_to_index"})
-        errors = []
-        if sorted(set(many) - {"sentence_to_index"}) != names:
-            errors.append("different dataset names")
-        if "sentence_to_index" in one and one["sentence_to_index"][()].tolist() != many["sentence_to_index"][()].tolist():
-            errors.append("different sentence_to_index")
-        largest = 0.0
-        for name in names:
-            if name not in many:
-                continue
-            a, b = one[name][()], many[name][()]
-            if a.shape != b.shape:
-                errors.append(f"dataset {name}: shape {a.shape} against {b.shape}")
-            elif a.size:
-                largest = max(largest, float(numpy.abs(a - b).max()))
-    out: Dict[str, Any] = {
-        "datasets": len(names),
-        "max_abs_diff": largest,
-        "identical": largest == 0.0 and not errors,
-        "summary": f"{len(names)} datasets, max |diff| {largest:.1e}",
-    }
-    if largest > 1e-5:
-        errors.append(f"vectors differ by up to {largest:.2e} (> 1e-5)")
-    if errors:
-        out.update(ok=False, error="; ".join(errors))
-    return out
-
-
-def embed_stage(stage: Stage) -> None:
-    stage.case("1 process embed", _embed_run, False)
-    stage.case(f"torchrun --nproc-per-node {_ranks(stage.device)} embed", _embed_run, True)
-    stage.case("outputs equal", _embed_outputs_equal)
-
-
-RUNNERS: Dict[str, Callable[[Stage], None]] = {
-    "pipe": pipe_stage,
-    "train": train_stage,
-    "one-rank": one_rank_stage,
-    "embed": embed_stage,
-}
+RUNNERS: Dict[str, Callable[[Stage], None]] = {"one-rank": one_rank_stage}
 
 
 # ------------------------------------------------------------------------------------- the run
