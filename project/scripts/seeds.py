@@ -25,7 +25,7 @@ import argparse
 import subprocess
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 TASKS = {
     "tagger": ("corpus/ewt/en_ewt-ud-train.spacy", "corpus/ewt/en_ewt-ud-dev.spacy", "corpus/ewt/en_ewt-ud-test.spacy"),
@@ -43,7 +43,7 @@ def run(command: list) -> None:
         sys.exit(f"seeds.py: failed: {' '.join(command)}")
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("system", choices=sorted(CONFIGS) + ["compare", "evaluate"])
     parser.add_argument("seeds", help="comma-separated seeds, e.g. 0,1,2")
@@ -59,7 +59,11 @@ def main() -> None:
     parser.add_argument("--tasks", default=DEFAULT_TASKS, help=f"comma-separated, of {', '.join(TASKS)}")
     parser.add_argument("--title", help="compare: the table's heading")
     parser.add_argument("--output", default="metrics/comparison_seeds", help="compare: OUTPUT.md and OUTPUT.png")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
     tasks = args.tasks.split(",")
     if not set(tasks) <= set(TASKS):
         sys.exit(f"seeds.py: --tasks must name some of {', '.join(TASKS)}, got {args.tasks!r}")
@@ -80,6 +84,12 @@ def main() -> None:
                 output = Path("metrics/seeds") / f"{args.trained}-as-{args.precision}" / f"s{seed}" / f"{task}.json"
                 evaluate_with_precision(model, test, args.precision, output)
         return
+    train_and_evaluate(args, seeds, tasks)
+
+
+def train_and_evaluate(args: argparse.Namespace, seeds: List[int], tasks: List[str]) -> None:
+    """`spacy train` then `spacy evaluate` of each task at each seed; a seed whose scores exist is
+    skipped, so an interrupted run continues where it stopped."""
     name = args.name or args.system
     name = name if args.precision is None else f"{name}-{args.precision}"
     if args.max_steps is None or args.eval_frequency is None:
