@@ -85,8 +85,8 @@ def test_the_step_caps_follow_the_amount_of_text(tmp_path, tiny_source):
     assert (small.max_steps, small.softmax_max_steps) == (defaults.min_steps, defaults.softmax_min_steps)
     large = step_caps(defaults, 100 * defaults.min_steps * defaults.batch_tokens)
     larger = step_caps(defaults, 200 * defaults.min_steps * defaults.batch_tokens)
-    assert defaults.min_steps < large.max_steps == large.softmax_max_steps
-    assert larger.max_steps == 2 * large.max_steps
+    assert defaults.min_steps < large.max_steps < large.softmax_max_steps
+    assert (larger.max_steps, larger.softmax_max_steps) == (2 * large.max_steps, 2 * large.softmax_max_steps)
     given = step_caps(dataclasses.replace(defaults, max_steps=7, softmax_max_steps=9), large.max_steps * 10**4)
     assert (given.max_steps, given.softmax_max_steps) == (7, 9)
     settings = dataclasses.replace(FEW_STEPS, max_steps=None, passes=0.5, min_steps=1)

@@ -72,15 +72,17 @@ class AdaptSettings:
     #: ``passes`` over the training text, at least ``min_steps`` (``step_caps``).
     max_steps: Optional[int] = None
     learning_rate: float = 0.002
-    #: The softmax fit (sources without a softmax): the most steps (None: ``passes`` over the
-    #: training text, at least ``softmax_min_steps``), its learning rate (constant).
+    #: The softmax fit (sources without a softmax): the most steps (None: ``softmax_passes`` over
+    #: the training text, at least ``softmax_min_steps``), its learning rate (constant).
     softmax_max_steps: Optional[int] = None
     softmax_learning_rate: float = 0.003
     #: The step caps follow the amount of text, so that a fixed cap does not stop a larger text's
     #: runs while the held-out perplexity still falls (patience stops them first); the floors
-    #: keep a small text's learning rate from decaying to 0 after a few dozen updates.
+    #: keep a small text's learning rate from decaying to 0 after a few dozen updates. The softmax
+    #: fit's plateau comes after about as many passes as the whole biLM's cap: its cap is twice that.
     passes: float = 5.0
     min_steps: int = 300
+    softmax_passes: float = 10.0
     softmax_min_steps: int = 400
     warmup_steps: int = 10
     eval_every: int = 25
@@ -176,13 +178,16 @@ def adapt(
 
 
 def step_caps(settings: AdaptSettings, train_tokens: int) -> AdaptSettings:
-    """``settings`` with both step caps set: those given kept, the others ``passes`` over
+    """``settings`` with both step caps set: those given kept, the others their passes over
     ``train_tokens`` in batches of ``batch_tokens``, at least their floors."""
-    steps = math.ceil(settings.passes * train_tokens / settings.batch_tokens)
+
+    def steps(passes: float, floor: int) -> int:
+        return max(floor, math.ceil(passes * train_tokens / settings.batch_tokens))
+
     return replace(
         settings,
-        max_steps=settings.max_steps or max(settings.min_steps, steps),
-        softmax_max_steps=settings.softmax_max_steps or max(settings.softmax_min_steps, steps),
+        max_steps=settings.max_steps or steps(settings.passes, settings.min_steps),
+        softmax_max_steps=settings.softmax_max_steps or steps(settings.softmax_passes, settings.softmax_min_steps),
     )
 
 
