@@ -78,9 +78,9 @@ class AdaptSettings:
     softmax_learning_rate: float = 0.003
     #: The step caps follow the amount of text, so that a fixed cap does not stop a larger text's
     #: runs while the held-out perplexity still falls (patience stops them first); the floors
-    #: keep a small text's learning rate from decaying to 0 after a few dozen updates. The softmax
-    #: fit's plateau comes after about as many passes as the whole biLM's cap: its cap is twice that.
-    passes: float = 5.0
+    #: keep a small text's learning rate from decaying to 0 after a few dozen updates. The whole
+    #: biLM's best evaluation comes after about one pass, the softmax fit's plateau after several.
+    passes: float = 2.0
     min_steps: int = 300
     softmax_passes: float = 10.0
     softmax_min_steps: int = 400
