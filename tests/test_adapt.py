@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from conftest import ELMO_FIXTURE, FIXTURES, TINY_BILM
 from spacy_elmo.cli import app
 from spacy_elmo.pretrain import CorpusError, load_config, pretrain
-from spacy_elmo.pretrain.adapt import AdaptSettings, adapt, split_text
+from spacy_elmo.pretrain.adapt import AdaptSettings, adapt, split_text, step_caps
 from spacy_elmo.pretrain.early_stopping import EarlyStopping
 
 TWEETS = FIXTURES / "adapt" / "tweets.txt"
@@ -75,6 +75,24 @@ def test_the_command_prints_before_after_and_the_next_step_and_resumes(tmp_path,
     assert (out / "metrics.jsonl").read_text().count("dev_ppl") == metrics.count("dev_ppl")
     again = runner.invoke(app, args)
     assert again.exit_code == 1 and "--resume" in again.output
+
+
+def test_the_step_caps_follow_the_amount_of_text(tmp_path, tiny_source):
+    """Unset caps: a small text gets the floors, a larger one proportionally more updates (the same
+    passes over it), a cap given wins; adapt runs with the caps of its training text."""
+    defaults = AdaptSettings()
+    small = step_caps(defaults, defaults.batch_tokens)
+    assert (small.max_steps, small.softmax_max_steps) == (defaults.min_steps, defaults.softmax_min_steps)
+    large = step_caps(defaults, 100 * defaults.min_steps * defaults.batch_tokens)
+    larger = step_caps(defaults, 200 * defaults.min_steps * defaults.batch_tokens)
+    assert defaults.min_steps < large.max_steps < large.softmax_max_steps
+    assert (larger.max_steps, larger.softmax_max_steps) == (2 * large.max_steps, 2 * large.softmax_max_steps)
+    given = step_caps(dataclasses.replace(defaults, max_steps=7, softmax_max_steps=9), large.max_steps * 10**4)
+    assert (given.max_steps, given.softmax_max_steps) == (7, 9)
+    settings = dataclasses.replace(FEW_STEPS, max_steps=None, passes=0.5, min_steps=1)
+    result = adapt(str(tiny_source), [TWEETS], tmp_path / "out", settings, echo=lambda line: None)
+    steps = step_caps(settings, result.train_tokens).max_steps
+    assert steps > 1 and load_config(tmp_path / "out" / "config.cfg")["training"]["max_steps"] == steps
 
 
 def test_early_stopping_keeps_the_best_evaluation():

@@ -31,7 +31,11 @@ def adapt_command(
     ),
     lang: str = typer.Option("en", "--lang", help="The language of spaCy's tokenizer (plain text, JSONL)"),
     holdout: float = typer.Option(DEFAULTS.holdout, "--holdout", min=0.01, max=0.5, help="Share of the sentences held out for the perplexity that decides when to stop"),
-    max_steps: int = typer.Option(DEFAULTS.max_steps, "--max-steps", min=1, help="Most updates of the whole biLM (the learning rate falls linearly to 0 there)"),
+    max_steps: Optional[int] = typer.Option(
+        None, "--max-steps", min=1, show_default=False,
+        help=f"Most updates of the whole biLM (the learning rate falls linearly to 0 there; default: {DEFAULTS.passes:g} "
+        f"passes over the training text, at least {DEFAULTS.min_steps}; the held-out perplexity usually stops it first)",
+    ),
     learning_rate: float = typer.Option(DEFAULTS.learning_rate, "--learning-rate", min=0.0, help="Peak learning rate of the whole biLM (Adam)"),
     eval_every: int = typer.Option(DEFAULTS.eval_every, "--eval-every", min=1, help="Updates between held-out evaluations"),
     patience: int = typer.Option(DEFAULTS.patience, "--patience", min=1, help="Stop after this many evaluations without a lower held-out perplexity"),

@@ -26,10 +26,11 @@ output directory: the ``elmo`` pipe's ``weights``, ``evaluate-lm`` and a further
 from __future__ import annotations
 
 import json
+import math
 import random
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -67,12 +68,22 @@ class AdaptSettings:
     min_heldout_tokens: int = 1_000
     min_train_tokens: int = 4_000
     #: Whole biLM: the most steps, the peak learning rate (Adam; after the warm-up it falls
-    #: linearly to 0 at max_steps, unless the held-out perplexity stops the run first).
-    max_steps: int = 300
+    #: linearly to 0 at max_steps, unless the held-out perplexity stops the run first). None:
+    #: ``passes`` over the training text, at least ``min_steps`` (``step_caps``).
+    max_steps: Optional[int] = None
     learning_rate: float = 0.002
-    #: The softmax fit (sources without a softmax): the most steps, its learning rate (constant).
-    softmax_max_steps: int = 400
+    #: The softmax fit (sources without a softmax): the most steps (None: ``softmax_passes`` over
+    #: the training text, at least ``softmax_min_steps``), its learning rate (constant).
+    softmax_max_steps: Optional[int] = None
     softmax_learning_rate: float = 0.003
+    #: The step caps follow the amount of text, so that a fixed cap does not stop a larger text's
+    #: runs while the held-out perplexity still falls (patience stops them first); the floors
+    #: keep a small text's learning rate from decaying to 0 after a few dozen updates. The whole
+    #: biLM's best evaluation comes after about one pass, the softmax fit's plateau after several.
+    passes: float = 2.0
+    min_steps: int = 300
+    softmax_passes: float = 10.0
+    softmax_min_steps: int = 400
     warmup_steps: int = 10
     eval_every: int = 25
     patience: int = 3
@@ -136,6 +147,7 @@ def adapt(
     train_file, heldout_file = work / "train.txt", work / "heldout.txt"
     counts = _split_once(texts, train_file, heldout_file, settings, resume)
     echo(f"Text: {counts[0]:,} tokens to train on, {counts[1]:,} held out ({heldout_file})")
+    settings = step_caps(settings, counts[0])
     has_softmax = (weights.directory / SOFTMAX_NAME).is_file() and (weights.directory / VOCAB_NAME).is_file()
     vocab_file = _vocabulary(weights, work, train_file, settings, echo)
     base = _overrides(weights, train_file, heldout_file, vocab_file, settings)
@@ -163,6 +175,20 @@ def adapt(
     )
     (work / SUMMARY_NAME).write_text(json.dumps(asdict(result), indent=2) + "\n", encoding="utf-8")
     return result
+
+
+def step_caps(settings: AdaptSettings, train_tokens: int) -> AdaptSettings:
+    """``settings`` with both step caps set: those given kept, the others their passes over
+    ``train_tokens`` in batches of ``batch_tokens``, at least their floors."""
+
+    def steps(passes: float, floor: int) -> int:
+        return max(floor, math.ceil(passes * train_tokens / settings.batch_tokens))
+
+    return replace(
+        settings,
+        max_steps=settings.max_steps or steps(settings.passes, settings.min_steps),
+        softmax_max_steps=settings.softmax_max_steps or steps(settings.softmax_passes, settings.softmax_min_steps),
+    )
 
 
 def _split_once(
