@@ -7,13 +7,13 @@ dataset                                         shape             here
 =============================================  ================  ================================
 ``char_embed``                                  (261, e)          char_embedding.weight[1:]
 ``CNN/W_cnn_i``, ``CNN/b_cnn_i``                (1, w, e, n)      Conv1d weight (n, e, w)
-``CNN_high_k/W_transform``, ``W_carry``, ``b_*``  (d, d), (d,)      Highway.linear [transform;
-carry] ``CNN_proj/W_proj``, ``b_proj``                 (d, p), (p,)      projection
-``RNN_{dir}/RNN/MultiRNNCell/Cell{l}/LSTMCell/`` ``W_0``                                         (in
-+ p, 4h)      [weight_ih; weight_hh]^T ``B``                                           (4h,)
-bias_ih (+1 on the forget gate) ``W_P_0``                                       (h, p)
-weight_hr^T =============================================  ================
-================================
+``CNN_high_k/W_transform``, ``W_carry``, ``b_*``  (d, d), (d,)      Highway.linear [transform; carry]
+``CNN_proj/W_proj``, ``b_proj``                 (d, p), (p,)      projection
+``RNN_{dir}/RNN/MultiRNNCell/Cell{l}/LSTMCell/``
+``W_0``                                         (in + p, 4h)      [weight_ih; weight_hh]^T
+``B``                                           (4h,)             bias_ih (+1 on the forget gate)
+``W_P_0``                                       (h, p)            weight_hr^T
+=============================================  ================  ================================
 
 TensorFlow's gate order is (i, j, f, o) with ``forget_bias=1.0`` added at run time; torch's is (i,
 f, g, o); ``dir`` 0 is the forward LM. A directory holds ``options.json`` and ``weights.hdf5`` or

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -70,10 +71,15 @@ def read_manifest(directory: Path) -> Optional[Dict[str, Any]]:
 
 
 def write_manifest(directory: Path, manifest: Dict[str, Any]) -> None:
-    """Write the manifest through a temporary file, so a crash never leaves half a manifest."""
-    temporary = directory / (MANIFEST_NAME + ".tmp")
-    srsly.write_json(temporary, manifest)
-    os.replace(temporary, directory / MANIFEST_NAME)
+    """Write the manifest through a temporary file of this writer's own, so a crash never leaves
+    half a manifest and two downloads of one model never move each other's file."""
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=MANIFEST_NAME, suffix=".tmp")
+    os.close(handle)
+    try:
+        srsly.write_json(temporary, manifest)
+        os.replace(temporary, directory / MANIFEST_NAME)
+    finally:
+        Path(temporary).unlink(missing_ok=True)
 
 
 @dataclass(frozen=True)

@@ -120,8 +120,10 @@ def _fetch(url: str, sha256: Optional[str], target: Path, timeout: float, progre
     if progress:
         print(f"Downloading {url}", file=sys.stderr)  # pooch's bar does not name the file
     logger = pooch.get_logger()
-    level = logger.level
-    logger.setLevel(logging.WARNING)  # pooch's advice to pass the hash is not for our users
+    # pooch's advice to pass the hash is not for our users. A filter of this call's own, not the
+    # logger's level, which overlapping downloads would restore out of order.
+    quiet = _BelowWarning()
+    logger.addFilter(quiet)
     try:
         pooch.retrieve(
             url,
@@ -142,7 +144,14 @@ def _fetch(url: str, sha256: Optional[str], target: Path, timeout: float, progre
     except (OSError, ValueError) as err:  # a sha256 mismatch (pooch removed the file), no local file
         raise DownloadError(f"{url}: {err}") from err
     finally:
-        logger.setLevel(level)
+        logger.removeFilter(quiet)
+
+
+class _BelowWarning(logging.Filter):
+    """Drops pooch's informational records while one of our downloads runs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING
 
 
 def _copy_local_file(url: str, output_file: str, _pooch: object) -> None:

@@ -186,8 +186,12 @@ def step_caps(settings: AdaptSettings, train_tokens: int) -> AdaptSettings:
 
     return replace(
         settings,
-        max_steps=settings.max_steps or steps(settings.passes, settings.min_steps),
-        softmax_max_steps=settings.softmax_max_steps or steps(settings.softmax_passes, settings.softmax_min_steps),
+        max_steps=steps(settings.passes, settings.min_steps) if settings.max_steps is None else settings.max_steps,
+        softmax_max_steps=(
+            steps(settings.softmax_passes, settings.softmax_min_steps)
+            if settings.softmax_max_steps is None
+            else settings.softmax_max_steps
+        ),
     )
 
 
