@@ -5,7 +5,7 @@ an error in the settings' own words (``lstm.cell_clip must be >= 0, got -1``).""
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Dict, Optional
+from typing import Annotated, Any, Dict, List, Optional
 
 from pydantic import BaseModel, Field, Strict, ValidationError
 
@@ -40,4 +40,16 @@ def validated(schema: type, data: Any, prefix: str, error: type = ValueError) ->
     try:
         return schema.model_validate(data)
     except ValidationError as err:
-        raise error(prefix + "; ".join(describe(e) for e in err.errors())) from None
+        raise error(prefix + "; ".join(describe(e) for e in _first_causes(err.errors()))) from None
+
+
+def _first_causes(errors: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The errors less a sequence's "too short" that only follows from a bad item of its own
+    (pydantic counts the items left after validation)."""
+    def follows(error: Dict[str, Any]) -> bool:
+        loc = error["loc"]
+        return error["type"] == "too_short" and any(
+            other is not error and other["loc"][: len(loc)] == loc for other in errors
+        )
+
+    return [error for error in errors if not follows(error)]

@@ -58,6 +58,20 @@ def test_bad_options_name_the_key(tmp_path, edit, message):
     assert str(path) in str(info.value)
 
 
+def test_a_bad_filter_is_the_one_error_named():
+    """A bad item of ``filters`` is the error; pydantic's "too short" count of the items left after
+    validation is not a second one. An empty list still is."""
+    data = make_options()
+    data["char_cnn"]["filters"] = [[1, True]]
+    with pytest.raises(OptionsError) as info:
+        BiLMOptions.from_dict(data)
+    assert "char_cnn.filters[0][1] must be a valid integer, got True" in str(info.value)
+    assert "at least 1 item" not in str(info.value)
+    data["char_cnn"]["filters"] = []
+    with pytest.raises(OptionsError, match="char_cnn.filters .*at least 1 item"):
+        BiLMOptions.from_dict(data)
+
+
 def test_skip_connections_off_warns_and_is_kept():
     with pytest.warns(UserWarning, match="without residual connections"):
         options = BiLMOptions.from_dict(make_options(use_skip_connections=False))
