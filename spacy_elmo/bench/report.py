@@ -6,9 +6,10 @@ import statistics
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Tuple
 
-import srsly
 import typer
 import wasabi
+
+from ..files import write_json_atomically
 
 Column = Tuple[str, str, str]  # (row key, header, format spec)
 
@@ -71,9 +72,7 @@ def write_json(result: Dict[str, Any], path: Optional[Path], quiet: bool = False
         return
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    srsly.write_json(tmp, result)
-    tmp.replace(path)
+    write_json_atomically(path, result)
     if not quiet:
         typer.echo(f"\nwrote {path}")
 

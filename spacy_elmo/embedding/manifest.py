@@ -8,13 +8,13 @@ resumption. ``recorded``: paths and versions, for a person, not compared.
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import srsly
 from pooch import file_hash
 
+from ..files import write_json_atomically
 from ..formats import WeightSource
 
 MANIFEST_NAME = "job.json"
@@ -90,7 +90,5 @@ def read_manifest(path: Path) -> Optional[Dict[str, Any]]:
 
 
 def write_manifest(path: Path, manifest: Dict[str, Any]) -> None:
-    """Write to a temporary name, then rename: a manifest that exists is whole."""
-    temporary = path.with_name(path.name + ".tmp")
-    srsly.write_json(temporary, manifest)
-    os.replace(temporary, path)
+    """A manifest that exists is whole."""
+    write_json_atomically(path, manifest)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -23,6 +22,7 @@ from typing import Any, Dict, List, Optional
 import srsly
 from platformdirs import user_cache_dir
 
+from ..files import write_json_atomically
 from ..formats.base import OPTIONS_NAME
 from ..formats.bilm_tf import HDF5_NAME
 from .catalog import get_release, releases
@@ -71,15 +71,8 @@ def read_manifest(directory: Path) -> Optional[Dict[str, Any]]:
 
 
 def write_manifest(directory: Path, manifest: Dict[str, Any]) -> None:
-    """Write the manifest through a temporary file of this writer's own, so a crash never leaves
-    half a manifest and two downloads of one model never move each other's file."""
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=MANIFEST_NAME, suffix=".tmp")
-    os.close(handle)
-    try:
-        srsly.write_json(temporary, manifest)
-        os.replace(temporary, directory / MANIFEST_NAME)
-    finally:
-        Path(temporary).unlink(missing_ok=True)
+    """The manifest, whole or not at all, whichever download of the model writes it."""
+    write_json_atomically(directory / MANIFEST_NAME, manifest)
 
 
 @dataclass(frozen=True)
