@@ -40,7 +40,7 @@ import time
 import traceback
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -151,6 +151,17 @@ def _owner_phase(event: Any, ranges: _Ranges, forward_phase: Dict[tuple, Optiona
     return ranges.at(event.time_range.start), False
 
 
+def _launching_op_ids(prof: Any) -> Callable[[Any], int]:
+    """The id of the operator that launched a kernel: the event's own field from torch 2.13 on;
+    before it (the lent machine had 2.11), the profiler's raw events, keyed by correlation id."""
+    if hasattr(next(iter(prof.events()), None), "linked_correlation_id"):
+        return lambda k: k.linked_correlation_id
+    raw = prof.profiler.kineto_results.events()
+    cuda = torch.autograd.DeviceType.CUDA
+    linked = {e.correlation_id(): e.linked_correlation_id() for e in raw if e.device_type() == cuda}
+    return lambda k: linked.get(k.id, 0)
+
+
 def attribute(prof: Any, labels: Dict[str, str], device_type: str, element: int) -> List[Dict[str, Any]]:
     """Every unit of work of ``prof``: {name, op, phase, backward, kind, group, us, flops,
     bytes}: CUDA kernels and copies on a GPU (their launching operator's FLOPs and bytes shared
@@ -167,11 +178,16 @@ def attribute(prof: Any, labels: Dict[str, str], device_type: str, element: int)
         # links to none (the replay is one launch) and goes by its name alone.
         ops = {e.id: e for e in events if e.device_type == torch.autograd.DeviceType.CPU}
         launched: Dict[int, int] = defaultdict(int)
-        device_events = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
+        # The phases' own ranges also come back as device events (the GPU's side of each range):
+        # they span kernels, they are not work.
+        device_events = [
+            e for e in events if e.device_type == torch.autograd.DeviceType.CUDA and e.name not in labels.values()
+        ]
+        link = _launching_op_ids(prof)
         for k in device_events:
-            launched[k.linked_correlation_id] += 1
+            launched[link(k)] += 1
         for k in device_events:
-            op = ops.get(k.linked_correlation_id)
+            op = ops.get(link(k))
             us = float(k.time_range.end - k.time_range.start)
             if op is None or "graph" in op.name.lower():
                 kind = kind_of(k.name)
@@ -181,7 +197,7 @@ def attribute(prof: Any, labels: Dict[str, str], device_type: str, element: int)
             phase, backward = _owner_phase(op, ranges, forward_phase)
             projection = not backward and phase == "lstm" and _is_projection(op)
             kind = kind_of(op.name) if kind_of(op.name) != "element-wise" else kind_of(k.name)
-            share = launched[k.linked_correlation_id]
+            share = launched[link(k)]
             units.append({
                 "name": k.name, "op": op.name, "phase": phase, "backward": backward, "kind": kind,
                 "group": group_of(phase, kind, projection), "us": us,
