@@ -3,11 +3,15 @@ against a step-by-step loop of the cell equations in NumPy."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 import torch
 
+from spacy_elmo.nn import lstm_kernels
 from spacy_elmo.nn.lstm import DirectionalLSTM, reverse_padded
+from spacy_elmo.nn.precision import precision_context, runs_on
 
 
 def _step_by_step(layer, x, clip):
@@ -300,3 +304,43 @@ def test_the_wavefront_runs_and_trains_as_the_layer_by_layer_windows(device):
     for other in results[1:]:
         for a, b in zip(results[0], other):
             torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5)
+
+
+def _autocast_windows(lstm: DirectionalLSTM, device: torch.device, x: torch.Tensor, weight_cache: bool) -> list:
+    """bf16 windows through the wavefront (``lstm.wavefront``) or the first layer's dense loop:
+    the output and the gradients of its squares."""
+    with precision_context("bf16", device, weight_cache=weight_cache):
+        if lstm.wavefront:
+            top, _ = lstm.forward_windows(x, None, dropout=0.0)
+        else:
+            top, _ = lstm_kernels.dense_loop(lstm.layers[0], x, None)
+        grads = torch.autograd.grad(top.float().square().sum(), [x, *lstm.parameters()], allow_unused=True)
+    return [top.detach(), *(g for g in grads if g is not None)]
+
+
+def test_the_recorded_loops_cast_each_weight_once_whatever_the_window(device):
+    """A CUDA graph's recording runs autocast without its weight cache (``precision_context(...,
+    weight_cache=False)``), and a transposed weight is no leaf, which the cache keeps anyway: the
+    dense loop and the wavefront cast each weight once themselves (``lstm_kernels.step_weights``),
+    so the casts do not grow with the window (they were a cast per weight and time step, and as
+    many casts of the gradients back). The outputs and gradients are those of eager autocast."""
+    if not runs_on("bf16", device):
+        pytest.skip(f"bf16 does not run on {device}")
+    torch.manual_seed(0)
+    lstm = DirectionalLSTM(5, 12, 6, num_layers=2, cell_clip=0.5, proj_clip=0.5).to(device)
+    for wavefront in (False, True):
+        lstm.wavefront = wavefront
+        run = functools.partial(_autocast_windows, lstm, device)
+        # A weight's shape, or its transpose's; no activation of these sizes has one.
+        weights = [list(p.shape)[::order] for p in lstm.parameters() if p.dim() == 2 for order in (1, -1)]
+        casts = []
+        for steps in (3, 9):
+            x = torch.randn(3, steps, 5, device=device, requires_grad=True)
+            with torch.profiler.profile(record_shapes=True) as prof:
+                run(x, weight_cache=False)  # forward and backward
+            casts.append(sum(e.name == "aten::_to_copy" and e.input_shapes[0] in weights for e in prof.events()))
+        assert 0 < casts[0] == casts[1], casts
+        recorded, cached = run(x, weight_cache=False), run(x, weight_cache=True)
+        assert recorded[0].dtype == torch.bfloat16
+        for a, b in zip(recorded, cached):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)

@@ -17,6 +17,7 @@ import torch
 from torch.nn.utils.rnn import PackedSequence
 
 from .int8 import Int8Weight
+from .precision import autocast_dtype_now
 
 LSTMState = Tuple[torch.Tensor, torch.Tensor]
 #: One direction's outputs per layer and its final (h, c) per layer.
@@ -63,6 +64,18 @@ def input_gates(layer: LSTMLayer, x: torch.Tensor) -> torch.Tensor:
     """(n, input_size) -> feature-major (4 * hidden_size, n): x W_ih^T + b_ih + b_hh."""
     bias = (layer.bias_ih_l0 + layer.bias_hh_l0)[:, None]
     return torch.addmm(bias, layer.weight_ih_l0, x.t())
+
+
+def step_weights(layer: LSTMLayer) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The layer's input, recurrent and projection weights, transposed for row-major states, cast
+    once to the dtype of the autocast in force. A CUDA graph's recording runs autocast without its
+    weight cache, which would cast each weight again at every time step (and each step's gradient
+    back); eager autocast casts once too, so both steps compute the same."""
+    weights = (layer.weight_ih_l0, layer.weight_hh_l0, layer.weight_hr_l0)
+    dtype = autocast_dtype_now(layer.weight_hh_l0.device.type)
+    if dtype is not None and layer.weight_hh_l0.is_floating_point():
+        weights = tuple(w.to(dtype) for w in weights)
+    return weights[0].t(), weights[1].t(), weights[2].t()
 
 
 def packed_loop(
@@ -138,10 +151,9 @@ def dense_loop(
         (batch, T, proj_size) outputs (zero at padding) and each row's final (h, c)."""
     batch, steps, _ = x.shape
     bias = layer.bias_ih_l0 + layer.bias_hh_l0
-    x_gates = torch.addmm(bias, x.reshape(batch * steps, -1), layer.weight_ih_l0.t())
-    x_gates = x_gates.view(batch, steps, -1)
+    w_ih, w_hh, w_hr = step_weights(layer)
+    x_gates = torch.addmm(bias, x.reshape(batch * steps, -1), w_ih).view(batch, steps, -1)
     h, c = zero_state(layer, batch, x_gates) if state is None else state
-    w_hh, w_hr = layer.weight_hh_l0.t(), layer.weight_hr_l0.t()
     outputs: List[torch.Tensor] = []
     for t in range(steps):
         out, c_new = layer.cell(torch.addmm(x_gates[:, t], h, w_hh), c, dim=1)
@@ -185,7 +197,7 @@ def wavefront_loop(
         stream = streams[i] if streams else None
         with torch.cuda.stream(stream) if stream is not None else nullcontext():
             bias = layer.bias_ih_l0 + layer.bias_hh_l0
-            w_ih, w_hh, w_hr = layer.weight_ih_l0.t(), layer.weight_hh_l0.t(), layer.weight_hr_l0.t()
+            w_ih, w_hh, w_hr = step_weights(layer)
             if i == 0:
                 first = x if masks is None else x * masks[0]
                 x_gates = torch.addmm(bias, first.reshape(batch * steps, -1), w_ih).view(batch, steps, -1)
