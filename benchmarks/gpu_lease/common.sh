@@ -17,15 +17,21 @@ install_wheels() {
     fi
   done
 }
+# The kit imports the package, which imports spaCy: both wheel sets must be in (a cold machine
+# has neither: carry .whl/b, then .whl/a, in two calls).
+require_spacy() {
+  python3 -c "import spacy, pooch" 2>>"$OUT/calls.log" && return 0
+  log "spaCy or pooch missing: install .whl/b and .whl/a first (docs/gpu_run.md)"; return 1
+}
 if [ -n "$SMOKE" ]; then
   SIZE=(--smoke --warmup 1 --threads 1); ROWS=4; LARGE=8; WINDOW=5; STEPS=(--steps 1); GRAPH=eager; PREC=fp32
   KINDS=eager
 else
   SIZE=(--warmup 10); ROWS=128; WINDOW=20; STEPS=(--steps 5); GRAPH=cuda_graph; PREC=bf16
   KINDS=cuda_graph,eager
-  # The largest bilm-tf batch that fits an H200 (docs/bench/gpu/2026-11-26-h200), half of it on
-  # an 80 GB card.
-  LARGE=$(python3 -c "import torch; print(4096 if torch.cuda.get_device_properties(0).total_memory > 100e9 else 2048)")
+  # The largest bilm-tf batch that fits an H200 (docs/bench/gpu/2026-11-26-h200); on an 80 GB
+  # card the largest whose recording with the new settings fits (docs/bench/gpu/2026-11-26-h100).
+  LARGE=$(python3 -c "import torch; print(4096 if torch.cuda.get_device_properties(0).total_memory > 100e9 else 1536)")
 fi
 # The card's dense peaks at the step's precision (benchmarks/gpu_lease/peaks.json, the
 # datasheets), for the profile's fractions.
