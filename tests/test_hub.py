@@ -59,6 +59,7 @@ class FixtureServer:
             "/tiny/weights.hdf5": WEIGHTS_BYTES,
         }
         self.drop_after: Dict[str, int] = {}  # path -> bytes sent before the connection drops, once
+        self.stall_after: Dict[str, int] = {}  # path -> bytes sent before the server waits for ``gate``, once
         self.delay = 0.0  # seconds before each response's body
         #: When set: the body of every response to this path waits for ``gate``, and ``requested``
         #: says such a request arrived (a test holds a download mid-way at a known point instead
@@ -84,6 +85,12 @@ class FixtureServer:
                     server.gate.wait(timeout=120)
                 time.sleep(server.delay)
                 cut = server.drop_after.pop(self.path, None)
+                stall = server.stall_after.pop(self.path, None)
+                if stall is not None:
+                    self.wfile.write(body[:stall])
+                    self.wfile.flush()
+                    server.gate.wait(timeout=120)
+                    return
                 self.wfile.write(body if cut is None else body[:cut])
                 self.close_connection = True
 
@@ -239,6 +246,22 @@ def test_dropped_connection_leaves_nothing_and_starts_again(server, home):
     assert (model_dir("tiny") / "weights.hdf5").read_bytes() == WEIGHTS_BYTES
 
 
+def test_a_server_that_stalls_mid_file_is_no_lost_connection(server, home):
+    """A read timeout while the body streams (requests calls it a ConnectionError) says the
+    download stalled, not that there is no network, and leaves nothing."""
+    server.stall_after["/tiny/weights.hdf5"] = len(WEIGHTS_BYTES) // 3
+    try:
+        with pytest.raises(DownloadError, match=r"weights\.hdf5: the download stalled for 1 s mid-file") as caught:
+            download_model(
+                "tiny", options_url=server.url("/tiny/options.json"),
+                weights_url=server.url("/tiny/weights.hdf5"), timeout=1.0, progress=False,
+            )  # fmt: skip
+    finally:
+        server.gate.set()
+    assert not isinstance(caught.value, CannotConnectError)
+    assert list(home.iterdir()) == []
+
+
 def test_a_failed_forced_download_keeps_the_cached_model(server, home):
     directory = _download(server)
     with pytest.raises(DownloadError, match="HTTP 404"):
@@ -383,6 +406,13 @@ def test_download_and_list_from_the_command_line(server, tmp_path):
     assert result.returncode == 0, result.stderr
     result = run("download", *args[:2], "--weight-url", server.url("/nope.hdf5"), "--name", "other")
     assert result.returncode == 1 and "HTTP 404" in result.stderr
+    server.stall_after["/tiny/weights.hdf5"] = 1000
+    try:
+        result = run("download", *args, "--name", "slow", "--timeout", "1")
+    finally:
+        server.gate.set()
+    assert result.returncode == 1 and "stalled for 1 s mid-file" in result.stderr, result.stderr
+    assert "--timeout waits longer" in result.stderr
     result = run("download", "nope")
     assert result.returncode == 1 and "unknown ELMo model 'nope'" in result.stderr, result.stderr
     result = run("list")

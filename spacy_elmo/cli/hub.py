@@ -8,7 +8,7 @@ import typer
 
 from ..hub.cache import cache_root, list_cached
 from ..hub.catalog import releases
-from ..hub.download import DownloadError, download_model
+from ..hub.download import DEFAULT_TIMEOUT, DownloadError, download_model
 from .errors import fail
 
 
@@ -36,6 +36,9 @@ def download_cli(
         None, "--weight-sha256", help="Refuse the weight file unless it has this sha256.", show_default=False
     ),
     force: bool = typer.Option(False, "--force", help="Download again even when complete."),
+    timeout: float = typer.Option(
+        DEFAULT_TIMEOUT, "--timeout", min=1.0, help="Seconds to wait for a connection or for the next bytes."
+    ),
 ) -> None:
     """Download an ELMo model into the cache, once.
 
@@ -60,6 +63,7 @@ def download_cli(
             options_sha256=options_sha256,
             weights_sha256=weights_sha256,
             force=force,
+            timeout=timeout,
         )
     except (DownloadError, ValueError) as err:
         fail(str(err))

@@ -24,6 +24,7 @@ from urllib.request import url2pathname
 
 import pooch
 import requests
+import urllib3
 
 from ..formats.base import OPTIONS_NAME, WeightFileError
 from ..formats.bilm_tf import HDF5_NAME, read_bilm_tf_weights
@@ -135,6 +136,11 @@ def _fetch(url: str, sha256: Optional[str], target: Path, timeout: float, progre
     except requests.HTTPError as err:
         raise DownloadError(f"{url}: HTTP {err.response.status_code} {err.response.reason}") from err
     except requests.ConnectionError as err:
+        if _stalled_mid_file(err):
+            raise DownloadError(
+                f"{url}: the download stalled for {timeout:g} s mid-file ({err}); nothing was kept: "
+                "the same command starts it again (--timeout waits longer)"
+            ) from err
         help_text = offline_help(name, model_path(name))
         raise CannotConnectError(f"{url}: cannot connect ({err})\n{help_text}") from err
     except requests.RequestException as err:  # a dropped connection, a timeout mid-file
@@ -145,6 +151,12 @@ def _fetch(url: str, sha256: Optional[str], target: Path, timeout: float, progre
         raise DownloadError(f"{url}: {err}") from err
     finally:
         logger.removeFilter(quiet)
+
+
+def _stalled_mid_file(err: requests.ConnectionError) -> bool:
+    """Whether the server connected and then sent nothing for the whole timeout: requests reports
+    a read timeout while it streams a body as a ConnectionError, not as the connection refused."""
+    return bool(err.args) and isinstance(err.args[0], urllib3.exceptions.ReadTimeoutError)
 
 
 class _BelowWarning(logging.Filter):
