@@ -9,7 +9,7 @@ import typer
 from ..hub.cache import cache_root, list_cached
 from ..hub.catalog import releases
 from ..hub.download import DownloadError, download_model
-from .errors import fail
+from .errors import fail, failing
 
 
 def download_cli(
@@ -52,7 +52,7 @@ def download_cli(
     if options_url is None and name is None:
         released = ", ".join(releases())
         fail(f"name a released model ({released}) or give --options-url, --weight-url and --name")
-    try:
+    with failing(DownloadError, ValueError):
         directory = download_model(
             as_name or name,
             options_url=options_url,
@@ -61,8 +61,6 @@ def download_cli(
             weights_sha256=weights_sha256,
             force=force,
         )
-    except (DownloadError, ValueError) as err:
-        fail(str(err))
     typer.echo(f"{as_name or name}: {directory}")
 
 
