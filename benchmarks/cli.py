@@ -3,18 +3,17 @@ table and, with ``--output``, writes every figure to JSON."""
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import itertools
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple, Type, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
 import typer
 
 from spacy_elmo.bench import report
 from spacy_elmo.cli import bench
-from spacy_elmo.cli.errors import fail
+from spacy_elmo.cli.errors import fail, failing
 from spacy_elmo.cli.help import prepare_help
 from spacy_elmo.cli.pretrain import EXTRA_ARGS, config_overrides
 from spacy_elmo.cli.weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS, weight_settings, weight_source
@@ -69,16 +68,6 @@ def _int_list(default: Optional[str], flag: str, help: str) -> Any:
 Shape = _Name("Shape", {name: name for name in SHAPE_NAMES})
 RANDOM_SHAPE = typer.Option(None, "--random-shape", help="Random weights of a shape instead of --weights")
 SHAPE = typer.Option(Shape.original, "--shape", help="Model shape")
-
-
-@contextlib.contextmanager
-def _failing(*errors: Type[Exception]) -> Iterator[None]:
-    """Any of ``errors`` raised in the block as the command's one error line (exit status 1):
-    what a bench refuses (a size, a file, a setting) is the user's to fix, not a traceback."""
-    try:
-        yield
-    except errors as err:
-        fail(str(err))
 
 
 def _threads(threads: Optional[int]) -> None:
@@ -155,7 +144,7 @@ def inference_command(
         run_inference_bench,
     )
 
-    with _failing(ValueError, FileNotFoundError):
+    with failing(ValueError, FileNotFoundError):
         with bench_workdir(workdir) as directory:
             result = run_inference_bench(
                 directory, shape, seed, text, batch_size, seq_len, n_batches, warmup, repeats,
@@ -275,7 +264,7 @@ def pipe_command(
             run_bench(None, model, measured, precisions, threads, text, batch_size, warmup, batches, rounds, gpu_id, output)
             return
         typer.echo(f"measuring: {measured}")
-        with _failing(ValueError):
+        with failing(ValueError):
             result = run_doc_bench(model, doc_tokens, precisions, threads, cache_sizes, allocators, text, gpu_id)
     rows = result["rows"]
     report.echo_table(
@@ -330,7 +319,7 @@ def pretrain_command(
     if len(sizes) != len(rows) or any(r != "max" and r < 1 for r in sizes):
         fail(f"--rows takes positive integers or max, got {rows}")
     _threads(threads)
-    with _failing(ValueError, FileNotFoundError):
+    with failing(ValueError, FileNotFoundError):
         chosen = [named_case(c, tiny) for c in cases]
         result = run_pretrain_bench(
             chosen, text, sizes, window, warmup, steps, seconds, precisions,
@@ -371,7 +360,7 @@ def pretrain_ab_command(
     """
     from .pretrain_ab import PROJECT_RECIPE, run_pretrain_ab
 
-    with _failing(ValueError, FileNotFoundError, RuntimeError):
+    with failing(ValueError, FileNotFoundError, RuntimeError):
         overrides = config_overrides(ctx.args)
         result = run_pretrain_ab(against, text, config or PROJECT_RECIPE, overrides, threads, steps, warmup, rounds)
     for side in ("this", "against"):
@@ -413,7 +402,7 @@ def profile_step_command(
 
     _threads(threads)
     kinds = [k.strip() for k in step_kinds.split(",") if k.strip()]
-    with _failing(ValueError):
+    with failing(ValueError):
         result = run_profile(out, case, rows, window, precision, kinds, device, warmup, steps, memory, smoke,
                              config_overrides(ctx.args), peak_tflops, peak_gbs, str(text) if text else None, threads)  # fmt: skip
     for kind, part in result["kinds"].items():
@@ -451,7 +440,7 @@ def step_ab_command(
     from .step_ab import run_step_ab
 
     _threads(threads)
-    with _failing(ValueError):
+    with failing(ValueError):
         result = run_step_ab(variants, case, rows, window, precision, device, warmup, steps, rounds, together,
                              smoke, output, str(text) if text else None, threads)  # fmt: skip
     for name, v in result["variants"].items():
@@ -513,11 +502,11 @@ def senses_command(
     data = HELDOUT_FILE if heldout else data or DATA_FILE
     source = weight_source(weights, options_file, weight_file)  # exits with the resolver's error
     typer.echo(f"model: {source.describe()}")
-    with _failing(ValueError, FileNotFoundError):
+    with failing(ValueError, FileNotFoundError):
         result = _measure_senses(source, data, batch_size, center_text, center_sentences, plot is not None)
     _echo_senses(result, per_word)
     if plot is not None:
-        with _failing(ImportError):
+        with failing(ImportError):
             title = f"Word senses, {source.weight_file.parent.name} ({source.format})"
             draw_projection(result["projection"], plot, title)
         typer.echo(f"\nwrote {plot}: {', '.join(result['projection']['words'])}, per output")
@@ -612,7 +601,7 @@ def gpu_command(
     """
     from .gpu_run import run_stages
 
-    with _failing(ValueError):
+    with failing(ValueError):
         run_stages(stage, out, device, smoke, deadline_s, echo=typer.echo)
 
 

@@ -31,7 +31,7 @@ from spacy_elmo.bench.measure import MB, alternating, proc_status_kb
 from spacy_elmo.bench.system import system_info
 from spacy_elmo.bench.text import text_lines
 from spacy_elmo.cli import bench
-from spacy_elmo.cli.errors import fail
+from spacy_elmo.cli.errors import failing
 from spacy_elmo.cli.weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS, weight_source
 from spacy_elmo.sources import weight_keys
 
@@ -272,18 +272,15 @@ def embed_bench_command(
             "layers": layers, "chunk_size": chunk_size, "interval_s": interval,
         }
     }
-    try:
-        with bench_workdir(workdir, "spacy-elmo-embed-bench-") as directory:
-            input_path = directory / "input.txt"
-            n_sentences, n_written = write_input(text, n_tokens, input_path)
-            result["settings"].update(sentences=n_sentences, tokens=n_written)
-            typer.echo(f"input: {n_sentences:,} sentences, {n_written:,} tokens of {text}")
-            if soak:
-                result.update(_soak(input_path, directory, options, soak_threads, interval))
-            else:
-                result["rows"] = run_throughput(input_path, directory, options, rounds, interval)
-    except (ValueError, FileNotFoundError) as err:
-        fail(str(err))
+    with failing(ValueError, FileNotFoundError), bench_workdir(workdir, "spacy-elmo-embed-bench-") as directory:
+        input_path = directory / "input.txt"
+        n_sentences, n_written = write_input(text, n_tokens, input_path)
+        result["settings"].update(sentences=n_sentences, tokens=n_written)
+        typer.echo(f"input: {n_sentences:,} sentences, {n_written:,} tokens of {text}")
+        if soak:
+            result.update(_soak(input_path, directory, options, soak_threads, interval))
+        else:
+            result["rows"] = run_throughput(input_path, directory, options, rounds, interval)
     if soak:
         _echo_soak(result)
     else:

@@ -43,6 +43,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 import torch
 
 from spacy_elmo.bench.system import system_info
+from spacy_elmo.files import write_json_atomically
 
 from .subprocesses import descendants, package_argv, subprocess_env
 
@@ -232,13 +233,6 @@ RUNNERS: Dict[str, Callable[[Stage], None]] = {"one-rank": one_rank_stage}
 # ------------------------------------------------------------------------------------- the run
 
 
-def _jsonable(value: Any) -> Any:
-    """NumPy scalars and arrays, paths and devices as JSON values (json's ``default``)."""
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    return str(value)
-
-
 @contextlib.contextmanager
 def _stage_log(name: str, path: Path) -> Iterator[logging.Logger]:
     """Plain lines with a time stamp in ``path`` (no progress bars: a log read afterwards)."""
@@ -292,9 +286,7 @@ def run_stage(
             "sizes": dataclasses.asdict(sizes),
             "log": f"{name}.log",
         }
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(result, indent=1, default=_jsonable) + "\n", encoding="utf-8")
-        tmp.replace(path)
+        write_json_atomically(path, result)
         return result
 
     with _stage_log(name, out / f"{name}.log") as log, tempfile.TemporaryDirectory(prefix=f"spacy-elmo-gpu-{name}-") as tmp:

@@ -22,7 +22,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 import torch
 
 from spacy_elmo.bench.measure import MB, alternating
-from spacy_elmo.bench.report import medians_and_ratios
+from spacy_elmo.bench.report import medians_and_ratios, write_json
 from spacy_elmo.bench.system import system_info
 
 from .pretrain_bench import PretrainCase, _settle, _trainer, case_inputs, free_memory, named_case, timed
@@ -100,9 +100,7 @@ class _StepAB:
         medians, ratios = medians_and_ratios(rates, self.parsed[0][0])
         for name, v in variants.items():
             v.update(median_tokens_per_s=medians[name], ratio_to_first=ratios[name])
-        if self.output is not None:
-            self.output.parent.mkdir(parents=True, exist_ok=True)
-            self.output.write_text(json.dumps(self.result, indent=1, default=str) + "\n", encoding="utf-8")
+        write_json(self.result, self.output, quiet=True)
 
     def build(self, name: str, overrides: Dict[str, Any], warmup: int):
         """The variant's trainer and batches, settled (recorded or compiled, warmed up)."""

@@ -21,7 +21,7 @@ from ..bench.measure import MB, PeakMemory, alternating, current_rss_bytes
 from ..bench.system import system_info
 from ..bench.text import DEFAULT_TEXT, text_lines
 from ..nn.threads import Threads
-from .errors import fail
+from .errors import fail, failing
 from .weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS, checked_precision, weight_settings, weight_source
 
 Cell = Tuple[str, Threads]
@@ -133,10 +133,8 @@ def run_bench(
     typer.echo(f"measuring: {measured}")
     component = "elmo" if pipeline is None else _elmo_component(pipeline)
     device = _device(gpu_id, precisions)
-    try:
+    with failing(OSError, ValueError):
         lines = text_lines(text)
-    except (OSError, ValueError) as err:
-        fail(str(err))
     texts = [lines[i % len(lines)] for i in range((warmup + batches) * batch_size)]
     work = Workload(pipeline, component, model, texts, batch_size, warmup, gpu_id)
     try:

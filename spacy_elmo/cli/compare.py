@@ -32,7 +32,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import srsly
 import typer
 
-from .errors import fail
+from .errors import fail, failing
 from .plots import pyplot, save_figure
 
 TASKS = ("tagger", "ner", "textcat", "parser")
@@ -335,10 +335,8 @@ def compare_command(
             raise typer.BadParameter(f"expected LABEL=METRICS_DIR or LABEL=DIR,DIR,..., got {item!r}")
         if any(system.name == name for system in results):
             fail(f"the label {name!r} is given twice; each system needs its own")
-        try:
+        with failing(ValueError, FileNotFoundError):  # a missing or incomplete metrics folder
             runs = [read_system(name, Path(d)) for d in directories.split(",")]
-        except (ValueError, FileNotFoundError) as err:  # a missing or incomplete metrics folder
-            fail(str(err))
         results.append(SystemRuns(name, runs))
     if all(len(system.runs) == 1 for system in results):
         table = comparison_table([system.runs[0] for system in results], title)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, List, Optional, Sequence
 import typer
 
 from ..textcat_jsonl import SUFFIX as JSONL_SUFFIX
-from .errors import fail
+from .errors import fail, failing
 from .weights import WEIGHTS, weight_source
 
 if TYPE_CHECKING:
@@ -139,10 +139,8 @@ def config_command(
     for option, path in (("--train", train), ("--dev", dev)):
         if path is not None and not path.exists():
             fail(f"{option} {path}: no such file or directory")
-    try:
+    with failing(ValueError, FileNotFoundError):
         config = training_config(names, weights, lang, train and str(train), dev and str(dev))
-    except (ValueError, FileNotFoundError) as err:
-        fail(str(err))
     given = [("--pipeline", ",".join(names)), ("--weights", weights), ("--train", train), ("--dev", dev)]
     given += [("--lang", lang)] if lang != "en" else []
     options = " ".join(f"{option} {shlex.quote(str(value))}" for option, value in given if value is not None)

@@ -14,7 +14,7 @@ from ..formats.bilm_tf import HDF5_NAME, export_bilm_tf
 from ..formats.native import SAFETENSORS_NAME, save_bilm
 from ..indexers import ByteIndexer
 from ..sources import load_bilm, load_bilm_from, resolve_weight_source
-from .errors import fail
+from .errors import fail, failing
 
 CHECK_SENTENCE = ["Converted", "weights", "must", "give", "the", "same", "vectors", "."]
 
@@ -42,15 +42,13 @@ def convert(
     if to not in ("auto", "native", "bilm-tf"):
         fail(f"--to must be native, bilm-tf or auto, got {to!r}")
     path = Path(source)
-    try:
+    with failing(ValueError, FileNotFoundError):
         if path.is_file() or options_file is not None:  # a weight file, with its options file
             options = options_file or path.parent / OPTIONS_NAME
             weights = resolve_weight_source(options_file=options, weight_file=path, what="SOURCE")
         else:
             weights = resolve_weight_source(source, what="SOURCE")
         bilm = load_bilm_from(weights)
-    except (ValueError, FileNotFoundError) as err:
-        fail(str(err))
     weight_path, source_format = weights.weight_file, weights.format
     target = to if to != "auto" else ("native" if source_format != "native" else "bilm-tf")
     if target == "bilm-tf" and not isinstance(bilm.indexer, ByteIndexer):

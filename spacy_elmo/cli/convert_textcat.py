@@ -8,7 +8,7 @@ from typing import Dict, List
 import typer
 
 from ..textcat_jsonl import jsonl_files, read_docs
-from .errors import fail
+from .errors import fail, failing
 
 
 def convert_textcat_command(
@@ -27,12 +27,10 @@ def convert_textcat_command(
     import spacy
     from spacy.tokens import DocBin
 
-    try:
+    with failing(ValueError, FileNotFoundError, OSError):  # all files checked before any is written
         files = [file for path in inputs for file in jsonl_files(path)]
         nlp = spacy.blank(lang)
         converted = [(file, list(read_docs(file, nlp.make_doc))) for file in files]
-    except (ValueError, FileNotFoundError, OSError) as err:  # all files checked before any is written
-        fail(str(err))
     names = [file.stem for file, _ in converted]
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:

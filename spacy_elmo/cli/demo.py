@@ -17,7 +17,7 @@ import numpy as np
 import typer
 
 from ..bench.report import table
-from .errors import fail
+from .errors import fail, failing
 from .senses import TIE_TOLERANCE, SenseSentence, has_one_tag, unit_rows
 from .weights import OPTIONS_FILE, PRECISION, THREADS_HELP, WEIGHT_FILE, WEIGHTS, elmo_pipeline, weight_settings
 
@@ -288,17 +288,13 @@ def demo(
     unknown = [w for w in words if w not in known]
     if unknown:
         fail(f"--word {', '.join(unknown)}: not in {DATA_FILE.name}; its words: {', '.join(known)}")
-    try:  # before the data is embedded and anything printed
+    with failing(ValueError):  # before the data is embedded and anything printed
         for query in queries:
             query_target(nlp.make_doc(query), known)
-    except ValueError as err:
-        fail(str(err))
     shown = list(dict.fromkeys(words)) or demo_words(sentences)
-    try:
+    with failing(ValueError):
         data = embed_sentences(nlp, sentences)
         mine = score_user_queries(nlp, queries, data)
-    except ValueError as err:
-        fail(str(err))
     scores = leave_one_out(data)
     _echo_scores(nlp, scores, sentences, shown, len(known), precision, chosen=bool(words))
     if weights is None and options_file is None and weight_file is None:

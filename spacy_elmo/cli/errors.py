@@ -5,10 +5,11 @@ torchrun also the worker's error file, which torchrun shows last in its failure 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
-from typing import NoReturn
+from typing import Iterator, NoReturn, Type
 
 import typer
 
@@ -19,6 +20,16 @@ ERROR_FILE_VARIABLE = "TORCHELASTIC_ERROR_FILE"
 def fail(message: str) -> NoReturn:
     report_error(message)
     raise typer.Exit(1)
+
+
+@contextlib.contextmanager
+def failing(*errors: Type[Exception]) -> Iterator[None]:
+    """Any of ``errors`` raised in the block as the command's one error line (exit status 1):
+    what a command refuses (a file, a setting, a size) is the user's to fix, not a traceback."""
+    try:
+        yield
+    except errors as err:
+        fail(str(err))
 
 
 def report_error(message: str) -> None:

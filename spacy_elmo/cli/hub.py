@@ -9,7 +9,7 @@ import typer
 from ..hub.cache import cache_root, list_cached
 from ..hub.catalog import releases
 from ..hub.download import DEFAULT_TIMEOUT, DownloadError, download_model
-from .errors import fail
+from .errors import fail, failing
 
 
 def download_cli(
@@ -55,7 +55,7 @@ def download_cli(
     if options_url is None and name is None:
         released = ", ".join(releases())
         fail(f"name a released model ({released}) or give --options-url, --weight-url and --name")
-    try:
+    with failing(DownloadError, ValueError):
         directory = download_model(
             as_name or name,
             options_url=options_url,
@@ -65,8 +65,6 @@ def download_cli(
             force=force,
             timeout=timeout,
         )
-    except (DownloadError, ValueError) as err:
-        fail(str(err))
     typer.echo(f"{as_name or name}: {directory}")
 
 

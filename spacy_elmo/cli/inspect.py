@@ -14,7 +14,7 @@ import srsly
 import typer
 import wasabi
 
-from .errors import fail
+from .errors import fail, failing
 from .plots import pyplot, save_figure
 
 #: The name Thinc gives a listener's mix head (``layers.mix_head``).
@@ -107,10 +107,8 @@ def inspect_command(
         typer.echo(f"Wrote {output}")
     if plot is not None:
         where = pipelines[0].name if len(pipelines) == 1 else f"{len(pipelines)} pipelines"
-        try:
+        with failing(ImportError):
             written = plot_listener_mixes(mixes, plot, f"ELMo layer mix learned by each component ({where})")
-        except ImportError as err:
-            fail(str(err))
         typer.echo(f"Wrote {written}")
 
 

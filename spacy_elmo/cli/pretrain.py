@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import srsly
 import typer
 
-from .errors import fail
+from .errors import fail, failing
 
 #: typer settings of a command that takes config overrides as extra arguments.
 EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
@@ -121,10 +121,8 @@ def init_config_command(
         fail(f"--recipe {recipe!r}: choose one of {', '.join(RECIPES)}")
     text = config_text(recipe)
     if model is not None:
-        try:  # the check the run would make at its start, now
+        with failing(ValueError, FileNotFoundError):  # the check the run would make at its start, now
             source = resolve_weight_source(model, what="--model")
-        except (ValueError, FileNotFoundError) as err:
-            fail(str(err))
         text = config_text_for_model(BiLMOptions.from_file(source.options_file), model, recipe)
     output_file.write_text(text, encoding="utf-8")
     typer.echo(f"Wrote {output_file}. Train it (GPU recipes: add --gpu-id 0):")
@@ -151,10 +149,8 @@ def plot_curve_command(
     """Plot a pretraining run's learning curve (needs matplotlib: the package's 'plot' extra)."""
     from .plot_curve import plot_learning_curve
 
-    try:
+    with failing(ImportError):
         typer.echo(f"Wrote {plot_learning_curve(metrics_file, output_png)}")
-    except ImportError as err:
-        fail(str(err))
 
 
 def evaluate_lm_command(
@@ -166,10 +162,8 @@ def evaluate_lm_command(
     """Held-out perplexity (forward, backward, average; full softmax) of a pretrained biLM."""
     from ..pretrain.evaluate import evaluate_run
 
-    try:
+    with failing(ValueError, FileNotFoundError):  # a missing or empty held-out file, a bad run
         result = evaluate_run(run_dir, text, max_tokens, gpu_id)
-    except (ValueError, FileNotFoundError) as err:  # a missing or empty held-out file, a bad run
-        fail(str(err))
     typer.echo(
         f"perplexity on {result.tokens:,} targets: forward {result.ppl_forward:.2f}, "
         f"backward {result.ppl_backward:.2f}, average {result.ppl_average:.2f}"

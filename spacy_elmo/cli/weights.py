@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 from ..nn.precision import PRECISIONS, get_precision
 from ..sources import WeightSource, resolve_weight_source, weight_keys
-from .errors import fail
+from .errors import fail, failing
 
 WEIGHTS = typer.Option(
     None,
@@ -59,10 +59,8 @@ def weight_source(
     weights: Optional[str], options_file: Optional[Path], weight_file: Optional[Path]
 ) -> WeightSource:
     """The files the options name, or exit with an error line."""
-    try:
+    with failing(ValueError, FileNotFoundError):
         return resolve_weight_source(weights, options_file, weight_file, what="--weights")
-    except (ValueError, FileNotFoundError) as err:
-        fail(str(err))
 
 THREADS_HELP = "Threads the biLM splits its batches over, PyTorch ops on one thread each (more help only on cores no other process uses)"
 
