@@ -108,7 +108,7 @@ class TreeSampler:
                 continue
             if "VmHWM" in status:
                 self.peaks[pid] = max(self.peaks.get(pid, 0.0), status["VmHWM"])
-            if pid not in self.ranks:
+            if self.ranks.get(pid) is None:  # a child between fork and exec has its parent's environment
                 self.ranks[pid] = _rank(pid)
             if pid == self.pid and "VmRSS" in status:
                 self.samples.append((time.perf_counter() - self.start, status["VmRSS"]))
