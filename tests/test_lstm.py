@@ -344,3 +344,26 @@ def test_the_recorded_loops_cast_each_weight_once_whatever_the_window(device):
         assert recorded[0].dtype == torch.bfloat16
         for a, b in zip(recorded, cached):
             torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_the_recorded_loops_backward_never_fills_a_whole_window_per_step(device):
+    """The dense loop and the wavefront take the window's input products apart once
+    (``unbind``): their backward stacks the steps' gradients, where indexing each step would
+    have made every step's gradient a zero-filled window-sized tensor and summed them."""
+    torch.manual_seed(0)
+    lstm = DirectionalLSTM(5, 12, 6, num_layers=2, cell_clip=0.5, proj_clip=0.5).to(device)
+    x = torch.randn(3, 9, 5, device=device, requires_grad=True)
+    window = [3, 9, 4 * 12]  # the input products of a whole window
+    for wavefront in (False, True):
+        lstm.wavefront = wavefront
+        with torch.profiler.profile(record_shapes=True) as prof:
+            if wavefront:
+                top, _ = lstm.forward_windows(x, None, dropout=0.0)
+            else:
+                top, _ = lstm_kernels.dense_loop(lstm.layers[0], x, None)
+            top.square().sum().backward()
+        fills_and_sums = [
+            e.name for e in prof.events()
+            if e.name in ("aten::zero_", "aten::fill_", "aten::add_", "aten::add") and e.input_shapes[:1] == [window]
+        ]  # fmt: skip
+        assert fills_and_sums == [], fills_and_sums

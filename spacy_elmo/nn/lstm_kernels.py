@@ -78,6 +78,13 @@ def step_weights(layer: LSTMLayer) -> Tuple[torch.Tensor, torch.Tensor, torch.Te
     return weights[0].t(), weights[1].t(), weights[2].t()
 
 
+def _time_steps(x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+    """(batch, T, width) -> its T steps (batch, width). One ``unbind``, whose backward stacks the
+    steps' gradients once; indexing ``x[:, t]`` at each step would give each step's gradient as a
+    zero-filled tensor of the whole window's size, and sum them."""
+    return x.unbind(1)
+
+
 def packed_loop(
     layer: LSTMLayer, x_gates: torch.Tensor, batch_sizes: List[int], state: Optional[LSTMState]
 ) -> Tuple[torch.Tensor, LSTMState]:
@@ -154,9 +161,10 @@ def dense_loop(
     w_ih, w_hh, w_hr = step_weights(layer)
     x_gates = torch.addmm(bias, x.reshape(batch * steps, -1), w_ih).view(batch, steps, -1)
     h, c = zero_state(layer, batch, x_gates) if state is None else state
+    step_gates = _time_steps(x_gates)
     outputs: List[torch.Tensor] = []
     for t in range(steps):
-        out, c_new = layer.cell(torch.addmm(x_gates[:, t], h, w_hh), c, dim=1)
+        out, c_new = layer.cell(torch.addmm(step_gates[t], h, w_hh), c, dim=1)
         h_new = layer.clip_output(out.mm(w_hr))
         if valid is None:
             h, c = h_new, c_new
@@ -201,12 +209,13 @@ def wavefront_loop(
             if i == 0:
                 first = x if masks is None else x * masks[0]
                 x_gates = torch.addmm(bias, first.reshape(batch * steps, -1), w_ih).view(batch, steps, -1)
+                step_gates = _time_steps(x_gates)
             h, c = zero_state(layer, batch, x) if states is None else states[i]
             outputs: List[torch.Tensor] = []
             events: List[Any] = []
             for t in range(steps):
                 if i == 0:
-                    gates = torch.addmm(x_gates[:, t], h, w_hh)
+                    gates = torch.addmm(step_gates[t], h, w_hh)
                 else:
                     if below_events:
                         stream.wait_event(below_events[t])
