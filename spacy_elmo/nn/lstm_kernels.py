@@ -11,13 +11,13 @@ which runs where.
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import Any, List, NamedTuple, Optional, Protocol, Sequence, Tuple
+from typing import Any, Callable, List, NamedTuple, Optional, Protocol, Sequence, Tuple
 
 import torch
 from torch.nn.utils.rnn import PackedSequence
 
 from .int8 import Int8Weight
-from .precision import autocast_dtype_now
+from .precision import autocast_dtype_now, compiling
 
 LSTMState = Tuple[torch.Tensor, torch.Tensor]
 #: One direction's outputs per layer and its final (h, c) per layer.
@@ -78,11 +78,43 @@ def step_weights(layer: LSTMLayer) -> Tuple[torch.Tensor, torch.Tensor, torch.Te
     return weights[0].t(), weights[1].t(), weights[2].t()
 
 
-def _time_steps(x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
-    """(batch, T, width) -> its T steps (batch, width). One ``unbind``, whose backward stacks the
-    steps' gradients once; indexing ``x[:, t]`` at each step would give each step's gradient as a
-    zero-filled tensor of the whole window's size, and sum them."""
-    return x.unbind(1)
+class _WindowSteps(NamedTuple):
+    """A window's steps for the recurrence: each step's input products, the recurrent weight the
+    steps multiply by, and ``record(h)``, called with each step's previous output before it is."""
+
+    gates: Tuple[torch.Tensor, ...]
+    w_hh: torch.Tensor
+    record: Callable[[torch.Tensor], None]
+
+
+def _window_steps(x_gates: torch.Tensor, w_hh: torch.Tensor) -> _WindowSteps:
+    """The steps of ``x_gates`` (batch, T, 4 * hidden), taken apart once (``unbind``: the backward
+    stacks the steps' gradients once, where ``x_gates[:, t]`` would make each a zero-filled
+    window-sized tensor, summed step by step). Where ``w_hh`` needs a gradient (outside
+    ``torch.compile``), the steps multiply by it detached and its gradient is one product over the
+    window (``_RecurrentWeightGradient``), not a product and a sum per step."""
+    if not (torch.is_grad_enabled() and w_hh.requires_grad) or compiling():
+        return _WindowSteps(x_gates.unbind(1), w_hh, lambda h: None)
+    previous: List[torch.Tensor] = []
+    x_gates = _RecurrentWeightGradient.apply(x_gates, w_hh, previous)
+    return _WindowSteps(x_gates.unbind(1), w_hh.detach(), lambda h: previous.append(h.detach()))
+
+
+class _RecurrentWeightGradient(torch.autograd.Function):
+    """Passes a window's input products through. Their gradient is every step's gate gradient, so
+    the backward also gives the recurrent weight's, ``sum_t h_(t-1)^T dgates_t``, as one product
+    over the window (accumulated in float32 inside it) from the outputs the loop recorded."""
+
+    @staticmethod
+    def forward(ctx: Any, x_gates: torch.Tensor, w_hh: torch.Tensor, previous: List[torch.Tensor]) -> torch.Tensor:
+        ctx.previous, ctx.w_dtype = previous, w_hh.dtype
+        return x_gates.view_as(x_gates)
+
+    @staticmethod
+    def backward(ctx: Any, d_gates: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, None]:
+        h_previous = torch.stack([h.to(d_gates.dtype) for h in ctx.previous], dim=1)
+        d_w = h_previous.flatten(0, 1).t().mm(d_gates.flatten(0, 1))
+        return d_gates, d_w.to(ctx.w_dtype), None
 
 
 def packed_loop(
@@ -161,10 +193,11 @@ def dense_loop(
     w_ih, w_hh, w_hr = step_weights(layer)
     x_gates = torch.addmm(bias, x.reshape(batch * steps, -1), w_ih).view(batch, steps, -1)
     h, c = zero_state(layer, batch, x_gates) if state is None else state
-    step_gates = _time_steps(x_gates)
+    window = _window_steps(x_gates, w_hh)
     outputs: List[torch.Tensor] = []
     for t in range(steps):
-        out, c_new = layer.cell(torch.addmm(step_gates[t], h, w_hh), c, dim=1)
+        window.record(h)
+        out, c_new = layer.cell(torch.addmm(window.gates[t], h, window.w_hh), c, dim=1)
         h_new = layer.clip_output(out.mm(w_hr))
         if valid is None:
             h, c = h_new, c_new
@@ -209,13 +242,14 @@ def wavefront_loop(
             if i == 0:
                 first = x if masks is None else x * masks[0]
                 x_gates = torch.addmm(bias, first.reshape(batch * steps, -1), w_ih).view(batch, steps, -1)
-                step_gates = _time_steps(x_gates)
+                window = _window_steps(x_gates, w_hh)
             h, c = zero_state(layer, batch, x) if states is None else states[i]
             outputs: List[torch.Tensor] = []
             events: List[Any] = []
             for t in range(steps):
                 if i == 0:
-                    gates = torch.addmm(step_gates[t], h, w_hh)
+                    window.record(h)
+                    gates = torch.addmm(window.gates[t], h, window.w_hh)
                 else:
                     if below_events:
                         stream.wait_event(below_events[t])
