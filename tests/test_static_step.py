@@ -228,3 +228,23 @@ def test_a_resumed_optimizer_keeps_its_own_step_settings_and_learning_rate_type(
     back.load_state_dict(with_run_settings(graphed.state_dict(), back))
     assert back.param_groups[0]["lr"] == pytest.approx(0.1) and not isinstance(back.param_groups[0]["lr"], torch.Tensor)
     assert back.param_groups[0]["foreach"] is None
+
+
+def test_the_softmax_stepped_on_its_rows_trains_as_the_whole_softmax(tmp_path, device):
+    """A sampled softmax with dense gradients and Adagrad (the recorded step's case) is stepped on
+    the rows its losses read (``Trainer.softmax_rows``): three steps give the parameters and the
+    optimizer's sums of the whole-weight step, and rows no loss read stay where they were."""
+    by_rows = _trainer(tmp_path, "rows", device)
+    whole = _trainer(tmp_path, "whole", device)
+    assert by_rows.softmax_rows
+    whole.softmax_rows = whole.model.softmax.record_rows = False
+    first = by_rows.model.softmax.weight.detach().clone()
+    for trainer in (by_rows, whole):
+        _train(trainer, 3)
+    for (name, a), b in zip(whole.model.named_parameters(), by_rows.model.parameters()):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6, msg=name)
+    sums = [t.optimizer.state[t.model.softmax.weight]["sum"] for t in (whole, by_rows)]
+    torch.testing.assert_close(sums[1], sums[0], rtol=1e-5, atol=1e-6)
+    unmoved = (by_rows.model.softmax.weight == first).all(dim=1)
+    assert 0 < int(unmoved.sum()) < len(first)  # some rows were never read, and they kept their values
+    assert torch.equal(sums[1][unmoved], torch.full_like(sums[1][unmoved], sums[1].min()))

@@ -9,7 +9,7 @@ logit corrected by ``-log(expected count)``, accidental hits of the true word re
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import torch
 from torch import nn
@@ -53,6 +53,9 @@ class LMSoftmax(nn.Module):
         self.bias = nn.Parameter(torch.zeros(vocab_size))
         self.sampler = LogUniformSampler(vocab_size)
         self.row_sparse_gradients = False
+        #: Keep the row ids each sampled loss with gradients reads, for ``take_used_rows``.
+        self.record_rows = False
+        self._recorded: List[torch.Tensor] = []
         self._used_rows: Optional[Tuple[torch.Tensor, torch.Tensor]] = None
         self._workspace = LogitsWorkspace()
 
@@ -78,6 +81,8 @@ class LMSoftmax(nn.Module):
         accidental hits."""
         sampled = self.sampler.sample(n_samples, hidden.device, generator)
         ids = torch.cat([targets, sampled])
+        if self.record_rows and torch.is_grad_enabled():
+            self._recorded.append(ids)
         rows = self._rows(ids)
         # Each logit's correction -log(expected count) goes into its row's bias column.
         rows[:, -1] -= self.sampler.log_expected_count(ids, n_samples).to(rows.dtype)
@@ -95,6 +100,14 @@ class LMSoftmax(nn.Module):
         leaf.requires_grad_()
         self._used_rows = (unique, leaf)
         return leaf[inverse]
+
+    def take_used_rows(self) -> Optional[torch.Tensor]:
+        """The row ids the sampled losses read since the last call (repeats kept: a fixed number
+        per batch), or None; only with ``record_rows``."""
+        if not self._recorded:
+            return None
+        rows, self._recorded = torch.cat(self._recorded), []
+        return rows
 
     def publish_row_gradients(self, gather: Optional[RowGather] = None) -> None:
         """After backward: sparse ``weight.grad``/``bias.grad`` of the rows the last sampled softmax

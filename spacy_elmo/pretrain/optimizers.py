@@ -116,6 +116,23 @@ def linear(warmup: int, total: int) -> Callable[[int], float]:
     return _warmup(warmup, lambda step: max(0.0, (total - step) / max(1, total - warmup)))
 
 
+def adagrad_rows(optimizer: torch.optim.Optimizer, param: torch.nn.Parameter, rows: torch.Tensor) -> None:
+    """Adagrad's step of ``param``'s ``rows`` alone (repeats allowed), in ``optimizer``'s own state.
+    Adagrad's dense step leaves a row whose gradient is zero and its sum as they are (without
+    weight decay), so where only known rows have gradients (a sampled softmax's) this is that
+    step without reading and writing the whole vocabulary's weight, sum and gradient."""
+    group = next(g for g in optimizer.param_groups if any(p is param for p in g["params"]))
+    state = optimizer.state[param]
+    state["step"] += 1
+    learning_rate = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
+    grad = param.grad.index_select(0, rows)
+    sums = state["sum"].index_select(0, rows).addcmul_(grad, grad)
+    state["sum"].index_copy_(0, rows, sums)
+    update = grad.div_(sums.sqrt_().add_(group["eps"])).mul_(learning_rate)
+    with torch.no_grad():
+        param.index_copy_(0, rows, param.index_select(0, rows).sub_(update))
+
+
 def make_optimizer(
     model: torch.nn.Module, o: OptimizerSettings, graph_device: Optional[torch.device] = None
 ) -> torch.optim.Optimizer:

@@ -35,7 +35,7 @@ from .early_stopping import EarlyStopping
 from .evaluate import EvalResult, held_out_nll
 from .metrics import LogWindow, MetricsLog, PendingSums
 from .model import PHASES, LMBatch, WindowBatch, make_batch, make_window_batch
-from .optimizers import clip_grad_norm, make_optimizer, make_scheduler
+from .optimizers import adagrad_rows, clip_grad_norm, make_optimizer, make_scheduler
 from .static_step import StaticStep, resolve_step_kind
 from .stop import StopRequest
 
@@ -119,6 +119,16 @@ class Trainer:
         self.optimizer = make_optimizer(self.model, s.optimizer, self.device if graphed else None)
         self.scheduler = make_scheduler(self.optimizer, s.optimizer, s.training.max_steps)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=get_precision(self.precision).needs_grad_scaler)
+        #: The sampled softmax's weight stepped on the rows its losses read (``adagrad_rows``):
+        #: its dense gradient is zero elsewhere, and Adagrad without weight decay leaves such rows
+        #: as they are. One process (DDP's average holds every rank's rows), no loss scaler, and a
+        #: step that is not compiled (the rows are kept in a Python list).
+        self.softmax_rows = (
+            self.use_sampled and not self.sparse_updates and s.optimizer.name == "adagrad"
+            and not s.optimizer.weight_decay and not self.ctx.distributed and not self.scaler.is_enabled()
+            and self.step_kind in ("eager", "cuda_graph")
+        )  # fmt: skip
+        self.model.softmax.record_rows = self.softmax_rows
         self.generator = seed_rank(s.system.seed, self.ctx.rank, self.device)
         self.stream = self._make_stream()
         self.carried = CarriedStates()
@@ -350,7 +360,15 @@ class Trainer:
             if self.settings.optimizer.clip_norm:
                 self.scaler.unscale_(self.optimizer)
                 clip_grad_norm(self.model.parameters(), self.settings.optimizer.clip_norm)
-            self.scaler.step(self.optimizer)
+            weight = self.model.softmax.weight
+            rows = self.model.softmax.take_used_rows() if self.softmax_rows else None
+            if rows is None or weight.grad is None:
+                self.scaler.step(self.optimizer)
+            else:
+                grad, weight.grad = weight.grad, None  # the optimizer skips a parameter without one
+                self.scaler.step(self.optimizer)
+                weight.grad = grad
+                adagrad_rows(self.optimizer, weight, rows)
             self.scaler.update()
 
     def _normaliser(self, count: int):
