@@ -295,16 +295,13 @@ def memory_profile(trainer, batches, device: torch.device, out: Path) -> Dict[st
     from spacy_elmo.bench.measure import MB, PeakMemory
     from spacy_elmo.pretrain.model import PHASES
 
-    cuda = device.type == "cuda"
-    if cuda:
-        torch.cuda.memory._record_memory_history(max_entries=20_000)
+    cuda = device.type == "cuda"  # run_profile records the memory's history since the trainer's start
     with PeakMemory(device) as peak:
         prof, _ = profiled(trainer, batches, device, 1, profile_memory=True, record_shapes=True)
     result: Dict[str, Any] = {"peak_mb": peak.mb, "peak_total_mb": peak.total / MB, "peak_method": peak.method}
     if cuda:
         snapshot = out / "memory_snapshot.pickle"
         torch.cuda.memory._dump_snapshot(str(snapshot))
-        torch.cuda.memory._record_memory_history(enabled=None)
         result["snapshot"] = snapshot.name
         result["reserved_mb"] = torch.cuda.memory_reserved(device) / MB
     params = list(trainer.model.parameters())
@@ -407,6 +404,9 @@ def run_profile(
             part: Dict[str, Any] = {}
             result["kinds"][kind] = part
             trainer = None
+            recording = memory and device.type == "cuda"
+            if recording:  # from the start: a recording that runs out of memory is seen too
+                torch.cuda.memory._record_memory_history(max_entries=20_000)
             try:
                 started = time.perf_counter()
                 trainer = _trainer(the_case, text_path, vocab, scratch / kind, rows, window, precision, kind, device, threads)
@@ -425,8 +425,13 @@ def run_profile(
                     write()
             except Exception:  # recorded; the next kind runs
                 part["error"] = traceback.format_exc()[-3000:]
+                if recording:  # what held the memory when it failed
+                    torch.cuda.memory._dump_snapshot(str(out / f"memory_snapshot_{kind}_failed.pickle"))
+                    part["failed_snapshot"] = f"memory_snapshot_{kind}_failed.pickle"
                 write()
             finally:
+                if recording:
+                    torch.cuda.memory._record_memory_history(enabled=None)
                 del trainer
                 free_memory(device)
     result["complete"] = True
