@@ -407,6 +407,7 @@ def run_profile(
             recording = memory and device.type == "cuda"
             if recording:  # from the start: a recording that runs out of memory is seen too
                 torch.cuda.memory._record_memory_history(max_entries=20_000)
+                part["timed_with_memory_history"] = True  # slower: not for comparing speeds
             try:
                 started = time.perf_counter()
                 trainer = _trainer(the_case, text_path, vocab, scratch / kind, rows, window, precision, kind, device, threads)
@@ -426,8 +427,11 @@ def run_profile(
             except Exception:  # recorded; the next kind runs
                 part["error"] = traceback.format_exc()[-3000:]
                 if recording:  # what held the memory when it failed
-                    torch.cuda.memory._dump_snapshot(str(out / f"memory_snapshot_{kind}_failed.pickle"))
-                    part["failed_snapshot"] = f"memory_snapshot_{kind}_failed.pickle"
+                    try:
+                        torch.cuda.memory._dump_snapshot(str(out / f"memory_snapshot_{kind}_failed.pickle"))
+                        part["failed_snapshot"] = f"memory_snapshot_{kind}_failed.pickle"
+                    except Exception:
+                        part["failed_snapshot"] = traceback.format_exc()[-1000:]
                 write()
             finally:
                 if recording:

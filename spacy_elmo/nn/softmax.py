@@ -109,6 +109,10 @@ class LMSoftmax(nn.Module):
         rows, self._recorded = torch.cat(self._recorded), []
         return rows
 
+    def forget_used_rows(self) -> None:
+        """Drop the rows of losses whose step never ran (an exception, a custom loop)."""
+        self._recorded = []
+
     def publish_row_gradients(self, gather: Optional[RowGather] = None) -> None:
         """After backward: sparse ``weight.grad``/``bias.grad`` of the rows the last sampled softmax
         used; ``gather`` (data parallel): every rank's rows, averaged as DDP averages."""

@@ -295,6 +295,7 @@ class Trainer:
         directions); ``train`` reads the sums every ``log_every`` steps."""
         self.model.train()
         self.model.bilm_frozen = self.step < self.settings.initialize.softmax_only_steps
+        self.model.softmax.forget_used_rows()  # this step's update steps this step's rows only
         with record_function(PHASES["batch"]):
             batch = batch.to(self.device)
         count = 2 * batch.n_targets
