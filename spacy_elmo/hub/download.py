@@ -36,6 +36,10 @@ from .catalog import Release, get_release, options_shape, releases
 DEFAULT_TIMEOUT = 60.0
 
 
+#: What a download that failed mid-file leaves, and what to do.
+_START_AGAIN = "nothing was kept: the same command starts it again"
+
+
 class DownloadError(RuntimeError):
     """A download that failed or was refused; nothing it fetched counts as cached."""
 
@@ -136,17 +140,13 @@ def _fetch(url: str, sha256: Optional[str], target: Path, timeout: float, progre
     except requests.HTTPError as err:
         raise DownloadError(f"{url}: HTTP {err.response.status_code} {err.response.reason}") from err
     except requests.ConnectionError as err:
-        if _stalled_mid_file(err):
-            raise DownloadError(
-                f"{url}: the download stalled for {timeout:g} s mid-file ({err}); nothing was kept: "
-                "the same command starts it again (--timeout waits longer)"
-            ) from err
-        help_text = offline_help(name, model_path(name))
-        raise CannotConnectError(f"{url}: cannot connect ({err})\n{help_text}") from err
-    except requests.RequestException as err:  # a dropped connection, a timeout mid-file
+        if not _stalled_mid_file(err):
+            raise CannotConnectError(f"{url}: cannot connect ({err})\n{offline_help(name, model_path(name))}") from err
         raise DownloadError(
-            f"{url}: the download failed ({err}); nothing was kept: the same command starts it again"
+            f"{url}: the download stalled for {timeout:g} s mid-file ({err}); {_START_AGAIN} (--timeout waits longer)"
         ) from err
+    except requests.RequestException as err:  # a dropped connection
+        raise DownloadError(f"{url}: the download failed ({err}); {_START_AGAIN}") from err
     except (OSError, ValueError) as err:  # a sha256 mismatch (pooch removed the file), no local file
         raise DownloadError(f"{url}: {err}") from err
     finally:

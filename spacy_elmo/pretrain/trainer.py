@@ -362,7 +362,7 @@ class Trainer:
                 self.scaler.unscale_(self.optimizer)
                 clip_grad_norm(self.model.parameters(), self.settings.optimizer.clip_norm)
             weight = self.model.softmax.weight
-            rows = self.model.softmax.take_used_rows() if self.softmax_rows else None
+            rows = self.model.softmax.take_used_rows()  # None unless softmax_rows
             if rows is None or weight.grad is None:
                 self.scaler.step(self.optimizer)
             else:
