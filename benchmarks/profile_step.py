@@ -151,6 +151,11 @@ def _owner_phase(event: Any, ranges: _Ranges, forward_phase: Dict[tuple, Optiona
     return ranges.at(event.time_range.start), False
 
 
+def _is_range(event: Any, labels: Dict[str, str]) -> bool:
+    """A ``record_function`` range (a user annotation), not an operator or a kernel."""
+    return bool(getattr(event, "is_user_annotation", False)) or event.name in labels.values()
+
+
 def _launching_op_ids(prof: Any) -> Callable[[Any], int]:
     """The id of the operator that launched a kernel: the event's own field from torch 2.13 on;
     before it (the lent machine had 2.11), the profiler's raw events, keyed by correlation id."""
@@ -178,10 +183,10 @@ def attribute(prof: Any, labels: Dict[str, str], device_type: str, element: int)
         # links to none (the replay is one launch) and goes by its name alone.
         ops = {e.id: e for e in events if e.device_type == torch.autograd.DeviceType.CPU}
         launched: Dict[int, int] = defaultdict(int)
-        # The phases' own ranges also come back as device events (the GPU's side of each range):
-        # they span kernels, they are not work.
+        # Every ``record_function`` range (the phases', the optimizer's own) also comes back as a
+        # device event, the GPU's side of the range: it spans kernels, it is not work.
         device_events = [
-            e for e in events if e.device_type == torch.autograd.DeviceType.CUDA and e.name not in labels.values()
+            e for e in events if e.device_type == torch.autograd.DeviceType.CUDA and not _is_range(e, labels)
         ]
         link = _launching_op_ids(prof)
         for k in device_events:
@@ -189,7 +194,9 @@ def attribute(prof: Any, labels: Dict[str, str], device_type: str, element: int)
         for k in device_events:
             op = ops.get(link(k))
             us = float(k.time_range.end - k.time_range.start)
-            if op is None or "graph" in op.name.lower():
+            # A replay launches its kernels from no operator: they link to none, to the launch,
+            # or (torch 2.11) to the range around it.
+            if op is None or "graph" in op.name.lower() or _is_range(op, labels):
                 kind = kind_of(k.name)
                 units.append({"name": k.name, "op": None, "phase": "graph", "backward": None, "kind": kind,
                               "group": group_of("graph", kind), "us": us, "flops": 0.0, "bytes": 0.0})  # fmt: skip

@@ -17,6 +17,11 @@ import torch
 
 from process_tree import become_subreaper, no_process_left_behind, pytest_sessionfinish  # noqa: F401  (the checks)
 
+# torch.compile's inductor keeps a pool of compile workers for the rest of the process, one per
+# core (16 on the lent GPU machine): the process check would count them as left behind by the
+# first test that compiles. One compile thread compiles in the test's own process.
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+
 # The test models are tiny: extra threads only add overhead, and on a busy shared machine a
 # two-thread pool makes each small op wait for a core (100x slower runs were seen).
 torch.set_num_threads(1)

@@ -48,9 +48,11 @@ class _Range:
 class _Event:
     """A stand-in for torch.profiler's FunctionEvent: what ``attribute`` reads."""
 
-    def __init__(self, name, start, end, device="cpu", id=0, linked=0, seq=-1, parent=None, shapes=(), flops=0):
+    def __init__(self, name, start, end, device="cpu", id=0, linked=0, seq=-1, parent=None, shapes=(), flops=0,
+                 annotation=False):  # fmt: skip
         import torch
 
+        self.is_user_annotation = annotation
         self.name, self.time_range, self.id, self.linked_correlation_id = name, _Range(start, end), id, linked
         self.device_type = torch.autograd.DeviceType.CUDA if device == "cuda" else torch.autograd.DeviceType.CPU
         self.sequence_nr, self.thread, self.fwd_thread, self.cpu_parent = seq, 1, 1, parent
@@ -60,7 +62,8 @@ class _Event:
 def test_cuda_kernels_go_to_their_operators_phase_and_graph_kernels_by_name():
     """Kernels link to the operator that launched them (correlation ids); a backward kernel
     takes the phase of its node's forward operator (sequence numbers); a kernel of a replayed
-    graph links to no operator and is grouped by its name."""
+    graph links to no operator, or to the range around the replay (torch 2.11), and is grouped
+    by its name; a range's device side (``Optimizer.step#...``) is not work."""
     from benchmarks.profile_step import attribute, summarize
 
     labels = {"lstm": "pretrain.lstm", "softmax": "pretrain.softmax", "backward": "pretrain.backward"}
@@ -71,16 +74,19 @@ def test_cuda_kernels_go_to_their_operators_phase_and_graph_kernels_by_name():
     node = _Event("autograd::engine::evaluate_function: MmBackward0", 210, 250, seq=7)
     grad_mm = _Event("aten::mm", 220, 240, id=3, parent=node, shapes=[[128, 512], [512, 4096]])
     replay = _Event("cudaGraphLaunch", 500, 501, id=4)
+    step_range = _Event("Optimizer.step#Adagrad.step", 600, 700, id=5, annotation=True)
     kernels = [
         _Event("sm90_xmma_gemm_bf16bf16_bf16f32", 10, 15, "cuda", linked=1),
         _Event("vectorized_elementwise_kernel<sigmoid>", 30, 32, "cuda", linked=2),
         _Event("nvjet_hsh_128x256", 220, 230, "cuda", linked=3),
         _Event("triton_poi_fused_clamp_mul_sigmoid_tanh_0", 500, 504, "cuda", linked=99),
+        _Event("nvjet_tst_64x64_splitK", 610, 620, "cuda", linked=5),
+        _Event("Optimizer.step#Adagrad.step", 600, 700, "cuda", annotation=True),
     ]
 
     class Prof:
         def events(self):
-            return [lstm, projection, sigmoid, backward, node, grad_mm, replay, *kernels]
+            return [lstm, projection, sigmoid, backward, node, grad_mm, replay, step_range, *kernels]
 
     units = attribute(Prof(), labels, "cuda", 2)
     groups = {u["name"]: u["group"] for u in units}
@@ -89,6 +95,7 @@ def test_cuda_kernels_go_to_their_operators_phase_and_graph_kernels_by_name():
         "vectorized_elementwise_kernel<sigmoid>": "LSTM element-wise",
         "nvjet_hsh_128x256": "LSTM products",  # the backward of an LSTM product
         "triton_poi_fused_clamp_mul_sigmoid_tanh_0": "graph: element-wise",
+        "nvjet_tst_64x64_splitK": "graph: products",
     }
     summary = summarize(units, n_steps=1, step_ms=1.0, peak_tflops=1000.0, peak_gbs=None)
     (row,) = [g for g in summary["groups"] if g["group"] == "LSTM projection"]

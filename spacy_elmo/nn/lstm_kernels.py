@@ -295,4 +295,5 @@ def fused_dense(
     output, (h_n, c_n) = torch.nn.LSTM.forward(
         layer, x.transpose(0, 1), (state[0][None].to(x.dtype), state[1][None].to(x.dtype))
     )
-    return output.transpose(0, 1), (h_n[0], c_n[0])
+    # Contiguous as the dense loop's: the next layer's dropout draws its mask in memory order.
+    return output.transpose(0, 1).contiguous(), (h_n[0], c_n[0])
