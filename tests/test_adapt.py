@@ -51,6 +51,11 @@ def test_the_bundled_model_adapts_to_tweets_and_loads_in_the_pipe(tmp_path):
     assert result.ppl_before > 0 and result.ppl_after > 0 and result.best_step is not None
     summary = json.loads((out / "adapt" / "summary.json").read_text())
     assert summary["ppl_after"] == result.ppl_after
+    # the whole biLM adapts with the recipe's dropout; the softmax fit keeps pretraining's
+    pretraining_dropout = load_config(None)["objective"]["dropout"]
+    assert FEW_STEPS.dropout != pretraining_dropout
+    assert load_config(out / "config.cfg")["objective"]["dropout"] == FEW_STEPS.dropout
+    assert load_config(out / "adapt" / "softmax-fit" / "config.cfg")["objective"]["dropout"] == pretraining_dropout
     for name in ("options.json", "model.safetensors", "softmax.safetensors", "vocab.txt"):
         assert (out / name).is_file(), name
     nlp = spacy.blank("en")
@@ -63,9 +68,10 @@ def test_the_command_prints_before_after_and_the_next_step_and_resumes(tmp_path,
     """A source with a softmax is evaluated as it is (no fit); --resume on a finished adaptation
     trains nothing more; a second run into the same directory is refused."""
     out = tmp_path / "adapted"
-    args = ["adapt", str(tiny_source), str(TWEETS), str(out), "--tokenized", "--holdout", "0.2", "--max-steps", "4", "--eval-every", "2", "--patience", "1"]
+    args = ["adapt", str(tiny_source), str(TWEETS), str(out), "--tokenized", "--holdout", "0.2", "--max-steps", "4", "--eval-every", "2", "--patience", "1", "--dropout", "0.2"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
+    assert load_config(out / "config.cfg")["objective"]["dropout"] == 0.2
     assert "Held-out perplexity:" in result.output and "before" in result.output
     assert f"--weights {out}" in result.output
     assert not (out / "adapt" / "softmax-fit").exists()

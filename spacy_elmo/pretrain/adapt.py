@@ -72,6 +72,10 @@ class AdaptSettings:
     #: ``passes`` over the training text, at least ``min_steps`` (``step_caps``).
     max_steps: Optional[int] = None
     learning_rate: float = 0.002
+    #: The whole biLM's dropout (the pretraining objective's, between the LSTM's layers and on
+    #: its top): more than pretraining's, as a small text is seen many times (the manual's
+    #: "Adapting the biLM to your text" measured it). The softmax fit keeps pretraining's.
+    dropout: float = 0.3
     #: The softmax fit (sources without a softmax): the most steps (None: ``softmax_passes`` over
     #: the training text, at least ``softmax_min_steps``), its learning rate (constant).
     softmax_max_steps: Optional[int] = None
@@ -154,7 +158,9 @@ def adapt(
     with torch_threads(_thread_count(settings)):
         before, start_from = _perplexity_before(weights, has_softmax, base, work, heldout_file, settings, resume, echo)
         echo(f"Adapting the whole biLM in {output_dir}")
-        whole = {**base, "paths.init_bilm": str(start_from), "optimizer.schedule": "linear"}
+        whole = {
+            **base, "paths.init_bilm": str(start_from), "optimizer.schedule": "linear", "objective.dropout": settings.dropout
+        }  # fmt: skip
         _run(whole, output_dir, resume)
     stopping = _best(output_dir, settings.patience)
     kept_source = stopping.best >= before and not has_softmax
