@@ -151,9 +151,10 @@ def _owner_phase(event: Any, ranges: _Ranges, forward_phase: Dict[tuple, Optiona
     return ranges.at(event.time_range.start), False
 
 
-def _is_range(event: Any, labels: Dict[str, str]) -> bool:
-    """A ``record_function`` range (a user annotation), not an operator or a kernel."""
-    return bool(getattr(event, "is_user_annotation", False)) or event.name in labels.values()
+def _is_range(event: Any) -> bool:
+    """A ``record_function`` range (a user annotation, on the CPU or its device side), not an
+    operator or a kernel."""
+    return bool(event.is_user_annotation)
 
 
 def _launching_op_ids(prof: Any) -> Callable[[Any], int]:
@@ -186,7 +187,7 @@ def attribute(prof: Any, labels: Dict[str, str], device_type: str, element: int)
         # Every ``record_function`` range (the phases', the optimizer's own) also comes back as a
         # device event, the GPU's side of the range: it spans kernels, it is not work.
         device_events = [
-            e for e in events if e.device_type == torch.autograd.DeviceType.CUDA and not _is_range(e, labels)
+            e for e in events if e.device_type == torch.autograd.DeviceType.CUDA and not _is_range(e)
         ]
         link = _launching_op_ids(prof)
         for k in device_events:
@@ -196,7 +197,7 @@ def attribute(prof: Any, labels: Dict[str, str], device_type: str, element: int)
             us = float(k.time_range.end - k.time_range.start)
             # A replay launches its kernels from no operator: they link to none, to the launch,
             # or (torch 2.11) to the range around it.
-            if op is None or "graph" in op.name.lower() or _is_range(op, labels):
+            if op is None or "graph" in op.name.lower() or _is_range(op):
                 kind = kind_of(k.name)
                 units.append({"name": k.name, "op": None, "phase": "graph", "backward": None, "kind": kind,
                               "group": group_of("graph", kind), "us": us, "flops": 0.0, "bytes": 0.0})  # fmt: skip

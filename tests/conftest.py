@@ -18,7 +18,7 @@ import torch
 from process_tree import become_subreaper, no_process_left_behind, pytest_sessionfinish  # noqa: F401  (the checks)
 
 # torch.compile's inductor keeps a pool of compile workers for the rest of the process, one per
-# core (16 on the lent GPU machine): the process check would count them as left behind by the
+# core on a large machine: the process check would count them as left behind by the
 # first test that compiles. One compile thread compiles in the test's own process.
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 

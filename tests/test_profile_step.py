@@ -67,10 +67,10 @@ def test_cuda_kernels_go_to_their_operators_phase_and_graph_kernels_by_name():
     from benchmarks.profile_step import attribute, summarize
 
     labels = {"lstm": "pretrain.lstm", "softmax": "pretrain.softmax", "backward": "pretrain.backward"}
-    lstm = _Event("pretrain.lstm", 0, 100)
+    lstm = _Event("pretrain.lstm", 0, 100, annotation=True)
     projection = _Event("aten::mm", 10, 20, id=1, seq=7, shapes=[[128, 4096], [4096, 512]], flops=2 * 128 * 4096 * 512)
     sigmoid = _Event("aten::sigmoid", 30, 40, id=2, seq=8)
-    backward = _Event("pretrain.backward", 200, 400)
+    backward = _Event("pretrain.backward", 200, 400, annotation=True)
     node = _Event("autograd::engine::evaluate_function: MmBackward0", 210, 250, seq=7)
     grad_mm = _Event("aten::mm", 220, 240, id=3, parent=node, shapes=[[128, 512], [512, 4096]])
     replay = _Event("cudaGraphLaunch", 500, 501, id=4)
