@@ -1,9 +1,10 @@
-"""The spaCy project (project/): the compare command, the configs' fairness, and the `demo` workflow
+"""The spaCy project (project/): its compare script, the configs' fairness, and the `demo` workflow
 end to end (pretrain a tiny biLM, package it, train and evaluate ELMo and baseline taggers and
 NERs, compare), plus installing the packaged pipeline with pip, offline."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -12,6 +13,7 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import spacy
@@ -20,19 +22,24 @@ from thinc.api import Config
 from typer.testing import CliRunner
 
 from conftest import checkout_pythonpath
-from spacy_elmo.cli import app
-from spacy_elmo.cli.compare import (
-    SystemMetrics,
-    SystemRuns,
-    comparison_figure,
-    comparison_table,
-    plot_comparison,
-    read_system,
-    seeds_table,
-)
 
 REPO = Path(__file__).resolve().parents[1]
 PROJECT = REPO / "project"
+
+
+def _project_script(name: str) -> ModuleType:
+    """A module of the project's scripts/ folder, loaded from its file (the folder is no package)."""
+    spec = importlib.util.spec_from_file_location(f"project_scripts_{name}", PROJECT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+compare = _project_script("compare")
+SystemMetrics, SystemRuns, read_system = compare.SystemMetrics, compare.SystemRuns, compare.read_system
+comparison_table, seeds_table = compare.comparison_table, compare.seeds_table
+comparison_figure, plot_comparison = compare.comparison_figure, compare.plot_comparison
 OUTPUT_DIRS = ("assets", "corpus", "training", "metrics", "packages", "project.lock")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -202,26 +209,26 @@ def test_compare_command(tmp_path):
         for task, scores in system.scores.items():
             srsly.write_json(tmp_path / name / f"{task}.json", scores)
     result = CliRunner().invoke(
-        app,
-        ["compare", f"ELMo (d=64)={tmp_path / 'elmo'}", f"spaCy tok2vec={tmp_path / 'baseline'}",
+        compare.app,
+        [f"ELMo (d=64)={tmp_path / 'elmo'}", f"spaCy tok2vec={tmp_path / 'baseline'}",
          "--output", str(tmp_path / "comparison.md")],
     )
     assert result.exit_code == 0, result.output
     table = (tmp_path / "comparison.md").read_text()
     assert "| ELMo (d=64) | 95.12 |" in table and "| spaCy tok2vec | 93.62 |" in table
-    bad = CliRunner().invoke(app, ["compare", str(tmp_path / "elmo"), "-o", str(tmp_path / "x.md")])
+    bad = CliRunner().invoke(compare.app, [str(tmp_path / "elmo"), "-o", str(tmp_path / "x.md")])
     assert bad.exit_code != 0 and "LABEL=METRICS_DIR" in bad.output
     for systems, message in (
         ([f"A={tmp_path / 'elmo'}", f"A={tmp_path / 'baseline'}"], "the label 'A' is given twice"),
         ([f"A={tmp_path / 'gone'}"], f"compare: the metrics directory of 'A', {tmp_path / 'gone'}, does not exist"),
     ):
-        bad = CliRunner().invoke(app, ["compare", *systems, "-o", str(tmp_path / "x.md")])
+        bad = CliRunner().invoke(compare.app, [*systems, "-o", str(tmp_path / "x.md")])
         assert (bad.exit_code, bad.exception.__class__) == (1, SystemExit)
         assert f"error: {message}" in bad.output and not (tmp_path / "x.md").exists()
     # One directory per seed: the seeds table.
     seeds = CliRunner().invoke(
-        app,
-        ["compare", f"ELMo={tmp_path / 'elmo'},{tmp_path / 'elmo'}",
+        compare.app,
+        [f"ELMo={tmp_path / 'elmo'},{tmp_path / 'elmo'}",
          f"spaCy tok2vec={tmp_path / 'baseline'},{tmp_path / 'baseline'}",
          "--output", str(tmp_path / "seeds.md")],
     )
@@ -597,8 +604,8 @@ def test_compare_without_matplotlib_writes_the_table_and_says_how_to_get_the_cha
             srsly.write_json(tmp_path / name / f"{task}.json", scores)
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     result = CliRunner().invoke(
-        app,
-        ["compare", f"ELMo={tmp_path / 'elmo'}", f"tok2vec={tmp_path / 'baseline'}",
+        compare.app,
+        [f"ELMo={tmp_path / 'elmo'}", f"tok2vec={tmp_path / 'baseline'}",
          "--output", str(tmp_path / "comparison.md"), "--plot", str(tmp_path / "chart.png")],
     )
     assert result.exit_code == 1

@@ -9,7 +9,7 @@ python scripts/seeds.py compare 0,1,2 --label "ELMo (bundled biLM)"
 
 For each seed: `spacy train` (timed by scripts/timed.py) into training/seeds/SYSTEM/sSEED/TASK, then
 `spacy evaluate` of model-best on the test set into metrics/seeds/SYSTEM/sSEED/TASK.json, the
-layout `python -m spacy_elmo compare "LABEL=DIR,DIR,DIR"` reads. With ``--precision P`` the elmo
+layout `python scripts/compare.py "LABEL=DIR,DIR,DIR"` reads. With ``--precision P`` the elmo
 pipe runs in precision P while training (frozen biLM: the layers the listeners learn from), and the
 system is named SYSTEM-P. ``evaluate --system S --precision P`` scores S's trained models with their
 elmo pipe switched to precision P (the saved float weights, another setting) into
@@ -146,7 +146,7 @@ def compare(label: str, seeds: list, title: Optional[str], output: str) -> None:
 
     title = title or "UD English-EWT UPOS tagging and WNUT17 NER, test sets"
     run([
-        sys.executable, "-m", "spacy_elmo", "compare", f"{label}={runs('bundled')}",
+        sys.executable, str(Path(__file__).with_name("compare.py")), f"{label}={runs('bundled')}",
         f"spaCy tok2vec={runs('baseline')}", "--output", f"{output}.md", "--plot", f"{output}.png",
         "--title", f"{title}, seeds {','.join(map(str, seeds))}",
     ])  # fmt: skip

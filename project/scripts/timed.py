@@ -1,4 +1,4 @@
-"""Run a command and write its wall-clock time as JSON (read by `python -m spacy_elmo compare`).
+"""Run a command and write its wall-clock time as JSON (read by `scripts/compare.py`).
 
 python scripts/timed.py OUTPUT.json python -m spacy train ...
 

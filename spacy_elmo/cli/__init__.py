@@ -82,10 +82,6 @@ COMMANDS: Dict[str, Entry] = {
         "spacy_elmo.cli.convert_textcat:convert_textcat_command",
         "Convert labelled texts in JSONL (spaCy's text classification format) to .spacy files.",
     ),
-    "compare": Entry(
-        "spacy_elmo.cli.compare:compare_command",
-        "Compare systems' test scores and training times: a Markdown table and a chart.",
-    ),
     "inspect": Entry(
         "spacy_elmo.cli.inspect:inspect_command",
         "The layer mix each ELMo listener learned: which biLM layers the tagger, the NER and the other "

@@ -1,6 +1,6 @@
-"""``python -m spacy_elmo compare``: downstream results of ELMo and baseline systems, side by side.
+"""``python scripts/compare.py``: downstream results of ELMo and baseline systems, side by side.
 
-Each system is a directory of metrics, as the spaCy project (``project/``) writes them:
+Each system is a directory of metrics, as this project's steps write them:
 
 - ``TASK.json`` for TASK in ``tagger``, ``ner``, ``textcat``, ``parser``: the output of
   ``python -m spacy evaluate`` (``tag_acc``, ``ents_f``, ``cats_micro_f``, ``dep_las`` ...,
@@ -32,8 +32,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import srsly
 import typer
 
-from .errors import fail, failing
-from .plots import pyplot, save_figure
+from spacy_elmo.cli.errors import fail, failing
+from spacy_elmo.cli.plots import pyplot, save_figure
 
 TASKS = ("tagger", "ner", "textcat", "parser")
 TASK_NAMES = {"tagger": "tagger", "ner": "NER", "textcat": "textcat", "parser": "parser"}
@@ -373,3 +373,10 @@ def _duration(seconds: Optional[float]) -> str:
         return "-"
     minutes, secs = divmod(round(seconds), 60)
     return f"{minutes} min {secs:02d} s" if minutes else f"{secs} s"
+
+
+app = typer.Typer(add_completion=False)
+app.command()(compare_command)
+
+if __name__ == "__main__":
+    app()
