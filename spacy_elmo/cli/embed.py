@@ -55,7 +55,7 @@ def embed(
     chunk_size: Optional[int] = typer.Option(
         None, "--chunk-size", min=1, show_default=False,
         help="Sentences per chunk file: the unit of work of a rank (process), of resumption and of progress "
-        "[default: 1000, fewer for a small input, so that every process gets about 4 chunks]",
+        "(default 1000; fewer for a small input, so that every process gets about 4 chunks)",
     ),
     resume: bool = typer.Option(
         False, "--resume", help="Finish an unfinished run of the same command (same input, model and options)"
