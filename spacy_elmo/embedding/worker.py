@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, List, Set, Tuple
 
 import numpy as np
+from spacy.util import minibatch
 
 from .chunks import ChunkWriter
 from .items import InputItems, Item
@@ -65,7 +66,7 @@ def embed_own_chunks(
         except OSError as err:
             raise RankFailure(f"chunk {chunk} ({parts})", err) from err
         with writer:
-            for batch in _batches(items, batch_size):
+            for batch in minibatch(items, batch_size):
                 _embed_batch(reader, nlp, batch, layers, writer, progress)
                 progress.poll()
             try:
@@ -117,11 +118,3 @@ def _embed_batch(
             raise RankFailure(f"{reader.location(item)}, writing {writer.temporary}", err) from err
         tokens += len(doc)
     progress.add(len(batch), tokens)
-
-
-def _batches(items: Iterator[Item], size: int) -> Iterator[List[Item]]:
-    while True:
-        batch = list(itertools.islice(items, size))
-        if not batch:
-            return
-        yield batch

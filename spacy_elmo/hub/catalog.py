@@ -33,10 +33,6 @@ class Release:
     n_highway: int
     corpus: str
 
-    @property
-    def shape(self) -> str:
-        return describe_shape(self.lstm_dim, self.projection_dim, self.n_highway)
-
     def mismatch(self, options: BiLMOptions) -> Optional[str]:
         """Why ``options`` is not this release's options file, or None when it is."""
         found = (options.lstm.dim, options.lstm.projection_dim, options.char_cnn.n_highway)
