@@ -155,6 +155,16 @@ def test_bad_jsonl_and_missing_files_are_refused(tmp_path):
     assert result.exit_code == 1 and "SOURCE" in result.output
 
 
+@pytest.mark.parametrize(
+    "option, value", [("--dropout", "1.5"), ("--holdout", "0.9"), ("--learning-rate", "-0.1"), ("--eval-every", "0")]
+)
+def test_a_setting_out_of_range_is_refused_naming_the_option_before_any_work(tmp_path, option, value):
+    result = runner.invoke(app, ["adapt", "en_wikitext_small", str(TWEETS), str(tmp_path / "out"), option, value])
+    assert result.exit_code == 2
+    assert f"Invalid value for '{option}'" in " ".join(result.output.replace("│", " ").split())
+    assert not (tmp_path / "out").exists()
+
+
 def test_the_held_out_share_is_seeded_and_capped(tmp_path):
     settings = AdaptSettings(holdout=0.2, max_heldout_tokens=800, tokenized=True, min_heldout_tokens=1, min_train_tokens=1)
     first = split_text([TWEETS], tmp_path / "a.txt", tmp_path / "ha.txt", settings)
