@@ -1,7 +1,7 @@
 """Pure PyTorch modules of ELMo. Nothing here imports spaCy."""
 
 from . import threads  # noqa: F401  importing it registers the one-thread-after-fork handler
-from .bilm import BiLM, BiLMActivations, BiLMStates
+from .bilm import BiLM, BiLMStates
 from .char_cnn import CharacterEncoder, Highway
 from .lstm import ClippedLSTM, DirectionalLSTM
 from .runner import BiLMRunner
@@ -10,7 +10,6 @@ from .token_cache import TokenEmbeddingCache
 
 __all__ = [
     "BiLM",
-    "BiLMActivations",
     "BiLMRunner",
     "BiLMStates",
     "CharacterEncoder",

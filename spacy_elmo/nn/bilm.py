@@ -28,24 +28,12 @@ class BiLMStates:
     backward: List[LSTMState]
 
 
-#: (tokens (batch, T, dim), lengths (batch,), states or None, dropout, distinct inputs) -> the
-#: forward and the backward direction's outputs, as ``BiLM.run_directions`` returns them.
+#: (tokens (batch, T, dim), lengths (batch,), states or None, distinct inputs) -> the forward and
+#: the backward direction's outputs, as ``BiLM.run_directions`` returns them.
 Directions = Callable[
-    [torch.Tensor, torch.Tensor, Optional[BiLMStates], float, DistinctInputs],
+    [torch.Tensor, torch.Tensor, Optional[BiLMStates], DistinctInputs],
     Tuple[DirectionOutputs, DirectionOutputs],
 ]
-
-
-@dataclass
-class BiLMActivations:
-    """All activations of a batch, boundary tokens included: ``token_embedding`` and per LSTM layer
-    ``forward``/``backward`` (batch, max_len + 2, projection_dim); ``mask`` (batch, max_len + 2)."""
-
-    token_embedding: torch.Tensor
-    forward: List[torch.Tensor]
-    backward: List[torch.Tensor]
-    mask: torch.Tensor
-    states: BiLMStates
 
 
 class BiLM(nn.Module):
@@ -128,12 +116,22 @@ class BiLM(nn.Module):
             )
             return empty, mask
         ids, lengths = self.add_boundaries(char_ids, mask.sum(dim=1))
-        acts = self.activations(
-            ids, lengths, self._initial_states(batch_size), encode=encode, directions=directions
+        padded = length_mask(lengths, ids.shape[1])
+        unique, inverse = torch.unique(ids[padded], dim=0, return_inverse=True)
+        index = inverse.new_zeros(padded.shape)
+        index[padded] = inverse
+        distinct = DistinctInputs((encode or self.token_encoder)(unique), index)
+        tokens = scatter_tokens(distinct, padded)
+        run = directions or self.run_directions
+        (forward, forward_states), (backward, backward_states) = run(
+            tokens, lengths, self._initial_states(batch_size), distinct
         )
         if self.stateful:
-            self._store_states(_each_layer(lambda state: (state[0].detach(), state[1].detach()), acts.states))
-        layers = self.stack_layers(acts)[:, :, 1 : max_len + 1]
+            states = BiLMStates(forward_states, backward_states)
+            self._store_states(_each_layer(lambda state: (state[0].detach(), state[1].detach()), states))
+        layers = torch.stack(
+            [torch.cat([tokens, tokens], dim=-1), *(torch.cat(pair, dim=-1) for pair in zip(forward, backward))]
+        )[:, :, 1 : max_len + 1]
         return layers * mask[None, :, :, None].to(layers.dtype), mask
 
     def add_boundaries(
@@ -149,70 +147,17 @@ class BiLM(nn.Module):
         )
         return ids, lengths + 2
 
-    def activations(
-        self,
-        char_ids: torch.Tensor,
-        lengths: torch.Tensor,
-        states: Optional[BiLMStates] = None,
-        dropout: float = 0.0,
-        *,
-        encode: Optional[Encoder] = None,
-        directions: Optional[Directions] = None,
-    ) -> BiLMActivations:
-        """Run on ids holding their boundary tokens (or windows): char_ids (batch, T, 50), lengths
-        (batch,) >= 1, states or None; ``dropout`` on each LSTM input while training."""
-        mask = length_mask(lengths, char_ids.shape[1])
-        distinct = self.embed_distinct(char_ids, mask, encode)
-        return self.contextualize(distinct, lengths, states, dropout, directions=directions)
-
-    def embed_distinct(
-        self, char_ids: torch.Tensor, mask: torch.Tensor, encode: Optional[Encoder] = None
-    ) -> DistinctInputs:
-        """Vectors of the distinct unmasked tokens, and a (batch, T) index into them (0: masked)."""
-        unique, inverse = torch.unique(char_ids[mask], dim=0, return_inverse=True)
-        encoded = (encode or self.token_encoder)(unique)
-        index = inverse.new_zeros(mask.shape)
-        index[mask] = inverse
-        return DistinctInputs(encoded, index)
-
-    def contextualize(
-        self,
-        distinct: DistinctInputs,
-        lengths: torch.Tensor,
-        states: Optional[BiLMStates] = None,
-        dropout: float = 0.0,
-        *,
-        directions: Optional[Directions] = None,
-    ) -> BiLMActivations:
-        """Both LSTM directions over encoded tokens: ``distinct.rows`` (U, dim), ``distinct.index``
-        (batch, T) into them. ``activations`` and the pretraining model both end here."""
-        mask = length_mask(lengths, distinct.index.shape[1])
-        tokens = _scatter_tokens(distinct, mask)
-        run = directions or self.run_directions
-        (forward, forward_states), (backward, backward_states) = run(tokens, lengths, states, dropout, distinct)
-        return BiLMActivations(
-            tokens, forward, backward, mask, BiLMStates(forward_states, backward_states)
-        )
-
     def run_directions(
         self,
         tokens: torch.Tensor,
         lengths: torch.Tensor,
         states: Optional[BiLMStates],
-        dropout: float,
         distinct: Optional[DistinctInputs],
     ) -> Tuple[DirectionOutputs, DirectionOutputs]:
         """The forward and the backward stack, one after the other (``DirectionalLSTM.forward``)."""
-        forward = self.forward_lstm(tokens, lengths, states and states.forward, dropout, distinct)
-        backward = self.backward_lstm(tokens, lengths, states and states.backward, dropout, distinct)
+        forward = self.forward_lstm(tokens, lengths, states and states.forward, 0.0, distinct)
+        backward = self.backward_lstm(tokens, lengths, states and states.backward, 0.0, distinct)
         return forward, backward
-
-    @staticmethod
-    def stack_layers(acts: BiLMActivations) -> torch.Tensor:
-        """(n_layers + 1, batch, T, 2 * projection_dim): [x; x], then [forward_k; backward_k]."""
-        layers = [torch.cat([acts.token_embedding, acts.token_embedding], dim=-1)]
-        layers += [torch.cat(pair, dim=-1) for pair in zip(acts.forward, acts.backward)]
-        return torch.stack(layers)
 
     def _initial_states(self, batch_size: int) -> Optional[BiLMStates]:
         """Stateful mode: the previous call's final states, zeros for rows that are new."""
@@ -255,11 +200,10 @@ def token_mask(char_ids: torch.Tensor, indexer: TokenIndexer) -> torch.Tensor:
     return mask
 
 
-def _scatter_tokens(distinct: DistinctInputs, mask: torch.Tensor) -> torch.Tensor:
-    """(batch, T, dim) token vectors at the unmasked positions, zeros elsewhere."""
-    tokens = distinct.rows.new_zeros(mask.shape + (distinct.rows.shape[-1],))
-    tokens[mask] = distinct.rows[distinct.index[mask]]
-    return tokens
+def scatter_tokens(distinct: DistinctInputs, mask: torch.Tensor) -> torch.Tensor:
+    """(batch, T, dim) token vectors at the unmasked positions, zeros elsewhere (shapes that do
+    not depend on the mask's values, as a CUDA graph or a compiled step needs)."""
+    return torch.where(mask[:, :, None], distinct.rows[distinct.index], 0.0)
 
 
 def _resize_state(state: LSTMState, batch_size: int) -> LSTMState:

@@ -84,10 +84,6 @@ class Int8Weight:
             holder.__dict__[key] = cached
         return cached
 
-    @property
-    def nbytes(self) -> int:
-        return self.shape[0] * self.shape[1] + self.scale.numel() * 4
-
     def __call__(self, x: torch.Tensor, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
         """(n, in) float -> (n, out) float32 (+ bias)."""
         if self.backend == "fbgemm":

@@ -78,23 +78,19 @@ class BiLMRunner(nn.Module):
         return state
 
     # ---------------------------------------------------------------- the paths
-    def _inference_only(self, dropout: float) -> bool:
-        """No gradient is needed and no dropout applies: the speed paths may run."""
-        return not (dropout > 0 and self.training) and not _needs_gradient(self.bilm)
+    def _side_by_side(self, device: torch.device) -> bool:
+        """Whether this call splits its work over ``threads`` (CPU, no gradient)."""
+        return self.threads > 1 and device.type == "cpu" and not _needs_gradient(self.bilm)
 
-    def _side_by_side(self, device: torch.device, dropout: float = 0.0) -> bool:
-        """Whether this call splits its work over ``threads`` (CPU, inference, no dropout)."""
-        return self.threads > 1 and device.type == "cpu" and self._inference_only(dropout)
-
-    def _graphed(self, tokens: torch.Tensor, states: Optional[BiLMStates], dropout: float) -> bool:
+    def _graphed(self, tokens: torch.Tensor, states: Optional[BiLMStates]) -> bool:
         """Whether the LSTM stacks run as CUDA graphs in this call: CUDA, a batch small enough, no
-        gradient, zero states, no dropout, not inside the caller's own recording."""
+        gradient, zero states, not inside the caller's own recording."""
         return (
             self.cuda_graphs
             and tokens.device.type == "cuda"
             and pays_off(tokens.shape[0])
             and states is None
-            and self._inference_only(dropout)
+            and not _needs_gradient(self.bilm)
             and not torch.cuda.is_current_stream_capturing()
         )
 
@@ -121,14 +117,13 @@ class BiLMRunner(nn.Module):
         tokens: torch.Tensor,
         lengths: torch.Tensor,
         states: Optional[BiLMStates],
-        dropout: float,
         distinct: DistinctInputs,
     ) -> Tuple[DirectionOutputs, DirectionOutputs]:
-        if self._graphed(tokens, states, dropout):
+        if self._graphed(tokens, states):
             return self._lstm_graphs().run(tokens, lengths, self.precision)
-        if self._side_by_side(tokens.device, dropout):
+        if self._side_by_side(tokens.device):
             return self._directions_side_by_side(tokens, lengths, states, distinct)
-        return self.bilm.run_directions(tokens, lengths, states, dropout, distinct)
+        return self.bilm.run_directions(tokens, lengths, states, distinct)
 
     def _lstm_graphs(self) -> LSTMGraphs:
         if self._graphs is None:

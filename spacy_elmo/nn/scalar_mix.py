@@ -83,10 +83,6 @@ class ScalarMix(nn.Module):
         )
         self.gamma = nn.Parameter(torch.tensor([float(initial_gamma)]), requires_grad=trainable)
 
-    def normalized_weights(self) -> torch.Tensor:
-        """softmax(s), shape (n_layers,)."""
-        return torch.softmax(self.scalar_parameters, dim=0)
-
     def forward(self, layers: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         """layers: (n_layers, *shape, dim) -> (*shape, dim); mask (*shape) bool for layer norm."""
         if layers.shape[0] != self.n_layers:

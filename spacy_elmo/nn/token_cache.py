@@ -51,10 +51,6 @@ class TokenEmbeddingCache:
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
-    @property
-    def nbytes(self) -> int:
-        return 0 if self._vectors is None else self._vectors.numel() * self._vectors.element_size()
-
     def ensure_state(
         self, state: Hashable, encoder: Encoder, device: torch.device, batch_size: int = 4096
     ) -> None:

@@ -1,26 +1,11 @@
-"""Adapt a biLM to your own text: continued pretraining, configured from the source model.
+"""Adapt a biLM to your own text: continued pretraining, configured from the source model (the
+ELMo paper's fine-tuning of the biLM on the task's text; the manual's "Adapting the biLM to your
+text" gives the steps and what they measured).
 
-The ELMo paper fine-tuned its biLM on the task's training text (labels dropped) before training
-the task model, and "Don't Stop Pretraining" (Gururangan et al. 2020) found the same for
-transformers (domain- and task-adaptive pretraining). ``adapt`` is that step in one call:
-
-1. the text (plain text, ``.spacy`` files, or the JSONL of labelled texts, labels dropped) is
-   read as pretraining reads its corpus and split into a training part and a held-out share
-   (``adapt/train.txt``, ``adapt/heldout.txt``, one tokenized sentence a line);
-2. if the source biLM comes without a softmax (the bundled and the released models do), one is
-   fitted with the biLM frozen (``[initialize] softmax_only_steps``; a pretraining run in
-   ``adapt/softmax-fit``), over the source's vocabulary, or over the text's most frequent words
-   when the source has none. Its best held-out perplexity is the "before": what the source biLM
-   does on this text without changing a weight of it;
-3. the whole biLM trains on from there (a pretraining run in the output directory), evaluated
-   every ``eval_every`` steps on the held-out share, until ``patience`` evaluations in a row have
-   not lowered its perplexity (``[training] patience``); the output directory keeps the best
-   evaluation's weights, or, when none beat the fitted source (too little text), the source biLM
-   with its fitted softmax.
-
-Both steps are ordinary pretraining runs (``trainer.pretrain``): Ctrl-C saves a checkpoint and
-``resume=True`` continues the step that was running. The output directory is a pretraining
-output directory: the ``elmo`` pipe's ``weights``, ``evaluate-lm`` and a further ``adapt`` take it.
+The text is split into a training part and a held-out share; a softmax is fitted with the biLM
+frozen when the source has none (its perplexity is the "before"); then the whole biLM trains until
+the held-out perplexity stops falling. Both steps are ordinary pretraining runs, so Ctrl-C and
+``resume`` work as for ``pretrain``, and the output is a pretraining output directory.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from torch import nn
 from torch.profiler import record_function
 
 from ..chars import BOS_TOKEN, EOS_TOKEN, tokens_to_ids
-from ..nn.bilm import BiLM, BiLMStates
+from ..nn.bilm import BiLM, BiLMStates, scatter_tokens
 from ..nn.lstm import DistinctInputs, length_mask, window_dropout_masks
 from ..nn.precision import compiling, get_precision, precision_context
 from ..nn.side_by_side import how_to_run, run_side_by_side_of
@@ -59,20 +59,6 @@ class LMBatch:
 
     def to(self, device: torch.device) -> "LMBatch":
         return LMBatch(*(t.to(device, non_blocking=True) for t in vars(self).values()))
-
-    @classmethod
-    def merge(cls, batches: Sequence["LMBatch"]) -> "LMBatch":
-        """One batch holding the sequences of several (as one process would see a DDP step)."""
-        chars, index, lengths, targets, offset = [], [], [], [], 0
-        width = max(b.token_index.shape[1] for b in batches)
-        for b in batches:
-            pad = width - b.token_index.shape[1]
-            chars.append(b.unique_char_ids)
-            index.append(nn.functional.pad(b.token_index + offset, (0, pad)))
-            targets.append(nn.functional.pad(b.targets, (0, pad)))
-            lengths.append(b.lengths)
-            offset += b.unique_char_ids.shape[0]
-        return cls(torch.cat(chars), torch.cat(index), torch.cat(lengths), torch.cat(targets))
 
 
 @dataclass
@@ -291,7 +277,7 @@ class BiLMLanguageModel(nn.Module):
         runs forward and backward on a thread of its own (``_how``), where PyTorch would split
         each small op of the per-step loop over its threads."""
         mask = length_mask(lengths, distinct.index.shape[1])
-        tokens = torch.where(mask[:, :, None], distinct.rows[distinct.index], 0.0)
+        tokens = scatter_tokens(distinct, mask)
         generators = [None, None]
         if dropout and self.training:
             seeds = torch.randint(2**62, (2,)).tolist()
