@@ -188,6 +188,23 @@ def test_a_released_model_without_vocabulary_gets_one_from_the_text(tmp_path):
     assert (tmp_path / "out" / "model.safetensors").is_file()
 
 
+def test_the_command_caps_both_steps(tmp_path):
+    """--softmax-max-steps caps the softmax fit as --max-steps caps the whole biLM: a try-out run
+    on a large text is not an hour of fitting the softmax first."""
+    released = tmp_path / "released"
+    released.mkdir()
+    (released / "options.json").write_bytes((ELMO_FIXTURE / "options.json").read_bytes())
+    (released / "weights.hdf5").write_bytes((ELMO_FIXTURE / "lm_weights.hdf5").read_bytes())
+    out = tmp_path / "out"
+    result = runner.invoke(app, [
+        "adapt", str(released), str(TWEETS), str(out), "--tokenized", "--holdout", "0.2",
+        "--max-steps", "2", "--softmax-max-steps", "3", "--eval-every", "1", "--patience", "9",
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    steps = lambda run: [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]  # noqa: E731
+    assert max(steps(out / "adapt" / "softmax-fit")) == 3 and max(steps(out)) == 2
+
+
 def test_an_adaptation_that_beats_no_evaluation_leaves_the_source_biLM(tmp_path):
     """A learning rate that wrecks the biLM: no evaluation beats the fitted source, so the output
     holds the source biLM and the fitted softmax, unchanged (an adaptation never leaves a worse

@@ -36,6 +36,11 @@ def adapt_command(
         help=f"Most updates of the whole biLM (the learning rate falls linearly to 0 there; default: {DEFAULTS.passes:g} "
         f"passes over the training text, at least {DEFAULTS.min_steps}; the held-out perplexity usually stops it first)",
     ),
+    softmax_max_steps: Optional[int] = typer.Option(
+        None, "--softmax-max-steps", min=1, show_default=False,
+        help=f"Most updates of the softmax fit, for a source without a softmax (default: {DEFAULTS.softmax_passes:g} passes "
+        f"over the training text, at least {DEFAULTS.softmax_min_steps}; the held-out perplexity usually stops it first)",
+    ),
     learning_rate: float = typer.Option(DEFAULTS.learning_rate, "--learning-rate", min=0.0, help="Peak learning rate of the whole biLM (Adam)"),
     dropout: float = typer.Option(DEFAULTS.dropout, "--dropout", min=0.0, max=0.9, help="Dropout of the whole biLM while it adapts"),
     eval_every: int = typer.Option(DEFAULTS.eval_every, "--eval-every", min=1, help="Updates between held-out evaluations"),
@@ -58,6 +63,7 @@ def adapt_command(
     settings = AdaptSettings(
         holdout=holdout,
         max_steps=max_steps,
+        softmax_max_steps=softmax_max_steps,
         learning_rate=learning_rate,
         dropout=dropout,
         eval_every=eval_every,
