@@ -5,14 +5,26 @@ an error in the settings' own words (``lstm.cell_clip must be >= 0, got -1``).""
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Dict, List, Optional
+from typing import Annotated, Any, Dict, List, Optional, Union
 
-from pydantic import BaseModel, Field, Strict, ValidationError
+from pydantic import BaseModel, BeforeValidator, Field, Strict, ValidationError
 
 StrictPositive = Annotated[int, Strict(), Field(ge=1)]
 StrictNonNegative = Annotated[int, Strict(), Field(ge=0)]
 #: A finite number (an int is one too; a bool is not).
 FiniteNumber = Annotated[float, Strict(), Field(allow_inf_nan=False)]
+
+
+def _threads(value: Any) -> Union[int, str]:
+    if value == "auto" and isinstance(value, str):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError('must be an integer >= 1 or "auto"')
+    return value
+
+
+#: A thread count: an integer >= 1, or "auto" (resolved where it runs: ``nn/threads.py``).
+Threads = Annotated[Union[int, str], BeforeValidator(_threads)]
 
 
 #: pydantic's words for a bound -> its symbol (the longer phrases first).

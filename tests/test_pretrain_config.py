@@ -47,8 +47,8 @@ def test_the_default_config_parses_to_its_own_values():
         ({"model.n_highway": True}, r"^\[model\] n_highway: must be a valid integer, got True$"),
         ({"vocab.size": 3}, r"^\[vocab\] size: must be >= 4, got 3$"),
         ({"optimizer.warmup_steps": -1}, r"^\[optimizer\] warmup_steps: must be >= 0, got -1$"),
-        ({"system.threads": -2}, r"^\[system\] threads: must be >= 1, got -2$"),
-        ({"system.threads": 0}, r"^\[system\] threads: must be >= 1, got 0$"),
+        ({"system.threads": -2}, r'^\[system\] threads: must be an integer >= 1 or "auto", got -2$'),
+        ({"system.threads": 0}, r'^\[system\] threads: must be an integer >= 1 or "auto", got 0$'),
         ({"initialize.softmax_only_steps": -1}, r"^\[initialize\] softmax_only_steps: must be >= 0, got -1$"),
         ({"training.batch_token": 100}, r"^\[training\] batch_token: not a key of \[training\] \(its keys: batch_tokens, "),
         # what keys need of each other, found when the config is read, before the corpus is counted

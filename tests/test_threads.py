@@ -84,7 +84,7 @@ def test_auto_splits_where_pytorch_runs_one_op_thread(fixture_files, monkeypatch
 def test_bad_threads_name_the_key(fixture_files, bad):
     options, weights = fixture_files
     nlp = spacy.blank("en")
-    with pytest.raises(ValueError, match='ElmoModel.v2: threads must be a positive integer or "auto"'):
+    with pytest.raises(ValueError, match='ElmoModel.v2: threads must be an integer >= 1 or "auto", got '):
         nlp.add_pipe("elmo", config={"model": {"options_file": str(options), "weight_file": str(weights), "threads": bad}})
 
 

@@ -8,10 +8,10 @@ effect.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence, Tuple, Union
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import torch
-from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, model_validator
 from thinc.api import (
     ArgsKwargs,
     CupyOps,
@@ -32,7 +32,7 @@ from ..nn.runner import BiLMRunner
 from ..nn.thread_warning import warn_if_threads_compete
 from ..nn.threads import auto_threads, resolve_threads
 from ..sources import check_weight_settings, load_bilm_from, resolve_weight_source
-from ..validation import StrictNonNegative, StrictPositive
+from ..validation import StrictNonNegative, StrictPositive, Threads
 
 SETTINGS = "elmo_settings"
 #: The token-cache words read when the weights were loaded: serialised with the model (a list of
@@ -51,16 +51,9 @@ class BiLMSettings(BaseModel):
     precision: str = "fp32"
     max_sequence_length: StrictPositive = 256
     max_batch_tokens: StrictPositive = 4096
-    threads: Union[int, str] = "auto"
+    threads: Threads = "auto"
     token_cache_words: StrictNonNegative = 0
     token_cache_vocab: Optional[str] = None
-
-    @field_validator("threads", mode="before")
-    @classmethod
-    def _threads(cls, value: Union[int, str]) -> Union[int, str]:
-        if value != "auto" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ValueError('must be a positive integer or "auto"')
-        return value
 
     @model_validator(mode="after")
     def _together(self) -> "BiLMSettings":

@@ -22,6 +22,7 @@ from pydantic import (
 from ..nn.precision import TRAINING_PRECISIONS
 from ..nn.threads import auto_threads
 from ..options import ACTIVATIONS, BiLMOptions
+from ..validation import Threads
 from .corpus import CorpusSettings
 from .optimizers import Fraction, OptimizerSettings
 from .section import Section, describe_error
@@ -46,22 +47,12 @@ def _auto_or_bool(value: Any) -> Union[str, bool]:
     return value
 
 
-def _threads(value: Any) -> Union[int, str]:
-    if value == "auto" and isinstance(value, str):
-        return value
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError('must be an integer >= 1 or "auto"')
-    if value < 1:
-        raise ValueError("must be >= 1")
-    return value
-
-
 class SystemSettings(Section):
     seed: int
     #: CPU threads of torch's intra-op pool (torch.set_num_threads), at least 1, or "auto"
     #: (``thread_count``). Results are bitwise reproducible only at the same
     #: thread count.
-    threads: Annotated[Union[int, str], BeforeValidator(_threads)] = 1
+    threads: Threads = 1
 
     @property
     def thread_count(self) -> int:
