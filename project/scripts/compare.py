@@ -33,6 +33,7 @@ import srsly
 import typer
 
 from spacy_elmo.cli.errors import fail, failing
+from spacy_elmo.cli.help import prepare_help
 from spacy_elmo.cli.plots import pyplot, save_figure
 
 TASKS = ("tagger", "ner", "textcat", "parser")
@@ -377,6 +378,7 @@ def _duration(seconds: Optional[float]) -> str:
 
 app = typer.Typer(add_completion=False)
 app.command()(compare_command)
+prepare_help(app)
 
 if __name__ == "__main__":
     app()
