@@ -10,13 +10,12 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
 import typer
-from spacy.cli._util import parse_config_overrides
 
 from spacy_elmo.bench import report
 from spacy_elmo.cli import bench
 from spacy_elmo.cli.errors import fail, failing
 from spacy_elmo.cli.help import prepare_help
-from spacy_elmo.cli.pretrain import EXTRA_ARGS
+from spacy_elmo.cli.pretrain import EXTRA_ARGS, config_overrides
 from spacy_elmo.cli.weights import OPTIONS_FILE, WEIGHT_FILE, WEIGHTS, weight_settings, weight_source
 
 from .embed_bench import embed_bench_command
@@ -362,7 +361,7 @@ def pretrain_ab_command(
     from .pretrain_ab import PROJECT_RECIPE, run_pretrain_ab
 
     with failing(ValueError, FileNotFoundError, RuntimeError):
-        overrides = parse_config_overrides(ctx.args)
+        overrides = config_overrides(ctx.args)
         result = run_pretrain_ab(against, text, config or PROJECT_RECIPE, overrides, threads, steps, warmup, rounds)
     for side in ("this", "against"):
         runs = ", ".join(f"{run['tokens_per_s']:,.0f}" for run in result["runs"][side])
@@ -405,7 +404,7 @@ def profile_step_command(
     kinds = [k.strip() for k in step_kinds.split(",") if k.strip()]
     with failing(ValueError):
         result = run_profile(out, case, rows, window, precision, kinds, device, warmup, steps, memory, smoke,
-                             parse_config_overrides(ctx.args), peak_tflops, peak_gbs, str(text) if text else None, threads)  # fmt: skip
+                             config_overrides(ctx.args), peak_tflops, peak_gbs, str(text) if text else None, threads)  # fmt: skip
     for kind, part in result["kinds"].items():
         if "error" in part:
             typer.echo(f"{kind}: error: {part['error'].strip().splitlines()[-1]}")

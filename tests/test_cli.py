@@ -292,19 +292,30 @@ def test_every_threads_option_takes_an_integer_of_at_least_1(path, option):
     assert option.process_value(ctx, "1") in (1, [1])  # bench and benchmarks inference take a list: 1,2
 
 
+def test_config_overrides_read_as_spacys_commands_read_them():
+    """``--section.key value`` and ``--section.key=value``; JSON values parse, others stay
+    strings; a key alone is true."""
+    from spacy_elmo.cli.pretrain import config_overrides
+
+    args = ["--training.max_steps", "500", "--corpus.batching=windows", "--model.cell_clip", "null",
+            "--paths.train", "my corpus.txt", "--model.filters", "[[1, 4]]", "--x.flag"]  # fmt: skip
+    assert config_overrides(args) == {
+        "training.max_steps": 500, "corpus.batching": "windows", "model.cell_clip": None,
+        "paths.train": "my corpus.txt", "model.filters": [[1, 4]], "x.flag": True,
+    }  # fmt: skip
+
+
 @pytest.mark.parametrize(
-    "extra, message",
-    [(["--max_steps", "5"], "error: No such option '--max_steps'"),
-     (["training.max_steps", "5"], "Invalid config override 'training.max_steps'")],
+    "extra, named", [(["--max_steps", "5"], "--max_steps"), (["training.max_steps", "5"], "training.max_steps")]
 )
-def test_pretrain_refuses_an_override_it_cannot_read_naming_it(tmp_path, extra, message):
+def test_pretrain_refuses_an_override_it_cannot_read_naming_it(tmp_path, extra, named):
     from spacy_elmo.pretrain.config import DEFAULT_CONFIG
 
     config = tmp_path / "pretrain.cfg"
     config.write_text(DEFAULT_CONFIG, encoding="utf-8")
     result = runner.invoke(app, ["pretrain", str(config), str(tmp_path / "out"), *extra])
     assert result.exit_code != 0
-    assert message in " ".join(result.output.replace("│", " ").split()), result.output
+    assert f"config override '{named}'" in " ".join(result.output.split()), result.output
     assert not (tmp_path / "out").exists()
 
 

@@ -4,15 +4,37 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
-import click
+import srsly
 import typer
 
 from .errors import fail, failing
 
 #: typer settings of a command that takes config overrides as extra arguments.
 EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+
+def config_overrides(args: Sequence[str]) -> Dict[str, Any]:
+    """Extra command-line arguments -> config overrides, as spaCy's commands read them:
+    ``--section.key value`` or ``--section.key=value``; a value is JSON where it parses
+    (``500``, ``null``, ``[1, 2]``), else a string; a key with no value is ``true``."""
+    overrides: Dict[str, Any] = {}
+    args = list(args)
+    while args:
+        arg = args.pop(0)
+        if not arg.startswith("--"):
+            raise ValueError(f"config override {arg!r}: expected --section.key VALUE")
+        key, has_value, value = arg[2:].partition("=")
+        if "." not in key:
+            raise ValueError(f"config override {arg!r}: name a key inside a section, e.g. --training.max_steps")
+        if not has_value:
+            value = "true" if not args or args[0].startswith("--") else args.pop(0)
+        try:
+            overrides[key.replace("-", "_")] = srsly.json_loads(value)
+        except ValueError:
+            overrides[key.replace("-", "_")] = value
+    return overrides
 
 
 def pretrain_command(
@@ -41,8 +63,6 @@ def pretrain_command(
 
     Data parallel: torchrun --nproc-per-node N -m spacy_elmo pretrain CONFIG OUT [--gpu-id 0]
     """
-    from spacy.cli._util import parse_config_overrides  # spaCy's own reading of --section.key VALUE
-
     from ..distributed import env_rank
     from ..pretrain.config import load_config
     from ..pretrain.resume import resume_command, resumed_config
@@ -52,7 +72,7 @@ def pretrain_command(
     speak = env_rank() == 0
     clock = RunClock()
     try:
-        overrides = parse_config_overrides(ctx.args)
+        overrides = config_overrides(ctx.args)
         if threads is not None:
             overrides["system.threads"] = threads
         if resume:
@@ -68,7 +88,7 @@ def pretrain_command(
         if speak:
             typer.echo(f"{stop}\nContinue it with: {resume_command(output_dir, gpu_id)}", err=True)
         raise typer.Exit(130) from None  # the shell's code for a Ctrl-C'd command
-    except (ValueError, FileNotFoundError, FileExistsError, click.UsageError) as err:  # names the key or file
+    except (ValueError, FileNotFoundError, FileExistsError) as err:  # names the key or file
         fail(str(err))
     if speak:
         typer.echo(run_summary(out, clock.elapsed()))
