@@ -58,6 +58,12 @@ def auto_threads() -> int:
     return min(AUTO_THREADS, usable_cores())
 
 
+def command_threads(threads: Threads) -> int:
+    """The thread count of a command that owns its process (pretrain, adapt): "auto" is
+    ``auto_threads()``, whatever torch runs with now (unlike the pipe's ``resolve_threads``)."""
+    return auto_threads() if threads == "auto" else int(threads)
+
+
 def usable_cores() -> int:
     """Cores this process may use: CPU affinity or cgroup quota, the smaller; at least 1."""
     try:

@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 from tqdm import tqdm
 
-from ..nn.threads import torch_threads
+from ..nn.threads import command_threads, torch_threads
 from ..sources import resolve_weight_source
 from .checkpoint import checkpoint_path
 from .config import load_config, model_overrides
@@ -140,7 +140,7 @@ def adapt(
     has_softmax = (weights.directory / SOFTMAX_NAME).is_file() and (weights.directory / VOCAB_NAME).is_file()
     vocab_file = _vocabulary(weights, work, train_file, settings, echo)
     base = _overrides(weights, train_file, heldout_file, vocab_file, settings)
-    with torch_threads(_thread_count(settings)):
+    with torch_threads(command_threads(settings.threads)):
         before, start_from = _perplexity_before(weights, has_softmax, base, work, heldout_file, settings, resume, echo)
         echo(f"Adapting the whole biLM in {output_dir}")
         whole = {
@@ -379,9 +379,3 @@ def _last_step(run_dir: Path) -> int:
 def _count_tokens(path: Path) -> int:
     with path.open(encoding="utf-8") as lines:
         return sum(len(line.split()) for line in lines)
-
-
-def _thread_count(settings: AdaptSettings) -> int:
-    from ..nn.threads import auto_threads
-
-    return auto_threads() if settings.threads == "auto" else int(settings.threads)

@@ -20,7 +20,7 @@ from pydantic import (
 )
 
 from ..nn.precision import TRAINING_PRECISIONS
-from ..nn.threads import auto_threads
+from ..nn.threads import command_threads
 from ..options import ACTIVATIONS, BiLMOptions
 from ..validation import Threads
 from .corpus import CorpusSettings
@@ -56,10 +56,8 @@ class SystemSettings(Section):
 
     @property
     def thread_count(self) -> int:
-        """``threads`` with "auto" resolved: the usable cores, at most ``AUTO_THREADS``. The
-        trainer sets torch's thread count to it for the run (which owns the process), so unlike
-        the pipe's "auto" it does not depend on the count torch runs with now."""
-        return auto_threads() if self.threads == "auto" else self.threads
+        """``threads`` with "auto" resolved; the trainer sets torch's thread count to it."""
+        return command_threads(self.threads)
 
 
 class ModelSettings(Section):
