@@ -3,11 +3,14 @@ the check that no test leaves a process running (``process_tree.py``)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import sys
 import threading
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Callable, Dict, List, Sequence
 
 import h5py
@@ -65,6 +68,16 @@ def assert_float32_close(actual, expected, ulps: float = 8, err_msg: str = "") -
     float32 arithmetic. Not for a path against itself (that is bit for bit) or a lower precision."""
     actual, expected = (np.asarray(x.detach().cpu() if isinstance(x, torch.Tensor) else x) for x in (actual, expected))
     np.testing.assert_allclose(actual, expected, rtol=0, atol=float32_tolerance(expected, ulps), err_msg=err_msg)
+
+
+def project_script(name: str) -> ModuleType:
+    """A module of the project's ``scripts/`` folder, loaded from its file (the folder is no package)."""
+    path = REPO / "project" / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"project_scripts_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
 
 
 def checkout_pythonpath() -> str:

@@ -4,7 +4,6 @@ NERs, compare), plus installing the packaged pipeline with pip, offline."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -13,7 +12,6 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import spacy
@@ -21,22 +19,13 @@ import srsly
 from thinc.api import Config
 from typer.testing import CliRunner
 
-from conftest import checkout_pythonpath
+from conftest import checkout_pythonpath, project_script
 
 REPO = Path(__file__).resolve().parents[1]
 PROJECT = REPO / "project"
 
 
-def _project_script(name: str) -> ModuleType:
-    """A module of the project's scripts/ folder, loaded from its file (the folder is no package)."""
-    spec = importlib.util.spec_from_file_location(f"project_scripts_{name}", PROJECT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-compare = _project_script("compare")
+compare = project_script("compare")
 SystemMetrics, SystemRuns, read_system = compare.SystemMetrics, compare.SystemRuns, compare.read_system
 comparison_table, seeds_table = compare.comparison_table, compare.seeds_table
 comparison_figure, plot_comparison = compare.comparison_figure, compare.plot_comparison

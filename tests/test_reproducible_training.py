@@ -6,7 +6,6 @@ weights and scores (CPU)."""
 
 import json
 import os
-import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ import torch
 from spacy.tokens import DocBin
 from spacy.training.converters import conllu_to_docs
 
-from conftest import checkout_pythonpath, gpu_id
+from conftest import checkout_pythonpath, gpu_id, project_script
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "project" / "demo_data"
@@ -34,8 +33,7 @@ def corpora(tmp_path_factory) -> Path:
     for split in ("train", "dev"):
         docs = conllu_to_docs((DEMO / "ud-english-ewt" / f"{split}.conllu").read_text(encoding="utf-8"), n_sents=1)
         DocBin(docs=list(docs)).to_disk(directory / "tagger" / f"{split}.spacy")
-    script = runpy.run_path(str(REPO / "project" / "scripts" / "conll_ner_to_spacy.py"))
-    script["main"](directory / "ner", [DEMO / "wnut17" / "train.conll", DEMO / "wnut17" / "dev.conll"], n_sents=1)
+    project_script("conll_ner_to_spacy").main(directory / "ner", [DEMO / "wnut17" / "train.conll", DEMO / "wnut17" / "dev.conll"], n_sents=1)
     return directory
 
 
