@@ -301,7 +301,8 @@ def test_two_process_gloo_equals_one_process_with_both_shards(tmp_path):
         str(config_file),
         str(tmp_path / "ddp"),
     ]
-    subprocess.run(cmd, cwd=REPO, env=env, check=True, timeout=300, capture_output=True)
+    run = subprocess.run(cmd, cwd=REPO, env=env, timeout=300, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-3000:]  # torchrun's report names the failing rank
 
     single = Trainer(tiny_settings(**overrides), tmp_path / "single", show_progress=False)
     settings = parse_settings(tiny_config(**overrides))
@@ -507,7 +508,8 @@ def test_two_process_gloo_sparse_rows_equal_dense(tmp_path):
             "--standalone", "-m", "spacy_elmo", "pretrain",
             str(config_file), str(tmp_path / mode),
         ]  # fmt: skip
-        subprocess.run(cmd, cwd=REPO, env=env, check=True, timeout=300, capture_output=True)
+        run = subprocess.run(cmd, cwd=REPO, env=env, timeout=300, capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr[-3000:]  # torchrun's report names the failing rank
         results[mode] = _weights(tmp_path / mode)
     for name, dense in results["false"].items():
         np.testing.assert_allclose(results["true"][name].numpy(), dense.numpy(), atol=2e-5, err_msg=name)
