@@ -56,6 +56,10 @@ def test_the_bundled_model_adapts_to_tweets_and_loads_in_the_pipe(tmp_path):
     assert FEW_STEPS.dropout != pretraining_dropout
     assert load_config(out / "config.cfg")["objective"]["dropout"] == FEW_STEPS.dropout
     assert load_config(out / "adapt" / "softmax-fit" / "config.cfg")["objective"]["dropout"] == pretraining_dropout
+    # the bundled vocabulary is small enough for a full softmax, in both steps
+    assert (out / "vocab.txt").read_text(encoding="utf-8").count("\n") <= FEW_STEPS.full_softmax_max_words
+    for run in (out, out / "adapt" / "softmax-fit"):
+        assert load_config(run / "config.cfg")["objective"]["softmax"] == "full"
     for name in ("options.json", "model.safetensors", "softmax.safetensors", "vocab.txt"):
         assert (out / name).is_file(), name
     nlp = spacy.blank("en")
@@ -181,10 +185,15 @@ def test_a_released_model_without_vocabulary_gets_one_from_the_text(tmp_path):
     (released / "options.json").write_bytes((ELMO_FIXTURE / "options.json").read_bytes())
     (released / "weights.hdf5").write_bytes((ELMO_FIXTURE / "lm_weights.hdf5").read_bytes())
     lines = []
-    result = adapt(str(released), [TWEETS], tmp_path / "out", FEW_STEPS, echo=lines.append)
+    # a vocabulary over the full softmax's limit: both steps sample (the released models' case)
+    settings = dataclasses.replace(FEW_STEPS, full_softmax_max_words=1000, n_negative_samples=64)
+    result = adapt(str(released), [TWEETS], tmp_path / "out", settings, echo=lines.append)
     assert result.softmax_fitted and any("has no vocabulary" in line for line in lines)
     words = (tmp_path / "out" / "vocab.txt").read_text(encoding="utf-8").split("\n")
     assert words[:3] == ["<S>", "</S>", "<UNK>"] and "@paulwalk" not in words[:3] and len(words) > 1000
+    for run in (tmp_path / "out", tmp_path / "out" / "adapt" / "softmax-fit"):
+        objective = load_config(run / "config.cfg")["objective"]
+        assert (objective["softmax"], objective["n_negative_samples"]) == ("sampled", 64)
     assert (tmp_path / "out" / "model.safetensors").is_file()
 
 
