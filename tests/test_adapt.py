@@ -45,7 +45,8 @@ def test_the_bundled_model_adapts_to_tweets_and_loads_in_the_pipe(tmp_path):
     """The whole route on the bundled model: a softmax fitted first (it ships none), then the
     biLM, the output loaded by the pipe; the summary says what happened."""
     out = tmp_path / "adapted"
-    result = adapt(None, [TWEETS, LABELLED], out, FEW_STEPS, echo=lambda line: None)
+    lines = []
+    result = adapt(None, [TWEETS, LABELLED], out, FEW_STEPS, echo=lines.append)
     # the plain text split on whitespace (--tokenized), the JSONL's texts by spaCy's tokenizer
     assert result.softmax_fitted and result.train_tokens + result.heldout_tokens > 7631 + 1660
     assert result.ppl_before > 0 and result.ppl_after > 0 and result.best_step is not None
@@ -60,6 +61,8 @@ def test_the_bundled_model_adapts_to_tweets_and_loads_in_the_pipe(tmp_path):
     assert (out / "vocab.txt").read_text(encoding="utf-8").count("\n") <= FEW_STEPS.full_softmax_max_words
     for run in (out, out / "adapt" / "softmax-fit"):
         assert load_config(run / "config.cfg")["objective"]["softmax"] == "full"
+    words = len((out / "vocab.txt").read_text(encoding="utf-8").splitlines())
+    assert sum(f"full softmax over {words:,} words" in line for line in lines) == 2  # both steps say so
     for name in ("options.json", "model.safetensors", "softmax.safetensors", "vocab.txt"):
         assert (out / name).is_file(), name
     nlp = spacy.blank("en")

@@ -148,7 +148,7 @@ def adapt(
     base = _overrides(weights, train_file, heldout_file, vocab_file, settings)
     with torch_threads(command_threads(settings.threads)):
         before, start_from = _perplexity_before(weights, has_softmax, base, work, heldout_file, settings, resume, echo)
-        echo(f"Adapting the whole biLM in {output_dir}")
+        echo(f"Adapting the whole biLM in {output_dir} ({_softmax_words(base)})")
         whole = {
             **base, "paths.init_bilm": str(start_from), "optimizer.schedule": "linear", "objective.dropout": settings.dropout
         }  # fmt: skip
@@ -224,7 +224,7 @@ def _perplexity_before(
         echo(f"Held-out perplexity of {weights.directory} with its softmax: {before:.2f}")
         return before, weights.directory
     fit_dir = work / SOFTMAX_FIT_DIR
-    echo(f"Fitting a softmax to {weights.directory} (the biLM frozen) in {fit_dir}")
+    echo(f"Fitting a {_softmax_words(base)} to {weights.directory} (the biLM frozen) in {fit_dir}")
     fit = {
         **base,
         "initialize.softmax_only_steps": settings.softmax_max_steps,
@@ -364,6 +364,12 @@ def _overrides(weights, train_file: Path, heldout_file: Path, vocab_file: Path, 
         "training.checkpoint_every": settings.eval_every,
         "training.log_every": min(settings.eval_every, 25),
     }
+
+
+def _softmax_words(overrides: Dict[str, Any]) -> str:
+    """What the steps train, for the progress lines: "full softmax over 33,280 words"."""
+    words = len(Vocab.load(Path(overrides["paths.vocab"])))
+    return f"{overrides['objective.softmax']} softmax over {words:,} words"
 
 
 def _run(overrides: Dict[str, Any], output_dir: Path, resume: bool) -> None:
