@@ -82,7 +82,9 @@ class AdaptSettings:
     #: Both steps train a full softmax over vocabularies up to this size (the bundled model's,
     #: a text's own), a sampled one (``n_negative_samples``) over larger ones (the released
     #: models'): on a small text the full softmax's exact gradient reached a lower held-out
-    #: perplexity in fewer updates (the manual's "Adapting the biLM to your text").
+    #: perplexity in fewer updates (the manual's "Adapting the biLM to your text"). Resolved
+    #: here, not by pretraining's ``softmax = "auto"`` (whose limit is set for pretraining), so
+    #: that each step's config.cfg records the softmax it trained.
     full_softmax_max_words: int = 50_000
     n_negative_samples: int = 4096
     seed: int = 0
@@ -145,10 +147,12 @@ def adapt(
     settings = step_caps(settings, counts[0])
     has_softmax = (weights.directory / SOFTMAX_NAME).is_file() and (weights.directory / VOCAB_NAME).is_file()
     vocab_file = _vocabulary(weights, work, train_file, settings, echo)
-    base = _overrides(weights, train_file, heldout_file, vocab_file, settings)
+    words = len(Vocab.load(vocab_file))
+    base = _overrides(weights, train_file, heldout_file, vocab_file, words, settings)
+    softmax = f"{base['objective.softmax']} softmax over {words:,} words"  # for the progress lines
     with torch_threads(command_threads(settings.threads)):
-        before, start_from = _perplexity_before(weights, has_softmax, base, work, heldout_file, settings, resume, echo)
-        echo(f"Adapting the whole biLM in {output_dir} ({_softmax_words(base)})")
+        before, start_from = _perplexity_before(weights, has_softmax, base, softmax, work, heldout_file, settings, resume, echo)
+        echo(f"Adapting the whole biLM in {output_dir} ({softmax})")
         whole = {
             **base, "paths.init_bilm": str(start_from), "optimizer.schedule": "linear", "objective.dropout": settings.dropout
         }  # fmt: skip
@@ -214,7 +218,7 @@ def _vocabulary(weights, work: Path, train_file: Path, settings: AdaptSettings, 
 
 
 def _perplexity_before(
-    weights, has_softmax: bool, base: Dict[str, Any], work: Path, heldout_file: Path,
+    weights, has_softmax: bool, base: Dict[str, Any], softmax: str, work: Path, heldout_file: Path,
     settings: AdaptSettings, resume: bool, echo: Callable[[str], None],
 ) -> Tuple[float, Path]:
     """The source biLM's held-out perplexity (with its own softmax, or one fitted now with the
@@ -224,7 +228,7 @@ def _perplexity_before(
         echo(f"Held-out perplexity of {weights.directory} with its softmax: {before:.2f}")
         return before, weights.directory
     fit_dir = work / SOFTMAX_FIT_DIR
-    echo(f"Fitting a {_softmax_words(base)} to {weights.directory} (the biLM frozen) in {fit_dir}")
+    echo(f"Fitting a {softmax} to {weights.directory} (the biLM frozen) in {fit_dir}")
     fit = {
         **base,
         "initialize.softmax_only_steps": settings.softmax_max_steps,
@@ -336,12 +340,13 @@ def _corpus_settings(settings: AdaptSettings, tokenized: Optional[bool] = None) 
     )
 
 
-def _overrides(weights, train_file: Path, heldout_file: Path, vocab_file: Path, settings: AdaptSettings) -> Dict[str, Any]:
+def _overrides(
+    weights, train_file: Path, heldout_file: Path, vocab_file: Path, words: int, settings: AdaptSettings
+) -> Dict[str, Any]:
     """The pretraining config of an adaptation step: the source's shape, the split text (already
     tokenized), the recipe of ``settings``."""
     from ..options import BiLMOptions
 
-    full_softmax = len(Vocab.load(vocab_file)) <= settings.full_softmax_max_words
     return {
         **model_overrides(BiLMOptions.from_file(weights.options_file)),
         "paths.train": str(train_file),
@@ -353,7 +358,7 @@ def _overrides(weights, train_file: Path, heldout_file: Path, vocab_file: Path, 
         "corpus.tokenized": True,
         "corpus.lang": settings.lang,
         "corpus.on_decode_error": "raise",
-        "objective.softmax": "full" if full_softmax else "sampled",
+        "objective.softmax": "full" if words <= settings.full_softmax_max_words else "sampled",
         "objective.n_negative_samples": settings.n_negative_samples,
         "optimizer.learning_rate": settings.learning_rate,
         "optimizer.warmup_steps": settings.warmup_steps,
@@ -364,12 +369,6 @@ def _overrides(weights, train_file: Path, heldout_file: Path, vocab_file: Path, 
         "training.checkpoint_every": settings.eval_every,
         "training.log_every": min(settings.eval_every, 25),
     }
-
-
-def _softmax_words(overrides: Dict[str, Any]) -> str:
-    """What the steps train, for the progress lines: "full softmax over 33,280 words"."""
-    words = len(Vocab.load(Path(overrides["paths.vocab"])))
-    return f"{overrides['objective.softmax']} softmax over {words:,} words"
 
 
 def _run(overrides: Dict[str, Any], output_dir: Path, resume: bool) -> None:
