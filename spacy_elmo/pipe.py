@@ -33,6 +33,7 @@ from .layers.bilm_model import (
     configured_source,
     ensure_bilm,
     load_weights,
+    naming_pipe,
     torch_device,
 )
 from .layers.doc_layers import LayerCache, doc_layers, split_sequences
@@ -176,19 +177,15 @@ class Elmo(TrainablePipe):
 
     def ensure_loaded(self) -> BiLMRunner:
         """The runner, the configured weights read first (errors naming the pipe) if it has none."""
-        try:
+        with naming_pipe(self.name):
             return ensure_bilm(self.model)
-        except (FileNotFoundError, ValueError) as err:
-            raise type(err)(f"elmo pipe '{self.name}': {err}") from None
 
     runner = property(ensure_loaded, doc="What runs the biLM (``nn/runner.py``), as ``ensure_loaded``.")
 
     def weight_source(self) -> WeightSource:
         """The files the model block names, resolved, not read; errors name the pipe."""
-        try:
+        with naming_pipe(self.name):
             return configured_source(self.model)
-        except (FileNotFoundError, ValueError) as err:
-            raise type(err)(f"elmo pipe '{self.name}': {err}") from None
 
     def initialize(
         self,
@@ -205,10 +202,8 @@ class Elmo(TrainablePipe):
         if nlp is not None:
             self._check_no_tensor_reader_after(nlp)
         if weights is not None:
-            try:
+            with naming_pipe(self.name):
                 load_weights(self.model, weights())
-            except (FileNotFoundError, ValueError) as err:
-                raise type(err)(f"elmo pipe '{self.name}': {err}") from None
         self.ensure_loaded()
         self.layer_weights()
 

@@ -58,6 +58,7 @@ def adapt_command(
     python -m spacy_elmo config --weights OUTPUT_DIR.
     """
     from ..pretrain.adapt import adapt
+    from ..pretrain.summary import format_duration
     from ..pretrain.trainer import TrainingInterrupted
 
     settings = AdaptSettings(
@@ -83,10 +84,9 @@ def adapt_command(
         raise typer.Exit(130) from None  # the shell's code for a Ctrl-C'd command
     except (ValueError, FileNotFoundError, FileExistsError) as err:  # names the file or option
         fail(str(err))
-    minutes, seconds = divmod(round(result.seconds), 60)
     typer.echo(
         f"Held-out perplexity: {result.ppl_before:.2f} before, {result.ppl_after:.2f} after "
-        f"({result.change:+.1%}), {result.steps} updates, {minutes} min {seconds:02d} s"
+        f"({result.change:+.1%}), {result.steps} updates, {format_duration(result.seconds)}"
     )
     if result.ppl_after >= result.ppl_before:
         typer.echo(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -66,11 +67,11 @@ def pretrain_command(
     from ..distributed import env_rank
     from ..pretrain.config import load_config
     from ..pretrain.resume import resume_command, resumed_config
-    from ..pretrain.summary import RunClock, run_summary
+    from ..pretrain.summary import run_summary
     from ..pretrain.trainer import TrainingInterrupted, pretrain
 
     speak = env_rank() == 0
-    clock = RunClock()
+    started = time.perf_counter()
     try:
         overrides = config_overrides(ctx.args)
         if threads is not None:
@@ -91,7 +92,7 @@ def pretrain_command(
     except (ValueError, FileNotFoundError, FileExistsError) as err:  # names the key or file
         fail(str(err))
     if speak:
-        typer.echo(run_summary(out, clock.elapsed()))
+        typer.echo(run_summary(out, time.perf_counter() - started))
 
 
 def init_config_command(

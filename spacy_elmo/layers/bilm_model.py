@@ -7,8 +7,9 @@ effect.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -95,6 +96,15 @@ def get_runner(model: Model) -> Optional[BiLMRunner]:
     """The runner inside an ``ElmoModel``, or None before its weights are there."""
     runner = _shim(model).runner
     return runner if runner.bilm is not None else None
+
+
+@contextmanager
+def naming_pipe(name: str) -> Iterator[None]:
+    """Errors reading a pipe's weights, prefixed with the pipe's name (a pipeline has several)."""
+    try:
+        yield
+    except (FileNotFoundError, ValueError) as err:
+        raise type(err)(f"elmo pipe '{name}': {err}") from None
 
 
 def configured_source(model: Model) -> WeightSource:

@@ -13,7 +13,7 @@ from thinc.api import Model, deserialize_attr, serialize_attr
 from thinc.types import Floats2d, Floats3d
 
 from ..doc_output import decode_elmo_output
-from .bilm_model import ensure_bilm
+from .bilm_model import ensure_bilm, naming_pipe
 
 UPSTREAM = "elmo_upstream"
 STATE = "elmo_listener_state"
@@ -129,10 +129,8 @@ def _listener_init(model: Model, X=None, Y=None) -> Model:
     if not head.has_dim("nL"):
         # The pipe's biLM has no weights yet (spacy train does not initialize a frozen pipe):
         # its model's init reads them, as the pipe's first use would.
-        try:
+        with naming_pipe(state.upstream_pipe):
             bilm = ensure_bilm(state.upstream).bilm
-        except (FileNotFoundError, ValueError) as err:
-            raise type(err)(f"elmo pipe '{state.upstream_pipe}': {err}") from None
         set_layer_dims(model, bilm.n_output_layers, bilm.output_dim)
     head.initialize(X=(X, None) if X is not None else None)
     state.init_batch = batch_id(X) if X is not None else None

@@ -9,21 +9,10 @@ from __future__ import annotations
 
 import json
 import shlex
-import time
 from pathlib import Path
 from typing import Dict, Optional
 
 from .metrics import read_metrics
-
-
-class RunClock:
-    """Wall time since this command started."""
-
-    def __init__(self) -> None:
-        self.start = time.perf_counter()
-
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.start
 
 
 def format_duration(seconds: float) -> str:
