@@ -884,3 +884,14 @@ def test_init_config_prints_the_command_that_trains_it(tmp_path, monkeypatch):
     trained = CliRunner().invoke(app, ["pretrain", *args])
     assert trained.exit_code == 0, trained.output
     assert "Pretraining done: 2 steps" in trained.output and (tmp_path / "out" / "model.safetensors").is_file()
+
+
+def test_a_corpus_unk_is_the_unknown_class_of_a_vocabulary_built_from_it():
+    """WikiText writes the words it replaced as <unk>: as a word of its own, the softmax would
+    learn it and leave <UNK>, where every other text's rare words fall, with no probability."""
+    wikitext_line = "the <unk> of the <unk> river was <unk> ."
+    vocab = Vocab.from_counts(Counter(wikitext_line.split()), 100)
+    assert "<unk>" not in vocab.words
+    ids = vocab.encode(["the", "<unk>", "Tarkovsky"])
+    assert ids[2] == ids[3] == vocab.unk
+    assert ids[1] == vocab.index["the"] != vocab.unk

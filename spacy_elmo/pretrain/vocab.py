@@ -14,6 +14,10 @@ from ..chars import BOS_TOKEN, EOS_TOKEN
 
 UNK_TOKEN = "<UNK>"
 SPECIAL_TOKENS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
+#: How WikiText and the Penn Treebank write a word they replaced: kept out of a vocabulary built
+#: from text, so that it is read as <UNK> and the softmax learns the unknown class that every
+#: other text's rare words fall into (a word of its own, it leaves <UNK> with no probability).
+CORPUS_UNKNOWN = "<unk>"
 
 
 class VocabError(ValueError):
@@ -51,11 +55,12 @@ class Vocab:
     @classmethod
     def from_counts(cls, counts: Counter, max_size: int, min_count: int = 1) -> "Vocab":
         """The ``max_size`` most frequent words seen at least ``min_count`` times (specials
-        included in ``max_size``). Ties are broken alphabetically so the result is deterministic."""
+        included in ``max_size``; a corpus's ``<unk>`` is ``<UNK>``). Ties are broken
+        alphabetically so the result is deterministic."""
         if max_size <= len(SPECIAL_TOKENS):
             raise VocabError(f"vocab size must be > {len(SPECIAL_TOKENS)}, got {max_size}")
         ranked = sorted(
-            (w for w, c in counts.items() if c >= min_count and w not in SPECIAL_TOKENS),
+            (w for w, c in counts.items() if c >= min_count and w not in (*SPECIAL_TOKENS, CORPUS_UNKNOWN)),
             key=lambda w: (-counts[w], w),
         )
         return cls([*SPECIAL_TOKENS, *ranked[: max_size - len(SPECIAL_TOKENS)]])
