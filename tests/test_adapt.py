@@ -162,6 +162,20 @@ def test_bad_jsonl_and_missing_files_are_refused(tmp_path):
     assert result.exit_code == 1 and "SOURCE" in result.output
 
 
+def test_an_elmoformanylangs_model_is_refused_before_any_work_by_adapt_and_pretrain(tmp_path):
+    """Its tokens go through its own lexicons; pretraining feeds bytes. Without the check the
+    error blamed its config.json ("missing section 'char_cnn'") after the text was split."""
+    manylangs = FIXTURES / "manylangs_tiny"
+    result = runner.invoke(app, ["adapt", str(manylangs), str(TWEETS), str(tmp_path / "out")])
+    assert result.exit_code == 1
+    assert f"SOURCE {manylangs}: an ELMoForManyLangs model" in result.output
+    assert "pretrain one on your language's text" in result.output
+    assert not (tmp_path / "out").exists()
+    overrides = {"paths.train": str(WIKITEXT / "train.txt"), **TINY_BILM, "paths.init_bilm": str(manylangs)}
+    with pytest.raises(ValueError, match="initialize.bilm .*an ELMoForManyLangs model"):
+        pretrain(load_config(None, overrides), tmp_path / "pretrained", show_progress=False)
+
+
 @pytest.mark.parametrize(
     "option, value", [("--dropout", "1.5"), ("--holdout", "0.9"), ("--learning-rate", "-0.1"), ("--eval-every", "0")]
 )

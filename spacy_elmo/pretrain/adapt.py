@@ -23,6 +23,7 @@ from tqdm import tqdm
 
 from ..nn.threads import command_threads, torch_threads
 from ..sources import resolve_weight_source
+from .build import trainable
 from .checkpoint import checkpoint_path
 from .config import load_config, model_overrides
 from .corpus import SPACY_SUFFIXES, CorpusError, CorpusSettings, SequenceReader, count_words
@@ -135,7 +136,7 @@ def adapt(
     started = time.perf_counter()
     output_dir = Path(output_dir)
     work = output_dir / ADAPT_DIR
-    weights = resolve_weight_source(source, what="SOURCE")
+    weights = trainable(resolve_weight_source(source, what="SOURCE"), "SOURCE")
     if not resume and checkpoint_path(output_dir).exists():
         raise FileExistsError(
             f"{output_dir} already holds an adapted biLM: pass --resume to continue its run, or "

@@ -14,6 +14,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
 from ..distributed import DistributedContext
+from ..formats.manylangs import NAME as MANYLANGS
 from ..nn.bilm import BiLM
 from ..nn.lstm import fuse_cells
 from ..nn.softmax import LMSoftmax
@@ -142,8 +143,23 @@ def init_weight_source(s: PretrainSettings) -> WeightSource:
     """The files of ``[initialize] bilm`` (a model directory, the name of a downloaded model,
     or an options.json with ``weight_file``)."""
     if s.initialize.weight_file is None:
-        return resolve_weight_source(s.initialize.bilm, what="initialize.bilm")
-    return resolve_weight_source(options_file=s.initialize.bilm, weight_file=s.initialize.weight_file)
+        weights = resolve_weight_source(s.initialize.bilm, what="initialize.bilm")
+    else:
+        weights = resolve_weight_source(options_file=s.initialize.bilm, weight_file=s.initialize.weight_file)
+    return trainable(weights, "initialize.bilm")
+
+
+def trainable(weights: WeightSource, what: str) -> WeightSource:
+    """``weights`` if pretraining can continue them. An ELMoForManyLangs model encodes tokens
+    through its own word and character lexicons, and pretraining feeds UTF-8 bytes."""
+    if weights.format == MANYLANGS:
+        raise ValueError(
+            f"{what} {weights.directory}: an ELMoForManyLangs model, whose tokens go through its own "
+            "word and character lexicons; pretraining and adapt feed UTF-8 bytes and cannot continue "
+            "it. Start from a bilm-tf format model or a pretraining output (python -m spacy_elmo "
+            "list), or pretrain one on your language's text (python -m spacy_elmo pretrain)"
+        )
+    return weights
 
 
 def wrap_distributed(model: BiLMLanguageModel, ctx: DistributedContext, sparse_updates: bool) -> torch.nn.Module:
