@@ -176,6 +176,26 @@ def test_an_elmoformanylangs_model_is_refused_before_any_work_by_adapt_and_pretr
         pretrain(load_config(None, overrides), tmp_path / "pretrained", show_progress=False)
 
 
+def test_a_folder_stands_for_its_text_spacy_and_jsonl_files_in_sorted_order(tmp_path):
+    """A pile of in-domain text is a folder: its files (nested ones too) are read as if each was
+    named, in sorted order; other files are left out; an empty folder is refused, named."""
+    pile = tmp_path / "pile"
+    (pile / "b").mkdir(parents=True)
+    lines = TWEETS.read_text(encoding="utf-8").splitlines()
+    (pile / "a.txt").write_text("\n".join(lines[: len(lines) // 2]) + "\n", encoding="utf-8")
+    (pile / "b" / "c.txt").write_text("\n".join(lines[len(lines) // 2 :]) + "\n", encoding="utf-8")
+    (pile / "b" / "labelled.jsonl").write_text(LABELLED.read_text(encoding="utf-8"), encoding="utf-8")
+    (pile / "notes.md").write_text("not read\n", encoding="utf-8")
+    named = [pile / "a.txt", pile / "b" / "c.txt", pile / "b" / "labelled.jsonl"]
+    settings = AdaptSettings(tokenized=True)
+    assert split_text([pile], tmp_path / "t1", tmp_path / "h1", settings) == split_text(named, tmp_path / "t2", tmp_path / "h2", settings)
+    assert (tmp_path / "t1").read_text() == (tmp_path / "t2").read_text() and (tmp_path / "t1").read_text()
+    assert "not read" not in (tmp_path / "t1").read_text() + (tmp_path / "h1").read_text()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CorpusError, match=r"empty: the directory holds no \.txt"):
+        split_text([tmp_path / "empty"], tmp_path / "t3", tmp_path / "h3", settings)
+
+
 @pytest.mark.parametrize(
     "option, value", [("--dropout", "1.5"), ("--holdout", "0.9"), ("--learning-rate", "-0.1"), ("--eval-every", "0")]
 )

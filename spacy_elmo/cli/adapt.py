@@ -21,8 +21,8 @@ def adapt_command(
     ),
     texts: List[Path] = typer.Argument(
         ...,
-        help="Your text: plain text files (one sentence or paragraph a line), .spacy files, or JSONL "
-        'of labelled texts ({"text": ..., "label"/"cats": ...}; the labels are not used)',
+        help="Your text: plain text files (one sentence or paragraph a line), .spacy files, JSONL "
+        'of labelled texts ({"text": ..., "label"/"cats": ...}; the labels are not used), or folders of them',
         show_default=False,
     ),
     output_dir: Path = typer.Argument(..., help="Where the adapted biLM goes (a new directory)"),

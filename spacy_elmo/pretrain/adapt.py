@@ -26,7 +26,7 @@ from ..sources import resolve_weight_source
 from .build import trainable
 from .checkpoint import checkpoint_path
 from .config import load_config, model_overrides
-from .corpus import SPACY_SUFFIXES, CorpusError, CorpusSettings, SequenceReader, count_words
+from .corpus import SPACY_SUFFIXES, TEXT_SUFFIXES, CorpusError, CorpusSettings, SequenceReader, count_words
 from .early_stopping import EarlyStopping
 from .evaluate import EvalResult, held_out_nll, load_language_model
 from .metrics import read_metrics
@@ -291,9 +291,7 @@ def held_out_perplexity(model_dir: Path, heldout_file: Path, settings: AdaptSett
 
 def _sequences(texts: Sequence[Path], settings: AdaptSettings) -> Iterator[List[str]]:
     """Token sequences of every file: .jsonl through its texts, the others as pretraining reads."""
-    for path in map(Path, texts):
-        if not path.is_file():
-            raise CorpusError(f"{path}: no such file (give text, .spacy or .jsonl files)")
+    for path in _files(texts):
         if path.suffix == JSONL_SUFFIX:
             reader = SequenceReader([], _corpus_settings(settings, tokenized=False))
             for text in _jsonl_texts(path):
@@ -309,6 +307,21 @@ def _sequences(texts: Sequence[Path], settings: AdaptSettings) -> Iterator[List[
                 f"{err}. Give UTF-8 text: convert the file first, e.g. iconv -f latin1 -t utf-8 "
                 f"{path} > {path.stem}.utf8{path.suffix}"
             ) from None
+
+
+def _files(texts: Sequence[Path]) -> Iterator[Path]:
+    """The files given, a directory standing for its text, .spacy and .jsonl files (sorted)."""
+    suffixes = (*TEXT_SUFFIXES, *SPACY_SUFFIXES, JSONL_SUFFIX)
+    for path in map(Path, texts):
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in suffixes)
+            if not found:
+                raise CorpusError(f"{path}: the directory holds no {', '.join(suffixes)} files")
+            yield from found
+        elif not path.is_file():
+            raise CorpusError(f"{path}: no such file or directory (give text, .spacy or .jsonl files, or folders of them)")
+        else:
+            yield path
 
 
 def _jsonl_texts(path: Path) -> Iterator[str]:
