@@ -26,7 +26,15 @@ from ..sources import resolve_weight_source
 from .build import trainable
 from .checkpoint import checkpoint_path
 from .config import load_config, model_overrides
-from .corpus import SPACY_SUFFIXES, TEXT_SUFFIXES, CorpusError, CorpusSettings, SequenceReader, count_words
+from .corpus import (
+    SPACY_SUFFIXES,
+    TEXT_SUFFIXES,
+    CorpusError,
+    CorpusSettings,
+    SequenceReader,
+    count_words,
+    resolve_files,
+)
 from .early_stopping import EarlyStopping
 from .evaluate import EvalResult, held_out_nll, load_language_model
 from .metrics import read_metrics
@@ -311,17 +319,10 @@ def _sequences(texts: Sequence[Path], settings: AdaptSettings) -> Iterator[List[
 
 def _files(texts: Sequence[Path]) -> Iterator[Path]:
     """The files given, a directory standing for its text, .spacy and .jsonl files (sorted)."""
-    suffixes = (*TEXT_SUFFIXES, *SPACY_SUFFIXES, JSONL_SUFFIX)
     for path in map(Path, texts):
-        if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in suffixes)
-            if not found:
-                raise CorpusError(f"{path}: the directory holds no {', '.join(suffixes)} files")
-            yield from found
-        elif not path.is_file():
+        if not path.exists():  # not a glob pattern here: the shell has expanded those
             raise CorpusError(f"{path}: no such file or directory (give text, .spacy or .jsonl files, or folders of them)")
-        else:
-            yield path
+        yield from resolve_files(path, (*TEXT_SUFFIXES, *SPACY_SUFFIXES, JSONL_SUFFIX))
 
 
 def _jsonl_texts(path: Path) -> Iterator[str]:

@@ -53,17 +53,15 @@ class CorpusStats:
     skipped_examples: List[str] = field(default_factory=list)
 
 
-def resolve_files(spec: str | Path) -> List[Path]:
-    """A file, a directory (its text and .spacy files, sorted) or a glob pattern."""
+def resolve_files(spec: str | Path, suffixes: Sequence[str] = TEXT_SUFFIXES + SPACY_SUFFIXES) -> List[Path]:
+    """A file, a directory (its files with ``suffixes``, nested ones too, sorted) or a glob pattern."""
     path = Path(spec)
     if path.is_file():
         return [path]
     if path.is_dir():
-        files = sorted(
-            p for p in path.rglob("*") if p.is_file() and p.suffix in TEXT_SUFFIXES + SPACY_SUFFIXES
-        )
+        files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in suffixes)
         if not files:
-            raise CorpusError(f"{path}: directory holds no {TEXT_SUFFIXES + SPACY_SUFFIXES} files")
+            raise CorpusError(f"{path}: the directory holds no {', '.join(suffixes)} files")
         return files
     files = sorted(Path(p) for p in glob.glob(str(spec)) if Path(p).is_file())
     if not files:

@@ -18,6 +18,7 @@ SPECIAL_TOKENS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
 #: from text, so that it is read as <UNK> and the softmax learns the unknown class that every
 #: other text's rare words fall into (a word of its own, it leaves <UNK> with no probability).
 CORPUS_UNKNOWN = "<unk>"
+_NOT_WORDS = frozenset((*SPECIAL_TOKENS, CORPUS_UNKNOWN))
 
 
 class VocabError(ValueError):
@@ -60,7 +61,7 @@ class Vocab:
         if max_size <= len(SPECIAL_TOKENS):
             raise VocabError(f"vocab size must be > {len(SPECIAL_TOKENS)}, got {max_size}")
         ranked = sorted(
-            (w for w, c in counts.items() if c >= min_count and w not in (*SPECIAL_TOKENS, CORPUS_UNKNOWN)),
+            (w for w, c in counts.items() if c >= min_count and w not in _NOT_WORDS),
             key=lambda w: (-counts[w], w),
         )
         return cls([*SPECIAL_TOKENS, *ranked[: max_size - len(SPECIAL_TOKENS)]])
