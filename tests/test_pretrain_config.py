@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from spacy_elmo.pretrain import load_config
-from spacy_elmo.pretrain.config import ConfigError, default_config, parse_settings
+from spacy_elmo.pretrain.config import ConfigError, parse_settings
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -20,7 +20,7 @@ def _settings(**overrides):
 def test_the_default_config_parses_to_its_own_values():
     settings = _settings()
     config = load_config(None, {"paths.train": "train.txt"})
-    for section, values in config.items():
+    for section, values in config.interpolate().items():
         if section == "paths":
             continue
         parsed = getattr(settings, section)
@@ -98,10 +98,22 @@ def test_the_project_pretraining_config_parses():
     assert settings.objective.softmax == "sampled" and settings.vocab.size == 40000
 
 
-def test_overrides_must_name_an_existing_section():
-    with pytest.raises(ConfigError, match="override 'trainig.max_steps'"):
+def test_an_override_reaches_the_keys_that_refer_to_it_and_a_run_keeps_the_reference():
+    """confection sets overrides before it resolves ``${...}``: ``paths.train`` reaches
+    ``corpus.train``, and the config a run writes keeps ``corpus.train = ${paths.train}``."""
+    config = load_config(None, {"paths.train": "train.txt"})
+    assert config["corpus"]["train"] == "${paths.train}"
+    assert parse_settings(config).corpus.train == "train.txt"
+    assert parse_settings(config).written_config()["corpus"]["train"] == "${paths.train}"
+
+
+def test_overrides_must_name_an_existing_section_and_key():
+    """A section the config lacks is refused by confection, a key by the section's schema."""
+    with pytest.raises(ConfigError, match=r"^override 'trainig.max_steps' does not name a key of a section of the "
+                       r"default config \(its sections: paths, system, model, corpus, vocab, objective, optimizer, "):
         load_config(None, {"trainig.max_steps": 3})
-    assert "threads" in default_config()["system"]
+    with pytest.raises(ConfigError, match=r"^\[training\] max_stepz: not a key of \[training\] \(its keys: "):
+        parse_settings(load_config(None, {"paths.train": "x.txt", "training.max_stepz": 3}))
 
 
 def test_init_config_recipes_are_the_default_config_with_their_settings(tmp_path):

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Dict, List, Literal, Optional, Union
 
-from confection import Config
+from confection import Config, ConfigValidationError
 from pydantic import (
     BeforeValidator,
     Field,
@@ -199,43 +199,51 @@ class PretrainSettings(Section):
         return self._config
 
     def written_config(self) -> Config:
-        """What a run writes as its config.cfg: the config as parsed, with the thread count it
+        """What a run writes as its config.cfg: the config as given, its ``${...}`` references
+        kept (a resume's ``--paths.dev`` then reaches ``corpus.dev``), with the thread count it
         runs with (a config written before ``[system] threads`` existed gets the default)."""
         config = copy.deepcopy(self._config)
         config.setdefault("system", {})["threads"] = self.system.threads
         return config
 
 
-def default_config() -> Config:
-    """The default config, not yet interpolated (``${paths.train}`` still a reference)."""
-    return Config().from_str(DEFAULT_CONFIG, interpolate=False)
-
-
 def load_config(
     path: Optional[Union[str, Path]] = None, overrides: Optional[Dict[str, Any]] = None
 ) -> Config:
-    """Read a config file (or the default), apply ``{"section.key": value}`` overrides and
-    interpolate ``${...}`` references."""
+    """Read a config file (or the default) with ``{"section.key": value}`` overrides, as
+    ``spacy train`` reads its config: its ``${...}`` references are kept (``parse_settings``
+    resolves them), so an override of ``paths.train`` reaches ``corpus.train`` and a run's
+    config.cfg keeps them."""
     if path is None:
-        config = default_config()
-    else:
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"pretraining config not found: {path}")
-        config = Config().from_disk(path, interpolate=False)
-    for key, value in (overrides or {}).items():
-        section, _, name = key.partition(".")
-        if not name or section not in config:
-            raise ConfigError(f"override {key!r} does not name a key of a config section")
-        config[section][name] = value
-    return config.interpolate()
+        return config_with_overrides(DEFAULT_CONFIG, overrides or {}, "the default config")
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"pretraining config not found: {path}")
+    return config_with_overrides(path.read_text(encoding="utf-8"), overrides or {}, str(path))
+
+
+def config_with_overrides(text: str, overrides: Dict[str, Any], source: str) -> Config:
+    """``text`` parsed by confection with ``overrides`` set, references not yet resolved; an
+    override of a section ``text`` lacks is refused, naming the key and ``source``'s sections."""
+    try:
+        return Config().from_str(text, interpolate=False, overrides=overrides)
+    except ConfigValidationError as err:
+        named = {".".join(map(str, error["loc"])) for error in err.errors or ()}
+        wrong = [key for key in overrides if key in named]
+        if not wrong:
+            raise
+        sections = ", ".join(Config().from_str(text, interpolate=False))
+        raise ConfigError(
+            f"override {wrong[0]!r} does not name a key of a section of {source} (its sections: {sections})"
+        ) from None
 
 
 def parse_settings(config: Config) -> PretrainSettings:
-    """Validate an interpolated config (``load_config``); a ``ConfigError`` names every wrong
-    key as ``[section] key: what is expected, got value``."""
+    """Validate a config (``load_config``), its ``${...}`` references resolved; a ``ConfigError``
+    names every wrong key as ``[section] key: what is expected, got value``."""
+    resolved = config if config.is_interpolated else config.interpolate()
     try:
-        settings = PretrainSettings.model_validate(dict(config))
+        settings = PretrainSettings.model_validate(dict(resolved))
     except ValidationError as err:
         problems = [describe_error(e, PretrainSettings) for e in err.errors()]
         raise ConfigError("; ".join(problems)) from None

@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from confection import Config
 
-from .config import ConfigError, default_config, flatten
+from .config import ConfigError, flatten, load_config
 from .run_files import CONFIG_NAME
 
 #: Config keys a ``--resume`` may change: how long it runs, how often it logs, evaluates and
@@ -45,7 +45,7 @@ def resumed_config(output_dir: Path, overrides: Dict[str, Any]) -> Tuple[Config,
             f"--resume: {saved_file} not found: {output_dir} holds no pretraining run to continue"
         )
     config = Config().from_disk(saved_file, interpolate=False)
-    saved, defaults = flatten(config), flatten(default_config())
+    saved, defaults = flatten(config), flatten(load_config(None))
     for key, value in overrides.items():
         section, _, name = key.partition(".")
         if section not in config or (key not in saved and key not in RESUMABLE_CHANGES):
@@ -65,9 +65,9 @@ def check_resumed_config(output_dir: Path, config: Config) -> List[str]:
     saved_file = Path(output_dir) / CONFIG_NAME
     if not saved_file.is_file():
         return []
-    saved = flatten(Config().from_disk(saved_file, interpolate=False))
+    saved = flatten(Config().from_disk(saved_file))
     changes, refused = [], []
-    for key, value in flatten(config).items():
+    for key, value in flatten(config if config.is_interpolated else config.interpolate()).items():
         if key in RESUMABLE_CHANGES and saved.get(key) != value:
             changes.append(f"{key}: {saved.get(key)!r} -> {value!r}")
         elif key in saved and saved[key] != value and key not in RESUMABLE_CHANGES:
