@@ -117,7 +117,8 @@ def test_overrides_must_name_an_existing_section_and_key():
 
 
 def test_init_config_recipes_are_the_default_config_with_their_settings(tmp_path):
-    """``--recipe``: the documented default (comments kept) with the recipe's keys set; "fast"
+    """``--recipe``: the documented default (comments kept) with the recipe's keys set, read back
+    as confection sets them on the default config, ``${...}`` references kept; "fast"
     is "bilm-tf" without clipping; an unknown name is refused with the names there are."""
     from typer.testing import CliRunner
 
@@ -131,6 +132,7 @@ def test_init_config_recipes_are_the_default_config_with_their_settings(tmp_path
         assert result.exit_code == 0, result.output
         text = (tmp_path / f"{recipe}.cfg").read_text()
         assert "# Start from an existing biLM" in text
+        assert load_config(tmp_path / f"{recipe}.cfg") == load_config(None, RECIPES[recipe])
         settings[recipe] = parse_settings(load_config(tmp_path / f"{recipe}.cfg", {"paths.train": "x.txt"}))
     bilm_tf, fast = settings["bilm-tf"], settings["fast"]
     assert (bilm_tf.options.lstm.cell_clip, bilm_tf.options.lstm.proj_clip) == (3.0, 3.0)

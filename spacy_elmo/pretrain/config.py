@@ -305,23 +305,24 @@ RECIPES: Dict[str, Dict[str, Any]] = {"default": {}, "bilm-tf": _recipe("bilm-tf
 
 
 def config_text(recipe: str = "default", values: Optional[Dict[str, Any]] = None) -> str:
-    """The documented default config (comments kept) with ``RECIPES[recipe]`` and then
-    ``values`` (``{"section.key": value}``, keys of the default config) set in it."""
+    """The documented default config with ``RECIPES[recipe]`` and then ``values`` (``{"section.key":
+    value}``, keys of the default config) set by confection, as ``load_config`` sets overrides;
+    each value that differs from the default is written on its key's line, so the comments stay."""
     if recipe not in RECIPES:
         raise ConfigError(f"no recipe {recipe!r}: choose one of {', '.join(RECIPES)}")
-    values = {**RECIPES[recipe], **(values or {})}
-    lines, section, written = [], "", set()
+    config = load_config(None, {**RECIPES[recipe], **(values or {})})
+    default = load_config(None)
+    unknown = set(flatten(config)) - set(flatten(default))
+    if unknown:
+        raise ConfigError(f"not keys of the default config: {', '.join(sorted(unknown))}")
+    lines, section = [], ""
     for line in DEFAULT_CONFIG.lstrip("\n").splitlines():
         if line.startswith("["):
             section = line.strip("[] ")
         key, sep, _ = line.partition(" = ")
-        if sep and f"{section}.{key}" in values:
-            line = f"{key} = {json.dumps(values[f'{section}.{key}'])}"
-            written.add(f"{section}.{key}")
+        if sep and config[section][key] != default[section][key]:
+            line = f"{key} = {json.dumps(config[section][key])}"
         lines.append(line)
-    missing = set(values) - written
-    if missing:
-        raise ConfigError(f"not keys of the default config: {', '.join(sorted(missing))}")
     return "\n".join(lines) + "\n"
 
 
