@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import spacy
 import torch
+from confection import Config
 from safetensors.torch import load_file
 
 from conftest import ELMO_FIXTURE, FIXTURES, TINY_BILM, checkout_pythonpath
@@ -237,7 +238,8 @@ def test_resume_takes_only_what_a_resume_may_change_and_names_it(tmp_path, monke
     pretrain(tiny_config(**{"training.max_steps": 2}), tmp_path, show_progress=False)
     config, changes = resumed_config(tmp_path, {"training.max_steps": 4, "paths.dev": str(CORPUS / "train.txt")})
     assert config["training"]["max_steps"] == 4 and config["paths"]["train"] == TINY["paths.train"]
-    assert config["corpus"]["dev"] == str(CORPUS / "train.txt")  # follows ${paths.dev}
+    assert config["corpus"]["dev"] == "${paths.dev}"  # kept for the resumed run's config.cfg
+    assert config.interpolate()["corpus"]["dev"] == str(CORPUS / "train.txt")
     dev = f"{TINY['paths.dev']!r} -> {str(CORPUS / 'train.txt')!r}"
     assert changes == [f"paths.dev: {dev}", f"corpus.dev: {dev}", "training.max_steps: 2 -> 4"]  # config order
     assert resumed_config(tmp_path, {"model.lstm_dim": 32, "training.max_steps": 2})[1] == []
@@ -249,6 +251,27 @@ def test_resume_takes_only_what_a_resume_may_change_and_names_it(tmp_path, monke
     assert "Pretraining done: 3 steps" in resumed.output
     with pytest.raises(ConfigError, match=r"not model.lstm_dim: 32 -> 64.*--paths.init_bilm"):
         resumed_config(tmp_path, {"model.lstm_dim": 64})
+    with pytest.raises(ConfigError, match=r"override 'training.max_stepz' does not name a key of .*config.cfg"):
+        resumed_config(tmp_path, {"training.max_stepz": 64})
+
+
+def test_a_run_that_recorded_its_paths_written_out_resumes_with_another_dev_through_corpus_dev(tmp_path):
+    """A run whose config.cfg holds its paths written out (as runs of earlier versions wrote it,
+    with no ``corpus.dev = ${paths.dev}``): a changed ``--paths.dev`` would change nothing the run
+    reads, so it is refused naming the key that does; ``--corpus.dev`` and a repeated
+    ``--paths.dev`` are taken."""
+    from spacy_elmo.pretrain.resume import resumed_config
+
+    pretrain(tiny_config(**{"training.max_steps": 2}), tmp_path, show_progress=False)
+    saved = tmp_path / "config.cfg"
+    Config().from_disk(saved).to_disk(saved)  # references resolved
+    assert "${" not in saved.read_text()
+    other = str(CORPUS / "train.txt")
+    with pytest.raises(ConfigError, match=r"refers to \$\{paths.dev\}.*--corpus.dev"):
+        resumed_config(tmp_path, {"paths.dev": other})
+    assert resumed_config(tmp_path, {"paths.dev": TINY["paths.dev"]})[1] == []
+    config, changes = resumed_config(tmp_path, {"corpus.dev": other})
+    assert config["corpus"]["dev"] == other and changes == [f"corpus.dev: {TINY['paths.dev']!r} -> {other!r}"]
 
 
 def test_resume_drops_the_metrics_a_killed_run_logged_after_its_checkpoint(tmp_path):
