@@ -115,7 +115,7 @@ def init_config_command(
 ) -> None:
     """Write a documented pretraining config (--recipe: default, bilm-tf or fast)."""
     from ..options import BiLMOptions
-    from ..pretrain.config import RECIPES, config_text, config_text_for_model
+    from ..pretrain.config import RECIPES, config_text, config_text_for_model, load_config
     from ..sources import resolve_weight_source
 
     if recipe not in RECIPES:
@@ -131,14 +131,8 @@ def init_config_command(
         f"    python -m spacy_elmo pretrain {shlex.quote(str(output_file))} OUT_DIR --paths.train TRAIN.txt "
         "--paths.dev DEV.txt --training.max_steps 2000"
     )
-    typer.echo(f"(the config's max_steps is {max_steps_of(text)}; --training.max_steps sets the length)")
-
-
-def max_steps_of(config_text: str) -> object:
-    """``[training] max_steps`` of a pretraining config's text."""
-    from confection import Config
-
-    return Config().from_str(config_text, interpolate=False)["training"]["max_steps"]
+    max_steps = load_config(output_file)["training"]["max_steps"]
+    typer.echo(f"(the config's max_steps is {max_steps}; --training.max_steps sets the length)")
 
 
 def plot_curve_command(

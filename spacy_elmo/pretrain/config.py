@@ -228,8 +228,7 @@ def config_with_overrides(text: str, overrides: Dict[str, Any], source: str) -> 
     try:
         return Config().from_str(text, interpolate=False, overrides=overrides)
     except ConfigValidationError as err:
-        named = {".".join(map(str, error["loc"])) for error in err.errors or ()}
-        wrong = [key for key in overrides if key in named]
+        wrong = [key for key in overrides if key.split(".") in [error["loc"] for error in err.errors or ()]]
         if not wrong:
             raise
         sections = ", ".join(Config().from_str(text, interpolate=False))
