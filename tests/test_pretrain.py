@@ -249,6 +249,7 @@ def test_resume_takes_only_what_a_resume_may_change_and_names_it(tmp_path, monke
     assert resumed.exit_code == 0, resumed.output
     assert "changed on resume: training.max_steps: 2 -> 3" in resumed.output
     assert "Pretraining done: 3 steps" in resumed.output
+    assert "dev = ${paths.dev}" in (tmp_path / "config.cfg").read_text()  # the next resume's --paths.dev too
     with pytest.raises(ConfigError, match=r"not model.lstm_dim: 32 -> 64.*--paths.init_bilm"):
         resumed_config(tmp_path, {"model.lstm_dim": 64})
     with pytest.raises(ConfigError, match=r"override 'training.max_stepz' does not name a key of .*config.cfg"):
