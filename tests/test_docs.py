@@ -91,14 +91,19 @@ def test_every_results_page_says_how_and_when(page):
 
 
 def test_the_demos_output_in_its_guide_is_what_the_demo_prints():
-    """The guide shows the demo's whole output on the bundled model, byte for byte."""
+    """The guide shows the demo's whole output on the bundled model: the same text, line for line,
+    with every printed figure equal, except that a cosine printed to 3 decimals may differ by one
+    in its last digit on a CPU whose float32 kernels sum in another order."""
     from spacy_elmo.cli import app
 
     text = (DOCS / "guide" / "senses.md").read_text(encoding="utf-8")
     shown = re.search(r"```\n\$ python -m spacy_elmo demo\n(.*?)```", text, re.DOTALL).group(1)
     result = CliRunner().invoke(app, ["demo"])
     assert result.exit_code == 0, result.output
-    assert result.output == shown
+    number = re.compile(r"\d+\.\d{3}\b")
+    assert number.sub("#", result.output) == number.sub("#", shown)
+    for printed, documented in zip(number.findall(result.output), number.findall(shown)):
+        assert abs(float(printed) - float(documented)) <= 0.0015, (printed, documented)
 
 
 def test_the_design_page_names_every_module():
