@@ -1,7 +1,6 @@
 """Registered Thinc architectures, one short function each; the layers live in ``layers/``:
 ``ElmoModel.v2`` (the biLM and what it needs to run), ``ElmoListener.v1`` (a component's ``tok2vec``
-fed by the pipe) and ``ElmoEmbedder.v2`` (what ``nlp.replace_listeners`` leaves). The manual's
-"Config" and "Training downstream components on ELMo".
+fed by the pipe) and ``ElmoEmbedder.v2`` (what ``nlp.replace_listeners`` leaves). docs/reference/config.md.
 """
 
 from __future__ import annotations

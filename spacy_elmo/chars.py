@@ -1,7 +1,7 @@
 """Token text -> character ids, the mapping the released ELMo models were trained with: 50 ids a
 token (begin-of-word, UTF-8 bytes truncated to 48, end-of-word, padding), shifted by +1 so that 0
 marks an all-padding token. Edge cases are bilm-tf's and AllenNLP's, so released models see what
-they saw in training (the manual's "The biLM in PyTorch" lists them).
+they saw in training (docs/reference/python.md lists them).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The mixed vectors travel in ``doc.tensor``; ``ElmoOutput`` keeps the layers and the mix, and its
 msgpack encoding leaves the vectors out, so nothing is stored twice and a ``DocBin`` can recompute
-them (the manual's "Vectors that survive"). Imports neither spaCy nor PyTorch.
+them (docs/guide/using.md). Imports neither spaCy nor PyTorch.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Registered weight loaders: weights named in the ``[initialize]`` block enter the ``elmo`` pipe at
 ``initialize``, as spacy-curated-transformers loads encoders, so the pipeline's config carries no
-machine paths (the manual's "Config"). Settings are ``sources.resolve_weight_source``'s.
+machine paths (docs/reference/config.md). Settings are ``sources.resolve_weight_source``'s.
 """
 
 from __future__ import annotations

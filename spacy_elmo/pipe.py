@@ -2,8 +2,8 @@
 
 The biLM and what it needs to run live in the model block (``ElmoModel.v2``); the pipe keeps what it
 writes: ``doc.tensor`` (which spaCy's ``.vector`` reads without hooks, so it survives bytes and
-``n_process``), ``doc._.elmo_output``, the getters and, in memory, the vector hooks. The manual's
-"The elmo pipe" and "Design".
+``n_process``), ``doc._.elmo_output``, the getters and, in memory, the vector hooks. docs/reference/config.md and
+docs/design.md.
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ DEFAULT_CONFIG_STR = """
 [elmo]
 # Scalar mix for doc._.elmo, token.vector and similarity: one non-negative weight per biLM
 # layer (token layer first), divided by their sum. null = the LSTM layers equally, without the
-# context-free token layer (its word-sense margin is 1.5 times that of [1, 1, 1]: see "Does it
-# separate senses?" in docs/manual.md). Listeners learn their own mix. The mix is scaled by gamma.
+# context-free token layer (its word-sense margin is 1.5 times that of [1, 1, 1]: see
+# docs/results/senses.md). Listeners learn their own mix. The mix is scaled by gamma.
 mix_weights = null
 gamma = 1.0
 # Keep every layer in doc._.elmo_layers (n_layers + 1 times the memory of doc._.elmo).
@@ -74,7 +74,7 @@ weights = null
 options_file = null
 weight_file = null
 # "fp32" (exact on the CPU), "int8" (CPU: int8 weights, fastest), "bf16"/"fp16" (autocast).
-# Not exact: see docs/manual.md, "Speed and memory", for the measured deviation of each.
+# Not exact: see docs/results/cpu-speed.md and gpu-speed.md for the measured deviation of each.
 precision = "fp32"
 # Longest biLM sequence; longer sentences, and docs without sentence boundaries, are cut.
 max_sequence_length = 256
@@ -83,7 +83,7 @@ max_batch_tokens = 4096
 # Threads the biLM's inference splits each batch over: its forward and backward LSTMs side by
 # side (and with 4+, shards of the batch), so that a busy machine does not stall them. "auto":
 # the usable cores, at most 2, where PyTorch runs its ops on one thread (torch.set_num_threads(1)
-# once in your program), else 1. See docs/manual.md, "Threads".
+# once in your program), else 1. See docs/guide/using.md, "One PyTorch op thread".
 threads = "auto"
 # Keep the token vectors of up to this many words the pipe has seen (least recently used out;
 # never where gradients flow): they skip the character CNN. 0: off. token_cache_vocab: a word
@@ -410,7 +410,7 @@ def restore(docs: Union[Doc, Iterable[Doc]]) -> Union[Doc, Iterator[Doc]]:
     """Give docs that went through bytes their ELMo ``.vector`` and contextual ``.similarity()``
     back: one doc, or lazily each doc of a stream (``nlp.pipe(texts, n_process=2)``,
     ``DocBin.get_docs``); ``add_vector_hooks`` on each. Exported as ``spacy_elmo.restore``; the
-    manual's "Vectors that survive" says when it is needed."""
+    docs/guide/using.md says when it is needed."""
     if isinstance(docs, Doc):
         return add_vector_hooks(docs)
     return _restore_each(docs)

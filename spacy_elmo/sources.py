@@ -1,7 +1,7 @@
 """Which weights a reference means: the one resolver. ``weights`` (a directory, or a model's name; a
 path wins, a name never downloads), ``options_file`` + ``weight_file``, or nothing (the bundled
 model). ``resolve_weight_source`` checks files cheaply and names the setting in its errors, so
-callers resolve early and load late. The manual's "Released models by name", "Damaged files".
+callers resolve early and load late. docs/guide/released-models.md, docs/reference/errors.md.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Labelled texts for text classification as JSON lines (``cats`` or ``label`` per line), as spaCy's
 text classification projects keep them: the ``spacy_elmo.TextCatCorpus.v1`` reader that ``spacy
 train`` uses and ``convert-textcat`` writes ``.spacy`` files from. A bad line is named with its file
-and number. The format: the manual's "Training on your own data".
+and number. The format: docs/reference/config.md.
 """
 
 from __future__ import annotations

@@ -254,7 +254,7 @@ def test_the_command_caps_both_steps(tmp_path):
 def test_an_adaptation_that_beats_no_evaluation_leaves_the_source_biLM(tmp_path):
     """A learning rate that wrecks the biLM: no evaluation beats the fitted source, so the output
     holds the source biLM and the fitted softmax, unchanged (an adaptation never leaves a worse
-    biLM; on 15k tokens of tweets this happened with the defaults, manual)."""
+    biLM; on 15k tokens of tweets this happened with the defaults, docs/results/adapt.md)."""
     released = tmp_path / "released"
     released.mkdir()
     (released / "options.json").write_bytes((ELMO_FIXTURE / "options.json").read_bytes())

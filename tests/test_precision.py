@@ -94,7 +94,7 @@ def test_the_context_belongs_to_its_thread():
 
 def test_inference_sees_the_callers_flags(user_flags, device):
     """The runner writes no TF32 flag: its LSTMs run under the caller's (on CUDA, "fp32" is exact
-    where the caller forbids TF32; docs/manual.md)."""
+    where the caller forbids TF32; docs/reference/config.md)."""
     runner = BiLMRunner(_bilm(device))
     seen = _flags_seen_by_lstm(runner.bilm)
     with torch.no_grad():

@@ -1,8 +1,8 @@
-"""The adaptation measurements: docs/results/adapt/adapt.json, the manual's two tables (printed)
+"""The adaptation measurements: docs/results/adapt/adapt.json, the two tables of docs/results/adapt.md (printed)
 and docs/results/adapt/adapt.png.
 
 Run from the repository root after the `adapt` workflow, with EVAL_DIR holding the evaluations
-the manual lists (`evaluate-lm` lines `dev-DOMAIN-{before,after}.txt` and the WikiText-2 softmax
+docs/results/adapt/README.md lists (`evaluate-lm` lines `dev-DOMAIN-{before,after}.txt` and the WikiText-2 softmax
 fits `wt-fit-{bundled,DOMAIN}/`):
 
     python project/scripts/adapt_results.py EVAL_DIR "CPU model name"

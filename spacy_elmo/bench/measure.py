@@ -14,7 +14,7 @@ from typing import Callable, Dict, List, Optional, Sequence, TypeVar, Union
 
 import torch
 
-#: The benches' "MB" is 2**20 bytes (a MiB; docs/manual.md says so where it quotes them).
+#: The benches' "MB" is 2**20 bytes (a MiB; docs/results/ says so where it quotes them).
 MB = 2**20
 K = TypeVar("K")
 R = TypeVar("R")

@@ -1,8 +1,7 @@
 """``python -m spacy_elmo bench``: tokens/s and peak memory of the elmo pipe per precision and
 thread count, on the user's machine and text, sized like ``spacy benchmark speed``. Each cell runs
 in a fresh process (its threads and memory its own), the order reversed every other round so that
-drift favours none; ratios are to the first cell of the same run. The manual's "On your machine:
-python -m spacy_elmo bench".
+drift favours none; ratios are to the first cell of the same run. docs/guide/speed.md.
 """
 
 from __future__ import annotations

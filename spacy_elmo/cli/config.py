@@ -1,6 +1,6 @@
 """``python -m spacy_elmo config``: a spaCy training config for components on ELMo, in the manner of
 ``spacy init config``: the package's ``configs/`` blocks for the components asked for, every other
-setting filled by spaCy (the manual's "Training on your own data").
+setting filled by spaCy (docs/guide/own-data.md).
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def config_text(config: "Config", command: str, output: str) -> str:
         "--training.max_steps 2000 for a short first run):",
         f"#   OMP_NUM_THREADS=1 python -m spacy train {output} --output MODEL_DIR{paths}",
         "# Every setting is spaCy's (https://spacy.io/api/data-formats#config); the elmo pipe and its",
-        "# listeners: docs/manual.md, \"Training on your own data\".",
+        "# listeners: docs/guide/own-data.md, docs/reference/config.md.",
         "",
     ]
     return "\n".join(header) + config.to_str()

@@ -3,8 +3,7 @@
 Each sentence of the sense data (``cli/senses.py``) in turn is the query; its target's vector is
 compared with the word's other sentences grouped by sense, and the right sense wins when its mean
 cosine beats every other group's by more than float noise; the context-free token layer is the
-baseline. Computed at run time; nothing here is a stored result. The manual's "Does it separate
-senses?".
+baseline. Computed at run time; nothing here is a stored result. docs/guide/senses.md.
 """
 
 from __future__ import annotations

@@ -99,7 +99,7 @@ WAIT_SECONDS = 0.5
 #: oneDNN (PyTorch's CPU convolutions) caches a compiled primitive per input shape, up to 1,024 of
 #: them. The character CNN sees a new shape in almost every batch (the number of distinct tokens),
 #: so over a long run the cache fills with primitives that are rarely met again: resident memory
-#: grows at no gain in speed (docs/manual.md, "Design", gives the figures). Off unless the environment says otherwise; read by oneDNN
+#: grows at no gain in speed (docs/results/implementation.md gives the figures). Off unless the environment says otherwise; read by oneDNN
 #: when it makes its first primitive, so it must be set before the biLM first runs.
 ONEDNN_CACHE = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "0")
 

@@ -1,6 +1,6 @@
 """How every command reports a problem the user can fix: one ``error:`` line, exit status 1; under
-torchrun also the worker's error file, which torchrun shows last in its failure report (the manual's
-"When a torchrun job fails").
+torchrun also the worker's error file, which torchrun shows last in its failure report
+(docs/reference/errors.md).
 """
 
 from __future__ import annotations

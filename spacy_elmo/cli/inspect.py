@@ -1,6 +1,5 @@
 """What the downstream components of a trained pipeline learned about ELMo: each listener's layer
-mix, which shows the layers a task uses (Peters et al. 2018, section 5.2); the manual's "Which
-layers each component chose".
+mix, which shows the layers a task uses (Peters et al. 2018, section 5.2); docs/guide/senses.md.
 """
 
 from __future__ import annotations

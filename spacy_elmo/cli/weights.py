@@ -43,7 +43,7 @@ PRECISION = typer.Option(
     "--precision",
     callback=checked_precision,
     help=f"Numeric precision of the biLM: {', '.join(PRECISIONS)}; int8 is the fastest on a CPU, "
-    "not exact (docs/manual.md, Speed and memory)",
+    "not exact (docs/guide/speed.md)",
 )
 
 

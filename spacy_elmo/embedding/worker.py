@@ -81,7 +81,7 @@ def embed_own_chunks(
 
 def release_free_memory() -> None:
     """Give the heap's free pages back (glibc's ``malloc_trim``): a fragmented heap never shrinks
-    (the manual's "Design")."""
+    (docs/results/implementation.md)."""
     global _MALLOC_TRIM
     if _MALLOC_TRIM is None:
         try:

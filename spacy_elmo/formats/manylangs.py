@@ -1,4 +1,4 @@
-"""HIT-SCIR's ELMoForManyLangs model directories as a weight format (the manual's "Many languages"):
+"""HIT-SCIR's ELMoForManyLangs model directories as a weight format (docs/guide/many-languages.md):
 ``config.json`` (naming an architecture config, looked for beside it; the released names use
 ``RELEASED_CONFIGS``), ``char.dic``/``word.dic`` lexicons, and ``token_embedder.pkl``/
 ``encoder.pkl`` state dicts. Only the released architecture ("cnn" embedder, "elmo" encoder).

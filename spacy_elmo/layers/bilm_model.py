@@ -1,6 +1,6 @@
 """The biLM as a Thinc model: a ``BiLMRunner`` in a PyTorch shim, ``Model[List[List[str]],
 List[Floats3d]]`` (one ``(n_layers + 1, n_tokens, 2 * projection_dim)`` array per sequence). Weights
-arrive through ``load_weights`` (the manual's "Design"); the runtime settings (``BiLMSettings``)
+arrive through ``load_weights`` (docs/design.md); the runtime settings (``BiLMSettings``)
 live in ``model.attrs``, which Thinc does not save, so config overrides at ``spacy.load`` take
 effect.
 """

@@ -1,6 +1,6 @@
 """From Docs to biLM layers and back: sequences, length batching, the layer cache; shared by the
-``elmo`` pipe and ``ElmoEmbedder``. Sentences, windows and whitespace tokens: the manual's "Vectors
-that survive"; the cache: "Training downstream components on ELMo".
+``elmo`` pipe and ``ElmoEmbedder``. Sentences, windows and whitespace tokens: docs/guide/using.md;
+the cache: docs/reference/config.md (``cache_size_mb``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``ElmoListener.v1``, where a component's ``tok2vec`` goes: every biLM layer of every doc from the
 ``elmo`` pipe (sent when fine-tuned, else ``doc._.elmo_layers``), mixed in its head. Its state
 between calls (``ListenerState``) is an attr Thinc neither saves nor copies, as
-spacy-curated-transformers keeps it. The manual's "Training downstream components on ELMo".
+spacy-curated-transformers keeps it. docs/guide/own-data.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A listener's task-specific head: its own scalar mix of the biLM layers, dropout, optional token
 embedding, Maxout to ``width`` (Peters et al. 2018, eq. 1, then ``[x_k; ELMo_k]``). The mix is
-``nn.scalar_mix`` under autograd on Thinc parameters (the manual's "Design" says why).
+``nn.scalar_mix`` under autograd on Thinc parameters (docs/design.md says why).
 """
 
 from __future__ import annotations

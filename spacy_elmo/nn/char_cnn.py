@@ -2,7 +2,7 @@
 
 Under "int8" the highway and projection run on int8 weights; the convolutions stay float32 and
 (``chunked``) run on fixed-shape chunks so that a token's features never depend on its batch: the
-manual's "int8 alone and in a batch".
+docs/results/cpu-speed.md, "int8 alone and in a batch".
 """
 
 from __future__ import annotations
@@ -122,5 +122,5 @@ class CharacterEncoder(nn.Module):
 
 def _max_over_positions(x: torch.Tensor) -> torch.Tensor:
     """(N, channels, positions) -> (N, channels): ``amax``, or ``max`` with indices where gradients
-    flow (a faster backward: the manual's "Design")."""
+    flow (a faster backward: docs/results/implementation.md)."""
     return x.max(dim=-1).values if x.requires_grad else x.amax(dim=-1)

@@ -2,7 +2,7 @@
 launching its many small kernels, which a graph replays back to back. Graphs replay fixed shapes and
 addresses: ``forward_dense`` on bucket-shaped static buffers (``bucket_rows``), at most ``MAX_ROWS``
 rows and ``MAX_GRAPHS`` graphs, recorded again when weights move or the precision changes; outputs
-copied out under the lock. The manual's "Design" gives the figures.
+copied out under the lock. docs/results/implementation.md gives the figures.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from .side_by_side import run_side_by_side_of
 
 #: Batches of more rows run the eager loop: graphs run every row to the bucket's last step, and
 #: at large batches the GPU's work, not the launches, sets the pace, so the graphs lose there
-#: (measured on an H100: the manual's "Design", docs/bench/gpu/).
+#: (measured on an H100: docs/results/implementation.md, docs/bench/gpu/).
 MAX_ROWS = 128
 #: Graphs kept per biLM (a pipe meets a few batch shapes; each graph holds its output buffers).
 MAX_GRAPHS = 16

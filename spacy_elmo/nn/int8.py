@@ -3,7 +3,7 @@
 The LSTM's few rows per step are bound by reading weights, and int8 weights are a quarter of the
 bytes. Weights per output channel, inputs per row, on ``torch._int_mm`` or FBGEMM
 (``int8_backend``), dequantized in float32; the prepared weights live beside the float ones and
-follow their version. Why 7 bits and how FBGEMM's input becomes per row: the manual's "Design".
+follow their version. Why 7 bits and how FBGEMM's input becomes per row: docs/design.md.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 The recurrence is written once (``cell_equations``) in torch's gate order; without clipping the
 layer is ``torch.nn.LSTM(proj_size=...)`` with torch's parameter names. How the steps run is
-``nn/lstm_kernels.py``'s business, training on the CPU ``nn/lstm_training.py``'s (the manual's
-"Design", "One of each").
+``nn/lstm_kernels.py``'s business, training on the CPU ``nn/lstm_training.py``'s (docs/design.md,
+"One of each").
 """
 
 from __future__ import annotations

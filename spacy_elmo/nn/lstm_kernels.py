@@ -4,7 +4,7 @@ All but the fused ones run the layer's ``cell`` and ``clip_output`` (``nn/lstm.p
 how they lay out states and products: ``packed_loop`` (float, packed rows, feature-major states so
 each step is a tall-skinny ``W @ h``), ``dense_loop`` (data-independent shapes, for CUDA graphs),
 ``int8_loop``, ``wavefront_loop`` (a direction's layers overlapping step by step), and
-``fused_packed``/``fused_dense`` (torch's LSTM, unclipped layers only). The manual's "Design" says
+``fused_packed``/``fused_dense`` (torch's LSTM, unclipped layers only). docs/design.md says
 which runs where.
 """
 

@@ -2,8 +2,8 @@
 the one place that enters ``torch.autocast``.
 
 A mode travels with the model and the calling thread, never the process: autocast is thread-local
-and "int8" a context variable; process-wide switches (TF32) are the caller's (the manual's "The biLM
-in PyTorch"). Adding a mode is one entry in ``PRECISIONS``.
+and "int8" a context variable; process-wide switches (TF32) are the caller's (docs/guide/speed.md).
+Adding a mode is one entry in ``PRECISIONS``.
 """
 
 from __future__ import annotations

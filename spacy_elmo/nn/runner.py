@@ -1,7 +1,7 @@
 """How a BiLM is run: ``BiLMRunner(bilm)(char_ids)`` returns ``bilm(char_ids)`` in float32, in its
 ``precision``, as CUDA graphs, side by side on ``threads``, with a token cache, or eagerly; where
-gradients flow only the precision applies. What the pipe runs. The manual's "The biLM in PyTorch"
-and "Threads".
+gradients flow only the precision applies. What the pipe runs. docs/guide/pytorch.md
+and docs/guide/speed.md.
 """
 
 from __future__ import annotations

@@ -140,7 +140,7 @@ def _sparse(ids: torch.Tensor, values: torch.Tensor, shape: Tuple[int, ...]) -> 
 
 class LogitsWorkspace:
     """The sampled softmax's N x (1 + S) logits' memory, kept from step to step on the CPU (a fresh
-    tensor each step costs page faults: the manual's "Design"). ``take`` lends it to one loss until
+    tensor each step costs page faults: docs/results/implementation.md). ``take`` lends it to one loss until
     that loss's backward gives it back; anything else meanwhile gets a fresh tensor."""
 
     def __init__(self) -> None:

@@ -1,6 +1,6 @@
 """The one warning the package gives about PyTorch's thread count, once per process: left at
 PyTorch's default, ``threads = "auto"`` falls back to intra-op threads that run far slower beside a
-busy process (the manual's "Threads"). The package never sets the count behind the user's back, so
+busy process (docs/results/threads.md). The package never sets the count behind the user's back, so
 it says so once, naming the fix.
 """
 
@@ -36,7 +36,7 @@ def warn_if_threads_compete(threads: object, split: int, device: torch.device) -
         f"(threads = \"auto\") runs on them instead of its forward and backward LSTMs side by "
         f"side on {split} cores. Beside another busy process those threads wait for each other "
         "at every op: the pipe, `spacy train` and `spacy evaluate` measured many times slower "
-        "than with one op thread (docs/manual.md, \"Threads\"). Fix: call "
+        "than with one op thread (docs/guide/using.md, \"One PyTorch op thread\"). Fix: call "
         "torch.set_num_threads(1) once at the start of your program, or run commands with "
         "OMP_NUM_THREADS=1 (e.g. OMP_NUM_THREADS=1 python -m spacy train ...). To keep "
         "PyTorch's threads and silence this, set the elmo model block's threads to a number.",

@@ -1,7 +1,7 @@
 """Threads for the biLM: the ``"auto"`` count, the cores this process may use, and the small pool
 that runs independent pieces of a batch side by side, so that they meet once per batch instead of at
 every op. Nothing here writes PyTorch's thread count during a pipe's call: it is the process's
-(``torch_threads`` sets it for spans a command owns). The manual's "Threads".
+(``torch_threads`` sets it for spans a command owns). docs/guide/using.md, "One PyTorch op thread".
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ Threads = Union[int, str]
 
 
 #: What ``threads = "auto"`` uses at most: the two LSTM directions side by side, the split that
-#: kept its speed on a shared 2-core machine (docs/manual.md, "Threads").
+#: kept its speed on a shared 2-core machine (docs/results/threads.md).
 AUTO_THREADS = 2
 
 

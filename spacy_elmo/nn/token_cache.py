@@ -1,7 +1,7 @@
 """A bounded cache of token vectors, filled from the text the biLM sees, so repeated words skip the
 character CNN: keyed by a token's ids (an exact match), least recently used out, thread-safe. The
 runner empties it when what the vectors depend on changes and bypasses it where gradients flow (the
-manual's "The biLM in PyTorch").
+docs/guide/pytorch.md).
 """
 
 from __future__ import annotations

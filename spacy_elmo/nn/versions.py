@@ -1,6 +1,6 @@
 """What a cache of values computed from weights keys on: the one use of ``Tensor._version`` (no
-public accessor; ``tests/test_versions.py`` fails if a PyTorch release changes it; the manual's
-"Design").
+public accessor; ``tests/test_versions.py`` fails if a PyTorch release changes it;
+docs/design.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Adapt a biLM to your own text: continued pretraining, configured from the source model (the
-ELMo paper's fine-tuning of the biLM on the task's text; the manual's "Adapting the biLM to your
-text" gives the steps and what they measured).
+ELMo paper's fine-tuning of the biLM on the task's text; docs/reference/adapt.md gives the steps,
+docs/results/adapt.md what they measured).
 
 The text is split into a training part and a held-out share; a softmax is fitted with the biLM
 frozen when the source has none (its perplexity is the "before"); then the whole biLM trains until
@@ -51,8 +51,8 @@ SUMMARY_NAME = "summary.json"
 
 @dataclass
 class AdaptSettings:
-    """The recipe of an adaptation; the defaults are those the manual measured (section
-    "Adapting the biLM to your text")."""
+    """The recipe of an adaptation; the defaults are those docs/results/adapt.md
+    measured."""
 
     #: Share of the sentences held out for the perplexity that decides when to stop.
     holdout: float = 0.1
@@ -67,8 +67,8 @@ class AdaptSettings:
     max_steps: Optional[int] = None
     learning_rate: float = 0.002
     #: The whole biLM's dropout (the pretraining objective's, between the LSTM's layers and on
-    #: its top): more than pretraining's, as a small text is seen many times (the manual's
-    #: "Adapting the biLM to your text" measured it). The softmax fit keeps pretraining's.
+    #: its top): more than pretraining's, as a small text is seen many times (docs/results/adapt.md
+    #: measured it). The softmax fit keeps pretraining's.
     dropout: float = 0.3
     #: The softmax fit (sources without a softmax): the most steps (None: ``softmax_passes`` over
     #: the training text, at least ``softmax_min_steps``), its learning rate (constant).
@@ -91,7 +91,7 @@ class AdaptSettings:
     #: Both steps train a full softmax over vocabularies up to this size (the bundled model's,
     #: a text's own), a sampled one (``n_negative_samples``) over larger ones (the released
     #: models'): on a small text the full softmax's exact gradient reached a lower held-out
-    #: perplexity in fewer updates (the manual's "Adapting the biLM to your text"). Resolved
+    #: perplexity in fewer updates (docs/results/adapt.md). Resolved
     #: here, not by pretraining's ``softmax = "auto"`` (whose limit is set for pretraining), so
     #: that each step's config.cfg records the softmax it trained.
     full_softmax_max_words: int = 50_000

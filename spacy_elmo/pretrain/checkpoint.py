@@ -1,5 +1,5 @@
 """Checkpoints of a pretraining run: what ``--resume`` needs to continue it bit for bit (the
-manual's "Pretraining a biLM", *Output directory*).
+docs/reference/pretraining-config.md, "The output directory").
 
 The state holds tensors and plain values only, so that it loads with
 ``torch.load(weights_only=True)``: a checkpoint someone shares cannot run code on ``--resume``.

@@ -1,5 +1,5 @@
-"""Training text, streamed: files -> token sequences -> batches (the manual's "Pretraining a
-biLM", *Streaming*, *Batching* and *Distributed*).
+"""Training text, streamed: files -> token sequences -> batches (docs/reference/pretraining-config.md,
+[corpus]).
 
 Batches are deterministic functions of ``(seed, epoch, rank)``, so a run's position is a few
 counters (``DataPosition``) and ``--resume`` replays the text up to it without running the model.

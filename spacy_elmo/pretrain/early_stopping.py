@@ -1,5 +1,5 @@
-"""Early stopping on held-out perplexity: ``[training] patience`` (the manual's "Pretraining a
-biLM", *Progress and the end of a run*). Its state is rebuilt from ``metrics.jsonl`` on
+"""Early stopping on held-out perplexity: ``[training] patience`` (docs/reference/pretraining-config.md,
+[training]). Its state is rebuilt from ``metrics.jsonl`` on
 ``--resume``, so a resumed run stops where the uninterrupted one would have.
 """
 

@@ -1,5 +1,5 @@
 """The pretraining objective: forward and backward LMs over one biLM, one shared softmax (the
-manual's "Pretraining a biLM", *Objective* and *Batching*).
+docs/reference/pretraining-config.md, [objective] and [corpus]).
 
 Two kinds of batch: ``LMBatch``, whole sentences from zero LSTM states (``make_batch``), and
 ``WindowBatch``, windows of running text whose LSTM states the caller carries on

@@ -1,5 +1,5 @@
 """What ``pretrain --resume`` continues: the run as it was started, read from its own config.cfg,
-changed only where a resume may change it (the manual's "Checkpoints and --resume").
+changed only where a resume may change it (docs/reference/pretraining-config.md, "Resuming").
 
 The first run's paths and overrides are in the config.cfg it wrote, not in the config file it was
 started from, so a resume starts from that config.cfg; ``resumed_changes`` is the one check of

@@ -1,5 +1,5 @@
-"""The names of the files in a pretraining output directory, in one place (the manual's
-"Pretraining a biLM", *Output directory*)."""
+"""The names of the files in a pretraining output directory, in one place (docs/reference/pretraining-config.md,
+"The output directory")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The training step of window batches without the host: one CUDA graph, or compiled (``[training]
-step``; the manual's "Pretraining a biLM", *A step that never waits for the device*).
+step``; docs/reference/pretraining-config.md, [training] step).
 
 Window batches all have one shape and ``Trainer.window_update`` reads nothing back from the
 device, so the whole update can be recorded once and replayed, compiled, or both; a batch that
