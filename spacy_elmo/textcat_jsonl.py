@@ -1,48 +1,42 @@
 """Labelled texts for text classification as JSON lines (``cats`` or ``label`` per line), as spaCy's
 text classification projects keep them: the ``spacy_elmo.TextCatCorpus.v1`` reader that ``spacy
-train`` uses and ``convert-textcat`` writes ``.spacy`` files from. A bad line is named with its file
-and number. The format: docs/reference/config.md.
+train`` uses and ``convert-textcat`` writes ``.spacy`` files from. Read by ``text_files``, so a bad
+line is named with its file and number. The format: docs/reference/config.md.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Tuple
 
 from spacy.util import registry
+from thinc.api import ConfigValidationError
 
-SUFFIX = ".jsonl"
+from .text_files import JSONL_SUFFIX as SUFFIX
+from .text_files import TextFileError, json_lines, resolve_files
+
+READER = "spacy_elmo.TextCatCorpus.v1"
 #: A record: its line number, its text and its categories.
 Record = Tuple[int, str, Dict[str, float]]
 
 
 def jsonl_files(path: Path) -> List[Path]:
-    """``path`` itself (a ``.jsonl`` file), or the ``.jsonl`` files of a directory, sorted."""
-    path = Path(path)
-    if path.is_dir():
-        files = sorted(p for p in path.rglob(f"*{SUFFIX}") if p.is_file())
-        if not files:
-            raise FileNotFoundError(f"{path}: no {SUFFIX} files in this directory")
-        return files
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file or directory")
-    if path.suffix != SUFFIX:
-        raise ValueError(f"{path}: expected a {SUFFIX} file of labelled texts (or a directory of them)")
-    return [path]
+    """``path`` itself (a ``.jsonl`` file), or the ``.jsonl`` files of a directory (``resolve_files``)."""
+    files = resolve_files(path, (SUFFIX,))
+    wrong = [file for file in files if file.suffix != SUFFIX]
+    if wrong:
+        raise ValueError(f"{wrong[0]}: expected a {SUFFIX} file of labelled texts (or a directory of them)")
+    return files
 
 
 def read_records(path: Path) -> Iterator[Record]:
     """The labelled texts of one JSONL file, checked line by line (blank lines are skipped)."""
     count = 0
-    with Path(path).open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            yield number, *_record(path, number, line)
-            count += 1
+    for number, data in json_lines(path):
+        yield number, *_record(path, number, data)
+        count += 1
     if not count:
         raise ValueError(f"{path}: no labelled texts (one JSON object a line: {_EXAMPLE})")
 
@@ -50,34 +44,25 @@ def read_records(path: Path) -> Iterator[Record]:
 _EXAMPLE = '{"text": "...", "label": "LABEL"} or {"text": "...", "cats": {"LABEL": 1.0, "OTHER": 0.0}}'
 
 
-def _record(path: Path, number: int, line: str) -> Tuple[str, Dict[str, float]]:
-    where = f"{path}, line {number}"
-    try:
-        data = json.loads(line)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{where}: not JSON ({err.msg}); expected {_EXAMPLE}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{where}: expected a JSON object, {_EXAMPLE}; got {line.strip()[:60]!r}")
-    text = data.get("text")
-    if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"{where}: \"text\" must be a non-empty string, got {text!r}")
+def _record(path: Path, number: int, data: dict) -> Tuple[str, Dict[str, float]]:
+    """The text and categories of a JSON object with a text (``json_lines``), its labels checked."""
     has_label, has_cats = "label" in data, "cats" in data
     if has_label == has_cats:
         both = "both \"label\" and \"cats\"" if has_label else "neither \"label\" nor \"cats\""
-        raise ValueError(f"{where}: {both}; give one of them: {_EXAMPLE}")
+        raise TextFileError(path, number, f"{both}; give one of them: {_EXAMPLE}")
     if has_label:
         label = data["label"]
         if not isinstance(label, str) or not label.strip():
-            raise ValueError(f"{where}: \"label\" must be a non-empty string, got {label!r}")
-        return text, {label: 1.0}
+            raise TextFileError(path, number, f"\"label\" must be a non-empty string, got {label!r}")
+        return data["text"], {label: 1.0}
     cats = data["cats"]
     if not isinstance(cats, dict) or not cats:
-        raise ValueError(f"{where}: \"cats\" must be an object of label -> score (0 to 1), got {cats!r}")
+        raise TextFileError(path, number, f"\"cats\" must be an object of label -> score (0 to 1), got {cats!r}")
     for label, score in cats.items():
         number_ok = isinstance(score, (int, float)) and not isinstance(score, bool) and math.isfinite(score)
         if not label.strip() or not number_ok or not 0.0 <= score <= 1.0:
-            raise ValueError(f"{where}: \"cats\" must map labels to scores from 0 to 1, got {label!r}: {score!r}")
-    return text, {label: float(score) for label, score in cats.items()}
+            raise TextFileError(path, number, f"\"cats\" must map labels to scores from 0 to 1, got {label!r}: {score!r}")
+    return data["text"], {label: float(score) for label, score in cats.items()}
 
 
 def read_docs(path: Path, make_doc: Callable) -> Iterator:
@@ -90,11 +75,16 @@ def read_docs(path: Path, make_doc: Callable) -> Iterator:
 
 
 class TextCatCorpus:
-    """spaCy's corpus interface over JSONL files: an Example per labelled text."""
+    """spaCy's corpus interface over JSONL files: an Example per labelled text. Every line is read
+    when it is made, so that a bad one stops ``spacy train`` before it starts, not at the first
+    evaluation of a bad dev file."""
 
     def __init__(self, path: Path, limit: int = 0) -> None:
-        self.files = jsonl_files(path)  # a missing file is named when the config is resolved
+        self.files = jsonl_files(path)
         self.limit = limit
+        for file in self.files:
+            for _ in read_records(file):
+                pass
 
     def __call__(self, nlp) -> Iterator:
         from spacy.training import Example
@@ -104,15 +94,17 @@ class TextCatCorpus:
             yield Example(nlp.make_doc(doc.text), doc)
 
 
-@registry.readers("spacy_elmo.TextCatCorpus.v1")
+@registry.readers(READER)
 def textcat_corpus(path: Path, limit: int = 0) -> TextCatCorpus:
-    """``spacy_elmo.TextCatCorpus.v1``: the texts of ``path``; ``limit`` (0: all)."""
-    if path is None:
-        raise ValueError(
-            "spacy_elmo.TextCatCorpus.v1: no path; set [paths] train and dev, or give "
-            "--paths.train and --paths.dev to spacy train"
-        )
-    return TextCatCorpus(Path(path), limit)
+    """``spacy_elmo.TextCatCorpus.v1``: the texts of ``path``; ``limit`` (0: all). What cannot be
+    read is a ConfigValidationError: ``spacy train`` prints its description as one line, unwrapped
+    (another error, as a traceback)."""
+    try:
+        if path is None:
+            raise ValueError("no path; set [paths] train and dev, or give --paths.train and --paths.dev to spacy train")
+        return TextCatCorpus(Path(path), limit)
+    except (ValueError, FileNotFoundError) as err:
+        raise ConfigValidationError(title=f"{READER} cannot read its data", desc=str(err), errors=[]) from None
 
 
 __all__ = ["TextCatCorpus", "jsonl_files", "read_docs", "read_records", "textcat_corpus"]

@@ -12,9 +12,10 @@ from typer.testing import CliRunner
 
 from conftest import ELMO_FIXTURE, FIXTURES, TINY_BILM
 from spacy_elmo.cli import app
-from spacy_elmo.pretrain import CorpusError, load_config, pretrain
+from spacy_elmo.pretrain import load_config, pretrain
 from spacy_elmo.pretrain.adapt import AdaptSettings, adapt, split_text, step_caps
 from spacy_elmo.pretrain.early_stopping import EarlyStopping
+from spacy_elmo.text_files import TextFileError
 
 TWEETS = FIXTURES / "adapt" / "tweets.txt"
 LABELLED = FIXTURES / "adapt" / "tweets.jsonl"
@@ -140,7 +141,7 @@ def test_a_run_with_patience_stops_and_keeps_its_best_evaluation(tmp_path):
     "content, message",
     [
         (b"one line of text\n", "too little text to adapt on"),
-        (b"caf\xe9 au lait\n" * 2000, "not valid UTF-8"),
+        (b"caf\xe9 au lait\n" * 2000, "line 1: not UTF-8"),
     ],
 )
 def test_text_that_cannot_work_is_refused_naming_the_file(tmp_path, content, message):
@@ -154,7 +155,7 @@ def test_text_that_cannot_work_is_refused_naming_the_file(tmp_path, content, mes
 def test_bad_jsonl_and_missing_files_are_refused(tmp_path):
     bad = tmp_path / "labelled.jsonl"
     bad.write_text('{"text": "fine"}\n{"label": "POS"}\n', encoding="utf-8")
-    with pytest.raises(CorpusError, match=r"labelled.jsonl, line 2: expected an object with a \"text\""):
+    with pytest.raises(TextFileError, match=r"labelled.jsonl, line 2: no text; each line must be a JSON object"):
         split_text([bad], tmp_path / "t.txt", tmp_path / "h.txt", AdaptSettings())
     result = runner.invoke(app, ["adapt", "en_wikitext_small", str(tmp_path / "nowhere.txt"), str(tmp_path / "out")])
     assert result.exit_code == 1 and "nowhere.txt: no such file" in result.output
@@ -192,7 +193,7 @@ def test_a_folder_stands_for_its_text_spacy_and_jsonl_files_in_sorted_order(tmp_
     assert (tmp_path / "t1").read_text() == (tmp_path / "t2").read_text() and (tmp_path / "t1").read_text()
     assert "not read" not in (tmp_path / "t1").read_text() + (tmp_path / "h1").read_text()
     (tmp_path / "empty").mkdir()
-    with pytest.raises(CorpusError, match=r"empty: the directory holds no \.txt"):
+    with pytest.raises(FileNotFoundError, match=r"empty: the directory holds no \.txt"):
         split_text([tmp_path / "empty"], tmp_path / "t3", tmp_path / "h3", settings)
 
 

@@ -214,9 +214,9 @@ def test_config_to_standard_output_says_how_to_train():
     "line, says",
     [
         ("not json", "line 2: not JSON"),
-        ('["a list"]', "line 2: expected a JSON object"),
-        ('{"label": "POS"}', 'line 2: "text" must be a non-empty string'),
-        ('{"text": "  ", "label": "POS"}', 'line 2: "text" must be a non-empty string'),
+        ('["a list"]', 'line 2: no text; each line must be a JSON object with a non-empty "text" string'),
+        ('{"label": "POS"}', "line 2: no text; each line must be a JSON object"),
+        ('{"text": "  ", "label": "POS"}', "line 2: no text; each line must be a JSON object"),
         ('{"text": "x"}', 'line 2: neither "label" nor "cats"'),
         ('{"text": "x", "label": "POS", "cats": {"POS": 1.0}}', 'line 2: both "label" and "cats"'),
         ('{"text": "x", "label": 3}', 'line 2: "label" must be a non-empty string'),

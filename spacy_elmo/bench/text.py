@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Optional
 
+from ..text_files import lines as read_lines
+
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 #: The benchmarks' default text (see the module docstring), and its attribution and licence.
 DEFAULT_TEXT = DATA_DIR / "wikitext2_valid_head.txt"
@@ -28,7 +30,7 @@ def text_lines(path: Optional[Path] = None) -> List[str]:
     if not path.is_file():
         raise FileNotFoundError(f"benchmark text not found: {path}")
     lines = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for _, line in read_lines(path):
         line = line.strip()
         if line and not (line.startswith("= ") and line.endswith(" =")):
             lines.append(line)

@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, List, Optional, Sequence
 
 import typer
 
-from ..textcat_jsonl import SUFFIX as JSONL_SUFFIX
+from ..text_files import JSONL_SUFFIX
+from ..textcat_jsonl import READER as JSONL_READER
+from ..textcat_jsonl import TextCatCorpus
 from .errors import fail, failing
 from .weights import WEIGHTS, weight_source
 
@@ -23,7 +25,6 @@ CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 #: What ``[paths] bilm`` says when no --weights is given: the model bundled with the package.
 BUNDLED = "en_wikitext_small"
 TEXTCAT = ("textcat", "textcat_multilabel")
-JSONL_READER = "spacy_elmo.TextCatCorpus.v1"
 
 
 def _template(name: str) -> "Config":
@@ -46,8 +47,9 @@ def training_config(
 ) -> "Config":
     """The filled training config for the components ``pipeline`` on the elmo pipe with ``weights``
     (None: the bundled model); ``train``/``dev`` go into ``[paths]``, JSONL read by
-    ``spacy_elmo.TextCatCorpus.v1``. Raises ValueError for an unknown or repeated component, or
-    JSONL data without a text classifier."""
+    ``spacy_elmo.TextCatCorpus.v1`` (every line now, as that reader does). Raises ValueError for
+    an unknown or repeated component, JSONL data without a text classifier, or a bad JSONL line
+    (TextFileError)."""
     from spacy.util import load_model_from_config
 
     _check_pipeline(pipeline)
@@ -70,6 +72,7 @@ def training_config(
                     f"({', '.join(pipeline)}) has no textcat; for a tagger, ner or parser convert "
                     "the data to .spacy files (python -m spacy convert)"
                 )
+            TextCatCorpus(Path(path))
             config["corpora"][split] = {"@readers": JSONL_READER, "path": f"${{paths.{split}}}", "limit": 0}
     return load_model_from_config(config, auto_fill=True, validate=True).config
 

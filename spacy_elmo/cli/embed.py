@@ -7,7 +7,6 @@ rank 0 waits for the others' files, merges them and removes the parts. The jobs 
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import signal
 import sys
@@ -33,7 +32,9 @@ THREADS_HELP = "Threads each process's biLM splits its batches over, PyTorch ops
 
 
 def embed(
-    input_path: Path = typer.Argument(..., help="A text file (one sentence per line) or a .spacy file (DocBin)"),
+    input_path: Path = typer.Argument(
+        ..., help='A text file (one sentence per line), a .jsonl file (the "text" of each line) or a .spacy file (DocBin)'
+    ),
     output_path: Path = typer.Argument(..., help="The HDF5 file to write"),
     layers: str = typer.Option("all", "--layers", help="all: (n_layers + 1, n, width); top or average: (n, width)"),
     weights: Optional[str] = WEIGHTS,
@@ -75,9 +76,10 @@ def embed(
     before it starts.
 
     A text file has one sentence per line, split on whitespace unless --lang is given (a blank
-    line gives an empty dataset, so that dataset names stay line numbers). A .spacy file gives one
-    dataset per sentence of each doc, or per doc when the doc has no sentence boundaries; rows of
-    whitespace tokens are zero.
+    line gives an empty dataset, so that dataset names stay line numbers); a .jsonl file, one
+    sentence per line's "text". Every line is read before the run starts: one that is not UTF-8
+    (or JSON) is refused, naming it. A .spacy file gives one dataset per sentence of each doc, or
+    per doc when the doc has no sentence boundaries; rows of whitespace tokens are zero.
 
     Chunks of --chunk-size sentences (default 1000; for a small input fewer, so that every
     process gets some) are written to OUT.hdf5.parts/ as they finish, then merged
@@ -187,7 +189,8 @@ def _work(context: DistributedContext, o: EmbedOptions, plan: Optional[JobPlan],
         tokens_now = progress.tokens
         progress.close()
     if failure is not None:
-        fail(f"{prefix}{failure}{failure_next_step(failure, o, plan, context.world_size)}")
+        _remove_unfinished_parts(o, plan, context.world_size)
+        fail(f"{prefix}{failure}")
     merged = merge_chunks(parts, o.output_path, plan.n_chunks, plan.manifest, o.use_sentence_keys, o.forget_sentences)
     processes = f"{context.world_size} process{'es' if context.world_size > 1 else ''}"
     typer.echo(
@@ -201,26 +204,12 @@ def _work(context: DistributedContext, o: EmbedOptions, plan: Optional[JobPlan],
         typer.echo(f"sentences embedded per rank ({chunks}): {shares}")
 
 
-def failure_next_step(failure: RankFailure, o: EmbedOptions, plan: Optional[JobPlan], world_size: int) -> str:
-    """What to do after a rank's failure: a one-process run with no chunk removes its parts; a
-    non-UTF-8 input gets the command that re-encodes it."""
+def _remove_unfinished_parts(o: EmbedOptions, plan: Optional[JobPlan], world_size: int) -> None:
+    """After a rank's failure, a one-process run that finished no chunk leaves no parts folder."""
     parts = parts_folder(o.output_path)
     if world_size == 1 and plan is not None and not finished_chunks(parts):
         plan.release()
         shutil.rmtree(parts, ignore_errors=True)
-    if not isinstance(failure.__cause__, UnicodeDecodeError):
-        return ""
-    source = shlex.quote(str(o.input_path))
-    fixed = shlex.quote(f"{o.input_path}.utf8")
-    step = (
-        f". The input must be UTF-8: re-encode it (from Latin-1, e.g.: iconv -f latin1 -t utf-8 "
-        f"{source} > {fixed}; file -i {source} guesses the encoding) and run the same command on {fixed}"
-    )
-    if parts.exists():
-        step += (
-            f"; its chunks differ from this run's, so start over first: rm -r {shlex.quote(str(parts))}"
-        )
-    return step
 
 
 def _wait_for_chunks(parts: Path, n_chunks: int, progress: JobProgress) -> None:

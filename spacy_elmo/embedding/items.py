@@ -1,7 +1,7 @@
 """The input of ``embed`` as a stream of numbered items, one per sentence, each one dataset. Every
-rank streams it all, so skipping must be cheap: a line is decoded only when its item is embedded.
-Text: one item per line, blank lines too (names stay line numbers). ``.spacy``: one per sentence (or
-doc); a DocBin cannot be streamed, so each rank holds its arrays.
+rank streams it all. Text: one item per line, blank lines too (names stay line numbers), read by
+``text_files``; JSONL: one per object's ``"text"``. ``.spacy``: one per sentence (or doc); a DocBin
+cannot be streamed, so each rank holds its arrays.
 """
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Optional, Tuple, Union
+
+from ..text_files import texts
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -18,11 +20,11 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Item:
-    """One sentence of the input, not yet decoded.
+    """One sentence of the input.
 
     number: its place in the whole input: the dataset name without ``--use-sentence-keys``.
     source: the line (1-based) or doc (0-based) it comes from, for error messages.
-    payload: the line's bytes; or a sentence (Span) of a decoded doc, or a doc."""
+    payload: the line's text; or a sentence (Span) of a decoded doc, or a doc."""
 
     number: int
     source: int
@@ -30,7 +32,8 @@ class Item:
 
 
 class TextLines:
-    """A text file, one sentence per line, split on whitespace or by ``tokenize`` (``--lang``)."""
+    """A text file, one sentence per line (or a JSONL file, one per ``"text"``), split on
+    whitespace or by ``tokenize`` (``--lang``); a line that cannot be read raises TextFileError."""
 
     kind = "text"
 
@@ -39,14 +42,8 @@ class TextLines:
         self.tokenize = tokenize
 
     def items(self) -> Iterator[Item]:
-        with open(self.path, "rb") as handle:
-            # bytes.splitlines ends lines at \n, \r\n and \r only, as universal newlines do.
-            lines = (line for raw in handle for line in raw.splitlines())
-            for number, line in enumerate(lines):
-                yield Item(number, number + 1, line)
-
-    def count(self) -> int:
-        return sum(1 for _ in self.items())
+        for index, (number, text) in enumerate(texts(self.path)):
+            yield Item(index, number, text)
 
     def location(self, item: Item) -> str:
         return f"input line {item.source} ({self.path})"
@@ -55,13 +52,13 @@ class TextLines:
         return f"input lines {first.source}-{last.source} ({self.path})"
 
     def key(self, item: Item) -> str:
-        """The key text: the stripped line (raises UnicodeDecodeError for bytes not UTF-8)."""
-        return item.payload.decode("utf-8").strip()
+        """The key text: the stripped line."""
+        return item.payload.strip()
 
     def doc(self, item: Item, nlp: "Language") -> Tuple["Doc", str]:
         from spacy.tokens import Doc
 
-        line = item.payload.decode("utf-8")
+        line = item.payload
         doc = nlp.make_doc(line.strip()) if self.tokenize else Doc(nlp.vocab, words=line.split())
         return doc, line.strip()
 
@@ -85,9 +82,6 @@ class DocBinSentences:
             for part in parts:
                 yield Item(number, d, part)
                 number += 1
-
-    def count(self) -> int:
-        return sum(1 for _ in self.items())
 
     def location(self, item: Item) -> str:
         return f"doc {item.source} ({self.path})"
@@ -117,7 +111,7 @@ InputItems = Union[TextLines, DocBinSentences]
 
 
 def open_input(path: Path, lang: Optional[str], vocab: "Vocab") -> InputItems:
-    """The reader for ``path``: a DocBin for ``.spacy``, else text lines."""
+    """The reader for ``path``: a DocBin for ``.spacy``, else text lines (or JSONL texts)."""
     if path.suffix == ".spacy":
         return DocBinSentences(path, vocab)
     return TextLines(path, tokenize=lang is not None)

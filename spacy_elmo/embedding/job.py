@@ -21,6 +21,7 @@ import h5py
 from ..layers.bilm_model import BiLMSettings
 from ..nn.precision import get_precision
 from ..sources import resolve_weight_source, weight_keys
+from ..text_files import TextFileError
 from ..validation import validated
 from .chunks import finished_chunks, parts_folder, remove_temporaries
 from .items import InputItems, open_input
@@ -267,22 +268,22 @@ def _remove_if_nothing_finished(parts: Path) -> bool:
 
 
 def _count_and_check_keys(reader: InputItems, use_sentence_keys: bool) -> int:
-    """The number of sentences; with sentence keys, every key checked as well."""
-    if not use_sentence_keys:
-        return reader.count()
+    """The number of sentences, every line read (a bad one refused, naming it); with sentence
+    keys, every key checked as well."""
     total = 0
 
     def keys():
         nonlocal total
         for item in reader.items():
-            try:
-                text = reader.key(item)
-            except UnicodeDecodeError as err:
-                raise JobRefused(f"{reader.location(item)}: {err}") from None
             total += 1
-            yield item.number, text
+            yield item.number, reader.key(item)
 
-    problem = first_bad_key(keys())
+    try:
+        if not use_sentence_keys:
+            return sum(1 for _ in reader.items())
+        problem = first_bad_key(keys())
+    except TextFileError as err:
+        raise JobRefused(str(err)) from None
     if problem is not None:
         raise JobRefused(problem)
     return total

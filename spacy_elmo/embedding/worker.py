@@ -104,7 +104,7 @@ def _embed_batch(
     for item in batch:
         try:
             docs.append(reader.doc(item, nlp))
-        except Exception as err:  # an undecodable line, a tokenizer error: name the line
+        except Exception as err:  # a tokenizer error: name the line
             raise RankFailure(reader.location(item), err) from err
     try:
         processed = list(nlp.pipe((doc for doc, _ in docs), batch_size=len(docs)))

@@ -17,24 +17,17 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from tqdm import tqdm
 
 from ..nn.threads import command_threads, torch_threads
 from ..sources import resolve_weight_source
+from ..text_files import resolve_files
 from .build import trainable
 from .checkpoint import checkpoint_path
 from .config import load_config, model_overrides
-from .corpus import (
-    SPACY_SUFFIXES,
-    TEXT_SUFFIXES,
-    CorpusError,
-    CorpusSettings,
-    SequenceReader,
-    count_words,
-    resolve_files,
-)
+from .corpus import CorpusError, CorpusSettings, SequenceReader, check_text, count_words
 from .early_stopping import EarlyStopping
 from .evaluate import EvalResult, held_out_nll, load_language_model
 from .metrics import read_metrics
@@ -42,7 +35,6 @@ from .run_files import METRICS_NAME, OPTIONS_NAME, SAFETENSORS_NAME, SOFTMAX_NAM
 from .trainer import pretrain
 from .vocab import Vocab
 
-JSONL_SUFFIX = ".jsonl"
 #: Where the output directory keeps the adaptation's own files.
 ADAPT_DIR = "adapt"
 SOFTMAX_FIT_DIR = "softmax-fit"
@@ -220,7 +212,7 @@ def _vocabulary(weights, work: Path, train_file: Path, settings: AdaptSettings, 
     if vocab_file.is_file():
         return vocab_file
     vocab_file = work / VOCAB_NAME
-    counted, _ = count_words([train_file], _corpus_settings(settings))
+    counted = count_words([train_file], _corpus_settings(settings))
     Vocab.from_counts(counted, settings.vocab_size, 1).save(vocab_file)
     echo(f"{weights.directory} has no vocabulary: the softmax predicts the text's own words ({vocab_file})")
     return vocab_file
@@ -264,17 +256,21 @@ def _keep_source(work: Path, output_dir: Path, before: float, best: float, echo:
 def split_text(
     texts: Sequence[Path], train_file: Path, heldout_file: Path, settings: AdaptSettings
 ) -> Tuple[int, int]:
-    """Read ``texts`` as the pretraining corpus reads its files (JSONL: the ``text`` of each
-    object), one sentence a line, tokens separated by spaces, into ``train_file`` and
-    ``heldout_file`` (a seeded ``holdout`` share of the sentences, at most
-    ``max_heldout_tokens`` tokens). Returns the two token counts; refuses too little text."""
+    """Read ``texts`` (files or folders of them) as the pretraining corpus reads its files (JSONL:
+    the ``text`` of each object), one sentence a line, tokens separated by spaces, into
+    ``train_file`` and ``heldout_file`` (a seeded ``holdout`` share of the sentences, at most
+    ``max_heldout_tokens`` tokens). Every line is read before a file is written. Returns the two
+    token counts; refuses too little text."""
     if not texts:
         raise CorpusError("no text given: name one or more text, .spacy or .jsonl files")
+    files = [file for text in texts for file in resolve_files(text)]
+    corpus = _corpus_settings(settings)
+    check_text(files, corpus)
     train_file.parent.mkdir(parents=True, exist_ok=True)
     chooser = random.Random(settings.seed)
     counts = [0, 0]
     with train_file.open("w", encoding="utf-8") as train, heldout_file.open("w", encoding="utf-8") as heldout:
-        for tokens in _sequences(texts, settings):
+        for tokens in SequenceReader(files, corpus):
             held = chooser.random() < settings.holdout and counts[1] < settings.max_heldout_tokens
             (heldout if held else train).write(" ".join(tokens) + "\n")
             counts[held] += len(tokens)
@@ -297,62 +293,8 @@ def held_out_perplexity(model_dir: Path, heldout_file: Path, settings: AdaptSett
     return EvalResult.from_sums(held_out_nll(model, vocab, reader, settings.batch_tokens), heldout_file)
 
 
-def _sequences(texts: Sequence[Path], settings: AdaptSettings) -> Iterator[List[str]]:
-    """Token sequences of every file: .jsonl through its texts, the others as pretraining reads."""
-    for path in _files(texts):
-        if path.suffix == JSONL_SUFFIX:
-            reader = SequenceReader([], _corpus_settings(settings, tokenized=False))
-            for text in _jsonl_texts(path):
-                yield from reader._sequences(reader._tokenize(text))
-            continue
-        reader = SequenceReader([path], _corpus_settings(settings))
-        try:
-            yield from reader
-        except CorpusError as err:
-            if path.suffix in SPACY_SUFFIXES:
-                raise
-            raise CorpusError(
-                f"{err}. Give UTF-8 text: convert the file first, e.g. iconv -f latin1 -t utf-8 "
-                f"{path} > {path.stem}.utf8{path.suffix}"
-            ) from None
-
-
-def _files(texts: Sequence[Path]) -> Iterator[Path]:
-    """The files given, a directory standing for its text, .spacy and .jsonl files (sorted)."""
-    for path in map(Path, texts):
-        if not path.exists():  # not a glob pattern here: the shell has expanded those
-            raise CorpusError(f"{path}: no such file or directory (give text, .spacy or .jsonl files, or folders of them)")
-        yield from resolve_files(path, (*TEXT_SUFFIXES, *SPACY_SUFFIXES, JSONL_SUFFIX))
-
-
-def _jsonl_texts(path: Path) -> Iterator[str]:
-    """The ``text`` of each JSON object of ``path`` (labels, if any, are not needed here)."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as err:
-        raise CorpusError(f"{path}: not valid UTF-8 ({err}); JSON lines are UTF-8 text") from None
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise CorpusError(
-                f"{path}, line {number}: not JSON ({err.msg}); expected one object a line, "
-                '{"text": "...", ...} (a "label" or "cats" may be there and is not used)'
-            ) from None
-        text = data.get("text") if isinstance(data, dict) else None
-        if not isinstance(text, str):
-            raise CorpusError(f'{path}, line {number}: expected an object with a "text" string, got {line.strip()[:60]!r}')
-        yield text
-
-
 def _corpus_settings(settings: AdaptSettings, tokenized: Optional[bool] = None) -> CorpusSettings:
-    return CorpusSettings(
-        tokenized=settings.tokenized if tokenized is None else tokenized,
-        lang=settings.lang,
-        on_decode_error="raise",
-    )
+    return CorpusSettings(tokenized=settings.tokenized if tokenized is None else tokenized, lang=settings.lang)
 
 
 def _overrides(

@@ -19,9 +19,10 @@ from ..nn.bilm import BiLM
 from ..nn.lstm import fuse_cells
 from ..nn.softmax import LMSoftmax
 from ..sources import WeightSource, load_bilm_from, resolve_weight_source
+from ..text_files import resolve_files
 from .checkpoint import checkpoint_path
 from .config import ConfigError, PretrainSettings, flatten
-from .corpus import CorpusError, count_words, resolve_files
+from .corpus import CorpusError, CorpusSettings, SequenceReader, check_text, count_words
 from .model import BiLMLanguageModel, init_bilm_tf_style
 from .resume import check_resumed_config
 from .run_files import CONFIG_NAME, METRICS_NAME, SOFTMAX_NAME, VOCAB_NAME
@@ -49,12 +50,24 @@ def prepare_output_dir(output_dir: Path, settings: PretrainSettings, ctx: Distri
     ctx.barrier()
 
 
-def corpus_files(key: str, spec: str) -> List[Path]:
-    """The files ``spec`` names (files, folders, globs); an error names the config key."""
+def corpus_files(key: str, spec: str, settings: CorpusSettings, speak: bool) -> List[Path]:
+    """The files ``spec`` names (files, folders, globs; a missing one names the config key), every
+    line read once now (``check_text``), so that a bad line or a text without tokens stops the run
+    before it starts, not at the first evaluation; lines skipped as not UTF-8 are said on the
+    console (``speak``)."""
     try:
-        return resolve_files(spec)
-    except CorpusError as err:
-        raise CorpusError(f"{key}: {err}") from None
+        files = resolve_files(spec)
+    except FileNotFoundError as err:
+        raise FileNotFoundError(f"{key}: {err}") from None
+    skipped = check_text(files, settings)
+    if next(iter(SequenceReader(files, settings)), None) is None:
+        raise CorpusError(f"{key} {spec} holds no tokens (empty or blank lines only, or every line skipped)")
+    if skipped and speak:
+        tqdm.write(
+            f"{key}: skipping {len(skipped):,} line{'s' if len(skipped) > 1 else ''} not UTF-8 (corpus.on_decode_error "
+            f"= \"skip\"): {'; '.join(skipped[:3])}{' ...' if len(skipped) > 3 else ''}"
+        )
+    return files
 
 
 def prepare_vocab(
@@ -69,13 +82,7 @@ def prepare_vocab(
     if s.vocab.path:
         vocab = Vocab.load(s.vocab.path)
     elif ctx.is_main:
-        counts, stats = count_words(train_files, s.corpus)
-        if not counts:
-            raise CorpusError(
-                f"the training corpus {s.corpus.train} holds no tokens (empty, blank lines only, or "
-                f"every line skipped: {stats.skipped_lines} undecodable lines)"
-            )
-        vocab = Vocab.from_counts(counts, s.vocab.size, s.vocab.min_count)
+        vocab = Vocab.from_counts(count_words(train_files, s.corpus), s.vocab.size, s.vocab.min_count)
     else:
         vocab = None
     if ctx.is_main:

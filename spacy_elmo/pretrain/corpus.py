@@ -7,7 +7,6 @@ counters (``DataPosition``) and ``--resume`` replays the text up to it without r
 
 from __future__ import annotations
 
-import glob
 import random
 from collections import Counter
 from dataclasses import dataclass, field
@@ -19,17 +18,15 @@ from pydantic import PositiveInt
 from ..batching import pack_sequences
 from ..chars import BOS_TOKEN, EOS_TOKEN
 from ..sentences import split_sentences, windows
+from ..text_files import JSONL_SUFFIX, SPACY_SUFFIX, texts
 from .section import Section
-
-TEXT_SUFFIXES = (".txt", ".text", ".tokens", ".raw")
-SPACY_SUFFIXES = (".spacy",)
 
 Tokens = List[str]
 T = TypeVar("T")
 
 
 class CorpusError(ValueError):
-    """Training text that cannot be used, naming the file (and line)."""
+    """Training text that cannot be used, naming the files (a bad line: ``TextFileError``)."""
 
 
 class CorpusSettings(Section):
@@ -39,34 +36,33 @@ class CorpusSettings(Section):
     lang: str = "en"
     split_sentences: bool = True
     max_sequence_length: PositiveInt = 100
-    on_decode_error: Literal["skip", "raise"] = "skip"
+    on_decode_error: Literal["skip", "raise"] = "raise"
 
 
 @dataclass
 class CorpusStats:
     """Counts kept while streaming, reported in the metrics."""
 
-    lines: int = 0
-    skipped_lines: int = 0
-    sequences: int = 0
-    tokens: int = 0
-    skipped_examples: List[str] = field(default_factory=list)
+    #: The numbers (each in its file) of the lines left out as not UTF-8, as they are met.
+    undecodable: List[int] = field(default_factory=list)
+
+    @property
+    def skipped_lines(self) -> int:
+        return len(self.undecodable)
 
 
-def resolve_files(spec: str | Path, suffixes: Sequence[str] = TEXT_SUFFIXES + SPACY_SUFFIXES) -> List[Path]:
-    """A file, a directory (its files with ``suffixes``, nested ones too, sorted) or a glob pattern."""
-    path = Path(spec)
-    if path.is_file():
-        return [path]
-    if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in suffixes)
-        if not files:
-            raise CorpusError(f"{path}: the directory holds no {', '.join(suffixes)} files")
-        return files
-    files = sorted(Path(p) for p in glob.glob(str(spec)) if Path(p).is_file())
-    if not files:
-        raise CorpusError(f"no corpus files match {spec!r}")
-    return files
+def check_text(files: Sequence[Path], settings: CorpusSettings) -> List[str]:
+    """Read every line of the text and JSONL ``files`` once, before any work is done with them:
+    the first that cannot be read raises TextFileError, except that with ``on_decode_error =
+    "skip"`` the lines that are not UTF-8 are left out, and returned (``"{file}, line {n}"``)."""
+    skipped: List[str] = []
+    for path in files:
+        if path.suffix != SPACY_SUFFIX:
+            undecodable: List[int] = []
+            for _ in texts(path, undecodable if settings.on_decode_error == "skip" else None):
+                pass
+            skipped += [f"{path}, line {number}" for number in undecodable]
+    return skipped
 
 
 class SequenceReader:
@@ -90,7 +86,7 @@ class SequenceReader:
     def __iter__(self) -> Iterator[Tokens]:
         self._items = 0
         for path in self.files:
-            if path.suffix in SPACY_SUFFIXES:
+            if path.suffix == SPACY_SUFFIX:
                 yield from self._from_docbin(path)
             else:
                 yield from self._from_text(path)
@@ -102,25 +98,13 @@ class SequenceReader:
         return (self._items - 1) % self.world_size == self.rank
 
     def _from_text(self, path: Path) -> Iterator[Tokens]:
-        with path.open("rb") as handle:
-            for line_no, raw in enumerate(handle, start=1):
-                if not self._mine():
-                    continue
-                try:
-                    # utf-8-sig on the first line: a byte-order mark is not part of a word
-                    text = raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
-                except UnicodeDecodeError as err:
-                    if self.settings.on_decode_error == "raise":
-                        raise CorpusError(f"{path}:{line_no}: not valid UTF-8 ({err})") from err
-                    self.stats.skipped_lines += 1
-                    if len(self.stats.skipped_examples) < 5:
-                        self.stats.skipped_examples.append(f"{path}:{line_no}")
-                    continue
-                self.stats.lines += 1
-                if not text.strip():
-                    continue
-                for tokens in self._sequences(self._tokenize(text)):
-                    yield tokens
+        """The sequences of each line of a text file, or of each text of a JSONL file (raw text,
+        for spaCy's tokenizer whatever ``tokenized`` says)."""
+        undecodable = self.stats.undecodable if self.settings.on_decode_error == "skip" else None
+        tokenized = self.settings.tokenized and path.suffix != JSONL_SUFFIX
+        for _, text in texts(path, undecodable):
+            if self._mine():
+                yield from self.sequences(text, tokenized)
 
     def _from_docbin(self, path: Path) -> Iterator[Tokens]:
         from spacy import blank
@@ -134,35 +118,24 @@ class SequenceReader:
         for doc in docbin.get_docs(vocab):
             if not self._mine():
                 continue
-            self.stats.lines += 1
             parts = list(doc.sents) if doc.has_annotation("SENT_START") else [doc]
             for part in parts:
-                tokens = [t.text for t in part if not t.is_space]
-                for chunk in windows(tokens, self.settings.max_sequence_length):
-                    yield self._count(chunk)
+                yield from windows([t.text for t in part if not t.is_space], self.settings.max_sequence_length)
+
+    def sequences(self, text: str, tokenized: bool) -> Iterator[Tokens]:
+        """The token sequences of one text: split on whitespace (``tokenized``) or by spaCy's
+        tokenizer, cut into sentences (or windows) of at most ``max_sequence_length``, as
+        ``[corpus]`` says."""
+        size = self.settings.max_sequence_length
+        tokens = text.split() if tokenized else self._tokenize(text)
+        yield from split_sentences(tokens, size) if self.settings.split_sentences else windows(tokens, size)
 
     def _tokenize(self, text: str) -> Tokens:
-        if self.settings.tokenized:
-            return text.split()
         if self._tokenizer is None:
             from spacy import blank
 
             self._tokenizer = blank(self.settings.lang).tokenizer
         return [t.text for t in self._tokenizer(text) if not t.is_space]
-
-    def _sequences(self, tokens: Tokens) -> Iterator[Tokens]:
-        size = self.settings.max_sequence_length
-        if self.settings.split_sentences:
-            parts = split_sentences(tokens, size)
-        else:
-            parts = windows(tokens, size)
-        for part in parts:
-            yield self._count(part)
-
-    def _count(self, tokens: Tokens) -> Tokens:
-        self.stats.sequences += 1
-        self.stats.tokens += len(tokens)
-        return tokens
 
 
 @dataclass
@@ -341,10 +314,9 @@ class WindowStream(_Stream):
             yield from buffer
 
 
-def count_words(files: Sequence[Path], settings: CorpusSettings) -> Tuple[Counter, CorpusStats]:
+def count_words(files: Sequence[Path], settings: CorpusSettings) -> Counter:
     """Word frequencies over the whole corpus (all shards), streamed."""
     counts: Counter = Counter()
-    reader = SequenceReader(files, settings)
-    for sequence in reader:
+    for sequence in SequenceReader(files, settings):
         counts.update(sequence)
-    return counts, reader.stats
+    return counts

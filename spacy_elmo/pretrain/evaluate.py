@@ -18,8 +18,9 @@ from ..batching import pack_sequences
 from ..nn.softmax import LMSoftmax
 from ..nn.threads import torch_threads
 from ..sources import load_bilm
+from ..text_files import resolve_files
 from .config import parse_settings
-from .corpus import CorpusError, SequenceReader, resolve_files
+from .corpus import CorpusError, SequenceReader, check_text
 from .model import BiLMLanguageModel, make_batch, perplexity
 from .run_files import CONFIG_NAME, SOFTMAX_NAME, VOCAB_NAME
 from .vocab import Vocab
@@ -89,10 +90,11 @@ def evaluate_run(
                 "set to it and initialize.softmax_only_steps = training.max_steps)"
             )
     settings = parse_settings(Config().from_disk(run_dir / CONFIG_NAME))
+    files = [path for spec in text for path in resolve_files(spec)]
+    check_text(files, settings.corpus)  # a bad line is said before the model loads
     device = torch.device("cpu") if gpu_id < 0 else torch.device("cuda", gpu_id)
     model, vocab = load_language_model(run_dir)
     model = model.to(device)
-    files = [path for spec in text for path in resolve_files(spec)]
     reader = SequenceReader(files, settings.corpus)
     # The run's own thread count ([system] threads), as its training evaluations ran: PyTorch's
     # default (a thread per core) is the path that stalls on a shared machine.

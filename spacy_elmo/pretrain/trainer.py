@@ -30,7 +30,7 @@ from .build import (
 )
 from .checkpoint import CarriedStates, TrainingState, drop_metrics_after, load_checkpoint, save_checkpoint
 from .config import ConfigError, PretrainSettings, parse_settings, sampled_softmax_wanted, sparse_updates_wanted
-from .corpus import BatchStream, CorpusError, DataPosition, SequenceReader, WindowStream
+from .corpus import BatchStream, DataPosition, SequenceReader, WindowStream
 from .early_stopping import EarlyStopping
 from .evaluate import EvalResult, held_out_nll
 from .metrics import LogWindow, MetricsLog, PendingSums
@@ -100,11 +100,8 @@ class Trainer:
 
     def _open_corpus(self) -> None:
         s = self.settings
-        self.train_files = corpus_files("corpus.train", s.corpus.train)
-        self.dev_files = corpus_files("corpus.dev", s.corpus.dev) if s.corpus.dev else []
-        if self.dev_files and next(iter(SequenceReader(self.dev_files, s.corpus)), None) is None:
-            # found now, not at the first evaluation after eval_every steps
-            raise CorpusError(f"corpus.dev {s.corpus.dev} holds no tokens (empty or blank lines only)")
+        self.train_files = corpus_files("corpus.train", s.corpus.train, s.corpus, self.ctx.is_main)
+        self.dev_files = corpus_files("corpus.dev", s.corpus.dev, s.corpus, self.ctx.is_main) if s.corpus.dev else []
 
     def _build_training_objects(self, resume: bool) -> None:
         """The model, its DDP wrapper, optimizer, schedule, grad scaler, seeds, data stream and
