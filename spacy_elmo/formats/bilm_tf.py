@@ -31,6 +31,7 @@ import h5py
 import numpy as np
 import torch
 
+from ..files import replacing
 from ..indexers import ByteIndexer
 from ..nn.bilm import BiLM
 from ..options import BiLMOptions
@@ -106,7 +107,7 @@ def write_bilm_tf_weights(bilm: BiLM, weight_file: PathLike) -> None:
             "an ELMoForManyLangs biLM (its own character and word lexicons) has no bilm-tf "
             "layout; save it as a native checkpoint with save_bilm"
         )
-    with h5py.File(weight_file, "w") as handle:
+    with replacing(weight_file) as temporary, h5py.File(temporary, "w") as handle:
         state = {k: v.detach().float().cpu().numpy() for k, v in bilm.state_dict().items()}
         for dataset in bilm_tf_layout(bilm.options):
             array = np.ascontiguousarray(_to_tf(dataset, state), dtype=np.float32)
