@@ -238,10 +238,6 @@ def mark(doc: "Doc", i: int) -> str:
     ).strip()
 
 
-def format_table(scores: Sequence[QueryScores]) -> str:
-    return table(table_rows(scores), TABLE_COLUMNS)
-
-
 def format_user_query(query: QueryScores) -> str:
     """One line for a sentence the user typed: the mean cosine to each sense group, per output."""
     parts = []
@@ -327,7 +323,7 @@ def _echo_scores(nlp, scores, sentences, shown: List[str], n_known: int, precisi
         "other = mean cosine of its word to the word in the other sentences of its own sense / of "
         "the other sense; wins = own is higher."
     )
-    typer.echo(format_table(first_of_each_sense(scores, shown)) + "\n")
+    typer.echo(table(table_rows(first_of_each_sense(scores, shown)), TABLE_COLUMNS) + "\n")
     typer.echo("Every sentence of the data in turn as the query:")
     for line in summary_lines(scores, sentences, shown):
         typer.echo(f"  {line}")
