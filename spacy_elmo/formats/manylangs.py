@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import zipfile
 from pathlib import Path
-from typing import Annotated, Any, Dict, Mapping, Optional, Sequence, Tuple, Union
+from typing import Annotated, Any, Dict, Mapping, Optional, Sequence, Tuple
 
 import torch
 from pydantic import BaseModel, BeforeValidator, ConfigDict
@@ -40,7 +40,7 @@ from ..indexers.lexicon import (
 from ..nn.bilm import BiLM
 from ..options import BiLMOptions, OptionsError
 from ..validation import StrictNonNegative, StrictPositive, validated
-from .base import OPTIONS_NAME, LoadedWeights, PathLike, WeightFileError, WeightFormat, WeightSource, loaded_bilm
+from .base import OPTIONS_NAME, LoadedWeights, PathLike, WeightFileError, WeightFormat, WeightSource
 
 NAME = "elmoformanylangs"
 #: what a whitespace entry becomes when ELMoForManyLangs reads a lexicon (see the module doc).
@@ -122,13 +122,6 @@ def is_manylangs_dir(path: PathLike) -> bool:
     if not path.is_dir() or (path / OPTIONS_NAME).is_file():
         return False
     return any((path / name).is_file() for name in names)
-
-
-def load_manylangs_bilm(
-    path: PathLike, stateful: bool = False, device: Union[str, torch.device, None] = None
-) -> BiLM:
-    """An ELMoForManyLangs model directory as a ``BiLM`` (eval mode) with its lexicon indexer."""
-    return loaded_bilm(_read_directory(Path(path)), str(path), stateful, device)
 
 
 def _read_directory(path: Path) -> LoadedWeights:
