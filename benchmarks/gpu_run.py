@@ -178,12 +178,12 @@ def _one_rank_against_one_process(stage: Stage, step: str) -> Dict[str, Any]:
     steps of the bilm-tf recipe on windows, alternated A B A B: tokens/s of the last logged
     window of each run, and their ratio."""
     from spacy_elmo.bench.measure import alternating
-    from spacy_elmo.bench.report import medians_and_ratios
     from spacy_elmo.bench.text import default_text_path
     from spacy_elmo.pretrain.config import config_text
     from spacy_elmo.pretrain.metrics import read_metrics
 
     from .pretrain_bench import TINY
+    from .timing import medians_and_ratios
 
     steps = stage.sizes.one_rank_steps
     tiny = TINY if stage.sizes.tiny else {}

@@ -53,7 +53,7 @@ import torch
 from tqdm import tqdm
 
 from spacy_elmo.bench.isolate import run_isolated
-from spacy_elmo.bench.measure import MB, PeakMemory, Stopwatch, alternating
+from spacy_elmo.bench.measure import MB, PeakMemory, alternating
 from spacy_elmo.bench.report import ratio
 from spacy_elmo.bench.system import system_info
 from spacy_elmo.bench.text import default_text_path, text_lines
@@ -67,6 +67,7 @@ from .reference import ReferenceBiLM, max_abs_differences
 from .shapes import cached_model, shape_source
 from .text import sentence_batches, words_by_frequency
 from .text import sentences as text_sentences
+from .timing import Stopwatch
 
 EXACT_TOLERANCE = 1e-5
 #: Words in the token cache of the ``exact + token cache`` path (a pipe's token_cache_words).

@@ -33,11 +33,12 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from spacy_elmo.bench.isolate import run_isolated
-from spacy_elmo.bench.measure import MB, PeakMemory, Stopwatch, current_rss_bytes
+from spacy_elmo.bench.measure import MB, PeakMemory, current_rss_bytes
 from spacy_elmo.bench.system import system_info
 from spacy_elmo.bench.text import text_lines
 
 from .text import token_stream
+from .timing import Stopwatch
 
 ALLOCATORS: Dict[str, Dict[str, str]] = {
     "default": {},

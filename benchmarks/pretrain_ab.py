@@ -44,8 +44,9 @@ def run_pretrain_ab(
     (with ``overrides``), takes ``warmup`` untimed steps and times ``steps``. Returns every run,
     each side's median tokens/s, their ratio, and the median of the step-by-step ratios."""
     from spacy_elmo.bench.measure import alternating
-    from spacy_elmo.bench.report import medians_and_ratios
     from spacy_elmo.bench.system import system_info
+
+    from .timing import medians_and_ratios
 
     this = Path(__file__).resolve().parents[1]
     against = Path(against).resolve()

@@ -41,13 +41,14 @@ import torch
 from tqdm import tqdm
 
 from spacy_elmo.bench.isolate import run_isolated
-from spacy_elmo.bench.measure import MB, PeakMemory, Stopwatch, synchronize
+from spacy_elmo.bench.measure import MB, PeakMemory
 from spacy_elmo.bench.system import system_info
 from spacy_elmo.bench.text import default_text_path, text_lines
 from spacy_elmo.nn.precision import TRAINING_PRECISIONS, runs_on
 
 from .shapes import bundled_recipe_path
 from .text import words_by_frequency
+from .timing import Stopwatch, synchronize
 
 ORIGINAL_VOCAB_SIZE = 793_471
 STEP_KINDS = ("eager", "cuda_graph", "compile", "compile_graph")

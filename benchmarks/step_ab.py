@@ -22,10 +22,11 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 import torch
 
 from spacy_elmo.bench.measure import MB, alternating
-from spacy_elmo.bench.report import medians_and_ratios, write_json
+from spacy_elmo.bench.report import write_json
 from spacy_elmo.bench.system import system_info
 
 from .pretrain_bench import PretrainCase, _settle, _trainer, case_inputs, free_memory, named_case, timed
+from .timing import medians_and_ratios
 
 
 def parse_variant(spec: str) -> Tuple[str, Dict[str, Any]]:

@@ -23,7 +23,6 @@ _EXPORTS: Dict[str, str] = {
     "read_bilm_tf_weights": "formats.bilm_tf",
     "write_bilm_tf_weights": "formats.bilm_tf",
     "is_manylangs_dir": "formats.manylangs",
-    "load_manylangs_bilm": "formats.manylangs",
     "save_bilm": "formats.native",
     "BiLM": "nn",
     "BiLMRunner": "nn",
@@ -57,7 +56,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs read
     from .chars import batch_to_ids  # noqa: F401
     from .formats import WeightFileError, WeightSource, build_bilm  # noqa: F401
     from .formats.bilm_tf import export_bilm_tf, read_bilm_tf_weights, write_bilm_tf_weights  # noqa: F401
-    from .formats.manylangs import is_manylangs_dir, load_manylangs_bilm  # noqa: F401
+    from .formats.manylangs import is_manylangs_dir  # noqa: F401
     from .formats.native import save_bilm  # noqa: F401
     from .nn import BiLM, BiLMRunner, ScalarMix  # noqa: F401
     from .options import BiLMOptions, OptionsError  # noqa: F401

@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal, Mapping, Optional, Tuple, Union
 from pydantic import BaseModel, ConfigDict, Field, Strict, StrictBool, field_validator
 
 from .chars import MAX_CHARS_PER_TOKEN, N_CHARACTERS
+from .files import replacing
 from .validation import StrictNonNegative, StrictPositive, validated
 
 ACTIVATIONS = ("relu", "tanh")
@@ -128,7 +129,8 @@ class BiLMOptions(_Section):
         return data
 
     def to_file(self, path: Union[str, Path]) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+        with replacing(path) as temporary:
+            temporary.write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
 
     def _check(self, source: str) -> None:
         """What no one key says: a filter fits a token's ids, the projection narrows the state."""

@@ -52,8 +52,8 @@ def test_leave_one_out_scores_every_sentence_and_ties_a_context_free_output():
     assert all(q.outcome(TOKEN_LAYER) == "tie" for q in scores)
     # The first query's own group is the one other "a" sentence.
     unit = context / np.linalg.norm(context, axis=1, keepdims=True)
-    assert scores[0].own(IN_CONTEXT) == pytest.approx(unit[0] @ unit[1])
-    assert scores[0].best_other(IN_CONTEXT) == pytest.approx((unit[0] @ unit[2] + unit[0] @ unit[3]) / 2)
+    expected = {"a": unit[0] @ unit[1], "b": (unit[0] @ unit[2] + unit[0] @ unit[3]) / 2}
+    assert scores[0].means[IN_CONTEXT] == pytest.approx(expected)
 
 
 def test_the_demo_shows_words_by_a_rule_over_the_data():
@@ -76,7 +76,8 @@ def test_the_table_takes_the_first_sentence_of_each_sense_and_the_summary_counts
     rows = first_of_each_sense(scores, ["w"])
     assert [(q.word, q.sense) for q in rows] == [("w", "a"), ("w", "b")]
     assert rows[0] is scores[0] and rows[1] is scores[2]
-    lines = summary_lines(scores, sentences, ["w"])
+    assert demo_words(sentences) == ["w"]  # v's senses share a part of speech
+    lines = summary_lines(scores, ["w"], ["v"])
     wins_w = sum(q.outcome(IN_CONTEXT) == "yes" for q in scores[:4])
     assert f"the 1 word above: in context {wins_w} of 4 queries, token layer 0 of 4" in lines[0]
     assert "share a part of speech (e.g. v)" in lines[1] and "of 4 queries" in lines[1]

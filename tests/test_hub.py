@@ -28,6 +28,7 @@ from typer.testing import CliRunner
 
 from conftest import AS_FROM_A_TERMINAL, ELMO_FIXTURE, checkout_pythonpath
 from spacy_elmo import batch_to_ids, load_bilm
+from spacy_elmo.files import write_json_atomically
 from spacy_elmo.hub import (
     CannotConnectError,
     DownloadError,
@@ -39,7 +40,7 @@ from spacy_elmo.hub import (
     model_dir,
     releases,
 )
-from spacy_elmo.hub.cache import model_path, read_manifest, write_manifest
+from spacy_elmo.hub.cache import MANIFEST_NAME, model_path, read_manifest
 from spacy_elmo.nn.bilm import BiLM
 from spacy_elmo.options import BiLMOptions
 
@@ -169,7 +170,7 @@ def test_manifest_writers_racing_never_move_each_others_file(tmp_path):
     def write(n: int) -> None:
         try:
             for i in range(300):
-                write_manifest(tmp_path, {"writer": n, "i": i})
+                write_json_atomically(tmp_path / MANIFEST_NAME, {"writer": n, "i": i})
         except OSError as err:  # pragma: no cover - reported by the assertion below
             errors.append(err)
 

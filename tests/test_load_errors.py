@@ -19,8 +19,9 @@ import torch
 from safetensors import safe_open
 
 from spacy_elmo import load_bilm, save_bilm
+from spacy_elmo.files import write_json_atomically
 from spacy_elmo.formats import OptionsMismatchError, WeightFileError, check_weight_files
-from spacy_elmo.hub.cache import write_manifest
+from spacy_elmo.hub.cache import MANIFEST_NAME
 from spacy_elmo.sources import resolve_weight_source
 
 
@@ -136,7 +137,7 @@ def test_a_damaged_download_says_to_download_it_again(released_dir, tmp_path, mo
     data[:8] = b"\0" * 8  # HDF5's signature
     weights.write_bytes(bytes(data))
     files = {name: {"size": (directory / name).stat().st_size} for name in ("options.json", "weights.hdf5")}
-    write_manifest(directory, {"name": "small", "complete": True, "files": files})
+    write_json_atomically(directory / MANIFEST_NAME, {"name": "small", "complete": True, "files": files})
     with pytest.raises(WeightFileError) as refused:
         _add_elmo(weights="small")
     message = str(refused.value)

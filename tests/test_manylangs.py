@@ -23,7 +23,7 @@ from conftest import FIXTURES
 from spacy_elmo import export_bilm_tf, load_bilm, save_bilm
 from spacy_elmo.cli import app
 from spacy_elmo.formats import WeightFileError
-from spacy_elmo.formats.manylangs import ManyLangsFormatError, is_manylangs_dir, load_manylangs_bilm
+from spacy_elmo.formats.manylangs import ManyLangsFormatError, is_manylangs_dir
 from spacy_elmo.indexers import LexiconError
 
 MODEL = FIXTURES / "manylangs_tiny"
@@ -47,7 +47,7 @@ def _layers(bilm, sentences):
 
 @pytest.fixture(scope="module")
 def bilm():
-    return load_manylangs_bilm(MODEL)
+    return load_bilm(MODEL)
 
 
 @pytest.fixture
@@ -100,7 +100,7 @@ def test_lexicon_ids_follow_elmoformanylangs(bilm):
 def test_word_embedding_changes_the_token_layer(bilm):
     """'die' and 'ist' are in word.dic: their word rows are part of layer 0."""
     before = _layers(bilm, [["die"]])[0][0]
-    changed = load_manylangs_bilm(MODEL)
+    changed = load_bilm(MODEL)
     with torch.no_grad():
         changed.token_encoder.word_embedding.weight[1:] += 1.0
     assert np.abs(_layers(changed, [["die"]])[0][0] - before).max() > 1e-3
@@ -199,7 +199,7 @@ def test_released_config_name_needs_no_config_file(model_copy):
     (model_copy / "tiny.json").unlink()
     # the released shapes (50-dim characters) do not fit the tiny weights
     with pytest.raises(WeightFileError, match=r"token_embedder\.pkl: parameter 'char_emb_layer\.embedding\.weight' has shape \(74, 4\).*needs \(74, 50\)"):
-        load_manylangs_bilm(model_copy)
+        load_bilm(model_copy)
 
 
 @pytest.mark.parametrize(
@@ -216,7 +216,7 @@ def test_released_config_name_needs_no_config_file(model_copy):
 def test_malformed_files_are_named(model_copy, file, content, error, message):
     (model_copy / file).write_text(content, encoding="utf-8")
     with pytest.raises(error, match=message):
-        load_manylangs_bilm(model_copy)
+        load_bilm(model_copy)
 
 
 def test_mismatched_weights_and_unsupported_variants(model_copy):
@@ -224,12 +224,12 @@ def test_mismatched_weights_and_unsupported_variants(model_copy):
     state["forward_layer_2.input_linearity.weight"] = torch.zeros(1)
     torch.save(state, model_copy / "encoder.pkl")
     with pytest.raises(WeightFileError, match=r"encoder\.pkl: parameters the architecture config does not account for"):
-        load_manylangs_bilm(model_copy)
+        load_bilm(model_copy)
     config = json.loads((model_copy / "tiny.json").read_text())
     config["encoder"]["name"] = "lstm"
     (model_copy / "tiny.json").write_text(json.dumps(config))
-    with pytest.raises(ManyLangsFormatError, match="encoder.name is 'lstm'; only 'elmo'"):
-        load_manylangs_bilm(model_copy)
+    with pytest.raises(ManyLangsFormatError, match=r"tiny\.json: encoder\.name must be 'elmo' \(the released models' architecture"):
+        load_bilm(model_copy)
 
 
 def _edit_architecture(model_copy, **token_embedder):
@@ -243,16 +243,16 @@ def _edit_architecture(model_copy, **token_embedder):
     [
         # the highways are 16 wide with these filters, 16 + 4 with the config's
         ({"filters": [[1, 4], [2, 4], [3, 12]]}, r"token_embedder\.pkl: parameter 'convolutions\.2\.weight' has shape \(8, 4, 3\).*needs \(12, 4, 3\)"),
-        ({"char_dim": "4"}, r"token_embedder\.char_dim must be an integer, got '4'"),
-        ({"word_dim": None}, r"token_embedder\.word_dim must be an integer, got None"),
-        ({"max_characters_per_token": 2}, r"max_characters_per_token must be an integer >= 3, got 2"),
+        ({"char_dim": "4"}, r"tiny\.json: token_embedder\.char_dim must be a valid integer, got '4'"),
+        ({"word_dim": None}, r"tiny\.json: token_embedder\.word_dim must be a valid integer, got None"),
+        ({"max_characters_per_token": 2}, r"tiny\.json: token_embedder\.max_characters_per_token must be >= 3, got 2"),
         ({"max_characters_per_token": 5, "filters": [[1, 4], [2, 4], [6, 8]]}, r"filters\[2\] must be \[width <= 5"),
     ],
 )
 def test_architecture_and_weights_that_disagree_are_named(model_copy, edit, message):
     _edit_architecture(model_copy, **edit)
     with pytest.raises((WeightFileError, ManyLangsFormatError), match=message):
-        load_manylangs_bilm(model_copy)
+        load_bilm(model_copy)
 
 
 def test_a_flattened_embedding_is_named_with_its_file_and_shape(model_copy):
@@ -260,7 +260,7 @@ def test_a_flattened_embedding_is_named_with_its_file_and_shape(model_copy):
     state["char_emb_layer.embedding.weight"] = state["char_emb_layer.embedding.weight"].flatten()
     torch.save(state, model_copy / "token_embedder.pkl")
     with pytest.raises(WeightFileError, match=r"token_embedder\.pkl: parameter 'char_emb_layer\.embedding\.weight' has shape \(\d+,\)"):
-        load_manylangs_bilm(model_copy)
+        load_bilm(model_copy)
 
 
 def test_a_native_checkpoint_with_a_config_json_beside_it_is_not_theirs(tmp_path, bilm):
@@ -275,7 +275,7 @@ def test_a_native_checkpoint_with_a_config_json_beside_it_is_not_theirs(tmp_path
 
 
 def test_native_checkpoint_round_trip_keeps_the_lexicon(tmp_path, model_copy, bilm):
-    save_bilm(load_manylangs_bilm(model_copy), tmp_path / "native")
+    save_bilm(load_bilm(model_copy), tmp_path / "native")
     shutil.rmtree(model_copy)
     options = json.loads((tmp_path / "native" / "options.json").read_text(encoding="utf-8"))
     assert options["lexicon"]["chars"]["ids"]["中"] >= 0 and options["char_cnn"]["word_dim"] == 3
@@ -297,7 +297,7 @@ def test_convert_command(tmp_path):
 
 
 def test_native_options_must_agree_with_their_lexicon(tmp_path):
-    save_bilm(load_manylangs_bilm(MODEL), tmp_path / "native")
+    save_bilm(load_bilm(MODEL), tmp_path / "native")
     options_file = tmp_path / "native" / "options.json"
     options = json.loads(options_file.read_text(encoding="utf-8"))
     options["char_cnn"]["n_characters"] = 262

@@ -1,4 +1,4 @@
-"""Clocks, peak memory and the order of rounds, the same way for every benchmark.
+"""Peak memory and the order of rounds, the same way for every benchmark.
 
 CPU peak: the RSS high-water mark from a starting point (Linux: ``VmHWM`` reset through
 ``/proc/self/clear_refs``; elsewhere ``ru_maxrss``, which never resets, so a lower bound; ``method``
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import resource
 import sys
-import time
 from typing import Callable, Dict, List, Optional, Sequence, TypeVar, Union
 
 import torch
@@ -28,29 +27,6 @@ def alternating(names: Sequence[K], rounds: int, run: Callable[[K, int], R]) -> 
         for name in names if round_ % 2 == 0 else names[::-1]:
             runs[name].append(run(name, round_))
     return runs
-
-
-def synchronize(device: torch.device) -> None:
-    """Wait for queued GPU work, so that a clock reading covers it."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-class Stopwatch:
-    """``with Stopwatch(device) as clock: ...`` then ``clock.seconds``; waits for the GPU."""
-
-    def __init__(self, device: torch.device = torch.device("cpu")) -> None:
-        self.device = device
-        self.seconds = 0.0
-
-    def __enter__(self) -> "Stopwatch":
-        synchronize(self.device)
-        self._start = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        synchronize(self.device)
-        self.seconds = time.perf_counter() - self._start
 
 
 def proc_status_kb(field: str, pid: Union[int, str] = "self") -> Optional[int]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Tuple
 
@@ -82,11 +81,3 @@ def ratio(value: Optional[float], baseline: Optional[float]) -> Optional[float]:
         return None
     return value / baseline
 
-
-def medians_and_ratios(
-    runs: Dict[str, Sequence[float]], baseline: str
-) -> Tuple[Dict[str, Optional[float]], Dict[str, Optional[float]]]:
-    """An A/B's figures side by side: each name's median (None without runs) and its ratio to
-    the median of ``baseline``."""
-    medians = {name: statistics.median(values) if values else None for name, values in runs.items()}
-    return medians, {name: ratio(median, medians[baseline]) for name, median in medians.items()}

@@ -11,29 +11,20 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
+from ..nn.cpuinfo import cpuinfo
+
 #: CPU features that decide which kernels run: bf16 is emulated, hence slow, without avx512_bf16
 #: or amx_bf16; int8 products (``torch._int_mm``) use VNNI or AMX where present, AVX2 otherwise.
 CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
 
 
-def _cpuinfo(key: str) -> Optional[str]:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith(key):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return None
-
-
 def cpu_name() -> str:
     """The CPU model from /proc/cpuinfo (Linux), else what ``platform`` knows."""
-    return _cpuinfo("model name") or platform.processor() or platform.machine()
+    return cpuinfo("model name") or platform.processor() or platform.machine()
 
 
 def cpu_flags() -> List[str]:
-    flags = set((_cpuinfo("flags") or "").split())
+    flags = set((cpuinfo("flags") or "").split())
     return [flag for flag in CPU_FLAGS if flag in flags]
 
 

@@ -53,12 +53,6 @@ class QueryScores:
             return ranked[0][0]
         return "yes" if ranked[0][0] == self.sense else "no"
 
-    def own(self, output: str) -> float:
-        return self.means[output][self.sense]
-
-    def best_other(self, output: str) -> float:
-        return max(v for s, v in self.means[output].items() if s != self.sense)
-
 
 def group_means(
     query: np.ndarray, vectors: np.ndarray, senses: Sequence[str], skip: Optional[int] = None
@@ -180,8 +174,9 @@ def table_rows(scores: Sequence[QueryScores]) -> List[Dict[str, Any]]:
     for query in scores:
         row: Dict[str, Any] = {"word": query.word, "sense": query.sense, "query": query.text}
         for key, output in (("token", TOKEN_LAYER), ("context", IN_CONTEXT)):
-            row[f"{key}_own"] = query.own(output)
-            row[f"{key}_other"] = query.best_other(output)
+            means = query.means[output]
+            row[f"{key}_own"] = means[query.sense]
+            row[f"{key}_other"] = max(v for s, v in means.items() if s != query.sense)
             row[f"{key}_wins"] = query.outcome(output)
         rows.append(row)
     return rows
@@ -200,20 +195,15 @@ TABLE_COLUMNS = [
 ]
 
 
-def summary_lines(
-    scores: Sequence[QueryScores], sentences: Sequence[SenseSentence], shown: Sequence[str]
-) -> List[str]:
-    """Right-sense counts over the shown words, and over words whose senses share a POS."""
+def summary_lines(scores: Sequence[QueryScores], shown: Sequence[str], same_pos: Sequence[str]) -> List[str]:
+    """Right-sense counts over the shown words, and over ``same_pos``, the words whose senses share
+    a part of speech (in data order), unless all of them are shown."""
     lines = []
     groups = [(f"the {_words(len(shown))} above", set(shown))]
-    if sentences[0].pos is not None:
-        one_tag = has_one_tag([s.word for s in sentences], [s.pos for s in sentences])
-        same = {w for w, single in one_tag.items() if single}
-        example = next((w for w in dict.fromkeys(s.word for s in sentences) if w in same), None)
-        if same - set(shown):
-            groups.append(
-                (f"the {_words(len(same))} whose senses share a part of speech (e.g. {example})", same)
-            )
+    if set(same_pos) - set(shown):
+        groups.append(
+            (f"the {_words(len(same_pos))} whose senses share a part of speech (e.g. {same_pos[0]})", set(same_pos))
+        )
     for label, words in groups:
         group = [q for q in scores if q.word in words]
         lines.append(
@@ -236,10 +226,6 @@ def mark(doc: "Doc", i: int) -> str:
     return "".join(
         f"[{token.text}]{token.whitespace_}" if token.i == i else token.text_with_ws for token in doc
     ).strip()
-
-
-def format_table(scores: Sequence[QueryScores]) -> str:
-    return table(table_rows(scores), TABLE_COLUMNS)
 
 
 def format_user_query(query: QueryScores) -> str:
@@ -290,12 +276,14 @@ def demo(
     with failing(ValueError):  # before the data is embedded and anything printed
         for query in queries:
             query_target(nlp.make_doc(query), known)
-    shown = list(dict.fromkeys(words)) or demo_words(sentences)
+    differ = demo_words(sentences)
+    shown = list(dict.fromkeys(words)) or differ
     with failing(ValueError):
         data = embed_sentences(nlp, sentences)
         mine = score_user_queries(nlp, queries, data)
     scores = leave_one_out(data)
-    _echo_scores(nlp, scores, sentences, shown, len(known), precision, chosen=bool(words))
+    same_pos = [w for w in known if w not in differ]
+    _echo_scores(nlp, scores, shown, same_pos, len(known), precision, chosen=bool(words))
     if weights is None and options_file is None and weight_file is None:
         typer.echo(
             "Senses with the same part of speech (bank: river / money) need a larger released "
@@ -308,7 +296,7 @@ def demo(
             typer.echo(format_user_query(query))
 
 
-def _echo_scores(nlp, scores, sentences, shown: List[str], n_known: int, precision: str, chosen: bool) -> None:
+def _echo_scores(nlp, scores, shown: List[str], same_pos: List[str], n_known: int, precision: str, chosen: bool) -> None:
     """The model line, the legend, the table of first queries and the summary."""
     from .senses import DATA_FILE
 
@@ -327,7 +315,7 @@ def _echo_scores(nlp, scores, sentences, shown: List[str], n_known: int, precisi
         "other = mean cosine of its word to the word in the other sentences of its own sense / of "
         "the other sense; wins = own is higher."
     )
-    typer.echo(format_table(first_of_each_sense(scores, shown)) + "\n")
+    typer.echo(table(table_rows(first_of_each_sense(scores, shown)), TABLE_COLUMNS) + "\n")
     typer.echo("Every sentence of the data in turn as the query:")
-    for line in summary_lines(scores, sentences, shown):
+    for line in summary_lines(scores, shown, same_pos):
         typer.echo(f"  {line}")

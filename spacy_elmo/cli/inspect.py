@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import List, Optional
 
 import numpy as np
-import srsly
 import typer
 import wasabi
 
+from ..files import write_json_atomically
 from .errors import fail, failing
 from .plots import pyplot, save_figure
 
@@ -102,7 +102,7 @@ def inspect_command(
     typer.echo(wasabi.table(rows, header=["component", *names, "gamma", ""], aligns=["l", *"r" * len(names), "r", "l"]))
     typer.echo(f"\nweights = softmax(s): the share of each biLM layer in the component's ELMo vector; equal mix: {1 / len(names):.3f}")
     if output is not None:
-        srsly.write_json(output, [asdict(m) for m in mixes])
+        write_json_atomically(output, [asdict(m) for m in mixes])
         typer.echo(f"Wrote {output}")
     if plot is not None:
         where = pipelines[0].name if len(pipelines) == 1 else f"{len(pipelines)} pipelines"

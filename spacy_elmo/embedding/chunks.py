@@ -8,11 +8,14 @@ from __future__ import annotations
 import os
 import re
 import socket
+from contextlib import ExitStack
 from pathlib import Path
-from typing import List, Optional, Set, Tuple
+from typing import Any, List, Optional, Set, Tuple
 
 import h5py
 import numpy as np
+
+from ..files import replacing
 
 PARTS_SUFFIX = ".parts"
 CHUNK_PATTERN = re.compile(r"^chunk-(\d+)\.hdf5$")
@@ -65,19 +68,22 @@ def chunk_keys(chunk: h5py.File) -> List[str]:
 
 
 class ChunkWriter:
-    """One chunk file written a sentence at a time, renamed into place by ``finish``; leaving the
-    context without ``finish`` removes the temporary file."""
+    """One chunk file written a sentence at a time under a temporary name, renamed into place by
+    ``finish`` (or by leaving the context normally); leaving it by an error or a signal removes the
+    temporary file."""
 
     def __init__(self, parts: Path, chunk: int, first_item: int, rank: int = 0) -> None:
         self.path = chunk_path(parts, chunk)
-        # Unique per process: a writer that outlived its job never shares a file with a new one.
-        self.temporary = self.path.with_name(self.path.name + own_temporary_suffix())
         self.chunk = chunk
         self.first_item = first_item
         self.rank = rank  # which process embedded it: the summary counts each rank's sentences
         self.keys: List[str] = []
         self.tokens = 0
-        self._file: Optional[h5py.File] = h5py.File(self.temporary, "w")
+        with ExitStack() as stack:  # a file that fails to open leaves no temporary file
+            # Unique per process: a writer that outlived its job never shares a file with a new one.
+            self.temporary = stack.enter_context(replacing(self.path, own_temporary_suffix(), fsync=True))
+            self._file: Optional[h5py.File] = stack.enter_context(h5py.File(self.temporary, "w"))
+            self._open = stack.pop_all()  # the file, then its renaming: closed by finish or __exit__
 
     def add(self, vectors: np.ndarray, key: str, tokens: int) -> None:
         assert self._file is not None
@@ -95,24 +101,15 @@ class ChunkWriter:
         f.attrs["sentences"] = len(self.keys)
         f.attrs["tokens"] = self.tokens
         f.attrs["rank"] = self.rank
-        f.close()
         self._file = None
-        descriptor = os.open(self.temporary, os.O_RDONLY)
-        try:
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
-        os.replace(self.temporary, self.path)
+        self._open.close()  # close the file, fsync it and rename it
 
     def __enter__(self) -> "ChunkWriter":
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        try:
-            if self._file is not None:
-                self._file.close()
-        finally:
-            self._file = None
-            # Whatever stopped the writer (an error, a signal, even between finish's close and its
-            # rename), no temporary file stays; a finished chunk's was renamed: nothing to remove.
-            self.temporary.unlink(missing_ok=True)
+    def __exit__(self, *exc_info: Any) -> None:
+        if exc_info[0] is None and self._file is not None:
+            self.finish()
+        # Whatever stopped the writer (an error, a signal, even inside finish), no temporary file
+        # stays; a finished chunk's was renamed: nothing to remove.
+        self._open.__exit__(*exc_info)

@@ -6,7 +6,6 @@ then the parts folder removed; a crash leaves the chunks for ``--resume``.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from typing import Any, Dict
 
 import h5py
 
+from ..files import replacing
 from .chunks import chunk_keys, chunk_path
 from .manifest import JOB_ATTR
 
@@ -40,11 +40,11 @@ def merge_chunks(
 ) -> MergeResult:
     """Copy chunks 0 .. n_chunks - 1 of ``parts`` into ``output``, then delete ``parts``."""
     start = time.perf_counter()
-    temporary = output.with_name(output.name + ".tmp")
     sentence_to_index: Dict[str, str] = {}
     number = tokens = 0
     by_rank: Dict[int, int] = {}
-    try:
+    # Stopped or failed: no half-merged file is left beside the parts.
+    with replacing(output, ".tmp") as temporary:
         with h5py.File(temporary, "w") as out:
             out.attrs[JOB_ATTR] = json.dumps(manifest, sort_keys=True)
             for chunk in range(n_chunks):
@@ -60,9 +60,5 @@ def merge_chunks(
             if not forget_sentences and not use_sentence_keys:
                 index = out.create_dataset(SENTENCE_TO_INDEX, (1,), dtype=h5py.string_dtype())
                 index[0] = json.dumps(sentence_to_index)
-    except BaseException:  # stopped or failed: no half-merged file is left beside the parts
-        temporary.unlink(missing_ok=True)
-        raise
-    os.replace(temporary, output)
     shutil.rmtree(parts)
     return MergeResult(number, tokens, time.perf_counter() - start, dict(sorted(by_rank.items())))

@@ -25,12 +25,13 @@ from __future__ import annotations
 import re
 import warnings
 from pathlib import Path
-from typing import Dict, Iterator, Optional, Tuple
+from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 import h5py
 import numpy as np
 import torch
 
+from ..files import replacing
 from ..indexers import ByteIndexer
 from ..nn.bilm import BiLM
 from ..options import BiLMOptions
@@ -70,10 +71,13 @@ def export_bilm_tf(bilm: BiLM, directory: PathLike) -> Path:
 def read_bilm_tf_weights(options: BiLMOptions, weight_file: PathLike) -> Dict[str, torch.Tensor]:
     """Read a bilm-tf HDF5 file into a ``BiLM`` state dict, checking every shape."""
     with _open(Path(weight_file)) as handle:
-        reader = _DatasetReader(handle, Path(weight_file), expected_datasets(options))
-        state = dict(_convert_from_tf(options, reader))
-        reader.check_all_used(options)
-    return state
+        read = _DatasetReader(handle, Path(weight_file), options)
+        parts: Dict[str, List[torch.Tensor]] = {}
+        for dataset in read.expected.values():
+            for key, tensor in _from_tf(dataset, read(dataset.name)):
+                parts.setdefault(key, []).append(tensor)
+        read.check_all_used()
+    return {key: torch.cat(rows) if len(rows) > 1 else rows[0] for key, rows in parts.items()}
 
 
 def _open(weight_file: Path) -> h5py.File:
@@ -103,23 +107,27 @@ def write_bilm_tf_weights(bilm: BiLM, weight_file: PathLike) -> None:
             "an ELMoForManyLangs biLM (its own character and word lexicons) has no bilm-tf "
             "layout; save it as a native checkpoint with save_bilm"
         )
-    with h5py.File(weight_file, "w") as handle:
-        for name, array in _convert_to_tf(bilm):
-            handle.create_dataset(name, data=np.ascontiguousarray(array, dtype=np.float32))
+    with replacing(weight_file) as temporary, h5py.File(temporary, "w") as handle:
+        state = {k: v.detach().float().cpu().numpy() for k, v in bilm.state_dict().items()}
+        for dataset in bilm_tf_layout(bilm.options):
+            array = np.ascontiguousarray(_to_tf(dataset, state), dtype=np.float32)
+            handle.create_dataset(dataset.name, data=array)
 
 
 class _DatasetReader:
-    """Reads datasets by name, checks shapes against ``expected`` and remembers which were used."""
+    """Reads the datasets of ``options``' layout by name, checks their shapes and remembers which
+    were used."""
 
-    def __init__(self, handle: h5py.File, path: Path, expected: Dict[str, Tuple[Tuple[int, ...], str]]) -> None:
+    def __init__(self, handle: h5py.File, path: Path, options: BiLMOptions) -> None:
         self.handle = handle
         self.path = path
-        self.expected = expected
+        self.options = options
+        self.expected = {dataset.name: dataset for dataset in bilm_tf_layout(options)}
         self.used: set = set()
 
     def dataset(self, name: str) -> h5py.Dataset:
         """The dataset ``name``, checked (present, of its expected shape, float), not read."""
-        shape, why = self.expected[name]
+        shape, why = self.expected[name].shape, self.expected[name].why
         try:
             dataset = self.handle[name] if name in self.handle else None
             if not isinstance(dataset, h5py.Dataset):
@@ -151,7 +159,8 @@ class _DatasetReader:
             raise WeightFileError(f"{self.path}: dataset '{name}' holds NaN or infinite values")
         return array.astype(np.float32, copy=False)
 
-    def check_all_used(self, options: BiLMOptions) -> None:
+    def check_all_used(self) -> None:
+        cnn, lstm = self.options.char_cnn, self.options.lstm
         names: list = []
         self.handle.visititems(
             lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset) else None
@@ -161,8 +170,8 @@ class _DatasetReader:
         if known:
             raise OptionsMismatchError(
                 f"{self.path}: datasets {known[:6]} are not used by the options "
-                f"(n_highway={options.char_cnn.n_highway}, {len(options.char_cnn.filters)} "
-                f"filters, n_layers={options.lstm.n_layers}); is this the options file that "
+                f"(n_highway={cnn.n_highway}, {len(cnn.filters)} filters, "
+                f"n_layers={lstm.n_layers}); is this the options file that "
                 "belongs to these weights?"
             )
         if unused:
@@ -189,107 +198,87 @@ def _tf_kernel_to_torch(kernel: torch.Tensor, hidden: int) -> torch.Tensor:
     return out
 
 
-def _lstm_prefix(direction: int, layer: int) -> str:
-    return f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
+class TfDataset(NamedTuple):
+    """One bilm-tf dataset: its name and TF shape, the ``BiLM`` state-dict key it fills (``*``:
+    an LSTM kernel or bias fills both the ``ih`` and the ``hh`` key), how its values convert
+    (``kind``), the options that give its shape (``why``) and the rows of the key it fills."""
+
+    name: str
+    shape: Tuple[int, ...]
+    key: str
+    kind: str
+    why: str
+    rows: slice = slice(None)
 
 
-def expected_datasets(options: BiLMOptions) -> Dict[str, Tuple[Tuple[int, ...], str]]:
-    """Each bilm-tf dataset for ``options``: name -> (TF shape, the options giving it)."""
+def bilm_tf_layout(options: BiLMOptions) -> Iterator[TfDataset]:
+    """Each bilm-tf dataset for ``options``, in the order of the table above."""
     cnn, lstm = options.char_cnn, options.lstm
     e, d, p, h = cnn.embedding_dim, cnn.n_filters, lstm.projection_dim, lstm.dim
-    expected: Dict[str, Tuple[Tuple[int, ...], str]] = {"char_embed": ((261, e), f"char_cnn.embedding.dim={e}")}
+    yield TfDataset("char_embed", (261, e), "token_encoder.char_embedding.weight", "char_embed", f"char_cnn.embedding.dim={e}")
     for i, (width, n) in enumerate(cnn.filters):
-        why = f"char_cnn.filters[{i}]=[{width}, {n}]"
-        expected[f"CNN/W_cnn_{i}"] = ((1, width, e, n), why)
-        expected[f"CNN/b_cnn_{i}"] = ((n,), why)
+        why, key = f"char_cnn.filters[{i}]=[{width}, {n}]", f"token_encoder.convolutions.{i}"
+        yield TfDataset(f"CNN/W_cnn_{i}", (1, width, e, n), f"{key}.weight", "conv", why)
+        yield TfDataset(f"CNN/b_cnn_{i}", (n,), f"{key}.bias", "copy", why)
+    why = f"char_cnn.n_highway={cnn.n_highway}, {d} filters"
+    transform, carry = slice(0, d), slice(d, 2 * d)  # torch's Linear holds [transform; carry]
     for k in range(cnn.n_highway):
-        why = f"char_cnn.n_highway={cnn.n_highway}, {d} filters"
-        for name in ("W_transform", "W_carry"):
-            expected[f"CNN_high_{k}/{name}"] = ((d, d), why)
-        for name in ("b_transform", "b_carry"):
-            expected[f"CNN_high_{k}/{name}"] = ((d,), why)
+        key = f"token_encoder.highways.{k}.linear"
+        yield TfDataset(f"CNN_high_{k}/W_transform", (d, d), f"{key}.weight", "dense", why, transform)
+        yield TfDataset(f"CNN_high_{k}/W_carry", (d, d), f"{key}.weight", "dense", why, carry)
+        yield TfDataset(f"CNN_high_{k}/b_transform", (d,), f"{key}.bias", "copy", why, transform)
+        yield TfDataset(f"CNN_high_{k}/b_carry", (d,), f"{key}.bias", "copy", why, carry)
     why = f"{d} filters, lstm.projection_dim={p}"
-    expected["CNN_proj/W_proj"] = ((d, p), why)
-    expected["CNN_proj/b_proj"] = ((p,), why)
+    yield TfDataset("CNN_proj/W_proj", (d, p), "token_encoder.projection.weight", "dense", why)
+    yield TfDataset("CNN_proj/b_proj", (p,), "token_encoder.projection.bias", "copy", why)
     why = f"lstm.dim={h}, lstm.projection_dim={p}, n_layers={lstm.n_layers}"
-    for direction in range(2):
-        for layer in range(lstm.n_layers):
-            prefix = _lstm_prefix(direction, layer)
-            expected[f"{prefix}/W_0"] = ((p + p, 4 * h), why)  # rows: [input; recurrent]
-            expected[f"{prefix}/B"] = ((4 * h,), why)
-            expected[f"{prefix}/W_P_0"] = ((h, p), why)
-    return expected
-
-
-def _convert_from_tf(
-    options: BiLMOptions, read: _DatasetReader
-) -> Iterator[Tuple[str, torch.Tensor]]:
-    cnn, lstm = options.char_cnn, options.lstm
-    e, h = cnn.embedding_dim, lstm.dim
-    p = lstm.projection_dim
-    t = torch.from_numpy
-
-    yield (
-        "token_encoder.char_embedding.weight",
-        t(np.concatenate([np.zeros((1, e), np.float32), read("char_embed")])),
-    )
-    for i in range(len(cnn.filters)):
-        weight = read(f"CNN/W_cnn_{i}")
-        yield (
-            f"token_encoder.convolutions.{i}.weight",
-            t(np.ascontiguousarray(weight[0].transpose(2, 1, 0))),
-        )
-        yield f"token_encoder.convolutions.{i}.bias", t(read(f"CNN/b_cnn_{i}"))
-    for k in range(cnn.n_highway):
-        w_t, w_c, b_t, b_c = (read(f"CNN_high_{k}/{w}") for w in ("W_transform", "W_carry", "b_transform", "b_carry"))
-        yield f"token_encoder.highways.{k}.linear.weight", aligned_copy(t(np.concatenate([w_t, w_c], axis=1)).t())
-        yield f"token_encoder.highways.{k}.linear.bias", t(np.concatenate([b_t, b_c]))
-    yield "token_encoder.projection.weight", aligned_copy(t(read("CNN_proj/W_proj")).t())
-    yield "token_encoder.projection.bias", t(read("CNN_proj/b_proj"))
-
     for direction, name in enumerate(("forward_lstm", "backward_lstm")):
         for layer in range(lstm.n_layers):
-            prefix = _lstm_prefix(direction, layer)
-            kernel = t(read(f"{prefix}/W_0"))  # rows: [input; recurrent]
-            bias = _swap_gates(read(f"{prefix}/B"), h).copy()
-            bias[h : 2 * h] += 1.0  # TensorFlow's implicit forget_bias
-            key = f"{name}.layers.{layer}"
-            yield f"{key}.weight_ih_l0", _tf_kernel_to_torch(kernel[:p], h)
-            yield f"{key}.weight_hh_l0", _tf_kernel_to_torch(kernel[p:], h)
-            yield f"{key}.bias_ih_l0", t(bias)
-            yield f"{key}.bias_hh_l0", torch.zeros(4 * h)
-            yield f"{key}.weight_hr_l0", aligned_copy(t(read(f"{prefix}/W_P_0")).t())
+            tf, key = f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell", f"{name}.layers.{layer}"
+            yield TfDataset(f"{tf}/W_0", (p + p, 4 * h), f"{key}.weight_*_l0", "lstm_kernel", why)
+            yield TfDataset(f"{tf}/B", (4 * h,), f"{key}.bias_*_l0", "lstm_bias", why)
+            yield TfDataset(f"{tf}/W_P_0", (h, p), f"{key}.weight_hr_l0", "dense", why)
 
 
-def _convert_to_tf(bilm: BiLM) -> Iterator[Tuple[str, np.ndarray]]:
-    state = {k: v.detach().float().cpu().numpy() for k, v in bilm.state_dict().items()}
-    options = bilm.options
-    yield "char_embed", state["token_encoder.char_embedding.weight"][1:]
-    for i, _ in enumerate(options.char_cnn.filters):
-        weight = state[f"token_encoder.convolutions.{i}.weight"]  # (n, e, w)
-        yield f"CNN/W_cnn_{i}", weight.transpose(2, 1, 0)[None]
-        yield f"CNN/b_cnn_{i}", state[f"token_encoder.convolutions.{i}.bias"]
-    d = options.char_cnn.n_filters
-    for k in range(options.char_cnn.n_highway):
-        weight = state[f"token_encoder.highways.{k}.linear.weight"]
-        bias = state[f"token_encoder.highways.{k}.linear.bias"]
-        yield f"CNN_high_{k}/W_transform", weight[:d].T
-        yield f"CNN_high_{k}/W_carry", weight[d:].T
-        yield f"CNN_high_{k}/b_transform", bias[:d]
-        yield f"CNN_high_{k}/b_carry", bias[d:]
-    yield "CNN_proj/W_proj", state["token_encoder.projection.weight"].T
-    yield "CNN_proj/b_proj", state["token_encoder.projection.bias"]
-    h = options.lstm.dim
-    for direction, name in enumerate(("forward_lstm", "backward_lstm")):
-        for layer in range(options.lstm.n_layers):
-            key = f"{name}.layers.{layer}"
-            w = np.concatenate([state[f"{key}.weight_ih_l0"], state[f"{key}.weight_hh_l0"]], axis=1)
-            bias = state[f"{key}.bias_ih_l0"] + state[f"{key}.bias_hh_l0"]
-            bias[h : 2 * h] -= 1.0
-            prefix = _lstm_prefix(direction, layer)
-            yield f"{prefix}/W_0", _swap_gates(w, h).T
-            yield f"{prefix}/B", _swap_gates(bias, h)
-            yield f"{prefix}/W_P_0", state[f"{key}.weight_hr_l0"].T
+def _from_tf(dataset: TfDataset, array: np.ndarray) -> Iterator[Tuple[str, torch.Tensor]]:
+    """The state-dict tensors (or their rows) one dataset fills."""
+    t, ih, hh = torch.from_numpy, dataset.key.replace("*", "ih"), dataset.key.replace("*", "hh")
+    if dataset.kind == "char_embed":  # a zero row for the all-padding token's id 0
+        yield dataset.key, t(np.concatenate([np.zeros((1, array.shape[1]), np.float32), array]))
+    elif dataset.kind == "conv":
+        yield dataset.key, t(np.ascontiguousarray(array[0].transpose(2, 1, 0)))
+    elif dataset.kind == "dense":
+        yield dataset.key, aligned_copy(t(array).t())
+    elif dataset.kind == "lstm_kernel":  # rows: [input; recurrent], both projection_dim wide
+        kernel, inputs, h = t(array), len(array) // 2, array.shape[1] // 4
+        yield ih, _tf_kernel_to_torch(kernel[:inputs], h)
+        yield hh, _tf_kernel_to_torch(kernel[inputs:], h)
+    elif dataset.kind == "lstm_bias":
+        h = len(array) // 4
+        bias = _swap_gates(array, h).copy()
+        bias[h : 2 * h] += 1.0  # TensorFlow's implicit forget_bias
+        yield ih, t(bias)
+        yield hh, torch.zeros(4 * h)
+    else:
+        yield dataset.key, t(array)
+
+
+def _to_tf(dataset: TfDataset, state: Dict[str, np.ndarray]) -> np.ndarray:
+    """The values of one dataset, from ``BiLM``'s state dict (the inverse of ``_from_tf``)."""
+    if dataset.kind in ("lstm_kernel", "lstm_bias"):
+        ih, hh = state[dataset.key.replace("*", "ih")], state[dataset.key.replace("*", "hh")]
+        h = len(ih) // 4
+        if dataset.kind == "lstm_kernel":
+            return _swap_gates(np.concatenate([ih, hh], axis=1), h).T
+        bias = ih + hh
+        bias[h : 2 * h] -= 1.0
+        return _swap_gates(bias, h)
+    value = state[dataset.key][dataset.rows]
+    if dataset.kind == "char_embed":
+        return value[1:]
+    if dataset.kind == "conv":  # (n, e, w)
+        return value.transpose(2, 1, 0)[None]
+    return value.T if dataset.kind == "dense" else value
 
 
 def _locate(directory: Path) -> Optional[WeightSource]:
@@ -339,12 +328,12 @@ def _check(source: WeightSource) -> None:
     dataset's shape and type against the options, from the file's metadata; no data is read."""
     options = _options(source)
     with _open(source.weight_file) as handle:
-        reader = _DatasetReader(handle, source.weight_file, expected_datasets(options))
+        reader = _DatasetReader(handle, source.weight_file, options)
         for name in reader.expected:
             reader.dataset(name)
         with warnings.catch_warnings():  # datasets of no known kind: said once, when read
             warnings.simplefilter("ignore")
-            reader.check_all_used(options)
+            reader.check_all_used()
 
 
 FORMAT = WeightFormat(NAME, _locate, _accepts, _read, _check)

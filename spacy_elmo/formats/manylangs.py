@@ -23,9 +23,10 @@ from __future__ import annotations
 import json
 import zipfile
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
+from typing import Annotated, Any, Dict, Mapping, Optional, Sequence, Tuple
 
 import torch
+from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from ..indexers.lexicon import (
     REQUIRED_CHARS,
@@ -34,11 +35,12 @@ from ..indexers.lexicon import (
     LexiconError,
     LexiconIndexer,
     ManyLangsVocab,
-    checked_lexicon,
+    TokenWidth,
 )
 from ..nn.bilm import BiLM
 from ..options import BiLMOptions, OptionsError
-from .base import OPTIONS_NAME, LoadedWeights, PathLike, WeightFileError, WeightFormat, WeightSource, loaded_bilm
+from ..validation import StrictNonNegative, StrictPositive, validated
+from .base import OPTIONS_NAME, LoadedWeights, PathLike, WeightFileError, WeightFormat, WeightSource
 
 NAME = "elmoformanylangs"
 #: what a whitespace entry becomes when ELMoForManyLangs reads a lexicon (see the module doc).
@@ -72,6 +74,46 @@ class ManyLangsFormatError(ValueError):
     """A directory that is not a complete, consistent ELMoForManyLangs model."""
 
 
+def _released(name: str) -> BeforeValidator:
+    """A section's ``name``, in any case: only the released models' architecture is supported."""
+
+    def check(value: Any) -> str:
+        if str(value).lower() != name:
+            raise ValueError(f"must be {name!r} (the released models' architecture, the only one supported)")
+        return name
+
+    return BeforeValidator(check)
+
+
+class TokenEmbedder(BaseModel):
+    """The architecture config's ``token_embedder``; its shape keys are checked as ``BiLMOptions``."""
+
+    name: Annotated[str, _released("cnn")]
+    #: a character CNN is what this reader supports (a model with words only has none).
+    char_dim: StrictPositive
+    #: 0: no word lexicon.
+    word_dim: StrictNonNegative = 0
+    max_characters_per_token: TokenWidth = 50
+    activation: Any = "relu"
+    filters: Any = None
+    n_highway: Any = None
+
+
+class Encoder(BaseModel):
+    """The architecture config's ``encoder``: its other keys are checked as ``BiLMOptions``' ``lstm``."""
+
+    model_config = ConfigDict(extra="allow")
+    name: Annotated[str, _released("elmo")]
+
+
+class Architecture(BaseModel):
+    """An ELMoForManyLangs architecture config (the file ``config.json`` names); other keys (its
+    training settings) are ignored."""
+
+    token_embedder: TokenEmbedder
+    encoder: Encoder
+
+
 def is_manylangs_dir(path: PathLike) -> bool:
     """True for a directory holding any file of an ELMoForManyLangs model and no ``options.json``
     (which the other formats have), so a partial one gets errors naming what is missing."""
@@ -82,16 +124,9 @@ def is_manylangs_dir(path: PathLike) -> bool:
     return any((path / name).is_file() for name in names)
 
 
-def load_manylangs_bilm(
-    path: PathLike, stateful: bool = False, device: Union[str, torch.device, None] = None
-) -> BiLM:
-    """An ELMoForManyLangs model directory as a ``BiLM`` (eval mode) with its lexicon indexer."""
-    return loaded_bilm(_read_directory(Path(path)), str(path), stateful, device)
-
-
 def _read_directory(path: Path) -> LoadedWeights:
     config = read_architecture(path)
-    vocab = read_vocab(path, config)
+    vocab = read_vocab(path, config.token_embedder)
     indexer = LexiconIndexer(vocab)
     options = _options(config, vocab, source=str(path / CONFIG_NAME))
     state = _convert_state(
@@ -111,7 +146,7 @@ def _read(source: WeightSource) -> LoadedWeights:
     return _read_directory(source.directory)
 
 
-def read_architecture(path: Path) -> Dict[str, Any]:
+def read_architecture(path: Path) -> Architecture:
     """The model's architecture config (the file ``config.json`` names by ``config_path``)."""
     if not path.is_dir():
         raise FileNotFoundError(f"ELMoForManyLangs model directory not found: {path}")
@@ -122,68 +157,40 @@ def read_architecture(path: Path) -> Dict[str, Any]:
         raise ManyLangsFormatError(f"{config_file}: missing 'config_path' (the architecture config)")
     for candidate in (path / config_path, path / Path(config_path).name):
         if candidate.is_file():
-            return _read_json(candidate)
+            return validated(Architecture, _read_json(candidate), f"{candidate}: ", ManyLangsFormatError)
     released = RELEASED_CONFIGS.get(Path(config_path).name)
     if released is not None:
-        return released
+        return Architecture.model_validate(released)
     raise FileNotFoundError(
         f"{config_file}: its architecture config {config_path!r} is not in {path}; put that file "
         f"(from the model's training run) beside {CONFIG_NAME}"
     )
 
 
-def read_vocab(path: Path, config: Mapping[str, Any]) -> ManyLangsVocab:
+def read_vocab(path: Path, embedder: TokenEmbedder) -> ManyLangsVocab:
     """The char lexicon (and the word lexicon if word_dim > 0)."""
-    embedder = _section(config, "token_embedder", path)
-    if _count(embedder, "char_dim", path) <= 0:
-        raise ManyLangsFormatError(
-            f"{path}: token_embedder.char_dim is {embedder.get('char_dim')!r}; only models with a "
-            "character CNN (char_dim > 0) are supported"
-        )
     chars = read_lexicon(_required(path / CHAR_LEXICON), REQUIRED_CHARS)
-    words = None
-    if _count(embedder, "word_dim", path) > 0:
-        words = read_lexicon(_required(path / WORD_LEXICON), REQUIRED_WORDS)
-    width = embedder.get("max_characters_per_token", 50)
-    if isinstance(width, bool) or not isinstance(width, int) or width < 3:
-        raise ManyLangsFormatError(
-            f"{path}: token_embedder.max_characters_per_token must be an integer >= 3, got {width!r}"
-        )
-    return ManyLangsVocab(chars, words, width)
+    words = read_lexicon(_required(path / WORD_LEXICON), REQUIRED_WORDS) if embedder.word_dim else None
+    return ManyLangsVocab(
+        format=NAME, max_characters_per_token=embedder.max_characters_per_token, chars=chars, words=words
+    )
 
 
-def _count(embedder: Mapping[str, Any], key: str, path: Path) -> int:
-    """An integer size of ``token_embedder`` (absent: 0)."""
-    value = embedder.get(key, 0)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ManyLangsFormatError(f"{path}: token_embedder.{key} must be an integer, got {value!r}")
-    return value
-
-
-def _options(config: Mapping[str, Any], vocab: ManyLangsVocab, source: str) -> BiLMOptions:
-    embedder = _section(config, "token_embedder", source)
-    encoder = _section(config, "encoder", source)
-    for section, value in (("token_embedder", embedder), ("encoder", encoder)):
-        expected = "cnn" if section == "token_embedder" else "elmo"
-        if str(value.get("name", "")).lower() != expected:
-            raise ManyLangsFormatError(
-                f"{source}: {section}.name is {value.get('name')!r}; only {expected!r} (the "
-                "released models' architecture) is supported"
-            )
+def _options(config: Architecture, vocab: ManyLangsVocab, source: str) -> BiLMOptions:
+    embedder = config.token_embedder
     data = {
         "char_cnn": {
-            "activation": embedder.get("activation", "relu"),
-            "embedding": {"dim": embedder.get("char_dim")},
-            "filters": embedder.get("filters"),
-            "n_highway": embedder.get("n_highway"),
+            "activation": embedder.activation,
+            "embedding": {"dim": embedder.char_dim},
+            "filters": embedder.filters,
+            "n_highway": embedder.n_highway,
             "n_characters": vocab.chars.size + 1,
             "max_characters_per_token": vocab.max_characters_per_token,
         },
-        "lstm": {key: encoder.get(key) for key in ("dim", "projection_dim", "n_layers", "cell_clip", "proj_clip")},
+        "lstm": {**config.encoder.model_extra, "use_skip_connections": True},
     }
-    data["lstm"]["use_skip_connections"] = True
     if vocab.words is not None:
-        data["char_cnn"]["word_dim"] = embedder.get("word_dim")
+        data["char_cnn"]["word_dim"] = embedder.word_dim
     try:
         options = BiLMOptions.from_dict(data, source=source)
         LexiconIndexer(vocab).check_options(options, source)
@@ -311,13 +318,6 @@ def _read_json(path: Path) -> Any:
         raise ManyLangsFormatError(f"{path}: not valid JSON ({err})") from err
 
 
-def _section(config: Any, key: str, source: Any) -> Mapping[str, Any]:
-    value = config.get(key) if isinstance(config, Mapping) else None
-    if not isinstance(value, Mapping):
-        raise ManyLangsFormatError(f"{source}: architecture config has no '{key}' section")
-    return value
-
-
 def read_lexicon(path: Path, required: Sequence[str]) -> Lexicon:
     """Read a ``char.dic`` / ``word.dic``; the embedding has one row per line."""
     ids: Dict[str, int] = {}
@@ -333,7 +333,7 @@ def read_lexicon(path: Path, required: Sequence[str]) -> Lexicon:
                 raise LexiconError(f"{path}:{line_no}: expected 'entry<TAB>id', got {line!r}")
             ids[fields[0]] = int(fields[1])
             n_lines += 1
-    return checked_lexicon(ids, n_lines, str(path), required)
+    return validated(Lexicon, {"ids": ids, "size": n_lines}, f"{path}: ", LexiconError).check(str(path), required)
 
 
 def _check(source: WeightSource) -> None:

@@ -17,6 +17,7 @@ from safetensors.torch import load as load_safetensors_bytes
 from safetensors.torch import load_file, save_file
 from safetensors.torch import save as save_safetensors_bytes
 
+from ..files import replacing
 from ..indexers import indexer_from_json, indexer_to_json
 from ..nn.bilm import BiLM
 from ..options import BiLMOptions, read_options_json
@@ -47,9 +48,10 @@ def save_bilm(bilm: BiLM, directory: PathLike) -> Path:
     """Write a native checkpoint: ``options.json`` + ``model.safetensors``."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(options_json(bilm), indent=2) + "\n"
-    (directory / OPTIONS_NAME).write_text(text, encoding="utf-8")
-    save_file(_cpu_state(bilm), str(directory / SAFETENSORS_NAME))
+    with replacing(directory / OPTIONS_NAME) as temporary:
+        temporary.write_text(json.dumps(options_json(bilm), indent=2) + "\n", encoding="utf-8")
+    with replacing(directory / SAFETENSORS_NAME) as temporary:
+        save_file(_cpu_state(bilm), str(temporary))
     return directory
 
 

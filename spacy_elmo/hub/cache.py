@@ -22,7 +22,6 @@ from typing import Any, Dict, List, Optional
 import srsly
 from platformdirs import user_cache_dir
 
-from ..files import write_json_atomically
 from ..formats.base import OPTIONS_NAME
 from ..formats.bilm_tf import HDF5_NAME
 from .catalog import get_release, releases
@@ -68,11 +67,6 @@ def read_manifest(directory: Path) -> Optional[Dict[str, Any]]:
     """The manifest of a model folder, or None when there is none."""
     path = directory / MANIFEST_NAME
     return srsly.read_json(path) if path.is_file() else None
-
-
-def write_manifest(directory: Path, manifest: Dict[str, Any]) -> None:
-    """The manifest, whole or not at all, whichever download of the model writes it."""
-    write_json_atomically(directory / MANIFEST_NAME, manifest)
 
 
 @dataclass(frozen=True)

@@ -45,13 +45,9 @@ class Release:
         )
 
 
-def describe_shape(lstm_dim: int, projection_dim: int, n_highway: int) -> str:
-    """The shape as AllenNLP's table gives it: LSTM hidden/output size and highway layers."""
-    return f"LSTM {lstm_dim}/{projection_dim}, {n_highway} highway"
-
-
 def options_shape(options: BiLMOptions) -> str:
-    return describe_shape(options.lstm.dim, options.lstm.projection_dim, options.char_cnn.n_highway)
+    """The shape as AllenNLP's table gives it: LSTM hidden/output size and highway layers."""
+    return f"LSTM {options.lstm.dim}/{options.lstm.projection_dim}, {options.char_cnn.n_highway} highway"
 
 
 def releases() -> Dict[str, Release]:

@@ -26,10 +26,11 @@ import pooch
 import requests
 import urllib3
 
+from ..files import write_json_atomically
 from ..formats.base import OPTIONS_NAME, WeightFileError
 from ..formats.bilm_tf import HDF5_NAME, read_bilm_tf_weights
 from ..options import BiLMOptions, OptionsError
-from .cache import MANIFEST_NAME, check_name, model_path, read_manifest, unusable_reason, write_manifest
+from .cache import MANIFEST_NAME, check_name, model_path, read_manifest, unusable_reason
 from .catalog import Release, get_release, options_shape, releases
 
 #: Seconds to wait for a connection or for the next bytes of a response.
@@ -102,8 +103,8 @@ def download_model(
         (directory / MANIFEST_NAME).unlink(missing_ok=True)  # incomplete while the files move in
         for file_name in files:
             os.replace(staging / file_name, directory / file_name)
-        write_manifest(
-            directory,
+        write_json_atomically(  # whole or not at all, whichever download of the model writes it
+            directory / MANIFEST_NAME,
             {"name": name, "complete": True, "shape": options_shape(options), "urls": urls, "files": files},
         )
     finally:
@@ -127,7 +128,9 @@ def _fetch(url: str, sha256: Optional[str], target: Path, timeout: float, progre
     logger = pooch.get_logger()
     # pooch's advice to pass the hash is not for our users. A filter of this call's own, not the
     # logger's level, which overlapping downloads would restore out of order.
-    quiet = _BelowWarning()
+    def quiet(record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING
+
     logger.addFilter(quiet)
     try:
         pooch.retrieve(
@@ -157,13 +160,6 @@ def _stalled_mid_file(err: requests.ConnectionError) -> bool:
     """Whether the server connected and then sent nothing for the whole timeout: requests reports
     a read timeout while it streams a body as a ConnectionError, not as the connection refused."""
     return bool(err.args) and isinstance(err.args[0], urllib3.exceptions.ReadTimeoutError)
-
-
-class _BelowWarning(logging.Filter):
-    """Drops pooch's informational records while one of our downloads runs."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno >= logging.WARNING
 
 
 def _copy_local_file(url: str, output_file: str, _pooch: object) -> None:

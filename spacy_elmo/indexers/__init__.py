@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, Mapping, Union
 
+from ..validation import validated
 from .byte_ids import ByteIndexer
-from .lexicon import LEXICON_KEY, LexiconError, LexiconIndexer, ManyLangsVocab
+from .lexicon import LEXICON_KEY, IndexerOptions, LexiconError, LexiconIndexer, ManyLangsVocab
 
 TokenIndexer = Union[ByteIndexer, LexiconIndexer]
 
@@ -19,16 +20,14 @@ def indexer_to_json(indexer: TokenIndexer) -> Dict[str, Any]:
     """What an options file needs beside the biLM's shape to rebuild ``indexer``: nothing for the
     released byte mapping (the default), a ``lexicon`` section for a lexicon indexer."""
     if isinstance(indexer, LexiconIndexer):
-        return {LEXICON_KEY: indexer.vocab.to_dict()}
+        return {LEXICON_KEY: indexer.vocab.model_dump()}
     return {}
 
 
 def indexer_from_json(data: Mapping[str, Any], source: str) -> TokenIndexer:
     """The indexer an options file describes (see ``indexer_to_json``); errors name ``source``."""
-    lexicon = data.get(LEXICON_KEY)
-    if lexicon is None:
-        return ByteIndexer()
-    return LexiconIndexer(ManyLangsVocab.from_dict(lexicon, source))
+    lexicon = validated(IndexerOptions, data, f"{source}: ", LexiconError).lexicon
+    return ByteIndexer() if lexicon is None else LexiconIndexer(lexicon.check(f"{source}: {LEXICON_KEY}"))
 
 
 __all__ = [

@@ -11,13 +11,14 @@ boundary tokens, as ELMoForManyLangs does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import Annotated, Any, Dict, Literal, Optional, Sequence
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, Strict
 
 from ..chars import pad_batch
 from ..options import BiLMOptions, OptionsError
+from ..validation import StrictPositive
 
 BOS, EOS, OOV, PAD, BOW, EOW = "<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>"
 #: entries ELMoForManyLangs looks up in each lexicon (it fails without them).
@@ -25,71 +26,55 @@ REQUIRED_CHARS = (BOS, EOS, OOV, PAD, BOW, EOW)
 REQUIRED_WORDS = (OOV, PAD)
 #: where a native checkpoint's options.json keeps the lexicons.
 LEXICON_KEY = "lexicon"
+#: ids per token: the first and last marks and at least one character.
+TokenWidth = Annotated[int, Strict(), Field(ge=3)]
 
 
 class LexiconError(ValueError):
     """A char.dic / word.dic that ELMoForManyLangs could not have used."""
 
 
-@dataclass(frozen=True)
-class Lexicon:
+class Lexicon(BaseModel):
     """Entry -> id, and how many embedding rows the ids index (ids lie in [0, size))."""
 
-    ids: Dict[str, int]
-    size: int
+    model_config = ConfigDict(frozen=True)
+    ids: Dict[str, Annotated[int, Strict()]]
+    size: StrictPositive
 
-    def to_dict(self) -> Dict[str, Any]:
-        return {"ids": dict(self.ids), "size": self.size}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], source: str, required: Sequence[str]) -> "Lexicon":
-        if not isinstance(data, Mapping) or not isinstance(data.get("ids"), Mapping):
-            raise LexiconError(f"{source}: expected an object with 'ids' (entry -> id) and 'size'")
-        return checked_lexicon(dict(data["ids"]), data.get("size"), source, required)
-
-
-def checked_lexicon(ids: Dict[str, int], size: Any, source: str, required: Sequence[str]) -> Lexicon:
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise LexiconError(f"{source}: size must be a positive integer, got {size!r}")
-    missing = [entry for entry in required if entry not in ids]
-    if missing:
-        raise LexiconError(f"{source}: missing the special entries {missing}")
-    bad = [(entry, i) for entry, i in ids.items() if not 0 <= i < size]
-    if bad:
-        raise LexiconError(f"{source}: ids must lie in [0, {size}) (one per line), got {bad[:3]}")
-    return Lexicon(ids, size)
+    def check(self, source: str, required: Sequence[str]) -> "Lexicon":
+        """What no one key says: the ``required`` entries (ELMoForManyLangs fails without them) are
+        there and every id has its row."""
+        missing = [entry for entry in required if entry not in self.ids]
+        if missing:
+            raise LexiconError(f"{source}: missing the special entries {missing}")
+        bad = [(entry, i) for entry, i in self.ids.items() if not 0 <= i < self.size]
+        if bad:
+            raise LexiconError(f"{source}: ids must lie in [0, {self.size}) (one per line), got {bad[:3]}")
+        return self
 
 
-@dataclass(frozen=True)
-class ManyLangsVocab:
-    """Everything an ELMoForManyLangs model needs to index text: its lexicons and token width."""
+class ManyLangsVocab(BaseModel):
+    """Everything an ELMoForManyLangs model needs to index text: its lexicons and token width (a
+    native checkpoint's ``lexicon`` section, as ``model_dump`` writes it)."""
 
+    model_config = ConfigDict(frozen=True)
+    format: Literal["elmoformanylangs"]
+    max_characters_per_token: TokenWidth
     chars: Lexicon
-    words: Optional[Lexicon]
-    max_characters_per_token: int
+    words: Optional[Lexicon] = None
 
-    def to_dict(self) -> Dict[str, Any]:
-        return {
-            "format": "elmoformanylangs",
-            "max_characters_per_token": self.max_characters_per_token,
-            "chars": self.chars.to_dict(),
-            "words": None if self.words is None else self.words.to_dict(),
-        }
+    def check(self, source: str) -> "ManyLangsVocab":
+        self.chars.check(f"{source}.chars", REQUIRED_CHARS)
+        if self.words is not None:
+            self.words.check(f"{source}.words", REQUIRED_WORDS)
+        return self
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], source: str) -> "ManyLangsVocab":
-        where = f"{source}: lexicon"
-        if not isinstance(data, Mapping) or data.get("format") != "elmoformanylangs":
-            raise LexiconError(f"{where} must be an object with format 'elmoformanylangs'")
-        width = data.get("max_characters_per_token")
-        if isinstance(width, bool) or not isinstance(width, int) or width < 3:
-            raise LexiconError(f"{where}.max_characters_per_token must be an integer >= 3, got {width!r}")
-        words = data.get("words")
-        return cls(
-            chars=Lexicon.from_dict(data.get("chars"), f"{where}.chars", REQUIRED_CHARS),
-            words=None if words is None else Lexicon.from_dict(words, f"{where}.words", REQUIRED_WORDS),
-            max_characters_per_token=width,
-        )
+
+class IndexerOptions(BaseModel):
+    """What an options file keeps beside the biLM's shape to rebuild its indexer: the lexicons of
+    an ELMoForManyLangs model (``LEXICON_KEY``), none for the released byte ids."""
+
+    lexicon: Optional[ManyLangsVocab] = None
 
 
 class LexiconIndexer:

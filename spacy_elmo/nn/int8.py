@@ -16,6 +16,7 @@ from typing import Iterator, Optional, Tuple
 
 import torch
 
+from .cpuinfo import cpuinfo
 from .versions import weights_key
 
 #: Smallest scale: an all-zero row or channel quantizes to zeros, not to NaN.
@@ -115,11 +116,7 @@ def _fbgemm_pack(w: torch.Tensor, scale: torch.Tensor):
 
 
 def _cpu_has_vnni() -> bool:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            flags = next((line for line in f if line.startswith("flags")), "").split()
-    except OSError:
-        return False
+    flags = (cpuinfo("flags") or "").split()
     return "avx512_vnni" in flags or "avx_vnni" in flags
 
 

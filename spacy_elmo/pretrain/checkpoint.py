@@ -22,6 +22,7 @@ import torch
 from safetensors.torch import save_file
 
 from ..distributed import DistributedContext
+from ..files import replacing
 from ..formats.native import save_bilm
 from ..nn.bilm import BiLMStates
 from .config import ConfigError
@@ -112,10 +113,8 @@ def save_checkpoint(
     model = state.model
     if model_files:
         save_bilm(model.bilm, output_dir)
-        save_file(
-            {k: v.detach().cpu().contiguous() for k, v in model.softmax.state_dict().items()},
-            str(output_dir / SOFTMAX_NAME),
-        )
+        with replacing(output_dir / SOFTMAX_NAME) as temporary:
+            save_file({k: v.detach().cpu().contiguous() for k, v in model.softmax.state_dict().items()}, str(temporary))
     saved = {
         "step": step,
         "tokens_seen": tokens_seen,
@@ -130,9 +129,8 @@ def save_checkpoint(
     }
     path = checkpoint_path(output_dir)
     path.parent.mkdir(exist_ok=True)
-    tmp = path.with_name(STATE_FILE + ".tmp")
-    torch.save(saved, tmp)
-    tmp.replace(path)
+    with replacing(path) as temporary:
+        torch.save(saved, temporary)
     ctx.barrier()
 
 
@@ -206,7 +204,8 @@ def drop_metrics_after(output_dir: Path, step: int) -> None:
     lines = path.read_text(encoding="utf-8").splitlines()
     kept = [line for line in lines if line.strip() and json.loads(line).get("step", 0) <= step]
     if len(kept) < len(lines):
-        path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+        with replacing(path) as temporary:
+            temporary.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
 
 
 def _rng_state() -> Dict[str, Any]:

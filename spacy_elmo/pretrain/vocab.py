@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Sequence, Union
 
 from ..chars import BOS_TOKEN, EOS_TOKEN
+from ..files import replacing
 
 UNK_TOKEN = "<UNK>"
 SPECIAL_TOKENS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
@@ -67,7 +68,8 @@ class Vocab:
         return cls([*SPECIAL_TOKENS, *ranked[: max_size - len(SPECIAL_TOKENS)]])
 
     def save(self, path: Union[str, Path]) -> None:
-        Path(path).write_text("\n".join(self.words) + "\n", encoding="utf-8")
+        with replacing(path) as temporary:
+            temporary.write_text("\n".join(self.words) + "\n", encoding="utf-8")
 
     @classmethod
     def load(cls, path: Union[str, Path]) -> "Vocab":
