@@ -9,11 +9,11 @@ writes: ``doc.tensor`` (which spaCy's ``.vector`` reads without hooks, so it sur
 from __future__ import annotations
 
 import multiprocessing
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
+from typing import Annotated, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 import torch
-from pydantic import BaseModel, field_validator
+from pydantic import AfterValidator, Field
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.pipeline.tok2vec import Tok2Vec, Tok2VecListener
@@ -28,7 +28,7 @@ from .doc_output import ElmoOutput, decode_elmo_output
 from .formats import WeightSource
 from .layers import listener as listeners
 from .layers.bilm_model import (
-    BiLMSettings,
+    ElmoModelSettings,
     bilm_settings,
     configured_source,
     ensure_bilm,
@@ -40,7 +40,7 @@ from .layers.doc_layers import LayerCache, doc_layers, split_sequences
 from .nn.bilm import BiLM
 from .nn.runner import BiLMRunner
 from .nn.scalar_mix import default_mix_weights, weighted_sum
-from .validation import FiniteNumber, StrictNonNegative, validated
+from .validation import FiniteNumber, NonNegativeNumber, StrictNonNegative, checked_arguments
 
 __all__ = ["Elmo", "add_vector_hooks", "batch_by_length", "make_elmo", "split_sequences"]
 
@@ -94,21 +94,32 @@ token_cache_vocab = null
 DEFAULT_CONFIG = Config().from_str(DEFAULT_CONFIG_STR)
 
 
+def _positive_sum(weights: List[float]) -> List[float]:
+    if sum(weights) <= 0:
+        raise ValueError("must have a positive sum (or be null: the LSTM layers equally, no token layer)")
+    return weights
+
+
+#: One non-negative weight per biLM layer, token layer first (divided by their sum).
+MixWeights = Annotated[List[NonNegativeNumber], Field(min_length=1), AfterValidator(_positive_sum)]
+
+
 @Language.factory(
     "elmo",
     default_config=DEFAULT_CONFIG["elmo"],
     assigns=["doc._.elmo_output", "doc._.elmo", "doc._.elmo_layers", "token._.elmo", "span._.elmo"],
 )
+@checked_arguments("elmo pipe")
 def make_elmo(
     nlp: Language,
     name: str,
     model: Model[List[List[str]], List[np.ndarray]],
-    mix_weights: Optional[List[float]],
-    gamma: float,
+    mix_weights: Optional[MixWeights],
+    gamma: FiniteNumber,
     store_layers: bool,
     set_vector_hooks: bool,
     frozen: bool,
-    cache_size_mb: int,
+    cache_size_mb: StrictNonNegative,
 ) -> "Elmo":
     """The ``elmo`` pipe; reads no weights (``spacy.load`` fills one from disk next)."""
     others = [other for other, pipe in nlp.pipeline if isinstance(pipe, Elmo)]
@@ -153,10 +164,7 @@ class Elmo(TrainablePipe):
         self.model = model
         self.name = name
         self.cfg: Dict = {}
-        settings = validated(
-            PipeSettings, dict(mix_weights=mix_weights, gamma=gamma, cache_size_mb=cache_size_mb), f"elmo pipe '{name}': "
-        )
-        self.mix_weights, self.gamma = settings.mix_weights, settings.gamma
+        self.mix_weights, self.gamma = mix_weights, gamma
         self.store_layers = store_layers
         self.set_vector_hooks = set_vector_hooks
         self.frozen = frozen
@@ -166,7 +174,7 @@ class Elmo(TrainablePipe):
         self.listener_map: Dict[str, List[Model]] = {}
 
     @property
-    def settings(self) -> BiLMSettings:
+    def settings(self) -> ElmoModelSettings:
         """The biLM's runtime settings (the model block)."""
         return bilm_settings(self.model)
 
@@ -511,24 +519,6 @@ def _token_has_vector(token: Token) -> bool:
 
 def _has_vector(obj: Union[Doc, Span]) -> bool:
     return any(_token_has_vector(token) for token in obj)
-
-
-class PipeSettings(BaseModel):
-    """The pipe's own settings, checked as the model block's are (``spacy_elmo.validation``)."""
-
-    mix_weights: Optional[List[FiniteNumber]] = None
-    gamma: FiniteNumber = 1.0
-    cache_size_mb: StrictNonNegative = 0
-
-    @field_validator("mix_weights")
-    @classmethod
-    def _a_mix(cls, weights: Optional[List[float]]) -> Optional[List[float]]:
-        if weights is not None and (not weights or min(weights) < 0 or sum(weights) <= 0):
-            raise ValueError(
-                "must be non-negative numbers, one per layer, with a positive sum (or null: the "
-                "LSTM layers equally, no token layer)"
-            )
-        return weights
 
 
 install_extensions()

@@ -380,9 +380,9 @@ def test_bad_vocab_file_and_config_values(tmp_path):
     bad.write_text("the\nof\n")
     with pytest.raises(VocabError, match="vocab.txt.*must start with"):
         Vocab.load(bad)
-    with pytest.raises(ConfigError, match=r"\[optimizer\] name: must be one of \('adagrad', 'adam'\), got 'sgd'"):
+    with pytest.raises(ConfigError, match=r"optimizer\.name must be one of \('adagrad', 'adam'\), got 'sgd'"):
         tiny_settings(**{"optimizer.name": "sgd"})
-    with pytest.raises(ConfigError, match=r"^\[training\] batch_tokens: must be > 0, got -3$"):
+    with pytest.raises(ConfigError, match=r"^training\.batch_tokens must be >= 1, got -3$"):
         tiny_settings(**{"training.batch_tokens": -3})
     with pytest.raises(CorpusError, match="batch_tokens"):
         BatchStream(

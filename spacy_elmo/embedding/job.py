@@ -18,10 +18,10 @@ from typing import Any, Dict, List, Optional
 
 import h5py
 
-from ..layers.bilm_model import BiLMSettings
+from ..architectures import elmo_model_v2
+from ..layers.bilm_model import ElmoModelSettings, bilm_settings
 from ..nn.precision import get_precision
 from ..sources import resolve_weight_source, weight_keys
-from ..validation import validated
 from .chunks import finished_chunks, parts_folder, remove_temporaries
 from .items import InputItems, open_input
 from .keys import first_bad_key
@@ -65,7 +65,7 @@ class EmbedOptions:
         weights = weight_keys(self.weights, self.options_file, self.weight_file)
         return {**weights, "precision": self.precision, "threads": self.threads}
 
-    def output_options(self, settings: BiLMSettings) -> Dict[str, Any]:
+    def output_options(self, settings: ElmoModelSettings) -> Dict[str, Any]:
         """The settings that change the output's numbers or names (the manifest compares them)."""
         return {
             "layers": self.layers,
@@ -105,7 +105,7 @@ def auto_chunk_size(total: int, world_size: int) -> int:
 
 
 def _checked_options(o: EmbedOptions):
-    """``(WeightSource, BiLMSettings)`` of the options, or JobRefused naming the one at fault."""
+    """``(WeightSource, ElmoModelSettings)`` of the options, or JobRefused naming the one at fault."""
     if o.layers not in EMBED_LAYERS:
         raise JobRefused(f"--layers must be one of {', '.join(EMBED_LAYERS)}, got {o.layers!r}")
     if not o.input_path.is_file():
@@ -115,7 +115,7 @@ def _checked_options(o: EmbedOptions):
     try:
         get_precision(o.precision, "--precision")
         source = resolve_weight_source(o.weights, o.options_file, o.weight_file, what="--weights")
-        return source, validated(BiLMSettings, o.model_settings(), "")
+        return source, bilm_settings(elmo_model_v2(**o.model_settings()))  # checked, reads nothing
     except (ValueError, FileNotFoundError) as err:
         raise JobRefused(str(err)) from None
 

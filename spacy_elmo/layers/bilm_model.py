@@ -1,6 +1,6 @@
 """The biLM as a Thinc model: a ``BiLMRunner`` in a PyTorch shim, ``Model[List[List[str]],
 List[Floats3d]]`` (one ``(n_layers + 1, n_tokens, 2 * projection_dim)`` array per sequence). Weights
-arrive through ``load_weights`` (the manual's "Design"); the runtime settings (``BiLMSettings``)
+arrive through ``load_weights`` (the manual's "Design"); the runtime settings (``ElmoModelSettings``)
 live in ``model.attrs``, which Thinc does not save, so config overrides at ``spacy.load`` take
 effect.
 """
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import torch
-from pydantic import BaseModel, ConfigDict, model_validator
 from thinc.api import (
     ArgsKwargs,
     CupyOps,
@@ -28,12 +28,10 @@ from thinc.types import Floats3d
 from ..formats import VOCAB_NAME, WeightSource
 from ..formats.native import bilm_from_bytes, bilm_to_bytes
 from ..nn.bilm import BiLM
-from ..nn.precision import get_precision
 from ..nn.runner import BiLMRunner
 from ..nn.thread_warning import warn_if_threads_compete
 from ..nn.threads import auto_threads, resolve_threads
-from ..sources import check_weight_settings, load_bilm_from, resolve_weight_source
-from ..validation import StrictNonNegative, StrictPositive, Threads
+from ..sources import load_bilm_from, resolve_weight_source
 
 SETTINGS = "elmo_settings"
 #: The token-cache words read when the weights were loaded: serialised with the model (a list of
@@ -41,26 +39,10 @@ SETTINGS = "elmo_settings"
 CACHE_WORDS = "elmo_token_cache_words"
 
 
-class BiLMSettings(BaseModel):
-    """What the biLM needs to run, as ``spacy_elmo.ElmoModel.v2`` takes it, validated."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    weights: Optional[str] = None
-    options_file: Optional[str] = None
-    weight_file: Optional[str] = None
-    precision: str = "fp32"
-    max_sequence_length: StrictPositive = 256
-    max_batch_tokens: StrictPositive = 4096
-    threads: Threads = "auto"
-    token_cache_words: StrictNonNegative = 0
-    token_cache_vocab: Optional[str] = None
-
-    @model_validator(mode="after")
-    def _together(self) -> "BiLMSettings":
-        check_weight_settings(self.weights, self.options_file, self.weight_file)
-        get_precision(self.precision, "precision")
-        return self
+class ElmoModelSettings(SimpleNamespace):
+    """``spacy_elmo.ElmoModel.v2``'s arguments, as that registered function declares and checks
+    them. Kept in ``model.attrs``, where Thinc saves only what msgpack can write: not this, so a
+    restored model runs with its config's settings (overrides at ``spacy.load`` take effect)."""
 
 
 class BiLMShim(PyTorchShim):
@@ -73,7 +55,7 @@ class BiLMShim(PyTorchShim):
         return self._model
 
 
-def elmo_model(settings: BiLMSettings) -> Model[List[List[str]], List[Floats3d]]:
+def elmo_model(settings: ElmoModelSettings) -> Model[List[List[str]], List[Floats3d]]:
     """The biLM model, without weights until its init, ``load_weights`` or ``from_bytes``."""
     shim = BiLMShim(
         BiLMRunner(), device=torch_device(), serialize_model=_runner_to_bytes, deserialize_model=_runner_from_bytes
@@ -88,7 +70,7 @@ def elmo_model(settings: BiLMSettings) -> Model[List[List[str]], List[Floats3d]]
     )
 
 
-def bilm_settings(model: Model) -> BiLMSettings:
+def bilm_settings(model: Model) -> ElmoModelSettings:
     return model.attrs[SETTINGS]
 
 
