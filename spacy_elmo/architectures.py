@@ -17,8 +17,8 @@ from .layers.bilm_model import ElmoModelSettings, elmo_model
 from .layers.embedder import elmo_embedder
 from .layers.listener import elmo_listener, listener_head
 from .layers.mix_head import mix_head
+from .loaders import weight_loader_v2
 from .nn.precision import PrecisionName
-from .sources import check_weight_settings
 from .validation import Fraction, StrictNonNegative, StrictPositive, Threads, checked_arguments
 
 
@@ -39,23 +39,20 @@ def elmo_model_v2(
     (n_layers + 1, n_tokens, 2 * projection_dim) on the model's device.
 
     weights: a model directory or a model's name; or ``options_file`` + ``weight_file``; all null:
-        the bundled model (``spacy_elmo.sources``). Read by the model's init.
+        the bundled model (``spacy_elmo.sources``); read by the model's init, through
+        ``spacy_elmo.WeightLoader.v2`` as the ``[initialize]`` block's loader is.
     precision: "fp32", "bf16", "fp16" or "int8" (``spacy_elmo.nn.precision``).
     max_sequence_length: longest biLM sequence; longer ones are cut into windows.
     max_batch_tokens: padded tokens (sequences x longest sequence) per biLM call.
     threads: pieces each batch is split over (``spacy_elmo.nn.threads``; "auto").
     token_cache_words: token vectors kept for this many words, pre-filled from
         ``token_cache_vocab`` (default the ``vocab.txt`` beside the weights); 0: no cache."""
-    try:
-        check_weight_settings(weights, options_file, weight_file)
-    except ValueError as err:
-        raise ValueError(f"spacy_elmo.ElmoModel.v2: {err}") from None
+    load = weight_loader_v2(weights, options_file, weight_file)  # refuses settings that do not go together
     settings = ElmoModelSettings(
-        weights=weights, options_file=options_file, weight_file=weight_file, precision=precision,
-        max_sequence_length=max_sequence_length, max_batch_tokens=max_batch_tokens, threads=threads,
-        token_cache_words=token_cache_words, token_cache_vocab=token_cache_vocab,
+        precision=precision, max_sequence_length=max_sequence_length, max_batch_tokens=max_batch_tokens,
+        threads=threads, token_cache_words=token_cache_words, token_cache_vocab=token_cache_vocab,
     )
-    model = elmo_model(settings)
+    model = elmo_model(settings, load)
     model.attrs["replace_listener"] = replace_listener
     model.attrs["replace_listener_cfg"] = replace_listener_cfg
     return model

@@ -25,16 +25,14 @@ from thinc.api import Config, Model, Optimizer, torch2xp, xp2torch
 from . import architectures, loaders  # noqa: F401  (register the architectures and spacy_elmo.WeightLoader.v2)
 from .batching import batch_by_length
 from .doc_output import ElmoOutput, decode_elmo_output
-from .formats import WeightSource
 from .layers import listener as listeners
 from .layers.bilm_model import (
     ElmoModelSettings,
     bilm_settings,
-    configured_source,
-    ensure_bilm,
-    load_weights,
+    get_runner,
     naming_pipe,
     torch_device,
+    use_weight_loader,
 )
 from .layers.doc_layers import LayerCache, doc_layers, split_sequences
 from .nn.bilm import BiLM
@@ -179,21 +177,17 @@ class Elmo(TrainablePipe):
         return bilm_settings(self.model)
 
     @property
+    def runner(self) -> BiLMRunner:
+        """What runs the biLM (``nn/runner.py``); reads nothing: its weights arrive at
+        ``initialize``, or at the pipe's first call without it."""
+        runner = get_runner(self.model)
+        if runner is None:
+            raise ValueError(f"elmo pipe '{self.name}' has no weights yet: nlp.initialize() reads them, as does its first doc")
+        return runner
+
+    @property
     def bilm(self) -> BiLM:
-        """The biLM, its configured weights read first if it has none."""
-        return self.ensure_loaded().bilm
-
-    def ensure_loaded(self) -> BiLMRunner:
-        """The runner, the configured weights read first (errors naming the pipe) if it has none."""
-        with naming_pipe(self.name):
-            return ensure_bilm(self.model)
-
-    runner = property(ensure_loaded, doc="What runs the biLM (``nn/runner.py``), as ``ensure_loaded``.")
-
-    def weight_source(self) -> WeightSource:
-        """The files the model block names, resolved, not read; errors name the pipe."""
-        with naming_pipe(self.name):
-            return configured_source(self.model)
+        return self.runner.bilm
 
     def initialize(
         self,
@@ -202,17 +196,18 @@ class Elmo(TrainablePipe):
         nlp=None,
         weights: Optional[Callable] = None,  # () -> WeightSource (spaCy validates this signature)
     ) -> None:
-        """Load the weights and check the mix weights against the number of layers.
+        """Read the weights (the model's init) and check the mix weights against the layers.
 
-        ``weights``: a weight loader (``spacy_elmo.WeightLoader.v2``) to take them from; without it
-        the model's init reads the configured ones, unless the model has weights already. ``nlp``:
-        the pipeline, checked for components after this pipe that read ``doc.tensor``."""
+        ``weights``: a weight loader (``spacy_elmo.WeightLoader.v2``) whose weights replace the
+        model's; without it the model's init reads the configured ones, unless the model has weights
+        already. ``nlp``: the pipeline, checked for components after this pipe that read
+        ``doc.tensor``."""
         if nlp is not None:
             self._check_no_tensor_reader_after(nlp)
         if weights is not None:
-            with naming_pipe(self.name):
-                load_weights(self.model, weights())
-        self.ensure_loaded()
+            use_weight_loader(self.model, weights)
+        with naming_pipe(self.name):
+            self.model.initialize()
         self.layer_weights()
 
     def layer_weights(self) -> np.ndarray:
@@ -278,9 +273,10 @@ class Elmo(TrainablePipe):
         return self._outputs(layers)
 
     def _run_bilm(self, docs: List[Doc], is_train: bool):
-        """Per-doc ``(n_layers + 1, len(doc), width)`` layers and their backprop."""
-        self.ensure_loaded()  # with errors that name the pipe
-        return doc_layers(self.model, docs, cache=self.cache, is_train=is_train)
+        """Per-doc ``(n_layers + 1, len(doc), width)`` layers and their backprop; the model's
+        weights read first if it has none (errors naming the pipe)."""
+        with naming_pipe(self.name):
+            return doc_layers(self.model, docs, cache=self.cache, is_train=is_train)
 
     def _outputs(self, layers: List) -> List[ElmoOutput]:
         """Per-doc layers (model device) -> ElmoOutput with the fixed mix, on the CPU."""
@@ -353,13 +349,21 @@ class Elmo(TrainablePipe):
 
     def to_bytes(self, *, exclude=tuple()) -> bytes:
         if "model" not in exclude:
-            self.ensure_loaded()  # serialize the weights, never a promise to read the files later
+            self._check_weights_to_save()
         return super().to_bytes(exclude=exclude)
 
     def to_disk(self, path, *, exclude=tuple()) -> None:
         if "model" not in exclude:
-            self.ensure_loaded()
+            self._check_weights_to_save()
         super().to_disk(path, exclude=exclude)
+
+    def _check_weights_to_save(self) -> None:
+        """Saved weights, never a saved promise to read the configured files later."""
+        if get_runner(self.model) is None:
+            raise ValueError(
+                f"elmo pipe '{self.name}' has no weights to save yet: call nlp.initialize() first "
+                "(it reads the weights the model block names), or run the pipeline on a text"
+            )
 
     def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "Elmo":
         torch_device()  # a clear error before Thinc asks CUDA for a device it cannot see

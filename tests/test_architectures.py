@@ -156,6 +156,7 @@ def test_a_saved_config_holds_only_keys_that_do_something(tmp_path):
 
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo")
+    nlp.initialize()
     nlp.to_disk(tmp_path / "pipeline")
     saved = Config().from_disk(tmp_path / "pipeline" / "config.cfg")
     pipe = saved["components"]["elmo"]

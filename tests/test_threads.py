@@ -30,6 +30,7 @@ def _pipeline(fixture_files, **model):
 def _threads_seen_by_the_bilm(nlp) -> list:
     """The thread count in force each time the biLM's forward runs (a forward hook records it)."""
     seen = []
+    nlp.initialize()
     nlp.get_pipe("elmo").bilm.register_forward_hook(lambda *_: seen.append(torch.get_num_threads()))
     return seen
 

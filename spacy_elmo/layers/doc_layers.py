@@ -16,7 +16,7 @@ from thinc.api import Model
 from thinc.types import Floats3d
 
 from ..batching import batch_by_length
-from .bilm_model import bilm_settings, ensure_bilm
+from .bilm_model import bilm_settings, initialized
 
 
 def split_sequences(
@@ -96,7 +96,7 @@ def doc_layers(
 ) -> Tuple[List[Floats3d], Callable[[List[Floats3d]], List]]:
     """One ``(n_layers + 1, len(doc), width)`` array per doc (whitespace rows zero) and a backprop
     into the biLM (``is_train`` bypasses the cache); ``model``'s weights read first if none."""
-    bilm = ensure_bilm(model).bilm
+    bilm = initialized(model).bilm
     settings = bilm_settings(model)
     ops = model.ops
     texts = [[token.text for token in doc] for doc in docs]
