@@ -43,7 +43,7 @@ from tqdm import tqdm
 from spacy_elmo.bench.isolate import run_isolated
 from spacy_elmo.bench.measure import MB, PeakMemory, Stopwatch, synchronize
 from spacy_elmo.bench.system import system_info
-from spacy_elmo.bench.text import default_text_path, text_lines
+from spacy_elmo.bench.text import DEFAULT_TEXT, text_lines
 from spacy_elmo.nn.precision import TRAINING_PRECISIONS, runs_on
 
 from .shapes import bundled_recipe_path
@@ -155,7 +155,7 @@ def named_case(name: str, tiny_model: bool = False, overrides: Optional[Dict[str
 def case_inputs(case: PretrainCase, text: Optional[str]) -> Iterator[Tuple[Path, Path, Path]]:
     """``(text, vocabulary, scratch folder)`` of a case's trainers: the text (default: the
     benches' own), the case's vocabulary written from it, and a folder removed afterwards."""
-    text_path = Path(text) if text else default_text_path()
+    text_path = Path(text) if text else DEFAULT_TEXT
     scratch = Path(tempfile.mkdtemp(prefix=f"bench-pretrain-{case.name}-"))
     try:
         vocab = write_vocab(scratch / "vocab.txt", words_by_frequency(text_lines(text_path)), case.vocab_size)
@@ -384,7 +384,7 @@ def run_pretrain_bench(
             "rows": list(rows), "window": window, "warmup_steps": warmup, "timed_steps": steps,
             "timed_seconds": seconds, "precisions": list(precisions), "steps": list(step_kinds),
             "device": device, "threads": threads, "isolated_processes": isolate,
-            "text": str(text or default_text_path()),
+            "text": str(text or DEFAULT_TEXT),
             "cases": {c.name: {"config": str(c.config_path or "default"), "recipe": c.recipe,
                                "overrides": c.overrides, "windows": c.windows} for c in cases},
         },  # fmt: skip
