@@ -182,8 +182,10 @@ def write_vocab(path: Path, words: Sequence[str], size: int) -> Path:
     return path
 
 
-def _trainer(case: PretrainCase, text: Path, vocab: Path, out: Path, rows: int, window: int,
-             precision: str, step: str, device: torch.device, threads: int):  # fmt: skip
+def bench_trainer(case: PretrainCase, text: Path, vocab: Path, out: Path, rows: int, window: int,
+                  precision: str, step: str, device: torch.device, threads: int):  # fmt: skip
+    """A ``Trainer`` of ``case`` on ``text`` for a bench: its batches of ``rows`` windows (or
+    sentences), run step by step by the caller (this bench, ``step_ab``, ``profile_step``)."""
     from spacy_elmo.pretrain.config import RECIPES, load_config, parse_settings
     from spacy_elmo.pretrain.trainer import Trainer
 
@@ -224,7 +226,7 @@ def _step(trainer, batches: Iterator) -> int:
     return batch.n_targets
 
 
-def _settle(trainer, batches: Iterator, device: torch.device, warmup: int) -> List[float]:
+def settle(trainer, batches: Iterator, device: torch.device, warmup: int) -> List[float]:
     """``warmup`` steps, and from ten on, more until the median of the last five step times is
     within 5% of the five before (at most ``4 * warmup``); returns their times (s)."""
     times: List[float] = []
@@ -281,10 +283,10 @@ def measure_training(
     """One case in steady state (meant to run in a fresh process)."""
     device = torch.device(device_name)
     with case_inputs(case, text) as (text_path, vocab, scratch):
-        trainer = _trainer(case, text_path, vocab, scratch / "run", rows, window, precision, step, device, threads)
+        trainer = bench_trainer(case, text_path, vocab, scratch / "run", rows, window, precision, step, device, threads)
         batches = trainer.batches()
         with PeakMemory(device) as peak:
-            warmup_times = _settle(trainer, batches, device, warmup)
+            warmup_times = settle(trainer, batches, device, warmup)
             steady = timed(trainer, batches, device, steps, seconds)
         row: Dict[str, Any] = {
             "case": case.name,
@@ -328,7 +330,7 @@ def largest_rows(
         while rows <= MAX_ROWS_LIMIT:
             trainer = None
             try:
-                trainer = _trainer(case, text_path, vocab, scratch / f"run{rows}", rows, window, precision, step, device, threads)
+                trainer = bench_trainer(case, text_path, vocab, scratch / f"run{rows}", rows, window, precision, step, device, threads)
                 batches = trainer.batches()
                 for _ in range(3):
                     _step(trainer, batches)
