@@ -151,6 +151,7 @@ def _cli_overrides(**extra):
 #: wherever the machine's load puts it in time (no race between the test's clock and the run's).
 CTRL_C_AT_STEP = """
 import os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as from a terminal (pytest may ignore it)
 from spacy_elmo.pretrain.trainer import Trainer
 stop_at = int(os.environ["STOP_AT_STEP"])
 train_step = Trainer.train_step
@@ -171,6 +172,28 @@ def _run_cli_with_ctrl_c(args, stop_at_step: int):
         [sys.executable, "-c", CTRL_C_AT_STEP, "pretrain", *args], cwd=REPO, env=env, capture_output=True,
         text=True, timeout=300,
     )
+
+
+@pytest.mark.parametrize("command", ["pretrain", "embed"])
+def test_an_ignored_ctrl_c_stays_ignored(command):
+    """nohup and a shell's background job start a command with SIGINT ignored: pretrain's (and
+    adapt's) Ctrl-C handling and embed's stop leave it so, and put a handled one back after."""
+    import signal
+
+    from spacy_elmo.embedding.interruption import stop_on_signals
+    from spacy_elmo.pretrain.stop import StopRequest
+
+    handling = StopRequest(distributed=False, speak=False).handling_ctrl_c if command == "pretrain" else stop_on_signals
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with handling():
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        with handling():
+            assert signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def _pasted(line: str, **kwargs):
