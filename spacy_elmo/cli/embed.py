@@ -26,12 +26,13 @@ from ..embedding.job import EmbedOptions, JobPlan, JobRefused, prepare_job
 from ..embedding.merge import merge_chunks
 from ..embedding.progress import JobProgress
 from ..embedding.worker import RankFailure, embed_own_chunks
-from .errors import fail, record_for_torchrun, report_error
+from .errors import CommandFailed, fail, recorded
 from .weights import OPTIONS_FILE, PRECISION, WEIGHT_FILE, WEIGHTS, elmo_pipeline
 
 THREADS_HELP = "Threads each process's biLM splits its batches over, PyTorch ops on one thread each (more help only on cores no other process uses)"
 
 
+@recorded
 def embed(
     input_path: Path = typer.Argument(..., help="A text file (one sentence per line) or a .spacy file (DocBin)"),
     output_path: Path = typer.Argument(..., help="The HDF5 file to write"),
@@ -140,11 +141,11 @@ def run_embed(o: EmbedOptions) -> None:
                 context.shutdown()
         except Interrupted as stop:  # Ctrl-C or SIGTERM: rank 0 says what is done and how to finish
             remove_temporaries(parts_folder(o.output_path), own=True)  # later signals are let pass
+            message = f"embed: stopped by {stop}"
             if plan is not None:
-                report = interruption_report(stop, parts_folder(o.output_path), o.output_path, plan.n_chunks, plan.total)
-                typer.echo(report, err=True)
-                record_for_torchrun(report.replace("\n   ", ""))
-            raise typer.Exit(stop.exit_status) from None
+                message = interruption_report(stop, parts_folder(o.output_path), o.output_path, plan.n_chunks, plan.total)
+                typer.echo(message, err=True)
+            raise CommandFailed(message.replace("\n   ", ""), stop.exit_status) from None
 
 def _handshake(
     context: DistributedContext, o: EmbedOptions
@@ -160,7 +161,7 @@ def _handshake(
         except JobRefused as err:
             verdict = ("refused", str(err), o.chunk_size)
             # Said before the others hear it: torchrun stops every worker once one exits.
-            report_error(str(err))
+            typer.echo(f"error: {err}", err=True)
     verdict = context.broadcast_object(verdict)
     return (plan, *verdict)
 
@@ -235,8 +236,7 @@ def _stop(message: str, speak: bool) -> NoReturn:
     """The job was refused: exit 1, the message if ``speak``, on every rank (torchrun's report)."""
     if speak:
         fail(message)
-    record_for_torchrun(f"error: {message}")
-    raise typer.Exit(1)
+    raise CommandFailed(f"error: {message}")
 
 
 def _use_gpu(device: int, gpu_id: int, prefix: str) -> None:
