@@ -26,6 +26,7 @@ from ..embedding.job import EmbedOptions, JobPlan, JobRefused, prepare_job
 from ..embedding.merge import merge_chunks
 from ..embedding.progress import JobProgress
 from ..embedding.worker import RankFailure, embed_own_chunks
+from ..files import write_json_atomically
 from .errors import CommandFailed, fail, recorded
 from .weights import OPTIONS_FILE, PRECISION, WEIGHT_FILE, WEIGHTS, elmo_pipeline
 
@@ -61,6 +62,9 @@ def embed(
     resume: bool = typer.Option(
         False, "--resume", help="Finish an unfinished run of the same command (same input, model and options)"
     ),
+    metrics: Optional[Path] = typer.Option(
+        None, "--metrics", help="Also write the run's figures (sentences, tokens, seconds) to this JSON file"
+    ),
 ) -> None:
     """Write ELMo vectors of a text or .spacy file to HDF5, as AllenNLP's elmo command did; in one
     process, or sharded over many under torchrun (one GPU, or one CPU thread, per rank):
@@ -89,7 +93,7 @@ def embed(
     """
     options = EmbedOptions(
         input_path, output_path, layers, weights, options_file, weight_file, lang, batch_size,
-        gpu_id, forget_sentences, use_sentence_keys, threads, precision, chunk_size, resume,
+        gpu_id, forget_sentences, use_sentence_keys, threads, precision, chunk_size, resume, metrics,
     )
     run_embed(options)
 
@@ -196,6 +200,11 @@ def _work(context: DistributedContext, o: EmbedOptions, plan: Optional[JobPlan],
         f"{processes} embedded {tokens_now:,} tokens in {embed_seconds:.1f} s "
         f"({tokens_now / max(embed_seconds, 1e-9):,.0f} tokens/s); merge {merged.seconds:.2f} s"
     )
+    if o.metrics is not None:
+        write_json_atomically(o.metrics, {
+            "sentences": merged.sentences, "tokens": merged.tokens, "processes": context.world_size,
+            "embedded_tokens": tokens_now, "embed_seconds": embed_seconds, "merge_seconds": merged.seconds,
+        })  # fmt: skip
     if context.world_size > 1 or len(merged.sentences_by_rank) > 1:
         shares = ", ".join(f"rank {rank} {n}" for rank, n in merged.sentences_by_rank.items())
         chunks = f"{plan.n_chunks} chunk{'s' if plan.n_chunks != 1 else ''} of {o.chunk_size}"

@@ -59,6 +59,8 @@ class EmbedOptions:
     #: None: ``auto_chunk_size`` of the input and the number of ranks (a resumed run keeps its own).
     chunk_size: Optional[int] = None
     resume: bool = False
+    #: Where to write the run's figures as JSON (None: only printed).
+    metrics: Optional[Path] = None
 
     def model_settings(self) -> Dict[str, Any]:
         """The keys of the elmo pipe's model block this command sets."""
