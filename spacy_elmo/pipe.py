@@ -31,6 +31,7 @@ from .layers.bilm_model import (
     bilm_settings,
     get_runner,
     naming_pipe,
+    op_threads,
     torch_device,
     use_weight_loader,
 )
@@ -38,6 +39,7 @@ from .layers.doc_layers import LayerCache, doc_layers, split_sequences
 from .nn.bilm import BiLM
 from .nn.runner import BiLMRunner
 from .nn.scalar_mix import default_mix_weights, weighted_sum
+from .nn.threads import prepare_forked_children
 from .validation import FiniteNumber, NonNegativeNumber, StrictNonNegative, checked_arguments
 
 __all__ = ["Elmo", "add_vector_hooks", "batch_by_length", "make_elmo", "split_sequences"]
@@ -162,6 +164,7 @@ class Elmo(TrainablePipe):
         self.model = model
         self.name = name
         self.cfg: Dict = {}
+        prepare_forked_children()  # spaCy's nlp.pipe(n_process=N) forks to run the pipe
         self.mix_weights, self.gamma = mix_weights, gamma
         self.store_layers = store_layers
         self.set_vector_hooks = set_vector_hooks
@@ -269,8 +272,9 @@ class Elmo(TrainablePipe):
     def predict(self, docs: Iterable[Doc]) -> List[ElmoOutput]:
         """The ELMo output of each doc (CPU arrays), without modifying the docs."""
         docs = list(docs)
-        layers, _ = self._run_bilm(docs, is_train=False)
-        return self._outputs(layers)
+        with op_threads(self.model):
+            layers, _ = self._run_bilm(docs, is_train=False)
+            return self._outputs(layers)
 
     def _run_bilm(self, docs: List[Doc], is_train: bool):
         """Per-doc ``(n_layers + 1, len(doc), width)`` layers and their backprop; the model's

@@ -7,16 +7,17 @@ loader (``use_weight_loader``), as spacy-curated-transformers loads its encoders
 restores saved ones instead, and ``set_bilm`` puts a biLM in from Python. The one lazy hook is
 ``initialized``: a model used before its init ran (a pipe run straight after ``add_pipe``, or frozen,
 which ``spacy train`` does not initialize) runs it then. The runtime settings
-(``ElmoModelSettings``) live in ``model.attrs``, applied to the runner when it is made and when
-weights arrive (``BiLMShim``).
+(``ElmoModelSettings``) live in ``model.attrs``, applied to the runner when it is made (its
+precision and threads: "auto" is decided then) and when weights arrive (its token cache,
+``BiLMShim``).
 """
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Callable, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, ContextManager, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 from thinc.api import (
@@ -36,7 +37,7 @@ from ..formats.native import bilm_from_bytes, bilm_to_bytes
 from ..nn.bilm import BiLM
 from ..nn.runner import BiLMRunner
 from ..nn.thread_warning import warn_if_threads_compete
-from ..nn.threads import auto_threads, resolve_threads
+from ..nn.threads import auto_threads, one_op_thread, resolve_threads
 from ..sources import load_bilm_from
 
 SETTINGS = "elmo_settings"
@@ -91,7 +92,10 @@ class BiLMShim(PyTorchShim):
 def elmo_model(settings: ElmoModelSettings, load: WeightLoader) -> Model[List[List[str]], List[Floats3d]]:
     """The biLM model, without weights until its init (which calls ``load``), ``set_bilm`` or
     ``from_bytes``."""
-    shim = BiLMShim(BiLMRunner(precision=settings.precision), settings.token_cache_words)
+    threads = resolve_threads(settings.threads)
+    if threads < auto_threads():  # "auto" where the pieces cannot run on one op thread each
+        warn_if_threads_compete(settings.threads, auto_threads(), torch_device())
+    shim = BiLMShim(BiLMRunner(precision=settings.precision, threads=threads), settings.token_cache_words)
     return Model(
         "elmo",
         _forward,
@@ -126,6 +130,15 @@ def use_weight_loader(model: Model, load: WeightLoader) -> None:
     ``initialize`` with ``[initialize.components.NAME.weights]``)."""
     model.attrs[LOADER] = load
     _shim(model).runner.replace_bilm(None)
+
+
+def op_threads(model: Model) -> ContextManager:
+    """The span of a call that runs the model: where its runner splits batches (the CPU), the
+    calling thread's ops on one thread too (``nn.threads.one_op_thread``), so that no piece
+    waits at every op for threads another process keeps busy."""
+    if _shim(model).runner.threads > 1 and _shim(model).device.type == "cpu":
+        return one_op_thread()
+    return nullcontext()
 
 
 def initialized(model: Model) -> BiLMRunner:
@@ -206,9 +219,6 @@ def _forward(model: Model, sequences: List[List[str]], is_train: bool) -> Tuple[
             "set_bilm(model, load_bilm(...)), load it with from_bytes, or use it through the "
             "'elmo' pipe"
         )
-    settings = bilm_settings(model)
-    runner.threads = resolve_threads(settings.threads)  # "auto" follows the process's op threads
-    warn_if_threads_compete(settings.threads, auto_threads(), shim.device)
     char_ids = torch.from_numpy(runner.bilm.batch_to_ids(sequences)).to(shim.device)
     (layers, _mask), torch_backprop = shim(ArgsKwargs(args=(char_ids,), kwargs={}), is_train)
     lengths = [len(sequence) for sequence in sequences]

@@ -9,7 +9,7 @@ from spacy.tokens import Doc
 from thinc.api import Model
 from thinc.types import Floats2d
 
-from .bilm_model import get_runner
+from .bilm_model import get_runner, op_threads
 from .doc_layers import doc_layers
 from .mix_head import size_head
 
@@ -38,7 +38,8 @@ def _embedder_init(model: Model, X=None, Y=None) -> Model:
 def _embedder_forward(model: Model, docs: List[Doc], is_train: bool):
     elmo, head = model.layers
     # The copied biLM stays frozen, as in the pipeline it came from.
-    layers, _ = doc_layers(elmo, docs, is_train=False)
+    with op_threads(elmo):
+        layers, _ = doc_layers(elmo, docs, is_train=False)
     vectors, backprop_head = head((docs, layers), is_train)
 
     def backprop(d_vectors):
