@@ -93,7 +93,7 @@ def checked_arguments(name: str) -> Callable[[F], F]:
     value raises ``ValueError("NAME: key must be ..., got value")`` before the function runs."""
 
     def decorate(func: F) -> F:
-        @functools.lru_cache(maxsize=None)
+        @functools.cache
         def validating() -> Callable[..., Any]:  # built at the first call: the signature may name later classes
             return validate_call(func, config=ConfigDict(arbitrary_types_allowed=True))
 

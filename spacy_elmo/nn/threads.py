@@ -33,7 +33,7 @@ _pool_workers = 0
 _pool_lock = threading.Lock()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _thread_counts() -> Optional[Tuple[Any, Any, Any]]:
     """OpenMP's per-thread count (set, get) in this process and MKL's local one (set, through its
     Fortran interface: the count by reference; None without MKL), or None where PyTorch's OpenMP
@@ -84,7 +84,7 @@ def _one_thread_after_fork() -> None:
     torch.set_num_threads(1)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def prepare_forked_children() -> None:
     """Have every child this process forks from now on start on one PyTorch thread (once): spaCy's
     ``nlp.pipe(n_process=N)`` forks to run a pipe; called when an elmo pipe is made."""
