@@ -16,7 +16,7 @@ most ``MAX_SENTENCE`` tokens), one per line, until the token count is reached.
 
 from __future__ import annotations
 
-import re
+import json
 import subprocess
 import tempfile
 import threading
@@ -40,10 +40,6 @@ from .text import sentences
 from .workdir import bench_workdir
 
 MAX_SENTENCE = 100
-SUMMARY = re.compile(
-    r"wrote (?P<sentences>\d+) sentences \((?P<tokens>[\d,]+) tokens\).*embedded (?P<embedded>[\d,]+) "
-    r"tokens in (?P<embed_s>[\d.]+) s .*merge (?P<merge_s>[\d.]+) s"
-)
 EMBED_COLUMNS: List[report.Column] = [
     ("round", "round", "d"),
     ("setup", "setup", ""),
@@ -143,7 +139,7 @@ def embed_argv(
 ) -> List[str]:
     """The command line: ``python -m spacy_elmo embed``, under torchrun for several processes
     (or with ``torchrun=True``)."""
-    args = ["embed", str(input_path), str(output), "--threads", str(threads), *options]
+    args = ["embed", str(input_path), str(output), "--threads", str(threads), "--metrics", f"{output}.json", *options]
     return package_argv(args, processes, torchrun)
 
 
@@ -157,14 +153,16 @@ def run_embed(
     with tempfile.TemporaryFile("w+") as errors:
         process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=errors, text=True)
         with TreeSampler(process.pid, interval) as sampler:
-            stdout, _ = process.communicate()
+            process.communicate()
         wall = time.perf_counter() - start
         if process.returncode != 0:
             errors.seek(0)
             raise ValueError(f"{' '.join(argv)} failed ({process.returncode}):\n{errors.read()[-3000:]}")
     output_mb = output.stat().st_size / MB
     output.unlink()  # measured: its size is in the row
-    figures = summary_figures(stdout)
+    metrics = Path(f"{output}.json")
+    figures = summary_figures(metrics)
+    metrics.unlink()
     return {
         "setup": f"{processes} process{'es' if processes > 1 else ''} x {threads} thread{'s' if threads > 1 else ''}",
         "processes": processes,
@@ -180,19 +178,17 @@ def run_embed(
     }
 
 
-def summary_figures(stdout: str) -> Dict[str, Any]:
+def summary_figures(metrics: Path) -> Dict[str, Any]:
     """Sentences, tokens, the embedding's seconds and tokens/s, and the merge's seconds, from the
-    command's summary line (ValueError where there is none)."""
-    match = SUMMARY.search(stdout)
-    if match is None:
-        raise ValueError(f"no summary line in embed's output: {stdout[-500:]!r}")
-    embed_s = float(match["embed_s"])
+    figures the command wrote (``embed --metrics``)."""
+    figures = json.loads(metrics.read_text(encoding="utf-8"))
+    embed_s = figures["embed_seconds"]
     return {
-        "tokens": int(match["tokens"].replace(",", "")),
-        "sentences": int(match["sentences"]),
+        "tokens": figures["tokens"],
+        "sentences": figures["sentences"],
         "embed_s": embed_s,
-        "embed_tokens_per_s": int(match["embedded"].replace(",", "")) / embed_s if embed_s else None,
-        "merge_s": float(match["merge_s"]),
+        "embed_tokens_per_s": figures["embedded_tokens"] / embed_s if embed_s else None,
+        "merge_s": figures["merge_seconds"],
     }
 
 

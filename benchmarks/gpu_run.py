@@ -178,7 +178,7 @@ def _one_rank_against_one_process(stage: Stage, step: str) -> Dict[str, Any]:
     steps of the bilm-tf recipe on windows, alternated A B A B: tokens/s of the last logged
     window of each run, and their ratio."""
     from spacy_elmo.bench.measure import alternating
-    from spacy_elmo.bench.text import default_text_path
+    from spacy_elmo.bench.text import DEFAULT_TEXT
     from spacy_elmo.pretrain.config import config_text
     from spacy_elmo.pretrain.metrics import read_metrics
 
@@ -188,7 +188,7 @@ def _one_rank_against_one_process(stage: Stage, step: str) -> Dict[str, Any]:
     steps = stage.sizes.one_rank_steps
     tiny = TINY if stage.sizes.tiny else {}
     config = stage.workdir / "bilm-tf.cfg"
-    config.write_text(config_text("bilm-tf", {"paths.train": str(default_text_path()), **tiny}), encoding="utf-8")
+    config.write_text(config_text("bilm-tf", {"paths.train": str(DEFAULT_TEXT), **tiny}), encoding="utf-8")
     overrides = {
         "vocab.size": 40_000 if not tiny else 500,
         "vocab.min_count": 1,

@@ -56,7 +56,7 @@ from spacy_elmo.bench.isolate import run_isolated
 from spacy_elmo.bench.measure import MB, PeakMemory, alternating
 from spacy_elmo.bench.report import ratio
 from spacy_elmo.bench.system import system_info
-from spacy_elmo.bench.text import default_text_path, text_lines
+from spacy_elmo.bench.text import DEFAULT_TEXT, text_lines
 from spacy_elmo.chars import batch_to_ids
 from spacy_elmo.nn.precision import runs_on
 from spacy_elmo.nn.runner import BiLMRunner
@@ -296,7 +296,7 @@ def run_inference_bench(
             "weights": weights,
             "shape_source": options_source,
             "seed": seed if weights is None else None,
-            "text": str(text or default_text_path()),
+            "text": str(text or DEFAULT_TEXT),
             "batch_sizes": batch_sizes,
             "thread_counts": thread_counts,
             "thread_modes": list(thread_modes),

@@ -43,7 +43,7 @@ from tqdm import tqdm
 from spacy_elmo.bench.isolate import run_isolated
 from spacy_elmo.bench.measure import MB, PeakMemory
 from spacy_elmo.bench.system import system_info
-from spacy_elmo.bench.text import default_text_path, text_lines
+from spacy_elmo.bench.text import DEFAULT_TEXT, text_lines
 from spacy_elmo.nn.precision import TRAINING_PRECISIONS, runs_on
 
 from .shapes import bundled_recipe_path
@@ -156,7 +156,7 @@ def named_case(name: str, tiny_model: bool = False, overrides: Optional[Dict[str
 def case_inputs(case: PretrainCase, text: Optional[str]) -> Iterator[Tuple[Path, Path, Path]]:
     """``(text, vocabulary, scratch folder)`` of a case's trainers: the text (default: the
     benches' own), the case's vocabulary written from it, and a folder removed afterwards."""
-    text_path = Path(text) if text else default_text_path()
+    text_path = Path(text) if text else DEFAULT_TEXT
     scratch = Path(tempfile.mkdtemp(prefix=f"bench-pretrain-{case.name}-"))
     try:
         vocab = write_vocab(scratch / "vocab.txt", words_by_frequency(text_lines(text_path)), case.vocab_size)
@@ -183,8 +183,10 @@ def write_vocab(path: Path, words: Sequence[str], size: int) -> Path:
     return path
 
 
-def _trainer(case: PretrainCase, text: Path, vocab: Path, out: Path, rows: int, window: int,
-             precision: str, step: str, device: torch.device, threads: int):  # fmt: skip
+def bench_trainer(case: PretrainCase, text: Path, vocab: Path, out: Path, rows: int, window: int,
+                  precision: str, step: str, device: torch.device, threads: int):  # fmt: skip
+    """A ``Trainer`` of ``case`` on ``text`` for a bench: its batches of ``rows`` windows (or
+    sentences), run step by step by the caller (this bench, ``step_ab``, ``profile_step``)."""
     from spacy_elmo.pretrain.config import RECIPES, load_config, parse_settings
     from spacy_elmo.pretrain.trainer import Trainer
 
@@ -225,7 +227,7 @@ def _step(trainer, batches: Iterator) -> int:
     return batch.n_targets
 
 
-def _settle(trainer, batches: Iterator, device: torch.device, warmup: int) -> List[float]:
+def settle(trainer, batches: Iterator, device: torch.device, warmup: int) -> List[float]:
     """``warmup`` steps, and from ten on, more until the median of the last five step times is
     within 5% of the five before (at most ``4 * warmup``); returns their times (s)."""
     times: List[float] = []
@@ -282,10 +284,10 @@ def measure_training(
     """One case in steady state (meant to run in a fresh process)."""
     device = torch.device(device_name)
     with case_inputs(case, text) as (text_path, vocab, scratch):
-        trainer = _trainer(case, text_path, vocab, scratch / "run", rows, window, precision, step, device, threads)
+        trainer = bench_trainer(case, text_path, vocab, scratch / "run", rows, window, precision, step, device, threads)
         batches = trainer.batches()
         with PeakMemory(device) as peak:
-            warmup_times = _settle(trainer, batches, device, warmup)
+            warmup_times = settle(trainer, batches, device, warmup)
             steady = timed(trainer, batches, device, steps, seconds)
         row: Dict[str, Any] = {
             "case": case.name,
@@ -329,7 +331,7 @@ def largest_rows(
         while rows <= MAX_ROWS_LIMIT:
             trainer = None
             try:
-                trainer = _trainer(case, text_path, vocab, scratch / f"run{rows}", rows, window, precision, step, device, threads)
+                trainer = bench_trainer(case, text_path, vocab, scratch / f"run{rows}", rows, window, precision, step, device, threads)
                 batches = trainer.batches()
                 for _ in range(3):
                     _step(trainer, batches)
@@ -385,7 +387,7 @@ def run_pretrain_bench(
             "rows": list(rows), "window": window, "warmup_steps": warmup, "timed_steps": steps,
             "timed_seconds": seconds, "precisions": list(precisions), "steps": list(step_kinds),
             "device": device, "threads": threads, "isolated_processes": isolate,
-            "text": str(text or default_text_path()),
+            "text": str(text or DEFAULT_TEXT),
             "cases": {c.name: {"config": str(c.config_path or "default"), "recipe": c.recipe,
                                "overrides": c.overrides, "windows": c.windows} for c in cases},
         },  # fmt: skip

@@ -46,7 +46,7 @@ import torch
 
 from spacy_elmo.bench.system import system_info
 
-from .pretrain_bench import _settle, _trainer, case_inputs, free_memory, named_case, profiled
+from .pretrain_bench import bench_trainer, case_inputs, free_memory, named_case, profiled, settle
 
 #: (kind, pattern on the lower-cased operator or kernel name), first match wins.
 KIND_RULES: Tuple[Tuple[str, str], ...] = (
@@ -418,10 +418,10 @@ def run_profile(
                 part["timed_with_memory_history"] = True  # slower: not for comparing speeds
             try:
                 started = time.perf_counter()
-                trainer = _trainer(the_case, text_path, vocab, scratch / kind, rows, window, precision, kind, device, threads)
+                trainer = bench_trainer(the_case, text_path, vocab, scratch / kind, rows, window, precision, kind, device, threads)
                 batches = trainer.batches()
                 part["step"] = trainer.step_kind
-                part["warmup_step_s"] = [round(t, 4) for t in _settle(trainer, batches, device, warmup)]
+                part["warmup_step_s"] = [round(t, 4) for t in settle(trainer, batches, device, warmup)]
                 part["setup_s"] = time.perf_counter() - started
                 write()
                 part.update(profile_steps(trainer, batches, device, steps, element, peak_tflops, peak_gbs))

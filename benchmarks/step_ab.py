@@ -25,7 +25,7 @@ from spacy_elmo.bench.measure import MB, alternating
 from spacy_elmo.bench.report import write_json
 from spacy_elmo.bench.system import system_info
 
-from .pretrain_bench import PretrainCase, _settle, _trainer, case_inputs, free_memory, named_case, timed
+from .pretrain_bench import PretrainCase, bench_trainer, case_inputs, free_memory, named_case, settle, timed
 from .timing import medians_and_ratios
 
 
@@ -108,13 +108,13 @@ class _StepAB:
         base, (text_path, vocab, scratch), (rows, window, precision) = self.base, self.inputs, self.shape
         variant = replace(base, overrides={**base.overrides, **overrides})
         step = overrides.get("training.step", "eager")
-        trainer = _trainer(
+        trainer = bench_trainer(
             variant, text_path, vocab, scratch / name, rows, window, precision, step, self.device, self.threads
         )
         batches = trainer.batches()
         record = self.result["variants"][name]
         record["step"] = trainer.step_kind
-        record["warmup_step_s"] = [round(t, 4) for t in _settle(trainer, batches, self.device, warmup)]
+        record["warmup_step_s"] = [round(t, 4) for t in settle(trainer, batches, self.device, warmup)]
         if self.device.type == "cuda":
             record["peak_mb"] = torch.cuda.max_memory_allocated(self.device) / MB
         self.write()

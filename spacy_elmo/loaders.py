@@ -5,6 +5,7 @@ machine paths (docs/reference/config.md). Settings are ``sources.resolve_weight_
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable, Optional
 
 from spacy.util import registry
@@ -20,8 +21,4 @@ def weight_loader_v2(
 ) -> Callable[[], WeightSource]:
     """``weights`` (a directory or a model's name), or ``options_file`` + ``weight_file``."""
     check_weight_settings(weights, options_file, weight_file, what="weights")
-
-    def load() -> WeightSource:
-        return resolve_weight_source(weights, options_file, weight_file, what="weights")
-
-    return load
+    return partial(resolve_weight_source, weights, options_file, weight_file, what="weights")  # picklable

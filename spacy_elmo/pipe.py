@@ -9,11 +9,11 @@ docs/design.md.
 from __future__ import annotations
 
 import multiprocessing
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
+from typing import Annotated, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 import torch
-from pydantic import BaseModel, field_validator
+from pydantic import AfterValidator, Field
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.pipeline.tok2vec import Tok2Vec, Tok2VecListener
@@ -25,22 +25,22 @@ from thinc.api import Config, Model, Optimizer, torch2xp, xp2torch
 from . import architectures, loaders  # noqa: F401  (register the architectures and spacy_elmo.WeightLoader.v2)
 from .batching import batch_by_length
 from .doc_output import ElmoOutput, decode_elmo_output
-from .formats import WeightSource
 from .layers import listener as listeners
 from .layers.bilm_model import (
-    BiLMSettings,
+    ElmoModelSettings,
     bilm_settings,
-    configured_source,
-    ensure_bilm,
-    load_weights,
+    get_runner,
     naming_pipe,
+    op_threads,
     torch_device,
+    use_weight_loader,
 )
 from .layers.doc_layers import LayerCache, doc_layers, split_sequences
 from .nn.bilm import BiLM
 from .nn.runner import BiLMRunner
 from .nn.scalar_mix import default_mix_weights, weighted_sum
-from .validation import FiniteNumber, StrictNonNegative, validated
+from .nn.threads import prepare_forked_children
+from .validation import FiniteNumber, NonNegativeNumber, StrictNonNegative, checked_arguments
 
 __all__ = ["Elmo", "add_vector_hooks", "batch_by_length", "make_elmo", "split_sequences"]
 
@@ -94,21 +94,32 @@ token_cache_vocab = null
 DEFAULT_CONFIG = Config().from_str(DEFAULT_CONFIG_STR)
 
 
+def _positive_sum(weights: List[float]) -> List[float]:
+    if sum(weights) <= 0:
+        raise ValueError("must have a positive sum (or be null: the LSTM layers equally, no token layer)")
+    return weights
+
+
+#: One non-negative weight per biLM layer, token layer first (divided by their sum).
+MixWeights = Annotated[List[NonNegativeNumber], Field(min_length=1), AfterValidator(_positive_sum)]
+
+
 @Language.factory(
     "elmo",
     default_config=DEFAULT_CONFIG["elmo"],
     assigns=["doc._.elmo_output", "doc._.elmo", "doc._.elmo_layers", "token._.elmo", "span._.elmo"],
 )
+@checked_arguments("elmo pipe")
 def make_elmo(
     nlp: Language,
     name: str,
     model: Model[List[List[str]], List[np.ndarray]],
-    mix_weights: Optional[List[float]],
-    gamma: float,
+    mix_weights: Optional[MixWeights],
+    gamma: FiniteNumber,
     store_layers: bool,
     set_vector_hooks: bool,
     frozen: bool,
-    cache_size_mb: int,
+    cache_size_mb: StrictNonNegative,
 ) -> "Elmo":
     """The ``elmo`` pipe; reads no weights (``spacy.load`` fills one from disk next)."""
     others = [other for other, pipe in nlp.pipeline if isinstance(pipe, Elmo)]
@@ -153,10 +164,8 @@ class Elmo(TrainablePipe):
         self.model = model
         self.name = name
         self.cfg: Dict = {}
-        settings = validated(
-            PipeSettings, dict(mix_weights=mix_weights, gamma=gamma, cache_size_mb=cache_size_mb), f"elmo pipe '{name}': "
-        )
-        self.mix_weights, self.gamma = settings.mix_weights, settings.gamma
+        prepare_forked_children()  # spaCy's nlp.pipe(n_process=N) forks to run the pipe
+        self.mix_weights, self.gamma = mix_weights, gamma
         self.store_layers = store_layers
         self.set_vector_hooks = set_vector_hooks
         self.frozen = frozen
@@ -166,26 +175,22 @@ class Elmo(TrainablePipe):
         self.listener_map: Dict[str, List[Model]] = {}
 
     @property
-    def settings(self) -> BiLMSettings:
+    def settings(self) -> ElmoModelSettings:
         """The biLM's runtime settings (the model block)."""
         return bilm_settings(self.model)
 
     @property
+    def runner(self) -> BiLMRunner:
+        """What runs the biLM (``nn/runner.py``); reads nothing: its weights arrive at
+        ``initialize``, or at the pipe's first call without it."""
+        runner = get_runner(self.model)
+        if runner is None:
+            raise ValueError(f"elmo pipe '{self.name}' has no weights yet: nlp.initialize() reads them, as does its first doc")
+        return runner
+
+    @property
     def bilm(self) -> BiLM:
-        """The biLM, its configured weights read first if it has none."""
-        return self.ensure_loaded().bilm
-
-    def ensure_loaded(self) -> BiLMRunner:
-        """The runner, the configured weights read first (errors naming the pipe) if it has none."""
-        with naming_pipe(self.name):
-            return ensure_bilm(self.model)
-
-    runner = property(ensure_loaded, doc="What runs the biLM (``nn/runner.py``), as ``ensure_loaded``.")
-
-    def weight_source(self) -> WeightSource:
-        """The files the model block names, resolved, not read; errors name the pipe."""
-        with naming_pipe(self.name):
-            return configured_source(self.model)
+        return self.runner.bilm
 
     def initialize(
         self,
@@ -194,17 +199,18 @@ class Elmo(TrainablePipe):
         nlp=None,
         weights: Optional[Callable] = None,  # () -> WeightSource (spaCy validates this signature)
     ) -> None:
-        """Load the weights and check the mix weights against the number of layers.
+        """Read the weights (the model's init) and check the mix weights against the layers.
 
-        ``weights``: a weight loader (``spacy_elmo.WeightLoader.v2``) to take them from; without it
-        the model's init reads the configured ones, unless the model has weights already. ``nlp``:
-        the pipeline, checked for components after this pipe that read ``doc.tensor``."""
+        ``weights``: a weight loader (``spacy_elmo.WeightLoader.v2``) whose weights replace the
+        model's; without it the model's init reads the configured ones, unless the model has weights
+        already. ``nlp``: the pipeline, checked for components after this pipe that read
+        ``doc.tensor``."""
         if nlp is not None:
             self._check_no_tensor_reader_after(nlp)
         if weights is not None:
-            with naming_pipe(self.name):
-                load_weights(self.model, weights())
-        self.ensure_loaded()
+            use_weight_loader(self.model, weights)
+        with naming_pipe(self.name):
+            self.model.initialize()
         self.layer_weights()
 
     def layer_weights(self) -> np.ndarray:
@@ -266,13 +272,15 @@ class Elmo(TrainablePipe):
     def predict(self, docs: Iterable[Doc]) -> List[ElmoOutput]:
         """The ELMo output of each doc (CPU arrays), without modifying the docs."""
         docs = list(docs)
-        layers, _ = self._run_bilm(docs, is_train=False)
-        return self._outputs(layers)
+        with op_threads(self.model):
+            layers, _ = self._run_bilm(docs, is_train=False)
+            return self._outputs(layers)
 
     def _run_bilm(self, docs: List[Doc], is_train: bool):
-        """Per-doc ``(n_layers + 1, len(doc), width)`` layers and their backprop."""
-        self.ensure_loaded()  # with errors that name the pipe
-        return doc_layers(self.model, docs, cache=self.cache, is_train=is_train)
+        """Per-doc ``(n_layers + 1, len(doc), width)`` layers and their backprop; the model's
+        weights read first if it has none (errors naming the pipe)."""
+        with naming_pipe(self.name):
+            return doc_layers(self.model, docs, cache=self.cache, is_train=is_train)
 
     def _outputs(self, layers: List) -> List[ElmoOutput]:
         """Per-doc layers (model device) -> ElmoOutput with the fixed mix, on the CPU."""
@@ -345,13 +353,21 @@ class Elmo(TrainablePipe):
 
     def to_bytes(self, *, exclude=tuple()) -> bytes:
         if "model" not in exclude:
-            self.ensure_loaded()  # serialize the weights, never a promise to read the files later
+            self._check_weights_to_save()
         return super().to_bytes(exclude=exclude)
 
     def to_disk(self, path, *, exclude=tuple()) -> None:
         if "model" not in exclude:
-            self.ensure_loaded()
+            self._check_weights_to_save()
         super().to_disk(path, exclude=exclude)
+
+    def _check_weights_to_save(self) -> None:
+        """Saved weights, never a saved promise to read the configured files later."""
+        if get_runner(self.model) is None:
+            raise ValueError(
+                f"elmo pipe '{self.name}' has no weights to save yet: call nlp.initialize() first "
+                "(it reads the weights the model block names), or run the pipeline on a text"
+            )
 
     def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "Elmo":
         torch_device()  # a clear error before Thinc asks CUDA for a device it cannot see
@@ -511,24 +527,6 @@ def _token_has_vector(token: Token) -> bool:
 
 def _has_vector(obj: Union[Doc, Span]) -> bool:
     return any(_token_has_vector(token) for token in obj)
-
-
-class PipeSettings(BaseModel):
-    """The pipe's own settings, checked as the model block's are (``spacy_elmo.validation``)."""
-
-    mix_weights: Optional[List[FiniteNumber]] = None
-    gamma: FiniteNumber = 1.0
-    cache_size_mb: StrictNonNegative = 0
-
-    @field_validator("mix_weights")
-    @classmethod
-    def _a_mix(cls, weights: Optional[List[float]]) -> Optional[List[float]]:
-        if weights is not None and (not weights or min(weights) < 0 or sum(weights) <= 0):
-            raise ValueError(
-                "must be non-negative numbers, one per layer, with a positive sum (or null: the "
-                "LSTM layers equally, no token layer)"
-            )
-        return weights
 
 
 install_extensions()

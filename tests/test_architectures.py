@@ -41,9 +41,16 @@ def test_architecture_resolves_from_a_config_block():
 
 
 def test_settings_are_checked_when_the_block_resolves():
+    """Declared once, in the registered function's signature: the registry checks their types,
+    the function their bounds, in the one wording of every setting of the package."""
     config = Config().from_str('[model]\n@architectures = "spacy_elmo.ElmoModel.v2"\nprecision = "int4"\n')
-    with pytest.raises(ValueError, match="ElmoModel.v2: precision must be one of"):
+    with pytest.raises(ConfigValidationError, match="precision"):
         spacy.registry.resolve(config)
+    config["model"].update(precision="fp32", max_batch_tokens=0)
+    with pytest.raises(ValueError, match=r"^spacy_elmo.ElmoModel.v2: max_batch_tokens must be >= 1, got 0$"):
+        spacy.registry.resolve(config)
+    with pytest.raises(ValueError, match=r"^spacy_elmo.ElmoModel.v2: precision must be 'fp32', 'bf16', 'fp16' or 'int8', got 'int4'$"):
+        elmo_model_v2(precision="int4")
 
 
 def test_settings_come_from_the_config_not_from_the_bytes(fixture_files):
@@ -149,6 +156,7 @@ def test_a_saved_config_holds_only_keys_that_do_something(tmp_path):
 
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo")
+    nlp.initialize()
     nlp.to_disk(tmp_path / "pipeline")
     saved = Config().from_disk(tmp_path / "pipeline" / "config.cfg")
     pipe = saved["components"]["elmo"]

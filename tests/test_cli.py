@@ -59,8 +59,13 @@ def test_convert_names_a_missing_file(tmp_path, fixture_files):
 def test_embed_text_file_in_allennlp_layout(tmp_path, fixture_files, fixture_bilm):
     lines = ["The bank of the river .", "", "She went to   the bank ."]
     (tmp_path / "input.txt").write_text("\n".join(lines) + "\n")
-    result = runner.invoke(app, ["embed", str(tmp_path / "input.txt"), str(tmp_path / "out.hdf5"), *_fixture_args(fixture_files)])
+    args = [str(tmp_path / "input.txt"), str(tmp_path / "out.hdf5"), "--metrics", str(tmp_path / "run.json")]
+    result = runner.invoke(app, ["embed", *args, *_fixture_args(fixture_files)])
     assert result.exit_code == 0, result.output
+    figures = json.loads((tmp_path / "run.json").read_text())
+    tokens = sum(len(line.split()) for line in lines)
+    assert (figures["sentences"], figures["tokens"], figures["embedded_tokens"], figures["processes"]) == (3, tokens, tokens, 1)
+    assert figures["embed_seconds"] > 0 and figures["merge_seconds"] >= 0
     with h5py.File(tmp_path / "out.hdf5", "r") as f:
         assert sorted(f.keys()) == ["0", "1", "2", "sentence_to_index"]
         for key, line in enumerate(lines):

@@ -71,6 +71,7 @@ def test_inspect_after_replace_listeners_reads_the_embedders(tmp_path):
 def test_inspect_refuses_a_pipeline_without_listeners(tmp_path):
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config=ELMO)
+    nlp.initialize()
     nlp.to_disk(tmp_path / "pipeline")
     result = CliRunner().invoke(app, ["inspect", str(tmp_path / "pipeline")])
     assert result.exit_code == 1 and "no component reads ELMo" in result.output

@@ -12,7 +12,7 @@ import pytest
 import spacy
 import torch
 
-from conftest import make_options, write_random_bilm_tf
+from conftest import FIXTURES, make_options, write_random_bilm_tf
 from spacy_elmo import BiLMRunner, load_bilm
 from spacy_elmo.nn import int8
 from spacy_elmo.nn.int8 import Int8Weight, int8_products, quantize_rows
@@ -234,14 +234,14 @@ def test_int8_matmul_is_the_exact_int32_product():
 
 def _real_sentences() -> list:
     """Hundreds of sentences of real text: the package's bench text (WikiText-2, news-like
-    encyclopedia prose) and its demo sentences, cut as the bench cuts them."""
-    from spacy_elmo.bench.text import DEMO_TEXT, text_lines
+    encyclopedia prose) and the demo sentences of the fixtures, cut as the bench cuts them."""
+    from spacy_elmo.bench.text import text_lines
     from spacy_elmo.sentences import split_sentences
 
     def sentences(lines):
         return [s for line in lines for s in split_sentences(line.split(), 64)]
 
-    return sentences(text_lines())[:170] + sentences(text_lines(DEMO_TEXT))
+    return sentences(text_lines())[:170] + sentences(text_lines(FIXTURES / "demo_sentences.txt"))
 
 
 @pytest.mark.parametrize("backend", ["this-cpu", "fbgemm"])

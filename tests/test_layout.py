@@ -54,7 +54,7 @@ def test_nn_imports_neither_spacy_nor_thinc():
 
 #: The layers, lowest first: a module may import from its own layer and the ones below.
 LAYERS = [
-    ("foundation", ["chars", "files", "text_files", "validation", "options", "batching", "sentences", "doc_output"]),
+    ("foundation", ["chars", "files", "text_files", "validation", "options", "batching", "sentences", "doc_output", "stopping"]),
     ("token ids", ["indexers"]),
     ("PyTorch model", ["nn"]),
     ("processes (torchrun)", ["distributed"]),

@@ -194,6 +194,7 @@ def test_a_cut_manylangs_pickle_of_the_old_format_names_the_file_and_its_size(tm
 def test_a_cut_saved_pipeline_names_the_component_and_the_file(tmp_path, fixture_files, file_name):
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"model": {"options_file": str(fixture_files[0]), "weight_file": str(fixture_files[1])}})
+    nlp.initialize()
     nlp.to_disk(tmp_path / "pipeline")
     cut = tmp_path / "pipeline" / "elmo" / file_name
     size = cut.stat().st_size

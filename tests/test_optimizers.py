@@ -36,7 +36,7 @@ def test_config_names_build_the_torch_objects():
 
 
 def test_a_registered_schedule_is_a_valid_config_value():
-    with pytest.raises(ConfigError, match=r"\[optimizer\] schedule: must be one of \('constant', 'linear'\)"):
+    with pytest.raises(ConfigError, match=r"optimizer\.schedule must be one of \('constant', 'linear'\)"):
         _settings(**{"optimizer.schedule": "halving_test"})
 
     @schedules.register("halving_test")

@@ -23,6 +23,7 @@ def test_spacy_package_requires_spacy_elmo(tmp_path, fixture_files):
     nlp = spacy.blank("en")
     options, weights = map(str, fixture_files)
     nlp.add_pipe("elmo", config={"model": {"options_file": options, "weight_file": weights}})
+    nlp.initialize()
     nlp.to_disk(tmp_path / "pipeline")
     (tmp_path / "packages").mkdir()
     # spaCy finds the plugin through the installed distribution's entry points; PYTHONPATH makes

@@ -280,8 +280,8 @@ def test_missing_files_and_unknown_names_are_refused_at_initialize_and_first_use
         nlp = _pipe_with(**model)
         with pytest.raises(FileNotFoundError, match=error):
             nlp.initialize() if when == "initialize" else nlp("x")
-        with pytest.raises(FileNotFoundError, match=error):
-            nlp.get_pipe("elmo").weight_source()
+        with pytest.raises(ValueError, match="elmo pipe 'elmo' has no weights to save yet: call nlp.initialize"):
+            nlp.to_bytes()  # the failed read left nothing half-loaded to save
 
 
 def test_a_pipeline_loaded_from_disk_never_needs_the_files_its_config_names(tmp_path, fixture_files):
@@ -342,7 +342,7 @@ def test_config_errors_name_the_key(fixture_files):
         nlp.add_pipe("elmo", config={"max_batch_size": 10})
     with pytest.raises(ValueError, match="max_batch_tokens must be >= 1, got 0"):
         nlp.add_pipe("elmo", config={"model": {"max_batch_tokens": 0}})
-    with pytest.raises(ValueError, match="mix_weights must be non-negative"):
+    with pytest.raises(ValueError, match=r"^elmo pipe: mix_weights\[1\] must be >= 0, got -1$"):
         nlp.add_pipe("elmo", config={"mix_weights": [1, -1, 1]})
     with pytest.raises(ValueError, match="weight_file is missing"):
         nlp.add_pipe("elmo", config={"model": {"options_file": options}})
@@ -372,7 +372,10 @@ def test_pipeline_to_disk_and_spacy_load(tmp_path, fixture_files):
     nlp = spacy.blank("en")
     nlp.add_pipe("sentencizer")
     nlp.add_pipe("elmo", config={"model": {"options_file": str(tmp_path / "options.json"), "weight_file": str(tmp_path / "weights.hdf5")}, "gamma": 0.5})
-    nlp.to_disk(tmp_path / "pipeline")  # before any use: weights are read now
+    with pytest.raises(ValueError, match="has no weights to save yet"):
+        nlp.to_disk(tmp_path / "pipeline")  # saving reads nothing: the weights arrive at initialize
+    nlp.initialize()
+    nlp.to_disk(tmp_path / "pipeline")
     (tmp_path / "options.json").unlink()
     (tmp_path / "weights.hdf5").unlink()
     loaded = spacy.load(tmp_path / "pipeline")
@@ -441,6 +444,7 @@ def test_update_annotates_the_predicted_docs_and_learns_nothing(nlp):
     doc = nlp.make_doc("Training passes through .")
     example = Example(doc, doc.copy())
     elmo = nlp.get_pipe("elmo")
+    elmo.initialize()
     before = {k: v.clone() for k, v in elmo.bilm.state_dict().items()}
     losses = elmo.update([example])
     assert losses == {"elmo": 0.0}
@@ -462,6 +466,7 @@ def test_token_cache_words_give_identical_vectors_and_survive_serialization(tmp_
     (model_dir / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
     nlp = spacy.blank("en")
     elmo = nlp.add_pipe("elmo", config={"model": {"weights": str(model_dir), "token_cache_words": 20}})
+    nlp.initialize()
     assert len(elmo.runner.token_cache) == len(set(vocab[:20]))
     docs = [nlp(" ".join(words)) for words in sentences]
     assert len(elmo.runner.token_cache) == elmo.runner.token_cache.max_words == 20
@@ -512,5 +517,5 @@ def test_bf16_precision_is_close_to_fp32(nlp, fixture_files, sentences):
         assert approx.dtype == np.float32
         cosine = (exact * approx).sum(-1) / np.linalg.norm(exact, axis=-1) / np.linalg.norm(approx, axis=-1)
         assert cosine.min() > 0.995 and np.abs(exact - approx).max() > 0
-    with pytest.raises(ValueError, match="precision must be one of"):
+    with pytest.raises(ConfigValidationError, match="precision"):
         spacy.blank("en").add_pipe("elmo", config={"model": {"precision": "fp8"}})

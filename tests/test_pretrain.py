@@ -153,6 +153,7 @@ def _cli_overrides(**extra):
 #: wherever the machine's load puts it in time (no race between the test's clock and the run's).
 CTRL_C_AT_STEP = """
 import os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as from a terminal (pytest may ignore it)
 from spacy_elmo.pretrain.trainer import Trainer
 stop_at = int(os.environ["STOP_AT_STEP"])
 train_step = Trainer.train_step
@@ -173,6 +174,28 @@ def _run_cli_with_ctrl_c(args, stop_at_step: int):
         [sys.executable, "-c", CTRL_C_AT_STEP, "pretrain", *args], cwd=REPO, env=env, capture_output=True,
         text=True, timeout=300,
     )
+
+
+@pytest.mark.parametrize("command", ["pretrain", "embed"])
+def test_an_ignored_ctrl_c_stays_ignored(command):
+    """nohup and a shell's background job start a command with SIGINT ignored: pretrain's (and
+    adapt's) Ctrl-C handling and embed's stop leave it so, and put a handled one back after."""
+    import signal
+
+    from spacy_elmo.embedding.interruption import stop_on_signals
+    from spacy_elmo.pretrain.stop import StopRequest
+
+    handling = StopRequest(distributed=False, speak=False).handling_ctrl_c if command == "pretrain" else stop_on_signals
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with handling():
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        with handling():
+            assert signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def _pasted(line: str, **kwargs):
@@ -405,9 +428,9 @@ def test_bad_vocab_file_and_config_values(tmp_path):
     bad.write_text("the\nof\n")
     with pytest.raises(VocabError, match="vocab.txt.*must start with"):
         Vocab.load(bad)
-    with pytest.raises(ConfigError, match=r"\[optimizer\] name: must be one of \('adagrad', 'adam'\), got 'sgd'"):
+    with pytest.raises(ConfigError, match=r"optimizer\.name must be one of \('adagrad', 'adam'\), got 'sgd'"):
         tiny_settings(**{"optimizer.name": "sgd"})
-    with pytest.raises(ConfigError, match=r"^\[training\] batch_tokens: must be > 0, got -3$"):
+    with pytest.raises(ConfigError, match=r"^training\.batch_tokens must be >= 1, got -3$"):
         tiny_settings(**{"training.batch_tokens": -3})
     with pytest.raises(CorpusError, match="batch_tokens"):
         BatchStream(

@@ -30,6 +30,7 @@ def _pipeline(fixture_files, **model):
 def _threads_seen_by_the_bilm(nlp) -> list:
     """The thread count in force each time the biLM's forward runs (a forward hook records it)."""
     seen = []
+    nlp.initialize()
     nlp.get_pipe("elmo").bilm.register_forward_hook(lambda *_: seen.append(torch.get_num_threads()))
     return seen
 
@@ -48,35 +49,63 @@ def test_torch_threads_restores_the_setting(two_threads):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_the_pipe_runs_on_the_callers_thread_count(fixture_files, two_threads, threads):
-    """The pipe never sets PyTorch's thread count: its biLM runs on the caller's, whatever the
-    split."""
+def test_the_pipe_never_writes_the_callers_thread_count(fixture_files, two_threads, threads):
+    """One piece: the biLM runs on the caller's count. Split in two: each piece (the caller's
+    thread one of them) runs its ops on one thread, set for those threads alone, and the caller's
+    count is its own again after the call."""
     nlp = _pipeline(fixture_files, threads=threads)
     seen = _threads_seen_by_the_bilm(nlp)
     list(nlp.pipe(["One doc .", "Another doc ."]))
-    assert seen and set(seen) == {2}
+    assert seen and set(seen) == ({2} if threads == 1 else {1})
     assert nlp.get_pipe("elmo").runner.threads == threads and torch.get_num_threads() == 2
 
 
-@pytest.mark.filterwarnings("ignore::spacy_elmo.nn.thread_warning.CompetingThreadsWarning")  # tested below
-def test_auto_splits_where_pytorch_runs_one_op_thread(fixture_files, monkeypatch):
-    """threads = "auto" (the default): the usable cores, at most 2, where the process runs
-    PyTorch's ops on one thread (as this suite does); else 1, PyTorch's own threads doing the
-    parallel work."""
+def test_one_op_thread_is_the_calling_threads_alone(two_threads):
+    """Inside the block the calling thread runs PyTorch's ops on one thread (OpenMP's count and
+    MKL's, read back from the libraries); a thread started meanwhile gets the process's count, and
+    the caller's is back after the block."""
+    from spacy_elmo.nn.threads import _thread_counts, one_op_thread
+
+    if _thread_counts() is None:
+        pytest.skip("PyTorch's OpenMP runtime is out of reach here (the pipe falls back, and warns)")
+    mkl = _mkl_threads()
+    other = []
+    with one_op_thread():
+        assert torch.get_num_threads() == 1 and mkl() in (None, 1)
+        thread = threading.Thread(target=lambda: other.append(torch.get_num_threads()))
+        thread.start()
+        thread.join(timeout=60)
+    assert other == [2] and torch.get_num_threads() == 2 and mkl() in (None, 2)
+
+
+def _mkl_threads():
+    """MKL's count for the calling thread (None without MKL)."""
+    import ctypes
+    from pathlib import Path
+
+    try:
+        get = ctypes.CDLL(str(Path(torch.__file__).parent / "lib" / "libtorch_cpu.so")).mkl_get_max_threads
+    except (OSError, AttributeError):
+        return lambda: None
+    return lambda: get()
+
+
+def test_auto_splits_over_the_usable_cores(fixture_files, monkeypatch):
+    """threads = "auto" (the default): the usable cores, at most 2, whatever PyTorch's count,
+    each piece on one op thread; decided when the pipe is made."""
     from spacy_elmo.nn import threads
 
-    assert torch.get_num_threads() == 1  # conftest
+    if threads._thread_counts() is None:
+        pytest.skip("PyTorch's OpenMP runtime is out of reach here (see the fallback test)")
     monkeypatch.setattr(threads, "usable_cores", lambda: 1)
     assert threads.resolve_threads("auto") == 1
     monkeypatch.setattr(threads, "usable_cores", lambda: 16)
     assert threads.resolve_threads("auto") == 2 and threads.resolve_threads(3) == 3
-    nlp = _pipeline(fixture_files)
-    doc = nlp("Auto threads .")
-    assert nlp.get_pipe("elmo").runner.threads == 2 and doc._.elmo.shape[0] == 3
     with torch_threads(2):
-        assert threads.resolve_threads("auto") == 1
-        nlp("Auto threads on PyTorch's own .")
-        assert nlp.get_pipe("elmo").runner.threads == 1
+        assert threads.resolve_threads("auto") == 2
+        nlp = _pipeline(fixture_files)
+        doc = nlp("Auto threads beside PyTorch's own .")
+    assert nlp.get_pipe("elmo").runner.threads == 2 and doc._.elmo.shape[0] == len(doc)
     assert threads.usable_cores() >= 1
 
 
@@ -338,20 +367,22 @@ def fresh_thread_warning(monkeypatch):
 
     monkeypatch.setattr(thread_warning, "_warned", False)
     monkeypatch.setattr("spacy_elmo.layers.bilm_model.auto_threads", lambda: 2)  # a 2-core machine
+    monkeypatch.setattr("spacy_elmo.nn.threads.usable_cores", lambda: 2)
 
 
-def test_default_threads_warn_once_naming_the_fix(fixture_files, two_threads, fresh_thread_warning):
-    """PyTorch's default thread count leaves threads = "auto" on PyTorch's own intra-op threads,
-    the path that collapses beside a busy process: the pipe says so once per process, naming the
-    fix, and still does not touch the setting."""
+def test_without_per_thread_counts_auto_falls_back_and_warns_once(fixture_files, two_threads, fresh_thread_warning, monkeypatch):
+    """Where PyTorch's OpenMP runtime is out of reach (no per-thread count: Windows), threads =
+    "auto" leaves a process on PyTorch's default count on PyTorch's own intra-op threads, the path
+    that collapses beside a busy process: the pipe says so once per process, naming the fix, and
+    still does not touch the setting."""
     from spacy_elmo.nn.thread_warning import CompetingThreadsWarning
 
-    nlp = _pipeline(fixture_files)
+    monkeypatch.setattr("spacy_elmo.nn.threads._thread_counts", lambda: None)
     with pytest.warns(CompetingThreadsWarning) as record:
+        nlp = _pipeline(fixture_files)
         list(nlp.pipe(["One doc .", "Another doc ."], batch_size=1))
-        nlp("A third doc .")
         _pipeline(fixture_files)("A second pipeline in the same process .")
-    assert len(record) == 1
+    assert len(record) == 1 and nlp.get_pipe("elmo").runner.threads == 1
     message = str(record[0].message)
     assert "torch.set_num_threads(1)" in message and "OMP_NUM_THREADS=1" in message
     assert torch.get_num_threads() == 2
@@ -359,12 +390,14 @@ def test_default_threads_warn_once_naming_the_fix(fixture_files, two_threads, fr
 
 @pytest.mark.parametrize("threads", ["auto", 1, 2])
 def test_no_thread_warning_on_one_op_thread_or_a_chosen_split(fixture_files, fresh_thread_warning, threads):
-    """One op thread (the fix) never warns; nor does a number the user chose, whatever PyTorch's
-    count."""
+    """Per-thread counts (or one op thread, the fix) never warn; nor does a number the user chose,
+    whatever PyTorch's count."""
     import warnings
 
+    from spacy_elmo.nn import threads as thread_module
+
     before = torch.get_num_threads()
-    for torch_count in (1, 2) if threads != "auto" else (1,):
+    for torch_count in (1, 2) if threads != "auto" or thread_module._thread_counts() is not None else (1,):
         torch.set_num_threads(torch_count)
         try:
             with warnings.catch_warnings():

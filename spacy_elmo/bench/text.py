@@ -15,18 +15,11 @@ DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 #: The benchmarks' default text (see the module docstring), and its attribution and licence.
 DEFAULT_TEXT = DATA_DIR / "wikitext2_valid_head.txt"
 DEFAULT_TEXT_NOTICE = DATA_DIR / "wikitext2_valid_head.NOTICE.txt"
-#: Other text, for warm-ups that must not touch the timed text.
-DEMO_TEXT = DATA_DIR / "demo_sentences.txt"
-
-
-def default_text_path() -> Path:
-    """The text a bench reads without ``--text``: ``DEFAULT_TEXT``, shipped with the package."""
-    return DEFAULT_TEXT
 
 
 def text_lines(path: Optional[Path] = None) -> List[str]:
     """Non-empty lines of already tokenized text, WikiText headings (`` = Title = ``) left out."""
-    path = Path(path) if path is not None else default_text_path()
+    path = Path(path) if path is not None else DEFAULT_TEXT
     if not path.is_file():
         raise FileNotFoundError(f"benchmark text not found: {path}")
     lines = []

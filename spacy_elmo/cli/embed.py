@@ -25,12 +25,14 @@ from ..embedding.job import EmbedOptions, JobPlan, JobRefused, prepare_job
 from ..embedding.merge import merge_chunks
 from ..embedding.progress import JobProgress
 from ..embedding.worker import RankFailure, embed_own_chunks
-from .errors import fail, record_for_torchrun, report_error
+from ..files import write_json_atomically
+from .errors import CommandFailed, fail, recorded
 from .weights import OPTIONS_FILE, PRECISION, WEIGHT_FILE, WEIGHTS, elmo_pipeline
 
 THREADS_HELP = "Threads each process's biLM splits its batches over, PyTorch ops on one thread each (more help only on cores no other process uses)"
 
 
+@recorded
 def embed(
     input_path: Path = typer.Argument(
         ..., help='A text file (one sentence per line), a .jsonl file (the "text" of each line) or a .spacy file (DocBin)'
@@ -61,6 +63,9 @@ def embed(
     resume: bool = typer.Option(
         False, "--resume", help="Finish an unfinished run of the same command (same input, model and options)"
     ),
+    metrics: Optional[Path] = typer.Option(
+        None, "--metrics", help="Also write the run's figures (sentences, tokens, seconds) to this JSON file"
+    ),
 ) -> None:
     """Write ELMo vectors of a text or .spacy file to HDF5, as AllenNLP's elmo command did; in one
     process, or sharded over many under torchrun (one GPU, or one CPU thread, per rank):
@@ -90,7 +95,7 @@ def embed(
     """
     options = EmbedOptions(
         input_path, output_path, layers, weights, options_file, weight_file, lang, batch_size,
-        gpu_id, forget_sentences, use_sentence_keys, threads, precision, chunk_size, resume,
+        gpu_id, forget_sentences, use_sentence_keys, threads, precision, chunk_size, resume, metrics,
     )
     run_embed(options)
 
@@ -142,11 +147,11 @@ def run_embed(o: EmbedOptions) -> None:
                 context.shutdown()
         except Interrupted as stop:  # Ctrl-C or SIGTERM: rank 0 says what is done and how to finish
             remove_temporaries(parts_folder(o.output_path), own=True)  # later signals are let pass
+            message = f"embed: stopped by {stop}"
             if plan is not None:
-                report = interruption_report(stop, parts_folder(o.output_path), o.output_path, plan.n_chunks, plan.total)
-                typer.echo(report, err=True)
-                record_for_torchrun(report.replace("\n   ", ""))
-            raise typer.Exit(stop.exit_status) from None
+                message = interruption_report(stop, parts_folder(o.output_path), o.output_path, plan.n_chunks, plan.total)
+                typer.echo(message, err=True)
+            raise CommandFailed(message.replace("\n   ", ""), stop.exit_status) from None
 
 def _handshake(
     context: DistributedContext, o: EmbedOptions
@@ -162,7 +167,7 @@ def _handshake(
         except JobRefused as err:
             verdict = ("refused", str(err), o.chunk_size)
             # Said before the others hear it: torchrun stops every worker once one exits.
-            report_error(str(err))
+            typer.echo(f"error: {err}", err=True)
     verdict = context.broadcast_object(verdict)
     return (plan, *verdict)
 
@@ -198,6 +203,11 @@ def _work(context: DistributedContext, o: EmbedOptions, plan: Optional[JobPlan],
         f"{processes} embedded {tokens_now:,} tokens in {embed_seconds:.1f} s "
         f"({tokens_now / max(embed_seconds, 1e-9):,.0f} tokens/s); merge {merged.seconds:.2f} s"
     )
+    if o.metrics is not None:
+        write_json_atomically(o.metrics, {
+            "sentences": merged.sentences, "tokens": merged.tokens, "processes": context.world_size,
+            "embedded_tokens": tokens_now, "embed_seconds": embed_seconds, "merge_seconds": merged.seconds,
+        })  # fmt: skip
     if context.world_size > 1 or len(merged.sentences_by_rank) > 1:
         shares = ", ".join(f"rank {rank} {n}" for rank, n in merged.sentences_by_rank.items())
         chunks = f"{plan.n_chunks} chunk{'s' if plan.n_chunks != 1 else ''} of {o.chunk_size}"
@@ -224,8 +234,7 @@ def _stop(message: str, speak: bool) -> NoReturn:
     """The job was refused: exit 1, the message if ``speak``, on every rank (torchrun's report)."""
     if speak:
         fail(message)
-    record_for_torchrun(f"error: {message}")
-    raise typer.Exit(1)
+    raise CommandFailed(f"error: {message}")
 
 
 def _use_gpu(device: int, gpu_id: int, prefix: str) -> None:

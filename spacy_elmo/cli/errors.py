@@ -1,25 +1,35 @@
-"""How every command reports a problem the user can fix: one ``error:`` line, exit status 1; under
-torchrun also the worker's error file, which torchrun shows last in its failure report
-(docs/reference/errors.md).
+"""How every command reports a problem the user can fix: one ``error:`` line, exit status 1. The
+commands torchrun runs (``embed``, ``pretrain``) are wrapped in torch's ``record``, which writes
+the worker's failure, this line, for torchrun's report (docs/reference/errors.md).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import os
-import time
-from typing import Iterator, NoReturn, Type
+import functools
+from typing import Any, Callable, Iterator, NoReturn, Type, TypeVar
 
 import typer
 
-#: The file torchrun asks each worker to describe its failure in (torch.distributed.elastic).
-ERROR_FILE_VARIABLE = "TORCHELASTIC_ERROR_FILE"
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class CommandFailed(typer.Exit):
+    """The command stops with exit status ``code`` after saying why (``message``, what torch's
+    ``record`` writes for torchrun's report)."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(code)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
 
 
 def fail(message: str) -> NoReturn:
-    report_error(message)
-    raise typer.Exit(1)
+    """The ``error:`` line on stderr, then exit status 1."""
+    typer.echo(f"error: {message}", err=True)
+    raise CommandFailed(f"error: {message}")
 
 
 @contextlib.contextmanager
@@ -32,20 +42,18 @@ def failing(*errors: Type[Exception]) -> Iterator[None]:
         fail(str(err))
 
 
-def report_error(message: str) -> None:
-    """The ``error:`` line on stderr (and for torchrun's report), without exiting yet."""
-    typer.echo(f"error: {message}", err=True)
-    record_for_torchrun(f"error: {message}")
+def recorded(command: F) -> F:
+    """``command`` run under torch's ``record`` where torchrun started it (imported then: PyTorch
+    takes seconds to import, which ``--help`` need not wait for)."""
 
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        from ..distributed import under_torchrun
 
-def record_for_torchrun(line: str) -> None:
-    """Write ``line`` as this worker's failure for torchrun's report (nothing outside torchrun), in
-    the format torch's ``ProcessFailure`` reads; ``timestamp`` decides the root cause."""
-    path = os.environ.get(ERROR_FILE_VARIABLE)
-    if not path:
-        return
-    try:
-        with open(path, "w", encoding="utf-8") as handle:
-            json.dump({"message": line, "timestamp": int(time.time())}, handle)
-    except OSError:
-        pass  # the report then shows torchrun's own placeholder; the line was printed above
+        if not under_torchrun():
+            return command(*args, **kwargs)
+        from torch.distributed.elastic.multiprocessing.errors import record
+
+        return record(command)(*args, **kwargs)
+
+    return run  # type: ignore[return-value]

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import srsly
 import typer
 
-from .errors import fail, failing
+from .errors import fail, failing, recorded
 
 #: typer settings of a command that takes config overrides as extra arguments.
 EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
@@ -38,6 +38,7 @@ def config_overrides(args: Sequence[str]) -> Dict[str, Any]:
     return overrides
 
 
+@recorded
 def pretrain_command(
     ctx: typer.Context,
     config_path: Path = typer.Argument(

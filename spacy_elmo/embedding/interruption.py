@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Iterator, List, Optional
 
+from ..stopping import on_signals
 from .chunks import chunk_counts, chunk_path, finished_chunks
 
 #: The signals that stop a run, and how the message calls them.
@@ -35,7 +36,7 @@ class Interrupted(BaseException):
 @contextlib.contextmanager
 def stop_on_signals() -> Iterator[None]:
     """Within the block the first SIGINT or SIGTERM raises ``Interrupted``, later ones pass (Ctrl-C
-    reaches torchrun's workers twice); handlers restored after, an ignored SIGINT stays so."""
+    reaches torchrun's workers twice); ``stopping.on_signals`` installs and restores them."""
     stopping = []
 
     def interrupt(signum, frame) -> None:
@@ -43,16 +44,8 @@ def stop_on_signals() -> Iterator[None]:
             stopping.append(signum)
             raise Interrupted(signum)
 
-    previous = {}
-    for signum in STOP_SIGNALS:
-        if signal.getsignal(signum) is signal.SIG_IGN:
-            continue
-        previous[signum] = signal.signal(signum, interrupt)
-    try:
+    with on_signals(STOP_SIGNALS, interrupt):
         yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 def resume_command(argv: Optional[List[str]] = None) -> str:

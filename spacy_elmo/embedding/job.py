@@ -18,11 +18,11 @@ from typing import Any, Dict, List, Optional
 
 import h5py
 
-from ..layers.bilm_model import BiLMSettings
+from ..architectures import elmo_model_v2
+from ..layers.bilm_model import ElmoModelSettings, bilm_settings
 from ..nn.precision import get_precision
 from ..sources import resolve_weight_source, weight_keys
 from ..text_files import TextFileError
-from ..validation import validated
 from .chunks import finished_chunks, parts_folder, remove_temporaries
 from .items import InputItems, open_input
 from .keys import first_bad_key
@@ -60,13 +60,15 @@ class EmbedOptions:
     #: None: ``auto_chunk_size`` of the input and the number of ranks (a resumed run keeps its own).
     chunk_size: Optional[int] = None
     resume: bool = False
+    #: Where to write the run's figures as JSON (None: only printed).
+    metrics: Optional[Path] = None
 
     def model_settings(self) -> Dict[str, Any]:
         """The keys of the elmo pipe's model block this command sets."""
         weights = weight_keys(self.weights, self.options_file, self.weight_file)
         return {**weights, "precision": self.precision, "threads": self.threads}
 
-    def output_options(self, settings: BiLMSettings) -> Dict[str, Any]:
+    def output_options(self, settings: ElmoModelSettings) -> Dict[str, Any]:
         """The settings that change the output's numbers or names (the manifest compares them)."""
         return {
             "layers": self.layers,
@@ -106,7 +108,7 @@ def auto_chunk_size(total: int, world_size: int) -> int:
 
 
 def _checked_options(o: EmbedOptions):
-    """``(WeightSource, BiLMSettings)`` of the options, or JobRefused naming the one at fault."""
+    """``(WeightSource, ElmoModelSettings)`` of the options, or JobRefused naming the one at fault."""
     if o.layers not in EMBED_LAYERS:
         raise JobRefused(f"--layers must be one of {', '.join(EMBED_LAYERS)}, got {o.layers!r}")
     if not o.input_path.is_file():
@@ -116,7 +118,7 @@ def _checked_options(o: EmbedOptions):
     try:
         get_precision(o.precision, "--precision")
         source = resolve_weight_source(o.weights, o.options_file, o.weight_file, what="--weights")
-        return source, validated(BiLMSettings, o.model_settings(), "")
+        return source, bilm_settings(elmo_model_v2(**o.model_settings()))  # checked, reads nothing
     except (ValueError, FileNotFoundError) as err:
         raise JobRefused(str(err)) from None
 

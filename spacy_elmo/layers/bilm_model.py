@@ -1,18 +1,25 @@
 """The biLM as a Thinc model: a ``BiLMRunner`` in a PyTorch shim, ``Model[List[List[str]],
-List[Floats3d]]`` (one ``(n_layers + 1, n_tokens, 2 * projection_dim)`` array per sequence). Weights
-arrive through ``load_weights`` (docs/design.md); the runtime settings (``BiLMSettings``)
-live in ``model.attrs``, which Thinc does not save, so config overrides at ``spacy.load`` take
-effect.
+List[Floats3d]]`` (one ``(n_layers + 1, n_tokens, 2 * projection_dim)`` array per sequence).
+
+Weights take one road in: the model's Thinc init (``_init``) reads them from its weight loader, the
+files the model block names, unless the pipe handed it the ``[initialize]`` block's registered
+loader (``use_weight_loader``), as spacy-curated-transformers loads its encoders; ``from_bytes``
+restores saved ones instead, and ``set_bilm`` puts a biLM in from Python. The one lazy hook is
+``initialized``: a model used before its init ran (a pipe run straight after ``add_pipe``, or frozen,
+which ``spacy train`` does not initialize) runs it then. The runtime settings
+(``ElmoModelSettings``) live in ``model.attrs``, applied to the runner when it is made (its
+precision and threads: "auto" is decided then) and when weights arrive (its token cache,
+``BiLMShim``).
 """
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Callable, Iterator, List, Optional, Sequence, Tuple
+from types import SimpleNamespace
+from typing import Callable, ContextManager, Iterator, List, Optional, Sequence, Tuple
 
 import torch
-from pydantic import BaseModel, ConfigDict, model_validator
 from thinc.api import (
     ArgsKwargs,
     CupyOps,
@@ -28,67 +35,78 @@ from thinc.types import Floats3d
 from ..formats import VOCAB_NAME, WeightSource
 from ..formats.native import bilm_from_bytes, bilm_to_bytes
 from ..nn.bilm import BiLM
-from ..nn.precision import get_precision
 from ..nn.runner import BiLMRunner
 from ..nn.thread_warning import warn_if_threads_compete
-from ..nn.threads import auto_threads, resolve_threads
-from ..sources import check_weight_settings, load_bilm_from, resolve_weight_source
-from ..validation import StrictNonNegative, StrictPositive, Threads
+from ..nn.threads import auto_threads, one_op_thread, resolve_threads
+from ..sources import load_bilm_from
 
 SETTINGS = "elmo_settings"
-#: The token-cache words read when the weights were loaded: serialised with the model (a list of
-#: str), so a restored pipeline rebuilds its cache without the vocabulary file.
-CACHE_WORDS = "elmo_token_cache_words"
+LOADER = "elmo_weight_loader"
+WeightLoader = Callable[[], WeightSource]
 
 
-class BiLMSettings(BaseModel):
-    """What the biLM needs to run, as ``spacy_elmo.ElmoModel.v2`` takes it, validated."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    weights: Optional[str] = None
-    options_file: Optional[str] = None
-    weight_file: Optional[str] = None
-    precision: str = "fp32"
-    max_sequence_length: StrictPositive = 256
-    max_batch_tokens: StrictPositive = 4096
-    threads: Threads = "auto"
-    token_cache_words: StrictNonNegative = 0
-    token_cache_vocab: Optional[str] = None
-
-    @model_validator(mode="after")
-    def _together(self) -> "BiLMSettings":
-        check_weight_settings(self.weights, self.options_file, self.weight_file)
-        get_precision(self.precision, "precision")
-        return self
+class ElmoModelSettings(SimpleNamespace):
+    """``spacy_elmo.ElmoModel.v2``'s arguments, as that registered function declares and checks
+    them. Kept in ``model.attrs``, where Thinc saves only what msgpack can write: not this (nor the
+    weight loader), so a restored model runs with its config's settings (overrides at
+    ``spacy.load`` take effect)."""
 
 
 class BiLMShim(PyTorchShim):
     """Thinc's PyTorch shim holding one ``BiLMRunner`` for life: weights arrive in it
-    (``replace_bilm``), so ``runner`` is always the module the shim runs, copies included."""
+    (``receive``, ``from_bytes``), so ``runner`` is always the module the shim runs, copies
+    included. With them it builds the runner's token cache: ``token_cache_words`` of the words in
+    ``cfg`` (saved with the weights, so a restored pipeline needs no vocabulary file)."""
+
+    def __init__(self, runner: BiLMRunner, token_cache_words: int) -> None:
+        super().__init__(
+            runner, config={"cache_words": []}, device=torch_device(),
+            serialize_model=_runner_to_bytes, deserialize_model=_runner_from_bytes,
+        )  # fmt: skip
+        self.token_cache_words = token_cache_words
 
     @property
     def runner(self) -> BiLMRunner:
         """The runner the shim runs: its ``_model``."""
         return self._model
 
+    def receive(self, bilm: BiLM, cache_words: Sequence[str]) -> None:
+        """Run ``bilm`` (eval mode, on Thinc's device) from now on, its token cache pre-filled
+        with ``cache_words``."""
+        self.runner.replace_bilm(bilm.to(torch_device()).eval())
+        self.cfg = {"cache_words": list(cache_words)}
+        self._build_token_cache()
 
-def elmo_model(settings: BiLMSettings) -> Model[List[List[str]], List[Floats3d]]:
-    """The biLM model, without weights until its init, ``load_weights`` or ``from_bytes``."""
-    shim = BiLMShim(
-        BiLMRunner(), device=torch_device(), serialize_model=_runner_to_bytes, deserialize_model=_runner_from_bytes
-    )
+    def from_bytes(self, bytes_data: bytes) -> "BiLMShim":
+        super().from_bytes(bytes_data)
+        self._build_token_cache()
+        return self
+
+    def _build_token_cache(self) -> None:
+        n_words = self.token_cache_words
+        if n_words and self.runner.bilm is not None:
+            words = (self.cfg or {}).get("cache_words", [])  # a pipeline saved before they were here: none
+            self.runner.cache_token_embeddings(words[:n_words], n_words)
+
+
+def elmo_model(settings: ElmoModelSettings, load: WeightLoader) -> Model[List[List[str]], List[Floats3d]]:
+    """The biLM model, without weights until its init (which calls ``load``), ``set_bilm`` or
+    ``from_bytes``."""
+    threads = resolve_threads(settings.threads)
+    if threads < auto_threads():  # "auto" where the pieces cannot run on one op thread each
+        warn_if_threads_compete(settings.threads, auto_threads(), torch_device())
+    shim = BiLMShim(BiLMRunner(precision=settings.precision, threads=threads), settings.token_cache_words)
     return Model(
         "elmo",
         _forward,
         init=_init,
         shims=[shim],
         dims={"nO": None},
-        attrs={SETTINGS: settings},
+        attrs={SETTINGS: settings, LOADER: load},
     )
 
 
-def bilm_settings(model: Model) -> BiLMSettings:
+def bilm_settings(model: Model) -> ElmoModelSettings:
     return model.attrs[SETTINGS]
 
 
@@ -107,39 +125,35 @@ def naming_pipe(name: str) -> Iterator[None]:
         raise type(err)(f"elmo pipe '{name}': {err}") from None
 
 
-def configured_source(model: Model) -> WeightSource:
-    """The files the settings name (``spacy_elmo.sources``); missing ones raise here."""
-    s = bilm_settings(model)
-    return resolve_weight_source(s.weights, s.options_file, s.weight_file)
+def use_weight_loader(model: Model, load: WeightLoader) -> None:
+    """The weights ``load`` names replace the model's own, read at its next init (the pipe's
+    ``initialize`` with ``[initialize.components.NAME.weights]``)."""
+    model.attrs[LOADER] = load
+    _shim(model).runner.replace_bilm(None)
 
 
-def ensure_bilm(model: Model) -> BiLMRunner:
-    """The runner, its configured weights read first if it has none, with the settings on."""
-    runner = get_runner(model)
-    if runner is None:
+def op_threads(model: Model) -> ContextManager:
+    """The span of a call that runs the model: where its runner splits batches (the CPU), the
+    calling thread's ops on one thread too (``nn.threads.one_op_thread``), so that no piece
+    waits at every op for threads another process keeps busy."""
+    if _shim(model).runner.threads > 1 and _shim(model).device.type == "cpu":
+        return one_op_thread()
+    return nullcontext()
+
+
+def initialized(model: Model) -> BiLMRunner:
+    """The one lazy hook: the runner, the model's init run first if it never ran (its weights
+    read), for the pipe's first call without ``nlp.initialize()`` and a frozen pipe's listeners."""
+    if get_runner(model) is None:
         model.initialize()
-        runner = get_runner(model)
-    _apply_settings(model, runner)
-    return runner
+    return get_runner(model)
 
 
-def load_weights(model: Model, source: WeightSource) -> BiLMRunner:
-    """Read the biLM of ``source`` into the model, and the words that pre-fill the token cache
-    (``token_cache_vocab``, else the vocabulary beside the weights)."""
-    settings = bilm_settings(model)
-    vocab = Path(settings.token_cache_vocab) if settings.token_cache_vocab else source.directory / VOCAB_NAME
-    if settings.token_cache_words and (settings.token_cache_vocab or vocab.is_file()):
-        model.attrs[CACHE_WORDS] = read_cache_words(vocab, settings.token_cache_words)
-    return set_bilm(model, load_bilm_from(source))
-
-
-def set_bilm(model: Model, bilm: BiLM) -> BiLMRunner:
-    """Put ``bilm`` (eval mode) into an ``ElmoModel``, on the device of the current Thinc ops."""
-    runner = _shim(model).runner
-    runner.replace_bilm(bilm.to(torch_device()).eval())
+def set_bilm(model: Model, bilm: BiLM, cache_words: Sequence[str] = ()) -> BiLMRunner:
+    """Put ``bilm`` into an ``ElmoModel``: what its init does with the weights it reads."""
+    _shim(model).receive(bilm, cache_words)
     model.set_dim("nO", bilm.output_dim, force=True)
-    _apply_settings(model, runner)
-    return runner
+    return _shim(model).runner
 
 
 def read_cache_words(vocab_file: Path, n_words: int) -> List[str]:
@@ -170,24 +184,17 @@ def _shim(model: Model) -> BiLMShim:
     return model.shims[0]
 
 
-def _apply_settings(model: Model, runner: BiLMRunner) -> None:
-    """The settings' precision, threads and token cache on the runner. Idempotent: every forward
-    applies them, so a runner restored from bytes runs as configured."""
-    settings = bilm_settings(model)
-    runner.precision = settings.precision
-    runner.threads = resolve_threads(settings.threads)
-    warn_if_threads_compete(settings.threads, auto_threads(), runner.bilm.token_encoder.projection.weight.device)
-    n_words = settings.token_cache_words
-    if not n_words:
-        runner.clear_token_cache()
-    elif runner.token_cache is None or runner.token_cache.max_words != n_words:
-        runner.cache_token_embeddings(model.attrs.get(CACHE_WORDS, [])[:n_words], n_words)
-
-
 def _init(model: Model, X=None, Y=None) -> Model:
-    """Thinc's init: the configured weights, unless the model has weights already."""
+    """Thinc's init, the one place weights are read: the loader's biLM and the words that pre-fill
+    the token cache (``token_cache_vocab``, else the vocabulary beside the weights), unless the
+    model has weights already."""
     if get_runner(model) is None:
-        load_weights(model, configured_source(model))
+        source = model.attrs[LOADER]()
+        settings = bilm_settings(model)
+        n_words = settings.token_cache_words
+        vocab = Path(settings.token_cache_vocab) if settings.token_cache_vocab else source.directory / VOCAB_NAME
+        wanted = n_words and (settings.token_cache_vocab or vocab.is_file())
+        set_bilm(model, load_bilm_from(source), read_cache_words(vocab, n_words) if wanted else [])
     return model
 
 
@@ -198,7 +205,7 @@ def _runner_to_bytes(runner: BiLMRunner) -> bytes:
 def _runner_from_bytes(runner: BiLMRunner, data: bytes, device: torch.device) -> BiLMRunner:
     """The weights of ``data`` in the shim's own runner (see ``BiLMShim``)."""
     bilm = bilm_from_bytes(data)
-    runner.replace_bilm(None if bilm is None else bilm.to(device))
+    runner.replace_bilm(None if bilm is None else bilm.to(device).eval())
     return runner
 
 
@@ -212,7 +219,6 @@ def _forward(model: Model, sequences: List[List[str]], is_train: bool) -> Tuple[
             "set_bilm(model, load_bilm(...)), load it with from_bytes, or use it through the "
             "'elmo' pipe"
         )
-    _apply_settings(model, runner)  # also on a runner just restored from bytes
     char_ids = torch.from_numpy(runner.bilm.batch_to_ids(sequences)).to(shim.device)
     (layers, _mask), torch_backprop = shim(ArgsKwargs(args=(char_ids,), kwargs={}), is_train)
     lengths = [len(sequence) for sequence in sequences]

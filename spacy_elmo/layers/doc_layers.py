@@ -6,9 +6,7 @@ the cache: docs/reference/config.md (``cache_size_mb``).
 from __future__ import annotations
 
 import math
-import threading
-from collections import OrderedDict
-from typing import Callable, Hashable, List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 from spacy.tokens import Doc
@@ -16,7 +14,8 @@ from thinc.api import Model
 from thinc.types import Floats3d
 
 from ..batching import batch_by_length
-from .bilm_model import bilm_settings, ensure_bilm
+from ..nn.lru import LRU
+from .bilm_model import bilm_settings, initialized
 
 
 def split_sequences(
@@ -39,52 +38,31 @@ def split_sequences(
     return sequences
 
 
-class LayerCache:
+class LayerCache(LRU):
     """The exact biLM layers of sequences already seen, keyed by their words, least recently used
-    out, bounded by ``max_bytes``; locked, for a web server's threads."""
+    out (``nn.lru``), bounded by ``max_bytes``; locked, for a web server's threads."""
 
     def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self.nbytes = 0
-        self.hits = 0
-        self.misses = 0
-        self._store: "OrderedDict[Hashable, np.ndarray]" = OrderedDict()
-        self._lock = threading.Lock()
+        super().__init__(max_bytes, size=_nbytes)
 
-    def __len__(self) -> int:
-        return len(self._store)
+    @property
+    def max_bytes(self) -> int:
+        return self.max_size
+
+    @property
+    def nbytes(self) -> int:
+        return self.total
 
     def __getstate__(self) -> dict:
         """A copy or a pickle (a spawned worker of ``nlp.pipe(n_process=N)``) starts empty."""
-        return {"max_bytes": self.max_bytes}
+        return {"max_bytes": self.max_size}
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["max_bytes"])
 
-    def get(self, key: Hashable) -> Optional[np.ndarray]:
-        with self._lock:
-            value = self._store.get(key)
-            if value is None:
-                self.misses += 1
-                return None
-            self._store.move_to_end(key)
-            self.hits += 1
-            return value
 
-    def put(self, key: Hashable, value: np.ndarray) -> None:
-        with self._lock:
-            if value.nbytes > self.max_bytes or key in self._store:
-                return
-            self._store[key] = value
-            self.nbytes += value.nbytes
-            while self.nbytes > self.max_bytes:
-                _, evicted = self._store.popitem(last=False)
-                self.nbytes -= evicted.nbytes
-
-    def clear(self) -> None:
-        with self._lock:
-            self._store.clear()
-            self.nbytes = 0
+def _nbytes(array: np.ndarray) -> int:
+    return array.nbytes
 
 
 def doc_layers(
@@ -96,7 +74,7 @@ def doc_layers(
 ) -> Tuple[List[Floats3d], Callable[[List[Floats3d]], List]]:
     """One ``(n_layers + 1, len(doc), width)`` array per doc (whitespace rows zero) and a backprop
     into the biLM (``is_train`` bypasses the cache); ``model``'s weights read first if none."""
-    bilm = ensure_bilm(model).bilm
+    bilm = initialized(model).bilm
     settings = bilm_settings(model)
     ops = model.ops
     texts = [[token.text for token in doc] for doc in docs]

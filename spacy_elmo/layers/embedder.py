@@ -9,8 +9,9 @@ from spacy.tokens import Doc
 from thinc.api import Model
 from thinc.types import Floats2d
 
-from .bilm_model import ensure_bilm
+from .bilm_model import get_runner, op_threads
 from .doc_layers import doc_layers
+from .mix_head import size_head
 
 
 def elmo_embedder(elmo: Model, head: Model) -> Model[List[Doc], List[Floats2d]]:
@@ -26,10 +27,9 @@ def elmo_embedder(elmo: Model, head: Model) -> Model[List[Doc], List[Floats2d]]:
 
 def _embedder_init(model: Model, X=None, Y=None) -> Model:
     elmo, head = model.layers
-    bilm = ensure_bilm(elmo).bilm
-    if not head.has_dim("nL"):
-        head.set_dim("nL", bilm.n_output_layers)
-        head.set_dim("nI", bilm.output_dim)
+    elmo.initialize()  # its weights read, unless it has them (a copy of the pipe's)
+    bilm = get_runner(elmo).bilm
+    size_head(head, bilm.n_output_layers, bilm.output_dim)
     if not head.has_param("s"):
         head.initialize(X=(X, None) if X is not None else None)
     return model
@@ -38,7 +38,8 @@ def _embedder_init(model: Model, X=None, Y=None) -> Model:
 def _embedder_forward(model: Model, docs: List[Doc], is_train: bool):
     elmo, head = model.layers
     # The copied biLM stays frozen, as in the pipeline it came from.
-    layers, _ = doc_layers(elmo, docs, is_train=False)
+    with op_threads(elmo):
+        layers, _ = doc_layers(elmo, docs, is_train=False)
     vectors, backprop_head = head((docs, layers), is_train)
 
     def backprop(d_vectors):

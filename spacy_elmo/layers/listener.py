@@ -13,7 +13,8 @@ from thinc.api import Model, deserialize_attr, serialize_attr
 from thinc.types import Floats2d, Floats3d
 
 from ..doc_output import decode_elmo_output
-from .bilm_model import ensure_bilm, naming_pipe
+from .bilm_model import initialized, naming_pipe
+from .mix_head import check_head, size_head
 
 UPSTREAM = "elmo_upstream"
 STATE = "elmo_listener_state"
@@ -98,19 +99,6 @@ def receive(listener: Model, batch: int, outputs: List[Floats3d], backprop: Call
     state.batch_id, state.outputs, state.backprop = batch, outputs, backprop
 
 
-def set_layer_dims(listener: Model, n_layers: int, width: int) -> None:
-    """The shape the ``elmo`` pipe sends; a mismatch with a trained listener raises."""
-    head = listener_head(listener)
-    for name, value in (("nL", n_layers), ("nI", width)):
-        if head.has_dim(name) and head.get_dim(name) != value:
-            raise ValueError(
-                f"ElmoListener was built for a biLM with {name}={head.get_dim(name)}, the "
-                f"upstream elmo pipe has {value}: the pipe's model changed after the listening "
-                "component was trained"
-            )
-        head.set_dim(name, value)
-
-
 def _state(listener: Model) -> ListenerState:
     return listener.attrs[STATE]
 
@@ -126,12 +114,10 @@ def _listener_init(model: Model, X=None, Y=None) -> Model:
             "when upstream = '*'"
         )
     head = listener_head(model)
-    if not head.has_dim("nL"):
-        # The pipe's biLM has no weights yet (spacy train does not initialize a frozen pipe):
-        # its model's init reads them, as the pipe's first use would.
-        with naming_pipe(state.upstream_pipe):
-            bilm = ensure_bilm(state.upstream).bilm
-        set_layer_dims(model, bilm.n_output_layers, bilm.output_dim)
+    # A frozen pipe's biLM has no weights yet (spacy train does not initialize it): the lazy hook.
+    with naming_pipe(state.upstream_pipe):
+        bilm = initialized(state.upstream).bilm
+    size_head(head, bilm.n_output_layers, bilm.output_dim)
     head.initialize(X=(X, None) if X is not None else None)
     state.init_batch = batch_id(X) if X is not None else None
     return model
@@ -154,7 +140,7 @@ def _listener_forward(model: Model, docs: List[Doc], is_train: bool):
         layers, backprop_layers = _layers_from_docs(model, docs), None
     state.init_batch = None
     if layers:
-        set_layer_dims(model, layers[0].shape[0], layers[0].shape[2])
+        check_head(listener_head(model), layers[0].shape[0], layers[0].shape[2])
     vectors, backprop_head = listener_head(model)((docs, layers), is_train)
 
     def backprop(d_vectors: List[Floats2d]) -> List:

@@ -41,6 +41,26 @@ def mix_head(
     )
 
 
+def size_head(head: Model, n_layers: int, width: int) -> None:
+    """The layers (nL) and width (nI) the head mixes, set once, at its layer's init from the biLM
+    it listens to; a head that has them (a trained one) must be given the same."""
+    check_head(head, n_layers, width)
+    head.set_dim("nL", n_layers)
+    head.set_dim("nI", width)
+
+
+def check_head(head: Model, n_layers: int, width: int) -> None:
+    """Refuse layers of another shape than the head's, naming both (the upstream pipe's model
+    changed after the listening component was trained)."""
+    for name, value in (("nL", n_layers), ("nI", width)):
+        if head.has_dim(name) and head.get_dim(name) != value:
+            raise ValueError(
+                f"ElmoListener was built for a biLM with {name}={head.get_dim(name)}, the "
+                f"upstream elmo pipe has {value}: the pipe's model changed after the listening "
+                "component was trained"
+            )
+
+
 def _mix_init(model: Model, X: Optional[MixInput] = None, Y=None) -> Model:
     n_layers, width = model.get_dim("nL"), model.get_dim("nI")
     model.set_param("s", model.ops.alloc1f(n_layers))

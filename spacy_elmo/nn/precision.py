@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Dict, Iterator, Optional
+from typing import Dict, Iterator, Literal, Optional
 
 import torch
 
@@ -40,6 +40,9 @@ PRECISIONS: Dict[str, Precision] = {
         Precision("int8", None, needs_grad_scaler=False, int8=True),
     )
 }
+
+#: A mode's name, as a setting annotates it.
+PrecisionName = Literal[tuple(PRECISIONS)]  # type: ignore[valid-type]
 
 #: The modes the pretraining loop accepts ("int8" is an inference speed setting; "tf32" is a
 #: training process's setting: ``training_precision``).

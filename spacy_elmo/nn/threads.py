@@ -1,18 +1,27 @@
-"""Threads for the biLM: the ``"auto"`` count, the cores this process may use, and the small pool
-that runs independent pieces of a batch side by side, so that they meet once per batch instead of at
-every op. Nothing here writes PyTorch's thread count during a pipe's call: it is the process's
-(``torch_threads`` sets it for spans a command owns). docs/guide/using.md, "One PyTorch op thread".
+"""Threads for the biLM: the ``"auto"`` count, the cores this process may use, the small pool that
+runs independent pieces of a batch side by side, so that they meet once per batch instead of at
+every op, and ``one_op_thread``, which gives the threads that run those pieces one PyTorch op
+thread each without writing the process's count (docs/guide/using.md, "One PyTorch op thread").
+
+``torch.set_num_threads`` is the process's: it sets the count of every thread started after it, the
+pool other libraries share and MKL-DNN's cache, so nothing here calls it during a pipe's call
+(``torch_threads`` sets it for spans a command owns). The runtimes under PyTorch keep a count per
+thread (OpenMP's, MKL's local one): ``one_op_thread`` sets those for the calling thread and puts
+them back, and the pool's workers keep one for good.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import ctypes
+import functools
 import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterator, List, Optional, Sequence, TypeVar, Union
+from pathlib import Path
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
 
 import torch
 
@@ -24,6 +33,48 @@ _pool_workers = 0
 _pool_lock = threading.Lock()
 
 
+@functools.cache
+def _thread_counts() -> Optional[Tuple[Any, Any, Any]]:
+    """OpenMP's per-thread count (set, get) in this process and MKL's local one (set, through its
+    Fortran interface: the count by reference; None without MKL), or None where PyTorch's OpenMP
+    runtime cannot be reached (Windows)."""
+    if "OpenMP" not in torch.__config__.parallel_info():
+        return None
+    try:
+        process = ctypes.CDLL(None)
+        openmp = (process.omp_set_num_threads, process.omp_get_max_threads)
+    except (OSError, AttributeError, TypeError):
+        return None
+    try:
+        mkl = ctypes.CDLL(str(Path(torch.__file__).parent / "lib" / "libtorch_cpu.so")).mkl_set_num_threads_local_
+    except (OSError, AttributeError):
+        mkl = None
+    return (*openmp, mkl)
+
+
+def _set_op_threads(openmp: int, mkl: int) -> Tuple[int, int]:
+    """This thread's OpenMP and MKL counts (MKL's 0: the process's); returns the ones before."""
+    set_openmp, get_openmp, set_mkl = _thread_counts()
+    torch.get_num_threads()  # PyTorch sets a thread's counts at its first op: before ours
+    before = get_openmp()
+    set_openmp(openmp)
+    return before, set_mkl(ctypes.byref(ctypes.c_int(mkl))) if set_mkl is not None else 0
+
+
+@contextlib.contextmanager
+def one_op_thread() -> Iterator[None]:
+    """PyTorch's ops on one thread in the calling thread within the block, its counts back after;
+    no other thread's, nor the process's. Nothing where the runtimes cannot be reached."""
+    if _thread_counts() is None:
+        yield
+        return
+    before = _set_op_threads(1, 1)
+    try:
+        yield
+    finally:
+        _set_op_threads(*before)
+
+
 def _one_thread_after_fork() -> None:
     """One PyTorch thread in a forked child before anything runs: GNU OpenMP's pool does not survive
     ``fork``, and the child would hang in its first parallel op."""
@@ -33,8 +84,12 @@ def _one_thread_after_fork() -> None:
     torch.set_num_threads(1)
 
 
-if hasattr(os, "register_at_fork"):  # POSIX; Windows has no fork
-    os.register_at_fork(after_in_child=_one_thread_after_fork)
+@functools.cache
+def prepare_forked_children() -> None:
+    """Have every child this process forks from now on start on one PyTorch thread (once): spaCy's
+    ``nlp.pipe(n_process=N)`` forks to run a pipe; called when an elmo pipe is made."""
+    if hasattr(os, "register_at_fork"):  # POSIX; Windows has no fork
+        os.register_at_fork(after_in_child=_one_thread_after_fork)
 
 
 Threads = Union[int, str]
@@ -47,9 +102,9 @@ AUTO_THREADS = 2
 
 def resolve_threads(threads: Threads) -> int:
     """The pieces ``threads`` stands for; ``"auto"``: ``min(AUTO_THREADS, usable_cores())`` where
-    PyTorch runs one op thread in this process, else 1."""
+    each piece can run its ops on one thread (``one_op_thread``) or the process runs one, else 1."""
     if threads == "auto":
-        return auto_threads() if torch.get_num_threads() == 1 else 1
+        return auto_threads() if _thread_counts() is not None or torch.get_num_threads() == 1 else 1
     return threads
 
 
@@ -116,7 +171,9 @@ def _worker_pool(n_workers: int) -> ThreadPoolExecutor:
     with _pool_lock:
         if _pool is None or _pool_workers < n_workers:
             old = _pool
-            _pool = ThreadPoolExecutor(n_workers, thread_name_prefix="spacy_elmo")
+            prepare_forked_children()
+            initializer = (lambda: _set_op_threads(1, 1)) if _thread_counts() is not None else None
+            _pool = ThreadPoolExecutor(n_workers, thread_name_prefix="spacy_elmo", initializer=initializer)
             _pool_workers = n_workers
             if old is not None:
                 old.shutdown(wait=False)  # its queued tasks still run

@@ -6,12 +6,12 @@ docs/guide/pytorch.md).
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from typing import Callable, Hashable, List, Optional, Sequence
 
 import numpy as np
 import torch
+
+from .lru import LRU
 
 Encoder = Callable[[torch.Tensor], torch.Tensor]
 
@@ -32,30 +32,26 @@ class TokenEmbeddingCache:
         self.max_words = max_words
         self.prefill_ids = None if prefill_ids is None else prefill_ids[:max_words]
         self.state: Optional[Hashable] = None
-        self.hits = 0
-        self.misses = 0
-        self._slots: "OrderedDict[bytes, int]" = OrderedDict()
+        #: Each cached word's key -> its row of ``_vectors`` (``nn.lru``; its lock guards both).
+        self._slots = LRU(max_words)
         self._vectors: Optional[torch.Tensor] = None
-        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._slots)
 
-    def __getstate__(self) -> dict:
-        """Copies and pickles carry the vectors, not the lock (a new one is made)."""
-        state = self.__dict__.copy()
-        del state["_lock"]
-        return state
+    @property
+    def hits(self) -> int:
+        return self._slots.hits
 
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
+    @property
+    def misses(self) -> int:
+        return self._slots.misses
 
     def ensure_state(
         self, state: Hashable, encoder: Encoder, device: torch.device, batch_size: int = 4096
     ) -> None:
         """Empty (and pre-fill again) the cache if its vectors were made under another ``state``."""
-        with self._lock:
+        with self._slots.lock:
             if state == self.state:
                 return
             self._slots.clear()
@@ -69,22 +65,18 @@ class TokenEmbeddingCache:
     def encode(self, char_ids: torch.Tensor, encoder: Encoder) -> torch.Tensor:
         """(N, width) distinct rows of ids -> (N, dim), ``encoder`` on the uncached ones."""
         keys = _row_keys(char_ids)
-        with self._lock:
+        with self._slots.lock:
             slots = [self._slots.get(key) for key in keys]
             hit_rows = [i for i, slot in enumerate(slots) if slot is not None]
-            for i in hit_rows:
-                self._slots.move_to_end(keys[i])
             hit_vectors = None
             if hit_rows:
                 hit_slots = torch.tensor([slots[i] for i in hit_rows], device=self._vectors.device)
                 hit_vectors = self._vectors.index_select(0, hit_slots)  # a copy: safe from eviction
-        self.hits += len(hit_rows)
         miss_rows = [i for i, slot in enumerate(slots) if slot is None]
-        self.misses += len(miss_rows)
         if not miss_rows:
             return hit_vectors
         missed = encoder(char_ids[torch.tensor(miss_rows, device=char_ids.device)])
-        with self._lock:
+        with self._slots.lock:
             self._insert([keys[i] for i in miss_rows], missed)
         if hit_vectors is None:
             return missed
@@ -101,11 +93,8 @@ class TokenEmbeddingCache:
         for row, key in enumerate(keys):
             if key in self._slots:
                 continue  # another thread cached it meanwhile
-            if len(self._slots) < self.max_words:
-                slot = len(self._slots)
-            else:
-                _, slot = self._slots.popitem(last=False)
-            self._slots[key] = slot
+            slot = len(self._slots) if len(self._slots) < self.max_words else self._slots.pop_oldest()[1]
+            self._slots.put(key, slot)
             rows.append(row)
             slots.append(slot)
         # The last max_words inserted win when a call brings more words than the cache holds.

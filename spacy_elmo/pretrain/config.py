@@ -8,24 +8,15 @@ from pathlib import Path
 from typing import Annotated, Any, Dict, List, Literal, Optional, Union
 
 from confection import Config, ConfigValidationError
-from pydantic import (
-    BeforeValidator,
-    Field,
-    NonNegativeFloat,
-    NonNegativeInt,
-    PositiveInt,
-    PrivateAttr,
-    ValidationError,
-    field_validator,
-)
+from pydantic import BeforeValidator, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from ..nn.precision import TRAINING_PRECISIONS
 from ..nn.threads import command_threads
 from ..options import ACTIVATIONS, BiLMOptions
-from ..validation import Threads
+from ..validation import Fraction, NonNegativeNumber, StrictNonNegative, StrictPositive, Threads, at_least, problems
 from .corpus import CorpusSettings
-from .optimizers import Fraction, OptimizerSettings
-from .section import Section, describe_error
+from .optimizers import OptimizerSettings
+from .section import Section
 
 #: The package's config files: the documented default (``pretrain.cfg``, written by ``init-config``)
 #: and the recipes of ``init-config --recipe`` (``recipes/NAME.cfg``: keys that replace its own).
@@ -63,15 +54,15 @@ class SystemSettings(Section):
 class ModelSettings(Section):
     """The biLM's shape; ``to_options`` adds the deeper checks of an options.json."""
 
-    char_embedding_dim: PositiveInt
-    filters: Annotated[List[List[PositiveInt]], Field(min_length=1)]
-    n_highway: NonNegativeInt
+    char_embedding_dim: StrictPositive
+    filters: Annotated[List[List[StrictPositive]], Field(min_length=1)]
+    n_highway: StrictNonNegative
     activation: Literal[ACTIVATIONS]
-    lstm_dim: PositiveInt
-    projection_dim: PositiveInt
-    n_layers: PositiveInt
-    cell_clip: Optional[NonNegativeFloat]
-    proj_clip: Optional[NonNegativeFloat]
+    lstm_dim: StrictPositive
+    projection_dim: StrictPositive
+    n_layers: StrictPositive
+    cell_clip: Optional[NonNegativeNumber]
+    proj_clip: Optional[NonNegativeNumber]
     use_skip_connections: bool = True
 
     def to_options(self) -> BiLMOptions:
@@ -105,11 +96,11 @@ class CorpusSection(CorpusSettings):
 
     train: Optional[str]
     dev: Optional[str]
-    shuffle_buffer: PositiveInt
-    dev_max_tokens: Optional[PositiveInt]
+    shuffle_buffer: StrictPositive
+    dev_max_tokens: Optional[StrictPositive]
     # Runs written before these keys existed batched sentences.
     batching: Literal["sentences", "windows"] = "sentences"
-    window_length: Annotated[int, Field(ge=2)] = 20
+    window_length: at_least(2) = 20
 
     @field_validator("train")
     @classmethod
@@ -127,19 +118,19 @@ class CorpusSection(CorpusSettings):
         try:
             get_lang_class(value)
         except ImportError:
-            raise ValueError(f"spaCy has no language {value!r} (e.g. 'en', 'de', 'zh', 'xx')") from None
+            raise ValueError("must be a language spaCy has (e.g. 'en', 'de', 'zh', 'xx')") from None
         return value
 
 
 class VocabSettings(Section):
     path: Optional[str]
-    size: Annotated[int, Field(ge=4)]
-    min_count: PositiveInt
+    size: at_least(4)
+    min_count: StrictPositive
 
 
 class ObjectiveSettings(Section):
     softmax: Literal["auto", "full", "sampled"]
-    n_negative_samples: PositiveInt
+    n_negative_samples: StrictPositive
     dropout: Fraction
     # Runs written before this key existed resume with its default.
     sparse_updates: Annotated[Union[str, bool], BeforeValidator(_auto_or_bool)] = "auto"
@@ -150,25 +141,25 @@ class InitializeSettings(Section):
     bilm: Optional[str] = None
     weight_file: Optional[str] = None
     # Runs written before this key existed train everything from the first step.
-    softmax_only_steps: Annotated[int, Field(ge=0)] = 0
+    softmax_only_steps: StrictNonNegative = 0
 
 
 class TrainingSettings(Section):
-    batch_tokens: PositiveInt
-    max_steps: PositiveInt
+    batch_tokens: StrictPositive
+    max_steps: StrictPositive
     precision: Literal[TRAINING_PRECISIONS]
-    eval_every: PositiveInt
-    checkpoint_every: PositiveInt
-    log_every: PositiveInt
+    eval_every: StrictPositive
+    checkpoint_every: StrictPositive
+    log_every: StrictPositive
     # Runs written before these keys existed ran eagerly.
     step: Literal[STEP_KINDS] = "auto"
-    distinct_tokens: Optional[PositiveInt] = None
+    distinct_tokens: Optional[StrictPositive] = None
     fused_cell: bool = False
     directions_on_streams: bool = False
     lstm_wavefront: bool = False
     recompute_cell: bool = False
     # Runs written before this key existed ran to max_steps.
-    patience: Optional[PositiveInt] = None
+    patience: Optional[StrictPositive] = None
 
 
 class PretrainSettings(Section):
@@ -186,11 +177,23 @@ class PretrainSettings(Section):
     _options: Optional[BiLMOptions] = PrivateAttr(None)
     _config: Optional[Config] = PrivateAttr(None)
 
+    @model_validator(mode="after")
+    def _keys_agree(self) -> "PretrainSettings":
+        """What no one key says: [model] is a valid biLM, [training] step and batch_tokens suit
+        the batches (checked when the config is read, not after the corpus has been counted)."""
+        self._options = self.model.to_options()
+        windows = self.corpus.batching == "windows"
+        check_step(self.training.step, windows, self.training.precision)
+        if windows and self.training.batch_tokens < self.corpus.window_length:
+            raise ValueError(
+                f"training.batch_tokens ({self.training.batch_tokens}) must hold at least one window "
+                f"of corpus.window_length ({self.corpus.window_length}) tokens"
+            )
+        return self
+
     @property
     def options(self) -> BiLMOptions:
         """The biLM's shape, from [model]."""
-        if self._options is None:
-            self._options = self.model.to_options()
         return self._options
 
     @property
@@ -239,21 +242,12 @@ def config_with_overrides(text: str, overrides: Dict[str, Any], source: str) -> 
 
 def parse_settings(config: Config) -> PretrainSettings:
     """Validate a config (``load_config``), its ``${...}`` references resolved; a ``ConfigError``
-    names every wrong key as ``[section] key: what is expected, got value``."""
+    names every wrong key as ``section.key must be ..., got value``."""
     resolved = config if config.is_interpolated else config.interpolate()
     try:
         settings = PretrainSettings.model_validate(dict(resolved))
     except ValidationError as err:
-        problems = [describe_error(e, PretrainSettings) for e in err.errors()]
-        raise ConfigError("; ".join(problems)) from None
-    _ = settings.options  # the deeper [model] checks (OptionsError), now rather than later
-    windows = settings.corpus.batching == "windows"
-    check_step(settings.training.step, windows, settings.training.precision)
-    if windows and settings.training.batch_tokens < settings.corpus.window_length:
-        raise ConfigError(
-            f"training.batch_tokens ({settings.training.batch_tokens}) must hold at least one window "
-            f"of corpus.window_length ({settings.corpus.window_length}) tokens"
-        )
+        raise ConfigError(problems(err, PretrainSettings)) from None
     settings._config = config
     return settings
 

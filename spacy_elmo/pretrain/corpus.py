@@ -13,12 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, List, Literal, Optional, Sequence, Tuple, TypeVar
 
-from pydantic import PositiveInt
-
 from ..batching import pack_sequences
 from ..chars import BOS_TOKEN, EOS_TOKEN
 from ..sentences import split_sentences, windows
 from ..text_files import JSONL_SUFFIX, SPACY_SUFFIX, texts
+from ..validation import StrictPositive
 from .section import Section
 
 Tokens = List[str]
@@ -35,7 +34,7 @@ class CorpusSettings(Section):
     tokenized: bool = True
     lang: str = "en"
     split_sentences: bool = True
-    max_sequence_length: PositiveInt = 100
+    max_sequence_length: StrictPositive = 100
     on_decode_error: Literal["skip", "raise"] = "raise"
 
 

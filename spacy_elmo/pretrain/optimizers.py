@@ -12,8 +12,9 @@ from typing import Annotated, Callable, Iterable, Optional
 
 import catalogue
 import torch
-from pydantic import AfterValidator, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat
+from pydantic import AfterValidator
 
+from ..validation import Fraction, NonNegativeNumber, PositiveNumber, StrictNonNegative
 from .section import Section
 
 optimizers = catalogue.create("spacy_elmo", "optimizers")
@@ -31,21 +32,18 @@ def _registered(registry: catalogue.Registry) -> Callable[[str], str]:
     return check
 
 
-Fraction = Annotated[float, Field(ge=0.0, lt=1.0)]
-
-
 class OptimizerSettings(Section):
     """The ``[optimizer]`` config section: ``name`` and ``schedule`` name registered functions."""
 
     name: Annotated[str, AfterValidator(_registered(optimizers))]
-    learning_rate: PositiveFloat
-    initial_accumulator_value: NonNegativeFloat
+    learning_rate: PositiveNumber
+    initial_accumulator_value: NonNegativeNumber
     beta1: Fraction
     beta2: Fraction
-    weight_decay: NonNegativeFloat
+    weight_decay: NonNegativeNumber
     # Gradients are clipped to this global norm; null: no clipping.
-    clip_norm: Optional[PositiveFloat]
-    warmup_steps: NonNegativeInt
+    clip_norm: Optional[PositiveNumber]
+    warmup_steps: StrictNonNegative
     schedule: Annotated[str, AfterValidator(_registered(schedules))]
 
 

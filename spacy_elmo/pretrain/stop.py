@@ -7,11 +7,12 @@ the request agreed there counts.
 
 from __future__ import annotations
 
-import contextlib
 import signal
-from typing import Iterator
+from typing import ContextManager
 
 from tqdm import tqdm
+
+from ..stopping import on_signals
 
 
 class StopRequest:
@@ -30,14 +31,10 @@ class StopRequest:
     def agree(self, any_rank_requested: bool) -> None:
         self.agreed = self.agreed or any_rank_requested
 
-    @contextlib.contextmanager
-    def handling_ctrl_c(self) -> Iterator[None]:
-        """SIGINT sets the request while the block runs; the previous handler is restored."""
-        previous = signal.signal(signal.SIGINT, self._on_signal)
-        try:
-            yield
-        finally:
-            signal.signal(signal.SIGINT, previous)
+    def handling_ctrl_c(self) -> ContextManager[None]:
+        """SIGINT sets the request while the block runs (``stopping.on_signals``: an ignored
+        SIGINT stays ignored)."""
+        return on_signals([signal.SIGINT], self._on_signal)
 
     def _on_signal(self, signum, frame) -> None:
         if self.requested:

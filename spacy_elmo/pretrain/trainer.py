@@ -154,10 +154,6 @@ class Trainer:
             raise ConfigError("[training] patience stops on held-out perplexity: set corpus.dev (paths.dev)")
         return EarlyStopping.from_metrics(patience, self.metrics.path)
 
-    @property
-    def config(self) -> Optional[Config]:
-        return self.settings.config
-
     def _training_state(self) -> TrainingState:
         return TrainingState(self.model, self.optimizer, self.scheduler, self.scaler, self.generator, self.carried)
 
