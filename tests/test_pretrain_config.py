@@ -112,7 +112,7 @@ def test_overrides_must_name_an_existing_section_and_key():
     with pytest.raises(ConfigError, match=r"^override 'trainig.max_steps' does not name a key of a section of the "
                        r"default config \(its sections: paths, system, model, corpus, vocab, objective, optimizer, "):
         load_config(None, {"trainig.max_steps": 3})
-    with pytest.raises(ConfigError, match=r"^\[training\] max_stepz: not a key of \[training\] \(its keys: "):
+    with pytest.raises(ConfigError, match=r"^training\.max_stepz is not a known key \(known: "):
         parse_settings(load_config(None, {"paths.train": "x.txt", "training.max_stepz": 3}))
 
 
