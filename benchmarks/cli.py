@@ -130,6 +130,9 @@ def inference_command(
     contention: bool = typer.Option(
         False, "--contention", help="Also run every cell beside a process that keeps one core busy (a shared machine)"
     ),
+    against: Optional[Path] = typer.Option(
+        None, "--against", help="Another checkout (git worktree add ../old COMMIT): its package paths too, and this one's x against"
+    ),
     output: Optional[Path] = bench.OUTPUT,
 ) -> None:
     """biLM forward: the package's paths against a per-time-step reference loop.
@@ -144,13 +147,14 @@ def inference_command(
         run_inference_bench,
     )
 
-    with failing(ValueError, FileNotFoundError):
+    with failing(ValueError, FileNotFoundError, RuntimeError):
         with bench_workdir(workdir) as directory:
             result = run_inference_bench(
                 directory, shape, seed, text, batch_size, seq_len, n_batches, warmup, repeats,
                 device, threads, isolate, sentences=sentences, weights=weights,
                 paths=None if paths is None else [p.strip() for p in paths.split(",")],
                 thread_modes=THREAD_MODES if intra_op else THREAD_MODES[:1], contention=contention,
+                against=against,
             )
     sizes = ", ".join(f"{c['batch_size']}x{c['threads']}t: {c['real_tokens']:,} tokens" for c in result["cells"])
     report.echo_table(
