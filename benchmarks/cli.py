@@ -422,7 +422,7 @@ def profile_step_command(
 def step_ab_command(
     variants: List[str] = typer.Argument(
         ..., help="NAME:key=value[,key=value] ([training] keys unless section.key), the first the baseline, "
-        'e.g. today:step=cuda_graph new:step=cuda_graph,fused_cell=true,lstm_wavefront=true'
+        'e.g. off:step=cuda_graph,fused_cell=false,lstm_wavefront=false today:step=cuda_graph'
     ),
     case: str = CASE,
     rows: int = ROWS,

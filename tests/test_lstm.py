@@ -245,11 +245,11 @@ def test_the_packed_loop_gives_gradients_to_its_initial_states():
 
 
 def test_the_fused_cell_is_the_eager_cell_with_its_gradients_where_the_clips_bite(device):
-    """``fuse_cells``: ``ClippedLSTM.cell`` compiled (one kernel each way) gives the eager
+    """``ClippedLSTM.cell(..., fused=True)`` (compiled: one kernel each way) gives the eager
     cell's outputs and gradients, from a given cell state (row-major) and from zeros
     (feature-major), with values large enough that the cell clip bites on about half the
     entries."""
-    from spacy_elmo.nn.lstm import ClippedLSTM, fuse_cells
+    from spacy_elmo.nn.lstm import ClippedLSTM
 
     torch.manual_seed(0)
     layer = ClippedLSTM(4, 6, 3, cell_clip=0.5, proj_clip=0.5).to(device)
@@ -261,8 +261,7 @@ def test_the_fused_cell_is_the_eager_cell_with_its_gradients_where_the_clips_bit
             c.requires_grad_()
         results = []
         for fused in (False, True):
-            fuse_cells(layer, fused)
-            out, c_new = layer.cell(gates, c, dim)
+            out, c_new = layer.cell(gates, c, dim, fused=fused)
             inputs = [gates] + ([c] if c is not None else [])
             grads = torch.autograd.grad((out * 1.7).sum() + (c_new * 0.3).sum(), inputs)
             results.append((out.detach(), c_new.detach(), grads))
@@ -272,15 +271,13 @@ def test_the_fused_cell_is_the_eager_cell_with_its_gradients_where_the_clips_bit
         torch.testing.assert_close(c_new_f, c_new, rtol=1e-5, atol=1e-6)
         for g_f, g in zip(grads_f, grads):
             torch.testing.assert_close(g_f, g, rtol=1e-5, atol=1e-6)
-    fuse_cells(layer, False)
 
 
 def test_the_wavefront_runs_and_trains_as_the_layer_by_layer_windows(device):
-    """``DirectionalLSTM.wavefront``: each layer's step t reads the layer below's step t only
-    (on CUDA, each layer on a stream of its own); the outputs, final states and gradients are
-    those of layer after layer, from given states, with dropout (its masks drawn first, the
-    same numbers) and clips that bite; and with the cell's activations recomputed in the
-    backward (``recompute_cell``)."""
+    """``forward_windows(wavefront=True)``: each layer's step t reads the layer below's step t
+    only (on CUDA, each layer on a stream of its own); the outputs, final states and gradients
+    are those of layer after layer, from given states, with dropout (its masks drawn first, the
+    same numbers) and clips that bite."""
     torch.manual_seed(0)
     lstm = DirectionalLSTM(5, 12, 6, num_layers=2, cell_clip=0.5, proj_clip=0.5).to(device)
     with torch.no_grad():
@@ -289,14 +286,12 @@ def test_the_wavefront_runs_and_trains_as_the_layer_by_layer_windows(device):
     x = torch.randn(3, 7, 5, device=device, requires_grad=True)
     states = [(torch.randn(3, 6, device=device), torch.randn(3, 12, device=device)) for _ in range(2)]
     results = []
-    for wavefront in (False, True, "recompute"):
-        lstm.wavefront = bool(wavefront)
-        for layer in lstm.layers:  # and the cell's activations recomputed in the backward
-            layer.recompute_cell = wavefront == "recompute"
+    for wavefront in (False, True):
         torch.manual_seed(3)
         if device.type == "cuda":
             torch.cuda.manual_seed(3)
-        top, finals = lstm.forward_windows(x, states, dropout=0.3 if device.type == "cpu" else 0.0)
+        dropout = 0.3 if device.type == "cpu" else 0.0
+        top, finals = lstm.forward_windows(x, states, dropout, wavefront=wavefront)
         loss = top.square().sum() + sum(h.sum() + c.sum() for h, c in finals)
         grads = torch.autograd.grad(loss, [x, *lstm.parameters()])
         results.append([top.detach(), *(t.detach() for f in finals for t in f), *grads])
@@ -306,12 +301,14 @@ def test_the_wavefront_runs_and_trains_as_the_layer_by_layer_windows(device):
             torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5)
 
 
-def _autocast_windows(lstm: DirectionalLSTM, device: torch.device, x: torch.Tensor, weight_cache: bool) -> list:
-    """bf16 windows through the wavefront (``lstm.wavefront``) or the first layer's dense loop:
-    the output and the gradients of its squares."""
+def _autocast_windows(
+    lstm: DirectionalLSTM, wavefront: bool, device: torch.device, x: torch.Tensor, weight_cache: bool
+) -> list:
+    """bf16 windows through the wavefront or the first layer's dense loop: the output and the
+    gradients of its squares."""
     with precision_context("bf16", device, weight_cache=weight_cache):
-        if lstm.wavefront:
-            top, _ = lstm.forward_windows(x, None, dropout=0.0)
+        if wavefront:
+            top, _ = lstm.forward_windows(x, None, dropout=0.0, wavefront=True)
         else:
             top, _ = lstm_kernels.dense_loop(lstm.layers[0], x, None)
         grads = torch.autograd.grad(top.float().square().sum(), [x, *lstm.parameters()], allow_unused=True)
@@ -329,8 +326,7 @@ def test_the_recorded_loops_cast_each_weight_once_whatever_the_window(device):
     torch.manual_seed(0)
     lstm = DirectionalLSTM(5, 12, 6, num_layers=2, cell_clip=0.5, proj_clip=0.5).to(device)
     for wavefront in (False, True):
-        lstm.wavefront = wavefront
-        run = functools.partial(_autocast_windows, lstm, device)
+        run = functools.partial(_autocast_windows, lstm, wavefront, device)
         # A weight's shape, or its transpose's; no activation of these sizes has one.
         weights = [list(p.shape)[::order] for p in lstm.parameters() if p.dim() == 2 for order in (1, -1)]
         casts = []
@@ -355,10 +351,9 @@ def test_the_recorded_loops_backward_never_fills_a_whole_window_per_step(device)
     x = torch.randn(3, 9, 5, device=device, requires_grad=True)
     window = [3, 9, 4 * 12]  # the input products of a whole window
     for wavefront in (False, True):
-        lstm.wavefront = wavefront
         with torch.profiler.profile(record_shapes=True) as prof:
             if wavefront:
-                top, _ = lstm.forward_windows(x, None, dropout=0.0)
+                top, _ = lstm.forward_windows(x, None, dropout=0.0, wavefront=True)
             else:
                 top, _ = lstm_kernels.dense_loop(lstm.layers[0], x, None)
             top.square().sum().backward()

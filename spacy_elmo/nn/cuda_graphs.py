@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import List, Optional, Tuple
+from typing import Optional, Tuple
 
 import torch
 
@@ -131,10 +131,6 @@ class LSTMGraphs:
         ]
         forward, backward = run_side_by_side_of(runs, tokens, "streams")
         return forward, backward
-
-    def recorded_shapes(self) -> List[Tuple[int, int]]:
-        """(rows, length) of each graph kept, least recently used first."""
-        return [key[:2] for key in self._graphs]
 
 
 def _cut(direction: DirectionOutputs, batch: int, steps: int) -> DirectionOutputs:

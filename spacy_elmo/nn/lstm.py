@@ -13,7 +13,6 @@ from typing import List, Optional, Sequence, Tuple
 import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence
-from torch.utils.checkpoint import checkpoint
 
 from . import lstm_kernels
 from .int8 import int8_wanted
@@ -24,7 +23,7 @@ from .side_by_side import side_stream
 
 __all__ = [
     "ClippedLSTM", "DirectionalLSTM", "DirectionOutputs", "DistinctInputs", "LSTMState", "cell_equations",
-    "fuse_cells", "length_mask", "reverse_padded", "window_dropout_masks",
+    "length_mask", "reverse_padded", "window_dropout_masks",
 ]
 
 
@@ -43,29 +42,19 @@ class ClippedLSTM(nn.LSTM):
         super().__init__(input_size, hidden_size, num_layers=1, proj_size=proj_size)
         self.cell_clip = cell_clip
         self.proj_clip = proj_clip
-        #: Run ``cell`` compiled (``fuse_cells``).
-        self.fused_cell = False
-        #: Keep only the cell's inputs for the backward, which recomputes the rest.
-        self.recompute_cell = False
 
     @property
     def clipped(self) -> bool:
         return self.cell_clip is not None or self.proj_clip is not None
 
-    def cell(self, gates: torch.Tensor, c: Optional[torch.Tensor], dim: int, activations: bool = False) -> tuple:
+    def cell(
+        self, gates: torch.Tensor, c: Optional[torch.Tensor], dim: int, activations: bool = False, fused: bool = False
+    ) -> tuple:
         """One step's cell update. ``gates`` (i, f, g, o) along ``dim`` (0: feature-major states, 1:
         row-major), ``c`` the previous cell state or None for zeros. Returns ``(sigmoid(o) *
         tanh(c_new), c_new)`` and with ``activations`` also what the training loop's derivative
-        reads. ``fused_cell`` runs it compiled; ``recompute_cell`` recomputes it in the backward
-        (``torch.utils.checkpoint``) instead of keeping its activations."""
-        equations = _fused_cell_equations() if self.fused_cell and not compiling() else cell_equations
-        if self.recompute_cell and torch.is_grad_enabled():
-            # The cell draws no random numbers: no RNG state to keep (a CUDA graph's recording
-            # could not read it).
-            return checkpoint(
-                equations, gates, c, self.hidden_size, self.cell_clip, dim, activations,
-                use_reentrant=False, preserve_rng_state=False,
-            )  # fmt: skip
+        reads; ``fused``: compiled (one kernel each way; eager inside ``torch.compile``)."""
+        equations = _fused_cell_equations() if fused and not compiling() else cell_equations
         return equations(gates, c, self.hidden_size, self.cell_clip, dim, activations)
 
     def clip_output(self, h: torch.Tensor) -> torch.Tensor:
@@ -87,10 +76,11 @@ class ClippedLSTM(nn.LSTM):
         batch_sizes: torch.Tensor,
         state: Optional[LSTMState],
         distinct: Optional[DistinctInputs] = None,
+        fused_cell: bool = False,
     ) -> Tuple[torch.Tensor, LSTMState]:
         """Run over packed rows sorted by decreasing length, on the kernel that fits: cuDNN for
         unclipped layers on CUDA, the training loop where the CPU needs gradients, the int8 loop
-        inside ``int8_products``, else the packed float loop.
+        inside ``int8_products``, else the packed float loop (``fused_cell``: in the training loop).
 
         Args:
             data: (n_tokens, input_size), time-major packed rows (PackedSequence.data).
@@ -107,7 +97,7 @@ class ClippedLSTM(nn.LSTM):
         if self._trains_on_cpu(data, state):
             if distinct is not None:
                 data = distinct.rows.index_select(0, distinct.index)
-            return packed_training_loop(self, data, batch_sizes.tolist(), state)
+            return packed_training_loop(self, data, batch_sizes.tolist(), state, fused_cell)
         if int8_wanted(self.weight_ih_l0, self.weight_hh_l0, self.weight_hr_l0):
             if distinct is not None:
                 data = distinct.rows.index_select(0, distinct.index)
@@ -119,22 +109,27 @@ class ClippedLSTM(nn.LSTM):
         return lstm_kernels.packed_loop(self, x_gates, batch_sizes.tolist(), state)
 
     def run_dense(
-        self, x: torch.Tensor, valid: Optional[torch.Tensor], state: Optional[LSTMState] = None
+        self,
+        x: torch.Tensor,
+        valid: Optional[torch.Tensor],
+        state: Optional[LSTMState] = None,
+        fused_cell: bool = False,
     ) -> Tuple[torch.Tensor, LSTMState]:
         """Over padded rows with data-independent shapes: x (batch, T, input_size), valid (batch, T)
         bool (None: all valid) -> (batch, T, proj_size) outputs (zero at padding) and each row's
         final (h, c). All-valid rows go to cuDNN (unclipped, CUDA) or, on the CPU outside
-        ``torch.compile``, to ``run_packed`` (faster there than the dense loop)."""
+        ``torch.compile``, to ``run_packed`` (faster there than the dense loop). ``fused_cell``:
+        the cell compiled (``cell``)."""
         if valid is None and not self.clipped and x.is_cuda:
             return lstm_kernels.fused_dense(self, x, state)
         if valid is None and not x.is_cuda and not compiling():
             # Windows on the CPU: time-major packed rows, every row every step, on ``run_packed``.
             batch, steps, _ = x.shape
             data = x.transpose(0, 1).reshape(steps * batch, -1)
-            output, final = self.run_packed(data, torch.full((steps,), batch), state)
+            output, final = self.run_packed(data, torch.full((steps,), batch), state, fused_cell=fused_cell)
             # Contiguous as the dense loop's: dropout draws its mask in memory order.
             return output.view(steps, batch, -1).transpose(0, 1).contiguous(), final
-        return lstm_kernels.dense_loop(self, x, valid, state)
+        return lstm_kernels.dense_loop(self, x, valid, state, fused_cell)
 
 
 def cell_equations(
@@ -171,17 +166,6 @@ def _fused_cell_equations():
     return _FUSED[0]
 
 
-def fuse_cells(module: nn.Module, fused: bool = True, recompute: Optional[bool] = None) -> nn.Module:
-    """Set every ``ClippedLSTM`` in ``module`` to run its cell compiled (``fused``) or eagerly, and
-    to recompute its activations in the backward (``recompute``); returns ``module``."""
-    for layer in module.modules():
-        if isinstance(layer, ClippedLSTM):
-            layer.fused_cell = fused
-            if recompute is not None:
-                layer.recompute_cell = recompute
-    return module
-
-
 class DirectionalLSTM(nn.Module):
     """A stack of ClippedLSTM layers reading sentences in one direction; from the second layer on,
     input is added to output when ``use_skip_connections`` (not fed back into the recurrence)."""
@@ -200,9 +184,6 @@ class DirectionalLSTM(nn.Module):
         super().__init__()
         self.go_forward = go_forward
         self.use_skip_connections = use_skip_connections
-        #: ``forward_windows`` on the wavefront loop (``lstm_kernels.wavefront_loop``): on CUDA
-        #: the layers' steps overlap, each layer on a stream of its own.
-        self.wavefront = False
         self.hidden_size = hidden_size
         self.proj_size = proj_size
         self.layers = nn.ModuleList(
@@ -301,19 +282,24 @@ class DirectionalLSTM(nn.Module):
         states: Optional[List[LSTMState]] = None,
         dropout: float = 0.0,
         masks: Optional[Sequence[torch.Tensor]] = None,
+        *,
+        wavefront: bool = False,
+        fused_cell: bool = False,
     ) -> Tuple[torch.Tensor, List[LSTMState]]:
         """All layers over windows of running text (pretraining), each row in this direction's
         reading order, from ``states`` (per layer (h0, c0), or None); fixed shapes, no reads back to
         the host. Returns the top layer's (batch, T, proj_size) output and each layer's final (h,
         c). ``masks`` (``window_dropout_masks``) replace ``dropout`` where the directions run side
-        by side and must not share a generator."""
-        if self.wavefront and (self.layers[0].clipped or not inputs.is_cuda):
-            return self._wavefront(inputs, states, dropout, masks)
+        by side and must not share a generator. ``wavefront``: on the wavefront loop
+        (``lstm_kernels.wavefront_loop``; on CUDA each layer on a stream of its own); ``fused_cell``:
+        the cell compiled (``ClippedLSTM.cell``)."""
+        if wavefront and (self.layers[0].clipped or not inputs.is_cuda):
+            return self._wavefront(inputs, states, dropout, masks, fused_cell)
         x = inputs
         final_states: List[LSTMState] = []
         for i, layer in enumerate(self.layers):
             layer_input = _dropout(x, dropout, self.training, None) if masks is None else x * masks[i]
-            y, state = layer.run_dense(layer_input, None, None if states is None else states[i])
+            y, state = layer.run_dense(layer_input, None, None if states is None else states[i], fused_cell)
             if i > 0 and self.use_skip_connections:
                 y = y + x
             x = y
@@ -327,6 +313,7 @@ class DirectionalLSTM(nn.Module):
         states: Optional[List[LSTMState]],
         dropout: float,
         masks: Optional[Sequence[torch.Tensor]],
+        fused_cell: bool,
     ) -> Tuple[torch.Tensor, List[LSTMState]]:
         """``forward_windows`` on ``lstm_kernels.wavefront_loop`` (CUDA: a stream per layer)."""
         if masks is None and dropout and self.training:
@@ -340,7 +327,9 @@ class DirectionalLSTM(nn.Module):
             ]
             for stream in streams[1:]:
                 stream.wait_stream(main)
-        top, finals = lstm_kernels.wavefront_loop(self.layers, inputs, states, masks, self.use_skip_connections, streams)
+        top, finals = lstm_kernels.wavefront_loop(
+            self.layers, inputs, states, masks, self.use_skip_connections, streams, fused_cell
+        )
         if streams is not None:
             for stream in streams[1:]:
                 main.wait_stream(stream)

@@ -39,7 +39,9 @@ class LSTMLayer(Protocol):
     @property
     def clipped(self) -> bool: ...
 
-    def cell(self, gates: torch.Tensor, c: Optional[torch.Tensor], dim: int, activations: bool = False) -> tuple: ...
+    def cell(
+        self, gates: torch.Tensor, c: Optional[torch.Tensor], dim: int, activations: bool = False, fused: bool = False
+    ) -> tuple: ...
 
     def clip_output(self, h: torch.Tensor) -> torch.Tensor: ...
 
@@ -179,8 +181,10 @@ def dense_loop(
     x: torch.Tensor,
     valid: Optional[torch.Tensor],
     state: Optional[LSTMState] = None,
+    fused_cell: bool = False,
 ) -> Tuple[torch.Tensor, LSTMState]:
-    """Every row runs every step; a row's state stops changing after its last valid step.
+    """Every row runs every step; a row's state stops changing after its last valid step
+    (``fused_cell``: the cell compiled).
 
     Args:
         x: (batch, T, input_size), each row in reading order, padding after its tokens.
@@ -197,7 +201,7 @@ def dense_loop(
     outputs: List[torch.Tensor] = []
     for t in range(steps):
         window.record(h)
-        out, c_new = layer.cell(torch.addmm(window.gates[t], h, window.w_hh), c, dim=1)
+        out, c_new = layer.cell(torch.addmm(window.gates[t], h, window.w_hh), c, dim=1, fused=fused_cell)
         h_new = layer.clip_output(out.mm(w_hr))
         if valid is None:
             h, c = h_new, c_new
@@ -217,6 +221,7 @@ def wavefront_loop(
     masks: Optional[Sequence[torch.Tensor]],
     skip: bool,
     streams: Optional[Sequence["torch.cuda.Stream"]] = None,
+    fused_cell: bool = False,
 ) -> Tuple[torch.Tensor, List[LSTMState]]:
     """All layers of one direction over windows, each layer's step t reading only the layer below's
     step t. With ``streams`` (CUDA, one per layer, forked by the caller) each layer waits per step
@@ -257,7 +262,7 @@ def wavefront_loop(
                             below[t].record_stream(stream)
                     step_input = below[t] if masks is None else below[t] * masks[i][:, t]
                     gates = torch.addmm(torch.addmm(bias, step_input, w_ih), h, w_hh)
-                out, c = layer.cell(gates, c, dim=1)
+                out, c = layer.cell(gates, c, dim=1, fused=fused_cell)
                 h = layer.clip_output(out.mm(w_hr))
                 outputs.append(h + below[t] if i > 0 and skip else h)
                 if stream is not None:

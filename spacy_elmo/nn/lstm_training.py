@@ -7,6 +7,7 @@ weight's gradient one product over all steps. Tested against autograd and numeri
 
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import List, Optional, Tuple
 
@@ -17,14 +18,20 @@ from .lstm_kernels import LSTMLayer, LSTMState
 
 
 def packed_training_loop(
-    layer: LSTMLayer, data: torch.Tensor, batch_sizes: List[int], state: Optional[LSTMState]
+    layer: LSTMLayer,
+    data: torch.Tensor,
+    batch_sizes: List[int],
+    state: Optional[LSTMState],
+    fused_cell: bool = False,
 ) -> Tuple[torch.Tensor, LSTMState]:
     """``lstm_kernels.packed_loop`` for training: data (n_tokens, input_size) packed, rows by
-    decreasing length -> packed (n_tokens, proj_size) outputs and each row's final (h, c)."""
+    decreasing length -> packed (n_tokens, proj_size) outputs and each row's final (h, c);
+    ``fused_cell``: the cell compiled."""
     h0, c0 = (None, None) if state is None else state
     output, h_n, c_n = _PackedLayer.apply(
         data, h0, c0, layer.weight_ih_l0, layer.bias_ih_l0, layer.bias_hh_l0, layer.weight_hh_l0,
-        layer.weight_hr_l0, batch_sizes, layer.cell, layer.cell_clip, layer.proj_clip,
+        layer.weight_hr_l0, batch_sizes, functools.partial(layer.cell, fused=fused_cell), layer.cell_clip,
+        layer.proj_clip,
     )  # fmt: skip
     return output, (h_n, c_n)
 

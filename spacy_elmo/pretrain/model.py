@@ -131,22 +131,34 @@ class BiLMLanguageModel(nn.Module):
     """The biLM plus the shared softmax; ``forward`` returns summed NLLs per direction.
 
     ``precision`` (``nn/precision.py``) covers the whole step, biLM and softmax, as it does the
-    biLM's inference (TF32 is the process's setting, which neither writes)."""
+    biLM's inference (TF32 is the process's setting, which neither writes). The ``[training]``
+    keys of the same names say how the LSTM runs, the same numbers up to float rounding:
+    ``directions_on_streams`` (on CUDA, the two directions on two streams: ``nn/side_by_side.py``),
+    ``lstm_wavefront`` (windows: each direction's layers in a wavefront,
+    ``DirectionalLSTM.forward_windows``) and ``fused_cell`` (windows: the cell compiled)."""
 
     def __init__(
-        self, bilm: BiLM, softmax: LMSoftmax, dropout: float = 0.1, precision: str = "fp32"
+        self,
+        bilm: BiLM,
+        softmax: LMSoftmax,
+        dropout: float = 0.1,
+        precision: str = "fp32",
+        *,
+        directions_on_streams: bool = False,
+        lstm_wavefront: bool = False,
+        fused_cell: bool = False,
     ) -> None:
         super().__init__()
         self.bilm = bilm
         self.softmax = softmax
         self.dropout = dropout
         self.precision = precision
+        self.directions_on_streams = directions_on_streams
+        self.lstm_wavefront = lstm_wavefront
+        self.fused_cell = fused_cell
         #: True: the biLM runs without gradients and only the softmax learns (see
         #: ``[initialize] softmax_only_steps``).
         self.bilm_frozen = False
-        #: True: on CUDA the two LSTM directions run on two streams (``[training]
-        #: directions_on_streams``; ``nn/side_by_side.py``).
-        self.directions_on_streams = False
 
     def forward(
         self,
@@ -224,7 +236,9 @@ class BiLMLanguageModel(nn.Module):
 
         def run(k: int):
             def direction(x: torch.Tensor) -> torch.Tensor:
-                top, final = lstms[k].forward_windows(x[index[k]], starts[k], dropout, masks[k])
+                top, final = lstms[k].forward_windows(
+                    x[index[k]], starts[k], dropout, masks[k], wavefront=self.lstm_wavefront, fused_cell=self.fused_cell
+                )
                 finals[k] = [(h.detach(), c.detach()) for h, c in final]
                 return top
 

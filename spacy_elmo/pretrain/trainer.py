@@ -111,7 +111,8 @@ class Trainer:
         (for a recorded or compiled step) the static step."""
         s = self.settings
         model = build_model(
-            s, self.vocab, self.precision, self.sparse_updates, initialize=not resume, speak=self.ctx.is_main
+            s, self.vocab, self.precision, self.sparse_updates, initialize=not resume, speak=self.ctx.is_main,
+            device=self.device, step_kind=self.step_kind,
         )
         self.model = model.to(self.device)
         self.ddp_model = wrap_distributed(self.model, self.ctx, self.sparse_updates)
