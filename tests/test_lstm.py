@@ -130,7 +130,7 @@ def test_torchs_fused_lstm_over_windows_equals_the_dense_loop(device):
     state = (torch.randn(3, 4, device=device), torch.randn(3, 7, device=device))
     with torch.no_grad():
         fused, (h, c) = lstm_kernels.fused_dense(layer, x, state)
-        dense, (h2, c2) = lstm_kernels.dense_loop(layer, x, None, state)
+        dense, (h2, c2) = lstm_kernels.dense_layer(layer, x, None, state)
     for a, b in ((fused, dense), (h, h2), (c, c2)):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="no cell or projection clipping"):
@@ -149,7 +149,7 @@ def test_windows_run_and_train_as_the_dense_loop(device):
         return layer.run_dense(x, None, state)
 
     def dense(layer, x, state):
-        return lstm_kernels.dense_loop(layer, x, None, state)
+        return lstm_kernels.dense_layer(layer, x, None, state)
 
     for clip in (None, 1.0):
         torch.manual_seed(0)
@@ -207,38 +207,42 @@ def test_the_packed_loop_trains_as_the_dense_loop(device):
 
 
 def test_the_packed_loop_gives_gradients_to_its_initial_states():
-    """From given states (a stateful biLM that trains): their gradients and the weights' against
-    float64 autograd through the same loop with the weights used step by step."""
+    """From given states (a stateful biLM that trains): autograd through the one loop
+    (``lstm_kernels.packed_layer``) gives the states' gradients and the weights' of float64
+    autograd through a loop written out here, the weights used step by step."""
     from spacy_elmo.nn import lstm_kernels
     from spacy_elmo.nn.lstm import ClippedLSTM
 
     torch.manual_seed(0)
     layer = ClippedLSTM(3, 6, 4, cell_clip=0.8, proj_clip=0.8).double()
     batch_sizes = [4, 4, 3, 1]
-    x_gates = torch.randn(24, sum(batch_sizes), dtype=torch.float64, requires_grad=True)
+    x = torch.randn(sum(batch_sizes), 3, dtype=torch.float64, requires_grad=True)
     state = (torch.randn(4, 4, dtype=torch.float64, requires_grad=True), torch.randn(4, 6, dtype=torch.float64, requires_grad=True))
     upstream = torch.randn(sum(batch_sizes), 4, dtype=torch.float64)
-    output, (h_n, c_n) = lstm_kernels.packed_loop(layer, x_gates, batch_sizes, state)
+    products = lstm_kernels.float_products(layer)
+    output, (h_n, c_n) = lstm_kernels.packed_layer(layer, products, x, batch_sizes, state)
     ((output * upstream).sum() + h_n.sum() + c_n.sum()).backward()
-    got = [x_gates.grad, state[0].grad, state[1].grad, layer.weight_hh_l0.grad, layer.weight_hr_l0.grad]
+    weights = (layer.weight_ih_l0, layer.weight_hh_l0, layer.weight_hr_l0)
+    got = [x.grad, state[0].grad, state[1].grad, *(w.grad for w in weights)]
 
     def reference(*inputs):
-        x, h0, c0, w_hh, w_hr = inputs
-        h, c, start, outs, ends_h, ends_c = h0.t(), c0.t(), 0, [], [], []
+        x, h0, c0, w_ih, w_hh, w_hr = inputs
+        x_gates = x @ w_ih.t() + layer.bias_ih_l0 + layer.bias_hh_l0
+        h, c, start, outs, ends_h, ends_c = h0, c0, 0, [], [], []
         for n in batch_sizes:
-            if n < h.shape[1]:
-                ends_h.append(h[:, n:])
-                ends_c.append(c[:, n:])
-                h, c = h[:, :n], c[:, :n]
-            out, c = layer.cell(x[:, start : start + n] + w_hh @ h, c, dim=0)
-            h = layer.clip_output(w_hr @ out)
+            if n < h.shape[0]:
+                ends_h.append(h[n:])
+                ends_c.append(c[n:])
+                h, c = h[:n], c[:n]
+            out, c = layer.cell(x_gates[start : start + n] + h @ w_hh.t(), c)
+            h = layer.clip_output(out @ w_hr.t())
             outs.append(h)
             start += n
-        h_n = torch.cat([h] + ends_h[::-1], dim=1).t()
-        c_n = torch.cat([c] + ends_c[::-1], dim=1).t()
-        return (torch.cat(outs, dim=1).t() * upstream).sum() + h_n.sum() + c_n.sum()
+        h_n = torch.cat([h] + ends_h[::-1])
+        c_n = torch.cat([c] + ends_c[::-1])
+        return (torch.cat(outs) * upstream).sum() + h_n.sum() + c_n.sum()
 
-    inputs = [t.detach().requires_grad_() for t in (x_gates, *state, layer.weight_hh_l0, layer.weight_hr_l0)]
+    inputs = [t.detach().requires_grad_() for t in (x, *state, *weights)]
     reference(*inputs).backward()
     for a, b in zip(got, inputs):
         torch.testing.assert_close(a, b.grad, rtol=1e-9, atol=1e-10)
@@ -246,22 +250,18 @@ def test_the_packed_loop_gives_gradients_to_its_initial_states():
 
 def test_the_fused_cell_is_the_eager_cell_with_its_gradients_where_the_clips_bite(device):
     """``ClippedLSTM.cell(..., fused=True)`` (compiled: one kernel each way) gives the eager
-    cell's outputs and gradients, from a given cell state (row-major) and from zeros
-    (feature-major), with values large enough that the cell clip bites on about half the
-    entries."""
+    cell's outputs and gradients, from a given cell state and from zeros, with values large
+    enough that the cell clip bites on about half the entries."""
     from spacy_elmo.nn.lstm import ClippedLSTM
 
     torch.manual_seed(0)
     layer = ClippedLSTM(4, 6, 3, cell_clip=0.5, proj_clip=0.5).to(device)
-    for c_given, dim in ((True, 1), (False, 0)):
-        shape = (5, 24) if dim == 1 else (24, 5)
-        gates = (torch.randn(shape, device=device) * 3).requires_grad_()
-        c = (torch.randn(5, 6, device=device) if dim == 1 else torch.randn(6, 5, device=device)) if c_given else None
-        if c is not None:
-            c.requires_grad_()
+    for c_given in (True, False):
+        gates = (torch.randn(5, 24, device=device) * 3).requires_grad_()
+        c = torch.randn(5, 6, device=device).requires_grad_() if c_given else None
         results = []
         for fused in (False, True):
-            out, c_new = layer.cell(gates, c, dim, fused=fused)
+            out, c_new = layer.cell(gates, c, fused=fused)
             inputs = [gates] + ([c] if c is not None else [])
             grads = torch.autograd.grad((out * 1.7).sum() + (c_new * 0.3).sum(), inputs)
             results.append((out.detach(), c_new.detach(), grads))
@@ -310,7 +310,7 @@ def _autocast_windows(
         if wavefront:
             top, _ = lstm.forward_windows(x, None, dropout=0.0, wavefront=True)
         else:
-            top, _ = lstm_kernels.dense_loop(lstm.layers[0], x, None)
+            top, _ = lstm_kernels.dense_layer(lstm.layers[0], x, None)
         grads = torch.autograd.grad(top.float().square().sum(), [x, *lstm.parameters()], allow_unused=True)
     return [top.detach(), *(g for g in grads if g is not None)]
 
@@ -355,7 +355,7 @@ def test_the_recorded_loops_backward_never_fills_a_whole_window_per_step(device)
             if wavefront:
                 top, _ = lstm.forward_windows(x, None, dropout=0.0, wavefront=True)
             else:
-                top, _ = lstm_kernels.dense_loop(lstm.layers[0], x, None)
+                top, _ = lstm_kernels.dense_layer(lstm.layers[0], x, None)
             top.square().sum().backward()
         fills_and_sums = [
             e.name for e in prof.events()

@@ -1,6 +1,6 @@
 """The training loop (``spacy_elmo.nn.lstm_training``): one LSTM layer as one autograd node with
 its backward written out, checked against numerical gradients and against autograd through the
-step loop (``lstm_kernels.packed_loop``, which autograd differentiates op by op)."""
+step loop (``lstm_kernels.packed_layer``, which autograd differentiates op by op)."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def test_gradients_equal_numerical_gradients(clip, with_state, batch_sizes):
 
 @pytest.mark.parametrize("clip", [None, 1.0])
 def test_it_trains_as_autograd_through_the_step_loop_in_float32(clip):
-    """Outputs, final states and every gradient against autograd through ``packed_loop`` (an
+    """Outputs, final states and every gradient against autograd through ``packed_layer`` (an
     independent derivation: torch's derivatives of each op) at a shape with many steps and
     rows, from given states, the final states' gradients included."""
     torch.manual_seed(1)
@@ -73,7 +73,8 @@ def test_it_trains_as_autograd_through_the_step_loop_in_float32(clip):
         if kernel == "training":
             output, (h_n, c_n) = packed_training_loop(layer, x, batch_sizes, state)
         else:
-            output, (h_n, c_n) = lstm_kernels.packed_loop(layer, lstm_kernels.input_gates(layer, x), batch_sizes, state)
+            products = lstm_kernels.float_products(layer)
+            output, (h_n, c_n) = lstm_kernels.packed_layer(layer, products, x, batch_sizes, state)
         ((output * upstream).sum() + h_n.sum() - 2 * c_n.sum()).backward()
         grads = [t.grad.clone() for t in (x, *state, *layer.parameters())]
         results.append([output.detach(), h_n.detach(), c_n.detach(), *grads])

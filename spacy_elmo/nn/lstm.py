@@ -48,14 +48,14 @@ class ClippedLSTM(nn.LSTM):
         return self.cell_clip is not None or self.proj_clip is not None
 
     def cell(
-        self, gates: torch.Tensor, c: Optional[torch.Tensor], dim: int, activations: bool = False, fused: bool = False
+        self, gates: torch.Tensor, c: Optional[torch.Tensor], activations: bool = False, fused: bool = False
     ) -> tuple:
-        """One step's cell update. ``gates`` (i, f, g, o) along ``dim`` (0: feature-major states, 1:
-        row-major), ``c`` the previous cell state or None for zeros. Returns ``(sigmoid(o) *
-        tanh(c_new), c_new)`` and with ``activations`` also what the training loop's derivative
-        reads; ``fused``: compiled (one kernel each way; eager inside ``torch.compile``)."""
+        """One step's cell update: ``gates`` (rows, 4 * hidden_size) in torch's order i, f, g, o,
+        ``c`` the previous cell state or None for zeros. Returns ``(sigmoid(o) * tanh(c_new),
+        c_new)`` and with ``activations`` also what the training loop's derivative reads;
+        ``fused``: compiled (one kernel each way; eager inside ``torch.compile``)."""
         equations = _fused_cell_equations() if fused and not compiling() else cell_equations
-        return equations(gates, c, self.hidden_size, self.cell_clip, dim, activations)
+        return equations(gates, c, self.hidden_size, self.cell_clip, activations)
 
     def clip_output(self, h: torch.Tensor) -> torch.Tensor:
         """The projected output, clipped to ``proj_clip``."""
@@ -78,9 +78,10 @@ class ClippedLSTM(nn.LSTM):
         distinct: Optional[DistinctInputs] = None,
         fused_cell: bool = False,
     ) -> Tuple[torch.Tensor, LSTMState]:
-        """Run over packed rows sorted by decreasing length, on the kernel that fits: cuDNN for
-        unclipped layers on CUDA, the training loop where the CPU needs gradients, the int8 loop
-        inside ``int8_products``, else the packed float loop (``fused_cell``: in the training loop).
+        """Run over packed rows sorted by decreasing length: cuDNN for unclipped layers on CUDA, the
+        training loop where the CPU needs gradients (``nn/lstm_training.py``), else the one loop
+        on the float products, or on int8 weights inside ``int8_products`` (``fused_cell``: the
+        cell compiled).
 
         Args:
             data: (n_tokens, input_size), time-major packed rows (PackedSequence.data).
@@ -99,14 +100,11 @@ class ClippedLSTM(nn.LSTM):
                 data = distinct.rows.index_select(0, distinct.index)
             return packed_training_loop(self, data, batch_sizes.tolist(), state, fused_cell)
         if int8_wanted(self.weight_ih_l0, self.weight_hh_l0, self.weight_hr_l0):
-            if distinct is not None:
-                data = distinct.rows.index_select(0, distinct.index)
-            return lstm_kernels.int8_loop(self, data, batch_sizes.tolist(), state)
-        if distinct is None:
-            x_gates = lstm_kernels.input_gates(self, data)
+            products = lstm_kernels.int8_weight_products(self)
+            state = None if state is None else (state[0].float(), state[1].float())
         else:
-            x_gates = lstm_kernels.input_gates(self, distinct.rows).index_select(1, distinct.index)
-        return lstm_kernels.packed_loop(self, x_gates, batch_sizes.tolist(), state)
+            products = lstm_kernels.float_products(self)
+        return lstm_kernels.packed_layer(self, products, data, batch_sizes.tolist(), state, distinct, fused_cell)
 
     def run_dense(
         self,
@@ -129,7 +127,7 @@ class ClippedLSTM(nn.LSTM):
             output, final = self.run_packed(data, torch.full((steps,), batch), state, fused_cell=fused_cell)
             # Contiguous as the dense loop's: dropout draws its mask in memory order.
             return output.view(steps, batch, -1).transpose(0, 1).contiguous(), final
-        return lstm_kernels.dense_loop(self, x, valid, state, fused_cell)
+        return lstm_kernels.dense_layer(self, x, valid, state, fused_cell)
 
 
 def cell_equations(
@@ -137,15 +135,15 @@ def cell_equations(
     c: Optional[torch.Tensor],
     hidden: int,
     cell_clip: Optional[float],
-    dim: int,
     activations: bool = False,
 ) -> tuple:
-    """``ClippedLSTM.cell``'s equations, the one copy: gates (i, f, g, o) along ``dim`` -> (output
-    before the projection, clipped new cell state[, the activations the derivative reads])."""
+    """``ClippedLSTM.cell``'s equations, the one copy: gates (rows, 4 * hidden) (i, f, g, o) ->
+    (output before the projection, clipped new cell state[, the activations the derivative
+    reads])."""
     # One split (its backward is one concatenation; a narrow's backward fills a gates-sized
     # tensor with zeros, four of them a step where gradients flow).
-    input_forget, candidate, output = gates.split([2 * hidden, hidden, hidden], dim)
-    i, f = torch.sigmoid(input_forget).split(hidden, dim)
+    input_forget, candidate, output = gates.split([2 * hidden, hidden, hidden], 1)
+    i, f = torch.sigmoid(input_forget).split(hidden, 1)
     candidate = torch.tanh(candidate)
     c_new = i * candidate if c is None else torch.addcmul(f * c, i, candidate)
     if cell_clip is not None:

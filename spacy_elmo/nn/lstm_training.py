@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import functools
 import itertools
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import torch
 from torch.autograd.function import once_differentiable
 
-from .lstm_kernels import LSTMLayer, LSTMState
+from .lstm_kernels import LayerProducts, LSTMLayer, LSTMState, run_steps
 
 
 def packed_training_loop(
@@ -24,7 +24,7 @@ def packed_training_loop(
     state: Optional[LSTMState],
     fused_cell: bool = False,
 ) -> Tuple[torch.Tensor, LSTMState]:
-    """``lstm_kernels.packed_loop`` for training: data (n_tokens, input_size) packed, rows by
+    """``lstm_kernels.packed_layer`` for training: data (n_tokens, input_size) packed, rows by
     decreasing length -> packed (n_tokens, proj_size) outputs and each row's final (h, c);
     ``fused_cell``: the cell compiled."""
     h0, c0 = (None, None) if state is None else state
@@ -36,6 +36,39 @@ def packed_training_loop(
     return output, (h_n, c_n)
 
 
+class _Kept:
+    """The products and the cell ``_PackedLayer``'s forward hands to the one loop: the recurrent
+    product added in place to the step's gates, the outputs written into one packed tensor, and
+    what the backward reads kept step by step (the cell's activations, its state, its output
+    before the projection, and where the projection's clip let the gradient through)."""
+
+    def __init__(self, outputs: torch.Tensor, cell: Callable, w_hh: torch.Tensor, w_hr: torch.Tensor,
+                 proj_clip: Optional[float]) -> None:  # fmt: skip
+        self.outputs, self.cell_equations, self.proj_clip = outputs, cell, proj_clip
+        self.w_hh_t, self.w_hr_t = w_hh.t(), w_hr.t()
+        self.output_kept = None if proj_clip is None else outputs.new_empty(outputs.shape, dtype=torch.bool)
+        self.activations: List[tuple] = []
+        self.cells: List[torch.Tensor] = []
+        self.hiddens: List[torch.Tensor] = []
+        self.written = 0
+        self.products = LayerProducts(None, lambda gates, h: gates.addmm_(h, self.w_hh_t), self.project)
+
+    def cell(self, gates: torch.Tensor, c: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
+        hidden, c_new, activations = self.cell_equations(gates, c, activations=True)
+        self.activations.append(activations)
+        self.cells.append(c_new)
+        self.hiddens.append(hidden)
+        return hidden, c_new
+
+    def project(self, hidden: torch.Tensor) -> torch.Tensor:
+        start, self.written = self.written, self.written + hidden.shape[0]
+        h = torch.mm(hidden, self.w_hr_t, out=self.outputs[start : self.written])
+        if self.output_kept is not None:
+            torch.le(h.abs(), self.proj_clip, out=self.output_kept[start : self.written])
+            h.clamp_(-self.proj_clip, self.proj_clip)
+        return h
+
+
 class _PackedLayer(torch.autograd.Function):
     """forward(x, h0, c0, w_ih, b_ih, b_hh, w_hh, w_hr, batch_sizes, cell, cell_clip, proj_clip) ->
     (outputs (n, proj), h_n, c_n); h0, c0 None: zeros, no first recurrent product."""
@@ -43,51 +76,29 @@ class _PackedLayer(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, h0, c0, w_ih, b_ih, b_hh, w_hh, w_hr, batch_sizes, cell, cell_clip, proj_clip):
         ctx.set_materialize_grads(False)
-        n = x.shape[0]
+        kept = _Kept(x.new_empty(x.shape[0], w_hr.shape[0]), cell, w_hh, w_hr, proj_clip)
         # The gates of every step (the recurrent product added in place, step by step).
-        gates = torch.addmm(b_ih + b_hh, x, w_ih.t())
-        outputs = x.new_empty(n, w_hr.shape[0])
-        output_kept = None if proj_clip is None else x.new_empty(outputs.shape, dtype=torch.bool)
-        w_hh_t, w_hr_t = w_hh.t(), w_hr.t()
-        starts = list(itertools.accumulate(batch_sizes[:-1], initial=0))  # each step's first row
-        # Per step: the cell's activations (i, f, g, o, tanh(c)), its new state and its output.
-        steps: List[tuple] = []
-        cells: List[torch.Tensor] = []
-        hiddens: List[torch.Tensor] = []
-        h, c = h0, c0
-        for start, b in zip(starts, batch_sizes):
-            end = start + b
-            a = gates[start:end]
-            if h is not None:
-                a.addmm_(h[:b], w_hh_t)
-            hidden_t, c_new, activations = cell(a, None if c is None else c[:b], 1, activations=True)
-            h_new = torch.mm(hidden_t, w_hr_t, out=outputs[start:end])
-            if output_kept is not None:
-                torch.le(h_new.abs(), proj_clip, out=output_kept[start:end])
-                h_new.clamp_(-proj_clip, proj_clip)
-            steps.append(activations)
-            cells.append(c_new)
-            hiddens.append(hidden_t)
-            h, c = h_new, c_new
-        last = torch.tensor(_last_positions(batch_sizes, starts), dtype=torch.long, device=x.device)
-        ctx.save_for_backward(x, h0, c0, w_ih, w_hh, w_hr, outputs, output_kept, last)
-        ctx.steps, ctx.cells, ctx.hiddens = steps, cells, hiddens
-        ctx.batch_sizes, ctx.starts, ctx.cell_clip = batch_sizes, starts, cell_clip
-        c_n = torch.cat(cells).index_select(0, last)
-        return outputs, outputs.index_select(0, last), c_n
+        steps = torch.addmm(b_ih + b_hh, x, w_ih.t()).split(batch_sizes)
+        state = None if h0 is None else (h0, c0)
+        _, (h_n, c_n) = run_steps(len(steps), steps.__getitem__, state, kept.products, kept.cell)
+        ctx.save_for_backward(x, h0, c0, w_ih, w_hh, w_hr, kept.outputs, kept.output_kept)
+        ctx.steps, ctx.cells, ctx.hiddens = kept.activations, kept.cells, kept.hiddens
+        ctx.batch_sizes, ctx.cell_clip = batch_sizes, cell_clip
+        ctx.starts = list(itertools.accumulate(batch_sizes[:-1], initial=0))  # each step's first row
+        # Final states of their own (with rows all the same length they are the last step's).
+        return kept.outputs, h_n.clone(), c_n.clone()
 
     @staticmethod
     @once_differentiable
     def backward(ctx, d_outputs, d_h_n, d_c_n):
-        x, h0, c0, w_ih, w_hh, w_hr, outputs, output_kept, last = ctx.saved_tensors
+        x, h0, c0, w_ih, w_hh, w_hr, outputs, output_kept = ctx.saved_tensors
         steps, cells, hiddens = ctx.steps, ctx.cells, ctx.hiddens
         batch_sizes, starts, cell_clip = ctx.batch_sizes, ctx.starts, ctx.cell_clip
         hidden = cells[0].shape[1]
         one = outputs.new_ones(())
-        # d loss / d h of every step: from above, then from the next step (added in place below).
+        # d loss / d h of every step: from above, then from the next step or the final state
+        # (added in place below).
         dh = torch.zeros_like(outputs) if d_outputs is None else d_outputs.clone(memory_format=torch.contiguous_format)
-        if d_h_n is not None:
-            dh.index_add_(0, last, d_h_n)
         d_gates = outputs.new_empty(outputs.shape[0], 4 * hidden)
         # d loss / d c of the step before, for its rows that this step still runs (the first)
         dc_next: Optional[torch.Tensor] = None
@@ -97,6 +108,9 @@ class _PackedLayer(torch.autograd.Function):
             i, f, g, o, tanh_c = steps[t]
             hidden_t, dg = hiddens[t], d_gates[start:end]
             dh_t = dh[start:end]
+            ending = batch_sizes[t + 1] if t + 1 < len(batch_sizes) else 0  # rows ending here from it
+            if d_h_n is not None:
+                dh_t[ending:] += d_h_n[ending:b]
             if output_kept is not None:
                 dh_t.mul_(output_kept[start:end])
             d_hidden = torch.mm(dh_t, w_hr)
@@ -106,8 +120,7 @@ class _PackedLayer(torch.autograd.Function):
             dc = d_hidden.mul_(torch.addcmul(o, hidden_t, tanh_c, value=-1))
             if dc_next is not None:
                 dc[: dc_next.shape[0]] += dc_next
-            if d_c_n is not None:  # the rows whose last step this is
-                ending = batch_sizes[t + 1] if t + 1 < len(batch_sizes) else 0
+            if d_c_n is not None:
                 dc[ending:] += d_c_n[ending:b]
             if cell_clip is not None:  # the clip passes no gradient where it bit
                 dc.mul_(cells[t].abs() < cell_clip)
@@ -136,15 +149,6 @@ class _PackedLayer(torch.autograd.Function):
                 d_w_hh.addmm_(d_gates[:first].t(), h0)
         d_w_hr = torch.mm(dh.t(), torch.cat(hiddens)) if wanted[7] else None
         return d_x, d_h0, d_c0, d_w_ih, d_bias, d_bias, d_w_hh, d_w_hr, None, None, None, None
-
-
-def _last_positions(batch_sizes: List[int], starts: List[int]) -> List[int]:
-    """The packed position of each row's last step, rows in order."""
-    positions: List[int] = []
-    for t in range(len(batch_sizes) - 1, -1, -1):
-        ending = batch_sizes[t + 1] if t + 1 < len(batch_sizes) else 0
-        positions.extend(range(starts[t] + ending, starts[t] + batch_sizes[t]))
-    return positions
 
 
 def _previous_outputs(outputs: torch.Tensor, batch_sizes: List[int], starts: List[int]) -> torch.Tensor:
