@@ -354,6 +354,7 @@ def pretrain_ab_command(
     steps: int = typer.Option(15, "--steps", min=1, help="Timed steps per run"),
     warmup: int = typer.Option(3, "--warmup", min=0, help="Untimed steps before them"),
     rounds: int = typer.Option(4, "--rounds", min=1, help="Runs of each checkout, alternating which goes first"),
+    gpu_id: int = bench.GPU_ID,
     output: Optional[Path] = bench.OUTPUT,
 ) -> None:
     """This checkout's pretraining step against another checkout's, on the same batches.
@@ -366,7 +367,8 @@ def pretrain_ab_command(
 
     with failing(ValueError, FileNotFoundError, RuntimeError):
         overrides = config_overrides(ctx.args)
-        result = run_pretrain_ab(against, text, config or PROJECT_RECIPE, overrides, threads, steps, warmup, rounds)
+        result = run_pretrain_ab(against, text, config or PROJECT_RECIPE, overrides, threads, steps, warmup, rounds,
+                                 gpu_id=gpu_id)  # fmt: skip
     for side in ("this", "against"):
         runs = ", ".join(f"{run['tokens_per_s']:,.0f}" for run in result["runs"][side])
         commit = result["commits"][side] or "no git"

@@ -18,7 +18,7 @@ from . import lstm_kernels
 from .int8 import int8_wanted
 from .lstm_kernels import DirectionOutputs, DistinctInputs, LSTMState
 from .lstm_training import packed_training_loop
-from .precision import autocast_dtype_now, compiling
+from .precision import compiling
 from .side_by_side import side_stream
 
 __all__ = [
@@ -61,14 +61,12 @@ class ClippedLSTM(nn.LSTM):
         """The projected output, clipped to ``proj_clip``."""
         return h if self.proj_clip is None else h.clamp(-self.proj_clip, self.proj_clip)
 
-    def _trains_on_cpu(self, data: torch.Tensor, state: Optional[LSTMState]) -> bool:
-        """Whether the CPU training loop takes this run (gradients, eager, float, no autocast)."""
-        if not torch.is_grad_enabled() or data.device.type != "cpu" or compiling():
+    def _trains(self, data: torch.Tensor, state: Optional[LSTMState]) -> bool:
+        """Whether the training loop takes this run: gradients wanted, float, outside
+        ``torch.compile`` (which traces autograd through the loop instead)."""
+        if not torch.is_grad_enabled() or not data.is_floating_point() or compiling():
             return False
-        if data.dtype not in (torch.float32, torch.float64) or autocast_dtype_now("cpu") is not None:
-            return False
-        tensors = [data, *self.parameters(), *(state or ())]
-        return any(t.requires_grad for t in tensors)
+        return any(t.requires_grad for t in (data, *self.parameters(), *(state or ())))
 
     def run_packed(
         self,
@@ -79,9 +77,9 @@ class ClippedLSTM(nn.LSTM):
         fused_cell: bool = False,
     ) -> Tuple[torch.Tensor, LSTMState]:
         """Run over packed rows sorted by decreasing length: cuDNN for unclipped layers on CUDA, the
-        training loop where the CPU needs gradients (``nn/lstm_training.py``), else the one loop
-        on the float products, or on int8 weights inside ``int8_products`` (``fused_cell``: the
-        cell compiled).
+        training loop where gradients are wanted (``nn/lstm_training.py``), else the one loop on the
+        float products, or on int8 weights inside ``int8_products`` (``fused_cell``: the cell
+        compiled).
 
         Args:
             data: (n_tokens, input_size), time-major packed rows (PackedSequence.data).
@@ -95,7 +93,7 @@ class ClippedLSTM(nn.LSTM):
             if distinct is not None:
                 data = distinct.rows.index_select(0, distinct.index)
             return lstm_kernels.fused_packed(self, data, batch_sizes, state)
-        if self._trains_on_cpu(data, state):
+        if self._trains(data, state):
             if distinct is not None:
                 data = distinct.rows.index_select(0, distinct.index)
             return packed_training_loop(self, data, batch_sizes.tolist(), state, fused_cell)
@@ -115,13 +113,13 @@ class ClippedLSTM(nn.LSTM):
     ) -> Tuple[torch.Tensor, LSTMState]:
         """Over padded rows with data-independent shapes: x (batch, T, input_size), valid (batch, T)
         bool (None: all valid) -> (batch, T, proj_size) outputs (zero at padding) and each row's
-        final (h, c). All-valid rows go to cuDNN (unclipped, CUDA) or, on the CPU outside
-        ``torch.compile``, to ``run_packed`` (faster there than the dense loop). ``fused_cell``:
-        the cell compiled (``cell``)."""
+        final (h, c). All-valid rows (windows) go to cuDNN (unclipped, CUDA) or, outside
+        ``torch.compile``, to ``run_packed`` (its training loop where gradients flow: each
+        weight's gradient one product). ``fused_cell``: the cell compiled (``cell``)."""
         if valid is None and not self.clipped and x.is_cuda:
             return lstm_kernels.fused_dense(self, x, state)
-        if valid is None and not x.is_cuda and not compiling():
-            # Windows on the CPU: time-major packed rows, every row every step, on ``run_packed``.
+        if valid is None and not compiling():
+            # Time-major packed rows, every row every step.
             batch, steps, _ = x.shape
             data = x.transpose(0, 1).reshape(steps * batch, -1)
             output, final = self.run_packed(data, torch.full((steps,), batch), state, fused_cell=fused_cell)

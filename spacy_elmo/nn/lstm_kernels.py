@@ -24,7 +24,7 @@ import torch
 from torch.nn.utils.rnn import PackedSequence
 
 from .int8 import Int8Weight
-from .precision import autocast_dtype_now, compiling
+from .precision import autocast_dtype_now
 
 LSTMState = Tuple[torch.Tensor, torch.Tensor]
 #: One direction's outputs per layer and its final (h, c) per layer.
@@ -217,42 +217,10 @@ def _window_products(layer: LSTMLayer, x: torch.Tensor) -> Tuple[Sequence[torch.
     """The input products of every step of a window x (batch, T, input_size) at once, taken apart
     once (``unbind``: the backward stacks the steps' gradients once, where ``x_gates[:, t]`` would
     make each a zero-filled window-sized tensor, summed step by step), and the products the steps
-    use. Where the recurrent weight needs a gradient (outside ``torch.compile``), the steps
-    multiply by it detached and its gradient is one product over the window
-    (``_RecurrentWeightGradient``), not a product and a sum per step."""
+    use."""
     batch, steps, _ = x.shape
-    weights = step_weights(layer)
-    products = float_products(layer, weights)
-    x_gates = products.inputs(x.reshape(batch * steps, -1)).view(batch, steps, -1)
-    w_hh = weights[1]
-    if not (torch.is_grad_enabled() and w_hh.requires_grad) or compiling():
-        return x_gates.unbind(1), products
-    w_hh_detached = w_hh.detach()
-    previous: List[torch.Tensor] = []
-
-    def recurrent(gates: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-        previous.append(h.detach())
-        return torch.addmm(gates, h, w_hh_detached)
-
-    x_gates = _RecurrentWeightGradient.apply(x_gates, w_hh, previous)
-    return x_gates.unbind(1), products._replace(recurrent=recurrent)
-
-
-class _RecurrentWeightGradient(torch.autograd.Function):
-    """Passes a window's input products through. Their gradient is every step's gate gradient, so
-    the backward also gives the recurrent weight's, ``sum_t h_(t-1)^T dgates_t``, as one product
-    over the window (accumulated in float32 inside it) from the outputs the loop recorded."""
-
-    @staticmethod
-    def forward(ctx: Any, x_gates: torch.Tensor, w_hh: torch.Tensor, previous: List[torch.Tensor]) -> torch.Tensor:
-        ctx.previous, ctx.w_dtype = previous, w_hh.dtype
-        return x_gates.view_as(x_gates)
-
-    @staticmethod
-    def backward(ctx: Any, d_gates: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, None]:
-        h_previous = torch.stack([h.to(d_gates.dtype) for h in ctx.previous], dim=1)
-        d_w = h_previous.flatten(0, 1).t().mm(d_gates.flatten(0, 1))
-        return d_gates, d_w.to(ctx.w_dtype), None
+    products = float_products(layer)
+    return products.inputs(x.reshape(batch * steps, -1)).view(batch, steps, -1).unbind(1), products
 
 
 def wavefront_loop(
