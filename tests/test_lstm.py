@@ -31,9 +31,9 @@ def _step_by_step(layer, x, clip):
     return np.array(out)
 
 
-def _lstm(go_forward: bool, device: torch.device) -> DirectionalLSTM:
+def _lstm(device: torch.device) -> DirectionalLSTM:
     torch.manual_seed(0)
-    lstm = DirectionalLSTM(4, 6, 3, num_layers=1, cell_clip=0.5, proj_clip=0.5, go_forward=go_forward)
+    lstm = DirectionalLSTM(4, 6, 3, num_layers=1, cell_clip=0.5, proj_clip=0.5)
     with torch.no_grad():
         for p in lstm.parameters():
             p.mul_(3)  # large enough that the clips bite
@@ -49,7 +49,7 @@ def _run(lstm: DirectionalLSTM, x: torch.Tensor, lengths: torch.Tensor) -> torch
 
 
 def test_forward_direction_is_the_cell_equations_with_clipping(device):
-    lstm = _lstm(go_forward=True, device=device)
+    lstm = _lstm(device)
     x = torch.randn(2, 5, 4)
     lengths = torch.tensor([5, 3])
     out = _run(lstm, x, lengths)
@@ -61,13 +61,21 @@ def test_forward_direction_is_the_cell_equations_with_clipping(device):
 
 
 def test_backward_direction_reads_each_row_from_its_last_token(device):
-    lstm = _lstm(go_forward=False, device=device)
-    x = torch.randn(2, 5, 4)
+    """``run_directions`` (the one engine of both directions) with each row of distinct tokens
+    read forward and reversed (``BiLM``'s reading orders): the backward direction's outputs, in
+    its reading order, are the cell equations over the reversed row."""
+    from spacy_elmo.nn.directions import run_directions
+
+    lstms = (_lstm(device), _lstm(device))
+    rows = torch.randn(6, 4)
+    index = torch.tensor([[0, 1, 2, 3, 4], [5, 2, 0, 0, 0]])
     lengths = torch.tensor([5, 2])
-    out = _run(lstm, x, lengths)
+    reading = torch.stack([index, reverse_padded(index, lengths)]).to(device)
+    with torch.no_grad():
+        _, ((out,), _) = run_directions(lstms, rows.to(device), reading, lengths.to(device), None)
     for row, n in enumerate(lengths.tolist()):
-        expected = _step_by_step(lstm.layers[0], x[row, :n].numpy()[::-1], 0.5)[::-1]
-        np.testing.assert_allclose(out[row, :n].numpy(), expected, rtol=1e-4, atol=1e-5)
+        expected = _step_by_step(lstms[1].layers[0], rows[index[row, :n]].numpy()[::-1], 0.5)
+        np.testing.assert_allclose(out[row, :n].cpu().numpy(), expected, rtol=1e-4, atol=1e-5)
 
 
 def test_reverse_padded_keeps_padding_in_place():
@@ -77,45 +85,38 @@ def test_reverse_padded_keeps_padding_in_place():
 
 
 def test_dense_loop_is_the_cell_equations_and_freezes_finished_rows(device):
-    """``forward_dense`` (the loop CUDA graphs record: every row every step) against the NumPy
+    """``fixed_shapes`` (the loop CUDA graphs record: every row every step) against the NumPy
     loop, per row; padding zero; a row of length 0 stays zero; final states are each row's last."""
-    for go_forward in (True, False):
-        lstm = _lstm(go_forward=go_forward, device=device)
-        x = torch.randn(3, 6, 4)
-        lengths = torch.tensor([6, 2, 0])
-        x[1, 2:] = 0
-        x[2] = 0
-        valid = torch.arange(6)[None, :] < lengths[:, None]
-        with torch.no_grad():
-            (out,), ((h, _),) = lstm.forward_dense(x.to(device), lengths.to(device), valid.to(device))
-        out, h = out.cpu(), h.cpu()
-        for row, n in enumerate(lengths.tolist()[:2]):
-            reading = x[row, :n].numpy() if go_forward else x[row, :n].numpy()[::-1]
-            expected = _step_by_step(lstm.layers[0], reading, 0.5)
-            np.testing.assert_allclose(h[row].numpy(), expected[-1], rtol=1e-4, atol=1e-5)
-            if not go_forward:
-                expected = expected[::-1]
-            np.testing.assert_allclose(out[row, :n].numpy(), expected, rtol=1e-4, atol=1e-5)
-            assert (out[row, n:] == 0).all()
-        assert (out[2] == 0).all() and (h[2] == 0).all()
+    lstm = _lstm(device)
+    x = torch.randn(3, 6, 4)
+    lengths = torch.tensor([6, 2, 0])
+    x[1, 2:] = 0
+    x[2] = 0
+    with torch.no_grad():
+        (out,), ((h, _),) = lstm(x.to(device), lengths.to(device), fixed_shapes=True)
+    out, h = out.cpu(), h.cpu()
+    for row, n in enumerate(lengths.tolist()[:2]):
+        expected = _step_by_step(lstm.layers[0], x[row, :n].numpy(), 0.5)
+        np.testing.assert_allclose(h[row].numpy(), expected[-1], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(out[row, :n].numpy(), expected, rtol=1e-4, atol=1e-5)
+        assert (out[row, n:] == 0).all()
+    assert (out[2] == 0).all() and (h[2] == 0).all()
 
 
 def test_dense_loop_equals_the_packed_loop_with_two_layers_and_skip_connections(device):
     torch.manual_seed(1)
-    for go_forward in (True, False):
-        lstm = DirectionalLSTM(5, 7, 5, num_layers=2, cell_clip=1.0, proj_clip=1.0, go_forward=go_forward)
-        lstm = lstm.to(device)
-        lengths = torch.tensor([4, 9, 1, 6])
-        valid = torch.arange(9)[None, :] < lengths[:, None]
-        x = torch.randn(4, 9, 5) * valid[:, :, None]
-        with torch.no_grad():
-            packed, packed_states = lstm(x.to(device), lengths.to(device))
-            dense, dense_states = lstm.forward_dense(x.to(device), lengths.to(device), valid.to(device))
-        for a, b in zip(packed, dense):
-            torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
-        for (h_a, c_a), (h_b, c_b) in zip(packed_states, dense_states):
-            torch.testing.assert_close(h_b, h_a, rtol=1e-5, atol=1e-6)
-            torch.testing.assert_close(c_b, c_a, rtol=1e-5, atol=1e-6)
+    lstm = DirectionalLSTM(5, 7, 5, num_layers=2, cell_clip=1.0, proj_clip=1.0).to(device)
+    lengths = torch.tensor([4, 9, 1, 6])
+    valid = torch.arange(9)[None, :] < lengths[:, None]
+    x = torch.randn(4, 9, 5) * valid[:, :, None]
+    with torch.no_grad():
+        packed, packed_states = lstm(x.to(device), lengths.to(device))
+        dense, dense_states = lstm(x.to(device), lengths.to(device), fixed_shapes=True)
+    for a, b in zip(packed, dense):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+    for (h_a, c_a), (h_b, c_b) in zip(packed_states, dense_states):
+        torch.testing.assert_close(h_b, h_a, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(c_b, c_a, rtol=1e-5, atol=1e-6)
 
 
 def test_torchs_fused_lstm_over_windows_equals_the_dense_loop(device):
@@ -176,34 +177,33 @@ def test_windows_run_and_train_as_the_dense_loop(device):
 
 
 def test_the_packed_loop_trains_as_the_dense_loop(device):
-    """Gradients through the packed loop against autograd through the dense loop, an
-    independent kernel: inputs, every parameter and given initial states, rows of unequal lengths, clipped
-    and not, both directions, the final states' gradients included."""
+    """Gradients through the packed rows (the training loop's hand-written backward) against
+    autograd through the fixed-shape loop: inputs and every parameter, rows of unequal lengths,
+    clipped and not, the final states' gradients included."""
     torch.manual_seed(0)
     lengths = torch.tensor([4, 9, 1, 6])
     valid = torch.arange(9)[None, :] < lengths[:, None]
     for clip in (None, 1.0):
-        for go_forward in (True, False):
-            lstm = DirectionalLSTM(5, 7, 5, num_layers=2, cell_clip=clip, proj_clip=clip, go_forward=go_forward)
-            with torch.no_grad():
-                for p in lstm.parameters():
-                    p.mul_(2)  # large enough that the clips bite
-            lstm = lstm.to(device)
-            x = (torch.randn(4, 9, 5) * valid[:, :, None]).to(device).requires_grad_()
-            upstream = torch.randn(4, 9, 5, device=device)
-            gradients = []
-            for kernel in ("packed", "dense"):
-                lstm.zero_grad()
-                x.grad = None
-                if kernel == "packed":
-                    outputs, states = lstm(x, lengths.to(device))
-                else:
-                    outputs, states = lstm.forward_dense(x, lengths.to(device), valid.to(device))
-                loss = (outputs[-1] * upstream).sum() + outputs[0].sum()
-                (loss + sum(h.sum() + 2 * c.sum() for h, c in states)).backward()
-                gradients.append([x.grad.clone()] + [p.grad.clone() for p in lstm.parameters()])
-            for a, b in zip(*gradients):
-                torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+        lstm = DirectionalLSTM(5, 7, 5, num_layers=2, cell_clip=clip, proj_clip=clip)
+        with torch.no_grad():
+            for p in lstm.parameters():
+                p.mul_(2)  # large enough that the clips bite
+        lstm = lstm.to(device)
+        x = (torch.randn(4, 9, 5) * valid[:, :, None]).to(device).requires_grad_()
+        upstream = torch.randn(4, 9, 5, device=device)
+        gradients = []
+        for kernel in ("packed", "dense"):
+            lstm.zero_grad()
+            x.grad = None
+            if kernel == "packed":
+                outputs, states = lstm(x, lengths.to(device))
+            else:
+                outputs, states = lstm(x, lengths.to(device), fixed_shapes=True)
+            loss = (outputs[-1] * upstream).sum() + outputs[0].sum()
+            (loss + sum(h.sum() + 2 * c.sum() for h, c in states)).backward()
+            gradients.append([x.grad.clone()] + [p.grad.clone() for p in lstm.parameters()])
+        for a, b in zip(*gradients):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
 
 def test_the_packed_loop_gives_gradients_to_its_initial_states():
@@ -274,10 +274,11 @@ def test_the_fused_cell_is_the_eager_cell_with_its_gradients_where_the_clips_bit
 
 
 def test_the_wavefront_runs_and_trains_as_the_layer_by_layer_windows(device):
-    """``forward_windows(wavefront=True)``: each layer's step t reads the layer below's step t
-    only (on CUDA, each layer on a stream of its own); the outputs, final states and gradients
-    are those of layer after layer, from given states, with dropout (its masks drawn first, the
-    same numbers) and clips that bite."""
+    """``wavefront=True`` over windows: each layer's step t reads the layer below's step t only (on
+    CUDA, each layer on a stream of its own); the outputs, final states and gradients are those
+    of layer after layer, from given states, with dropout masks and clips that bite."""
+    from spacy_elmo.nn.lstm import dropout_masks
+
     torch.manual_seed(0)
     lstm = DirectionalLSTM(5, 12, 6, num_layers=2, cell_clip=0.5, proj_clip=0.5).to(device)
     with torch.no_grad():
@@ -285,17 +286,14 @@ def test_the_wavefront_runs_and_trains_as_the_layer_by_layer_windows(device):
             p.mul_(3)
     x = torch.randn(3, 7, 5, device=device, requires_grad=True)
     states = [(torch.randn(3, 6, device=device), torch.randn(3, 12, device=device)) for _ in range(2)]
+    masks = dropout_masks(lstm, 3, 7, 0.3, x)
     results = []
     for wavefront in (False, True):
-        torch.manual_seed(3)
-        if device.type == "cuda":
-            torch.cuda.manual_seed(3)
-        dropout = 0.3 if device.type == "cpu" else 0.0
-        top, finals = lstm.forward_windows(x, states, dropout, wavefront=wavefront)
-        loss = top.square().sum() + sum(h.sum() + c.sum() for h, c in finals)
+        outputs, finals = lstm(x, None, states, masks, wavefront=wavefront)
+        loss = outputs[-1].square().sum() + outputs[0].sum() + sum(h.sum() + c.sum() for h, c in finals)
         grads = torch.autograd.grad(loss, [x, *lstm.parameters()])
-        results.append([top.detach(), *(t.detach() for f in finals for t in f), *grads])
-    assert (results[0][2].abs() == 0.5).any()  # the cell clip bites
+        results.append([*(y.detach() for y in outputs), *(t.detach() for f in finals for t in f), *grads])
+    assert (results[0][3].abs() == 0.5).any()  # the cell clip bites
     for other in results[1:]:
         for a, b in zip(results[0], other):
             torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5)
@@ -308,7 +306,7 @@ def _autocast_windows(
     gradients of its squares."""
     with precision_context("bf16", device, weight_cache=weight_cache):
         if wavefront:
-            top, _ = lstm.forward_windows(x, None, dropout=0.0, wavefront=True)
+            top = lstm(x, None, wavefront=True)[0][-1]
         else:
             top, _ = lstm_kernels.dense_layer(lstm.layers[0], x, None)
         grads = torch.autograd.grad(top.float().square().sum(), [x, *lstm.parameters()], allow_unused=True)
@@ -318,7 +316,7 @@ def _autocast_windows(
 def test_the_recorded_loops_cast_each_weight_once_whatever_the_window(device):
     """A CUDA graph's recording runs autocast without its weight cache (``precision_context(...,
     weight_cache=False)``), and a transposed weight is no leaf, which the cache keeps anyway: the
-    dense loop and the wavefront cast each weight once themselves (``lstm_kernels.step_weights``),
+    dense loop and the wavefront cast each weight once themselves (``lstm_kernels.float_products``),
     so the casts do not grow with the window (they were a cast per weight and time step, and as
     many casts of the gradients back). The outputs and gradients are those of eager autocast."""
     if not runs_on("bf16", device):
@@ -353,7 +351,7 @@ def test_the_recorded_loops_backward_never_fills_a_whole_window_per_step(device)
     for wavefront in (False, True):
         with torch.profiler.profile(record_shapes=True) as prof:
             if wavefront:
-                top, _ = lstm.forward_windows(x, None, dropout=0.0, wavefront=True)
+                top = lstm(x, None, wavefront=True)[0][-1]
             else:
                 top, _ = lstm_kernels.dense_layer(lstm.layers[0], x, None)
             top.square().sum().backward()

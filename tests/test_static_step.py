@@ -143,15 +143,12 @@ def test_the_compiled_and_recorded_step_the_fused_cell_and_the_streams_train_as_
     with ``[training] fused_cell`` (the cell compiled inside the recorded eager step) or
     ``directions_on_streams`` (the directions on two streams inside the graph) or
     ``lstm_wavefront`` (each layer on a stream) alone, or all three (their "auto" on CUDA),
-    against eager steps without any of them. Without dropout where the wavefront runs: it draws
-    its masks with ``bernoulli_``, the eager step with dropout's own kernel."""
+    against eager steps without any of them (every way draws the dropout masks first, alike)."""
     device = torch.device("cuda", 0)
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # exact fp32
     names = ("fused_cell", "directions_on_streams", "lstm_wavefront")
-    both = {"objective.dropout": 0.0} if setting in ("lstm_wavefront", "all") else {}
-    eager = _trainer(tmp_path, "eager", device, **{"training.step": "eager", **both, **{f"training.{n}": False for n in names}})
-    on = {f"training.{n}": setting in (n, "all") for n in names}
-    overrides = {"training.step": kind, **both, **on}
+    eager = _trainer(tmp_path, "eager", device, **{"training.step": "eager", **{f"training.{n}": False for n in names}})
+    overrides = {"training.step": kind, **{f"training.{n}": setting in (n, "all") for n in names}}
     other = _trainer(tmp_path, kind, device, **overrides)
     assert other.static_step.kind == kind
     for trainer in (eager, other):

@@ -8,7 +8,7 @@ layer is ``torch.nn.LSTM(proj_size=...)`` with torch's parameter names. How the 
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
@@ -23,7 +23,7 @@ from .side_by_side import side_stream
 
 __all__ = [
     "ClippedLSTM", "DirectionalLSTM", "DirectionOutputs", "DistinctInputs", "LSTMState", "cell_equations",
-    "length_mask", "reverse_padded", "window_dropout_masks",
+    "dropout_masks", "length_mask", "reverse_padded",
 ]
 
 
@@ -70,7 +70,7 @@ class ClippedLSTM(nn.LSTM):
 
     def run_packed(
         self,
-        data: torch.Tensor,
+        data: Optional[torch.Tensor],
         batch_sizes: torch.Tensor,
         state: Optional[LSTMState],
         distinct: Optional[DistinctInputs] = None,
@@ -82,21 +82,19 @@ class ClippedLSTM(nn.LSTM):
         compiled).
 
         Args:
-            data: (n_tokens, input_size), time-major packed rows (PackedSequence.data).
+            data: (n_tokens, input_size), time-major packed rows (PackedSequence.data), or None
+                with ``distinct``.
             batch_sizes: (max_len,) CPU int64, rows still running at each step.
             state: (h0 (batch, proj_size), c0 (batch, hidden_size)) in sorted row order, or None.
             distinct: the distinct rows of ``data`` and each packed row's index into them: input
                 products once per distinct row (not in the training loop).
         Returns:
             output (n_tokens, proj_size) packed like ``data``, and the final (h, c) of every row."""
-        if not self.clipped and data.is_cuda:
-            if distinct is not None:
-                data = distinct.rows.index_select(0, distinct.index)
-            return lstm_kernels.fused_packed(self, data, batch_sizes, state)
-        if self._trains(data, state):
-            if distinct is not None:
-                data = distinct.rows.index_select(0, distinct.index)
-            return packed_training_loop(self, data, batch_sizes.tolist(), state, fused_cell)
+        like = data if distinct is None else distinct.rows
+        if not self.clipped and like.is_cuda:
+            return lstm_kernels.fused_packed(self, _packed_rows(data, distinct), batch_sizes, state)
+        if self._trains(like, state):
+            return packed_training_loop(self, _packed_rows(data, distinct), batch_sizes.tolist(), state, fused_cell)
         if int8_wanted(self.weight_ih_l0, self.weight_hh_l0, self.weight_hr_l0):
             products = lstm_kernels.int8_weight_products(self)
             state = None if state is None else (state[0].float(), state[1].float())
@@ -126,6 +124,11 @@ class ClippedLSTM(nn.LSTM):
             # Contiguous as the dense loop's: dropout draws its mask in memory order.
             return output.view(steps, batch, -1).transpose(0, 1).contiguous(), final
         return lstm_kernels.dense_layer(self, x, valid, state, fused_cell)
+
+
+def _packed_rows(data: Optional[torch.Tensor], distinct: Optional[DistinctInputs]) -> torch.Tensor:
+    """``data``, or the rows ``distinct`` stands for."""
+    return data if distinct is None else distinct.rows.index_select(0, distinct.index)
 
 
 def cell_equations(
@@ -163,8 +166,9 @@ def _fused_cell_equations():
 
 
 class DirectionalLSTM(nn.Module):
-    """A stack of ClippedLSTM layers reading sentences in one direction; from the second layer on,
-    input is added to output when ``use_skip_connections`` (not fed back into the recurrence)."""
+    """A stack of ClippedLSTM layers reading rows in the order given (the backward direction's rows
+    come reversed: ``nn/directions.py``); from the second layer on, input is added to output when
+    ``use_skip_connections`` (not fed back into the recurrence)."""
 
     def __init__(
         self,
@@ -175,10 +179,8 @@ class DirectionalLSTM(nn.Module):
         cell_clip: Optional[float] = None,
         proj_clip: Optional[float] = None,
         use_skip_connections: bool = True,
-        go_forward: bool = True,
     ) -> None:
         super().__init__()
-        self.go_forward = go_forward
         self.use_skip_connections = use_skip_connections
         self.hidden_size = hidden_size
         self.proj_size = proj_size
@@ -191,167 +193,120 @@ class DirectionalLSTM(nn.Module):
 
     def forward(
         self,
-        inputs: torch.Tensor,
-        lengths: torch.Tensor,
-        states: Optional[List[LSTMState]] = None,
-        dropout: float = 0.0,
-        distinct: Optional[DistinctInputs] = None,
-        generator: Optional[torch.Generator] = None,
-    ) -> Tuple[List[torch.Tensor], List[LSTMState]]:
-        """Run all layers.
-
-        Args:
-            inputs: (batch, max_len, input_size), rows padded after their ``lengths``.
-            lengths: (batch,) int64, every length >= 1.
-            states: per layer (h0, c0) in batch order, or None for zeros.
-            dropout: on each layer's input while training (bilm-tf's LSTM input dropout).
-            distinct: ``inputs`` as distinct rows and a (batch, max_len) index into them;
-                ignored while dropout applies.
-            generator: the dropout masks' source (default torch's); one per direction keeps them
-                independent of which thread runs it.
-        Returns:
-            per layer (batch, max_len, proj_size) outputs in original positions (padding zero),
-            and per layer the final (h, c) in batch order."""
-        max_len = inputs.shape[1]
-        lengths_cpu = lengths.cpu()
-        if not self.go_forward:
-            inputs = reverse_padded(inputs, lengths)
-        packed = nn.utils.rnn.pack_padded_sequence(
-            inputs, lengths_cpu, batch_first=True, enforce_sorted=False
-        )
-        sorted_idx, unsorted_idx = packed.sorted_indices, packed.unsorted_indices
-        applies_dropout = dropout > 0 and self.training
-        if distinct is not None and not applies_dropout:
-            index = distinct.index
-            if not self.go_forward:
-                index = reverse_padded(index[:, :, None], lengths)[:, :, 0]
-            packed_index = nn.utils.rnn.pack_padded_sequence(
-                index, lengths_cpu, batch_first=True, enforce_sorted=False
-            ).data
-            distinct = DistinctInputs(distinct.rows, packed_index)
-        else:
-            distinct = None
-        x = packed.data
-        outputs: List[torch.Tensor] = []
-        final_states: List[LSTMState] = []
-        for i, layer in enumerate(self.layers):
-            layer_input = _dropout(x, dropout, self.training, generator)
-            state = None
-            if states is not None:
-                h0, c0 = states[i]
-                state = (h0.index_select(0, sorted_idx), c0.index_select(0, sorted_idx))
-            y, (h_n, c_n) = layer.run_packed(
-                layer_input, packed.batch_sizes, state, distinct if i == 0 else None
-            )
-            if i > 0 and self.use_skip_connections:
-                y = y + x
-            x = y
-            final_states.append((h_n.index_select(0, unsorted_idx), c_n.index_select(0, unsorted_idx)))
-            padded, _ = nn.utils.rnn.pad_packed_sequence(
-                PackedSequence(y, packed.batch_sizes, sorted_idx, unsorted_idx),
-                batch_first=True,
-                total_length=max_len,
-            )
-            outputs.append(padded if self.go_forward else reverse_padded(padded, lengths))
-        return outputs, final_states
-
-    def forward_dense(
-        self, inputs: torch.Tensor, lengths: torch.Tensor, valid: torch.Tensor
-    ) -> Tuple[List[torch.Tensor], List[LSTMState]]:
-        """``forward`` from zero states without dropout on ``run_dense``, no reads back to the CPU
-        (CUDA graphs); ``valid``: (batch, max_len) bool, ``length_mask(lengths)``."""
-        x = inputs if self.go_forward else reverse_padded(inputs, lengths)
-        outputs: List[torch.Tensor] = []
-        final_states: List[LSTMState] = []
-        for i, layer in enumerate(self.layers):
-            y, state = layer.run_dense(x, valid)
-            if i > 0 and self.use_skip_connections:
-                y = y + x
-            x = y
-            final_states.append(state)
-            outputs.append(y if self.go_forward else reverse_padded(y, lengths))
-        return outputs, final_states
-
-    def forward_windows(
-        self,
-        inputs: torch.Tensor,
-        states: Optional[List[LSTMState]] = None,
-        dropout: float = 0.0,
+        inputs: Union[torch.Tensor, DistinctInputs],
+        lengths: Optional[torch.Tensor] = None,
+        states: Optional[Sequence[LSTMState]] = None,
         masks: Optional[Sequence[torch.Tensor]] = None,
         *,
+        fixed_shapes: bool = False,
         wavefront: bool = False,
         fused_cell: bool = False,
-    ) -> Tuple[torch.Tensor, List[LSTMState]]:
-        """All layers over windows of running text (pretraining), each row in this direction's
-        reading order, from ``states`` (per layer (h0, c0), or None); fixed shapes, no reads back to
-        the host. Returns the top layer's (batch, T, proj_size) output and each layer's final (h,
-        c). ``masks`` (``window_dropout_masks``) replace ``dropout`` where the directions run side
-        by side and must not share a generator. ``wavefront``: on the wavefront loop
-        (``lstm_kernels.wavefront_loop``; on CUDA each layer on a stream of its own); ``fused_cell``:
-        the cell compiled (``ClippedLSTM.cell``)."""
-        if wavefront and (self.layers[0].clipped or not inputs.is_cuda):
-            return self._wavefront(inputs, states, dropout, masks, fused_cell)
-        x = inputs
+    ) -> DirectionOutputs:
+        """All layers over rows in reading order.
+
+        Args:
+            inputs: (batch, T, input_size); or the distinct rows and each position's (batch, T)
+                index into them (their input products made once, where no mask applies).
+            lengths: (batch,) int64, each row's positions (at least 1), padding after them; None:
+                every position (windows of running text).
+            states: per layer (h0, c0), or None for zeros.
+            masks: per layer the scaled dropout mask of its input (batch, T, width)
+                (``dropout_masks``), or None.
+            fixed_shapes: shapes and work that do not depend on ``lengths``, nothing read back to
+                the host (CUDA graphs): every row runs every step, ended rows frozen.
+            wavefront: windows: the layers step by step (``lstm_kernels.wavefront_loop``; on CUDA
+                each layer on a stream of its own), for clipped layers or off CUDA.
+            fused_cell: the cell compiled (``ClippedLSTM.cell``).
+        Returns:
+            per layer (batch, T, proj_size) outputs (zero past each row's length), and per layer
+            the final (h, c)."""
+        if lengths is not None and not fixed_shapes:
+            return self._packed(inputs, lengths, states, masks, fused_cell)
+        x = inputs if isinstance(inputs, torch.Tensor) else inputs.rows[inputs.index]
+        if wavefront and lengths is None and (self.layers[0].clipped or not x.is_cuda):
+            return self._wavefront(x, states, masks, fused_cell)
+        valid = None if lengths is None else length_mask(lengths, x.shape[1])
+        outputs: List[torch.Tensor] = []
         final_states: List[LSTMState] = []
         for i, layer in enumerate(self.layers):
-            layer_input = _dropout(x, dropout, self.training, None) if masks is None else x * masks[i]
-            y, state = layer.run_dense(layer_input, None, None if states is None else states[i], fused_cell)
-            if i > 0 and self.use_skip_connections:
-                y = y + x
-            x = y
+            layer_input = x if masks is None else x * masks[i]
+            y, state = layer.run_dense(layer_input, valid, None if states is None else states[i], fused_cell)
+            x = y + x if i > 0 and self.use_skip_connections else y
+            outputs.append(x)
             final_states.append(state)
-        return x, final_states
+        return outputs, final_states
 
+    def _packed(
+        self,
+        inputs: Union[torch.Tensor, DistinctInputs],
+        lengths: torch.Tensor,
+        states: Optional[Sequence[LSTMState]],
+        masks: Optional[Sequence[torch.Tensor]],
+        fused_cell: bool,
+    ) -> DirectionOutputs:
+        """``forward`` over packed rows, sorted by length (rows end as they end)."""
+        lengths_cpu = lengths.cpu()
+        width = (inputs if isinstance(inputs, torch.Tensor) else inputs.index).shape[1]
+
+        def pack(t: torch.Tensor) -> PackedSequence:
+            return nn.utils.rnn.pack_padded_sequence(t, lengths_cpu, batch_first=True, enforce_sorted=False)
+
+        distinct = None
+        if isinstance(inputs, DistinctInputs) and masks is None:
+            packed = pack(inputs.index)
+            distinct, x = DistinctInputs(inputs.rows, packed.data), None
+        else:
+            packed = pack(inputs if isinstance(inputs, torch.Tensor) else inputs.rows[inputs.index])
+            x = packed.data
+        sorted_idx, unsorted_idx = packed.sorted_indices, packed.unsorted_indices
+        outputs: List[torch.Tensor] = []
+        final_states: List[LSTMState] = []
+        for i, layer in enumerate(self.layers):
+            layer_input = x if masks is None else x * pack(masks[i]).data
+            state = None
+            if states is not None:
+                state = tuple(part.index_select(0, sorted_idx) for part in states[i])
+            y, (h_n, c_n) = layer.run_packed(
+                layer_input, packed.batch_sizes, state, distinct if i == 0 else None, fused_cell
+            )
+            x = y + x if i > 0 and self.use_skip_connections else y
+            final_states.append((h_n.index_select(0, unsorted_idx), c_n.index_select(0, unsorted_idx)))
+            padded, _ = nn.utils.rnn.pad_packed_sequence(
+                PackedSequence(x, packed.batch_sizes, sorted_idx, unsorted_idx),
+                batch_first=True,
+                total_length=width,
+            )
+            outputs.append(padded)
+        return outputs, final_states
 
     def _wavefront(
         self,
         inputs: torch.Tensor,
-        states: Optional[List[LSTMState]],
-        dropout: float,
+        states: Optional[Sequence[LSTMState]],
         masks: Optional[Sequence[torch.Tensor]],
         fused_cell: bool,
-    ) -> Tuple[torch.Tensor, List[LSTMState]]:
-        """``forward_windows`` on ``lstm_kernels.wavefront_loop`` (CUDA: a stream per layer)."""
-        if masks is None and dropout and self.training:
-            rows, steps, width = inputs.shape
-            masks = window_dropout_masks(self, rows, steps, width, dropout, inputs)
+    ) -> DirectionOutputs:
+        """``forward`` on ``lstm_kernels.wavefront_loop`` (CUDA: a stream per layer)."""
         streams = None
         if inputs.is_cuda and not compiling():
             main = torch.cuda.current_stream(inputs.device)
-            streams = [main] + [
-                side_stream(inputs.device, ("layer", self.go_forward, i)) for i in range(1, len(self.layers))
-            ]
+            streams = [main] + [side_stream(inputs.device, ("layer", id(self), i)) for i in range(1, len(self.layers))]
             for stream in streams[1:]:
                 stream.wait_stream(main)
-        top, finals = lstm_kernels.wavefront_loop(
+        outputs, finals = lstm_kernels.wavefront_loop(
             self.layers, inputs, states, masks, self.use_skip_connections, streams, fused_cell
         )
         if streams is not None:
             for stream in streams[1:]:
                 main.wait_stream(stream)
-        return top, finals
+        return outputs, finals
 
 
-def window_dropout_masks(
-    lstm: DirectionalLSTM, rows: int, steps: int, input_size: int, p: float, like: torch.Tensor
-) -> List[torch.Tensor]:
-    """The scaled input dropout masks of ``forward_windows``'s layers, drawn as it would."""
-    sizes = [input_size] + [layer.input_size for layer in lstm.layers[1:]]
-    return [
-        like.new_empty((rows, steps, size)).bernoulli_(1.0 - p).div_(1.0 - p) for size in sizes
-    ]
-
-
-def _dropout(
-    x: torch.Tensor, p: float, training: bool, generator: Optional[torch.Generator]
-) -> torch.Tensor:
-    """``nn.functional.dropout``, its mask drawn from ``generator`` when one is given."""
-    if not p or not training:
-        return x
-    if generator is None:
-        return nn.functional.dropout(x, p, training)
-    keep = torch.empty_like(x).bernoulli_(1.0 - p, generator=generator)
-    return x * keep.div_(1.0 - p)
+def dropout_masks(lstm: DirectionalLSTM, rows: int, steps: int, p: float, like: torch.Tensor) -> List[torch.Tensor]:
+    """The scaled input dropout masks (rows, steps, width) of each of ``lstm``'s layers (bilm-tf's
+    LSTM input dropout), what ``DirectionalLSTM.forward`` multiplies by; ``like``: dtype, device."""
+    sizes = [layer.input_size for layer in lstm.layers]
+    return [like.new_empty((rows, steps, size)).bernoulli_(1.0 - p).div_(1.0 - p) for size in sizes]
 
 
 def length_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
@@ -360,9 +315,9 @@ def length_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
 
 
 def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """Reverse each row of (batch, max_len, dim) within its length; padding stays in place."""
+    """Reverse each row of (batch, max_len, ...) within its length; padding stays in place."""
     max_len = x.shape[1]
     positions = torch.arange(max_len, device=x.device).expand(x.shape[0], max_len)
     lengths = lengths.to(x.device)[:, None]
     index = torch.where(positions < lengths, lengths - 1 - positions, positions)
-    return x.gather(1, index[:, :, None].expand_as(x))
+    return x.gather(1, index.view(*index.shape, *[1] * (x.dim() - 2)).expand_as(x))

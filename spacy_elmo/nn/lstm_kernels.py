@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 from contextlib import nullcontext
-from typing import Any, Callable, List, NamedTuple, Optional, Protocol, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch.nn.utils.rnn import PackedSequence
@@ -26,33 +26,14 @@ from torch.nn.utils.rnn import PackedSequence
 from .int8 import Int8Weight
 from .precision import autocast_dtype_now
 
+if TYPE_CHECKING:  # the layers these run (nn/lstm.py imports this module)
+    from .lstm import ClippedLSTM as LSTMLayer
+
 LSTMState = Tuple[torch.Tensor, torch.Tensor]
 #: One direction's outputs per layer and its final (h, c) per layer.
 DirectionOutputs = Tuple[List[torch.Tensor], List[LSTMState]]
 #: One step's cell update: (gates (rows, 4 * hidden), c or None for zeros) -> (hidden, c_new).
 Cell = Callable[[torch.Tensor, Optional[torch.Tensor]], Tuple[torch.Tensor, torch.Tensor]]
-
-
-class LSTMLayer(Protocol):
-    """What a kernel reads of a ``ClippedLSTM``: parameters, sizes, clips and the cell."""
-
-    input_size: int
-    hidden_size: int
-    proj_size: int
-    weight_ih_l0: torch.Tensor
-    weight_hh_l0: torch.Tensor
-    weight_hr_l0: torch.Tensor
-    bias_ih_l0: torch.Tensor
-    bias_hh_l0: torch.Tensor
-
-    @property
-    def clipped(self) -> bool: ...
-
-    def cell(
-        self, gates: torch.Tensor, c: Optional[torch.Tensor], activations: bool = False, fused: bool = False
-    ) -> tuple: ...
-
-    def clip_output(self, h: torch.Tensor) -> torch.Tensor: ...
 
 
 class DistinctInputs(NamedTuple):
@@ -131,24 +112,17 @@ def zero_state(layer: LSTMLayer, batch_size: int, like: torch.Tensor) -> LSTMSta
     )
 
 
-def step_weights(layer: LSTMLayer) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The layer's input, recurrent and projection weights, transposed for row-major states, cast
-    once to the dtype of the autocast in force. A CUDA graph's recording runs autocast without its
+def float_products(layer: LSTMLayer) -> LayerProducts:
+    """The layer's products on its float weights, transposed for row-major states and cast once
+    to the dtype of the autocast in force. A CUDA graph's recording runs autocast without its
     weight cache, which would cast each weight again at every time step (and each step's gradient
     back); eager autocast casts once too, so both steps compute the same."""
+    bias = layer.bias_ih_l0 + layer.bias_hh_l0
     weights = (layer.weight_ih_l0, layer.weight_hh_l0, layer.weight_hr_l0)
     dtype = autocast_dtype_now(layer.weight_hh_l0.device.type)
-    if dtype is not None and layer.weight_hh_l0.is_floating_point():
+    if dtype is not None:
         weights = tuple(w.to(dtype) for w in weights)
-    return weights[0].t(), weights[1].t(), weights[2].t()
-
-
-def float_products(
-    layer: LSTMLayer, weights: Optional[Tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = None
-) -> LayerProducts:
-    """The layer's products on its float weights (``weights``: ``step_weights(layer)`` if given)."""
-    bias = layer.bias_ih_l0 + layer.bias_hh_l0
-    w_ih, w_hh, w_hr = step_weights(layer) if weights is None else weights
+    w_ih, w_hh, w_hr = (w.t() for w in weights)
     return LayerProducts(
         lambda x: torch.addmm(bias, x, w_ih),
         lambda gates, h: torch.addmm(gates, h, w_hh),
@@ -231,7 +205,7 @@ def wavefront_loop(
     skip: bool,
     streams: Optional[Sequence["torch.cuda.Stream"]] = None,
     fused_cell: bool = False,
-) -> Tuple[torch.Tensor, List[LSTMState]]:
+) -> DirectionOutputs:
     """All layers of one direction over windows, each layer's step t reading only the layer below's
     step t: ``run_steps`` per layer, the first layer's input products made for the whole window,
     the others' step by step. With ``streams`` (CUDA, one per layer, forked by the caller) each
@@ -245,9 +219,10 @@ def wavefront_loop(
         skip: layers from the second on add their input to their output (not fed back).
         fused_cell: the cell compiled.
     Returns:
-        the top layer's (batch, T, proj_size) output and each layer's final (h, c)."""
+        per layer the (batch, T, proj_size) outputs and the final (h, c)."""
     below: List[torch.Tensor] = []  # the layer below's output at each step
     below_events: List[Any] = []
+    layer_outputs: List[torch.Tensor] = []
     finals: List[LSTMState] = []
     for i, layer in enumerate(layers):
         stream = streams[i] if streams else None
@@ -265,8 +240,9 @@ def wavefront_loop(
             cell = functools.partial(layer.cell, fused=fused_cell)
             keep = _keeping(outputs, events, below if skip and i > 0 else None, stream)
             finals.append(run_steps(x.shape[1], step_input, state, products, cell, after_step=keep)[1])
+            layer_outputs.append(torch.stack(outputs, dim=1))
         below, below_events = outputs, events
-    return torch.stack(below, dim=1), finals
+    return layer_outputs, finals
 
 
 def _after_the_layer_below(

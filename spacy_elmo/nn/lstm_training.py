@@ -12,17 +12,20 @@ from __future__ import annotations
 
 import functools
 import itertools
-from typing import Callable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, List, Optional, Tuple
 
 import torch
 from torch.autograd.function import once_differentiable
 
-from .lstm_kernels import LayerProducts, LSTMLayer, LSTMState, run_steps
+from .lstm_kernels import LayerProducts, LSTMState, run_steps
 from .precision import autocast_disabled, autocast_dtype_now
+
+if TYPE_CHECKING:  # nn/lstm.py imports this module
+    from .lstm import ClippedLSTM
 
 
 def packed_training_loop(
-    layer: LSTMLayer,
+    layer: "ClippedLSTM",
     data: torch.Tensor,
     batch_sizes: List[int],
     state: Optional[LSTMState],

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Dict, List, Union
+from typing import Dict, List
 
 import numpy as np
 import torch
@@ -118,15 +118,8 @@ def lstm_step_settings(training: TrainingSettings, device: torch.device, step_ki
     where they run faster, and off on the CPU, which they do not speed up, and in a compiled step,
     which fuses the cell and traces one stream itself."""
     auto = device.type == "cuda" and step_kind in ("eager", "cuda_graph")
-
-    def on(value: Union[str, bool]) -> bool:
-        return auto if value == "auto" else value
-
-    return {
-        "directions_on_streams": on(training.directions_on_streams),
-        "lstm_wavefront": on(training.lstm_wavefront),
-        "fused_cell": on(training.fused_cell),
-    }
+    values = {name: getattr(training, name) for name in ("directions_on_streams", "lstm_wavefront", "fused_cell")}
+    return {name: auto if value == "auto" else value for name, value in values.items()}
 
 
 def initialize_from(s: PretrainSettings, vocab: Vocab, bilm: BiLM, softmax: LMSoftmax, speak: bool) -> None:
