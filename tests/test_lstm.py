@@ -234,7 +234,7 @@ def test_the_packed_loop_gives_gradients_to_its_initial_states():
                 ends_h.append(h[n:])
                 ends_c.append(c[n:])
                 h, c = h[:n], c[:n]
-            out, c = layer.cell(x_gates[start : start + n] + h @ w_hh.t(), c)
+            out, c = layer.cell()(x_gates[start : start + n] + h @ w_hh.t(), c)
             h = layer.clip_output(out @ w_hr.t())
             outs.append(h)
             start += n
@@ -249,19 +249,23 @@ def test_the_packed_loop_gives_gradients_to_its_initial_states():
 
 
 def test_the_fused_cell_is_the_eager_cell_with_its_gradients_where_the_clips_bite(device):
-    """``ClippedLSTM.cell(..., fused=True)`` (compiled: one kernel each way) gives the eager
+    """``ClippedLSTM.cell(fused=True)`` (compiled: one kernel each way) gives the eager
     cell's outputs and gradients, from a given cell state and from zeros, with values large
-    enough that the cell clip bites on about half the entries."""
+    enough that the cell clip bites on about half the entries, after a layer of another size and
+    clip ran it without gradients (as the training loop's forward does)."""
     from spacy_elmo.nn.lstm import ClippedLSTM
 
     torch.manual_seed(0)
+    with torch.no_grad():
+        other = ClippedLSTM(4, 32, 16, cell_clip=3.0).to(device)
+        other.cell(fused=True)(torch.randn(4, 128, device=device), torch.randn(4, 32, device=device), activations=True)
     layer = ClippedLSTM(4, 6, 3, cell_clip=0.5, proj_clip=0.5).to(device)
     for c_given in (True, False):
         gates = (torch.randn(5, 24, device=device) * 3).requires_grad_()
         c = torch.randn(5, 6, device=device).requires_grad_() if c_given else None
         results = []
         for fused in (False, True):
-            out, c_new = layer.cell(gates, c, fused=fused)
+            out, c_new = layer.cell(fused)(gates, c)
             inputs = [gates] + ([c] if c is not None else [])
             grads = torch.autograd.grad((out * 1.7).sum() + (c_new * 0.3).sum(), inputs)
             results.append((out.detach(), c_new.detach(), grads))

@@ -1,14 +1,15 @@
 """LSTM with a projected hidden state and optional cell/projection clipping (the ELMo cell).
 
 The recurrence is written once (``cell_equations``) in torch's gate order; without clipping the
-layer is ``torch.nn.LSTM(proj_size=...)`` with torch's parameter names. How the steps run is
-``nn/lstm_kernels.py``'s business, training on the CPU ``nn/lstm_training.py``'s (the manual's
-"Design", "One of each").
+layer is ``torch.nn.LSTM(proj_size=...)`` with torch's parameter names. The one loop over the steps
+is ``nn/lstm_kernels.py``'s, the one hand-written backward ``nn/lstm_training.py``'s; the two
+directions run through ``nn/directions.py``.
 """
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple, Union
+import functools
+from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
@@ -47,15 +48,14 @@ class ClippedLSTM(nn.LSTM):
     def clipped(self) -> bool:
         return self.cell_clip is not None or self.proj_clip is not None
 
-    def cell(
-        self, gates: torch.Tensor, c: Optional[torch.Tensor], activations: bool = False, fused: bool = False
-    ) -> tuple:
-        """One step's cell update: ``gates`` (rows, 4 * hidden_size) in torch's order i, f, g, o,
-        ``c`` the previous cell state or None for zeros. Returns ``(sigmoid(o) * tanh(c_new),
-        c_new)`` and with ``activations`` also what the training loop's derivative reads;
-        ``fused``: compiled (one kernel each way; eager inside ``torch.compile``)."""
+    def cell(self, fused: bool = False) -> Callable[..., tuple]:
+        """The layer's cell update, ``cell_equations`` with its sizes and clip: (gates (rows, 4 *
+        hidden_size) in torch's order i, f, g, o, the previous cell state or None for zeros[,
+        activations=True]) -> ``(sigmoid(o) * tanh(c_new), c_new)`` [and what the training loop's
+        derivative reads]; ``fused``: compiled (one kernel each way; eager inside
+        ``torch.compile``)."""
         equations = _fused_cell_equations() if fused and not compiling() else cell_equations
-        return equations(gates, c, self.hidden_size, self.cell_clip, activations)
+        return functools.partial(equations, hidden=self.hidden_size, cell_clip=self.cell_clip)
 
     def clip_output(self, h: torch.Tensor) -> torch.Tensor:
         """The projected output, clipped to ``proj_clip``."""
@@ -159,9 +159,11 @@ _FUSED: List = []
 
 
 def _fused_cell_equations():
-    """``cell_equations`` under ``torch.compile``, made once per process."""
+    """``cell_equations`` under ``torch.compile``, made once per process; static shapes (a window
+    step's are fixed): with dynamic ones, a layer of another size and clip that wants gradients
+    after one without got wrong numbers (torch 2.13, ``tests/test_lstm.py``)."""
     if not _FUSED:
-        _FUSED.append(torch.compile(cell_equations, fullgraph=True))
+        _FUSED.append(torch.compile(cell_equations, fullgraph=True, dynamic=False))
     return _FUSED[0]
 
 

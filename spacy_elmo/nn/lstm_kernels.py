@@ -9,14 +9,13 @@ step's input (computed for the whole layer first, or step by step where the wave
 and a hook after each step (the wavefront's CUDA events; the training loop of
 ``nn/lstm_training.py`` keeps the activations its backward reads through the products and the
 cell it hands over). The drivers below feed it: ``packed_layer`` (packed rows: inference),
-``dense_layer`` (fixed shapes: CUDA graphs, windows on CUDA and under ``torch.compile``) and
+``dense_layer`` (fixed shapes: CUDA graphs, and windows under ``torch.compile``) and
 ``wavefront_loop`` (a direction's layers step by step). ``fused_packed``/``fused_dense`` are
 torch's own LSTM (cuDNN; unclipped layers only). The manual's "Design" says which runs where.
 """
 
 from __future__ import annotations
 
-import functools
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, Callable, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -160,7 +159,7 @@ def packed_layer(
     else:
         x_gates = products.inputs(distinct.rows).index_select(0, distinct.index)
     steps = x_gates.split(batch_sizes)
-    cell = functools.partial(layer.cell, fused=fused_cell)
+    cell = layer.cell(fused_cell)
     outputs, final = run_steps(len(steps), steps.__getitem__, state, products, cell)
     return torch.cat(outputs), final
 
@@ -182,7 +181,7 @@ def dense_layer(
         (batch, T, proj_size) outputs (zero at padding) and each row's final (h, c)."""
     step_gates, products = _window_products(layer, x)
     state = zero_state(layer, x.shape[0], step_gates[0]) if state is None else state
-    cell = functools.partial(layer.cell, fused=fused_cell)
+    cell = layer.cell(fused_cell)
     outputs, final = run_steps(len(step_gates), step_gates.__getitem__, state, products, cell, valid)
     return torch.stack(outputs, dim=1), final
 
@@ -237,7 +236,7 @@ def wavefront_loop(
                 products = float_products(layer)
                 step_input = _after_the_layer_below(products, below, below_events, mask, stream)
             state = zero_state(layer, x.shape[0], x) if states is None else states[i]
-            cell = functools.partial(layer.cell, fused=fused_cell)
+            cell = layer.cell(fused_cell)
             keep = _keeping(outputs, events, below if skip and i > 0 else None, stream)
             finals.append(run_steps(x.shape[1], step_input, state, products, cell, after_step=keep)[1])
             layer_outputs.append(torch.stack(outputs, dim=1))

@@ -10,7 +10,6 @@ numerical gradients (``tests/test_lstm_training.py``).
 
 from __future__ import annotations
 
-import functools
 import itertools
 from typing import TYPE_CHECKING, Callable, List, Optional, Tuple
 
@@ -37,7 +36,7 @@ def packed_training_loop(
     h0, c0 = (None, None) if state is None else state
     output, h_n, c_n = _PackedLayer.apply(
         data, h0, c0, layer.weight_ih_l0, layer.bias_ih_l0, layer.bias_hh_l0, layer.weight_hh_l0,
-        layer.weight_hr_l0, batch_sizes, functools.partial(layer.cell, fused=fused_cell), layer.cell_clip,
+        layer.weight_hr_l0, batch_sizes, layer.cell(fused_cell), layer.cell_clip,
         layer.proj_clip,
     )  # fmt: skip
     return output, (h_n, c_n)

@@ -119,7 +119,7 @@ class BiLMLanguageModel(nn.Module):
     keys of the same names say how the LSTM runs, the same numbers up to float rounding:
     ``directions_on_streams`` (on CUDA, the two directions on two streams: ``nn/side_by_side.py``),
     ``lstm_wavefront`` (windows: each direction's layers in a wavefront,
-    ``DirectionalLSTM.forward``) and ``fused_cell`` (the cell compiled)."""
+    ``DirectionalLSTM.forward``) and ``fused_cell`` (windows: the cell compiled, its shapes fixed)."""
 
     def __init__(
         self,
@@ -194,7 +194,11 @@ class BiLMLanguageModel(nn.Module):
             if not batch.windows:  # the positions of each sentence (sizes read to the host)
                 predicts = length_mask(batch.lengths, targets.shape[2])
                 hidden, targets = hidden[:, predicts], targets[:, predicts]
-            nll = self._score(hidden.flatten(0, -2), targets.flatten(), n_samples, generator)
+            hidden, targets = hidden.flatten(0, -2), targets.flatten()
+            if n_samples:
+                nll = self.softmax.sampled_nll(hidden, targets, n_samples, generator)
+            else:
+                nll = self.softmax.full_nll(hidden, targets)
         return nll.view(2, -1).sum(1), finals
 
     def _directions(
@@ -212,23 +216,12 @@ class BiLMLanguageModel(nn.Module):
             masks = [dropout_masks(lstm, *batch.index.shape[1:], dropout, vectors) for lstm in lstms]
         precision, device = self.precision, vectors.device
         run = LSTMRun(
-            self._how(vectors), wavefront=self.lstm_wavefront, fused_cell=self.fused_cell,
+            self._how(vectors), wavefront=self.lstm_wavefront, fused_cell=self.fused_cell and batch.windows,
             context=lambda: precision_context(precision, device), one_thread_each=True,
         )  # fmt: skip
         outputs = run_directions(lstms, vectors, batch.index, batch.lengths, states, masks, run)
         finals = [[(h.detach(), c.detach()) for h, c in direction[1]] for direction in outputs]
         return [direction[0][-1] for direction in outputs], BiLMStates(*finals)
-
-    def _score(
-        self,
-        hidden: torch.Tensor,
-        targets: torch.Tensor,
-        n_samples: Optional[int],
-        generator: Optional[torch.Generator],
-    ) -> torch.Tensor:
-        if n_samples:
-            return self.softmax.sampled_nll(hidden, targets, n_samples, generator)
-        return self.softmax.full_nll(hidden, targets)
 
     def _how(self, x: torch.Tensor) -> str:
         """How the two directions run on ``x`` (``nn/side_by_side.py``): on threads where the

@@ -8,30 +8,15 @@ does not fit the recorded shapes, and the softmax-only steps, run the same updat
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
 
 import torch
 
 from .config import ConfigError, check_step
-from .model import BiLMLanguageModel, LMBatch
+from .model import LMBatch
 
-
-class WindowTrainer(Protocol):
-    """What a static step uses of ``trainer.Trainer``."""
-
-    model: BiLMLanguageModel
-    ddp_model: torch.nn.Module
-    optimizer: torch.optim.Optimizer
-    device: torch.device
-
-    @property
-    def ctx(self) -> Any: ...
-
-    def window_update(
-        self, batch: LMBatch, forward: Optional[Callable] = None, update: Optional[Callable] = None
-    ) -> torch.Tensor: ...
-
-    def clip_and_step(self) -> None: ...
+if TYPE_CHECKING:  # the trainer imports this module
+    from .trainer import Trainer
 
 #: Eager updates before the recording (DDP needs 11 before NCCL collectives are recorded).
 WARMUP_STEPS = 3
@@ -67,7 +52,7 @@ class StaticStep:
 
     def __init__(
         self,
-        trainer: WindowTrainer,
+        trainer: "Trainer",
         kind: str,
         distinct_rows: int,
         compile_options: Optional[Dict[str, Any]] = None,
