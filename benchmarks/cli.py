@@ -130,6 +130,9 @@ def inference_command(
     contention: bool = typer.Option(
         False, "--contention", help="Also run every cell beside a process that keeps one core busy (a shared machine)"
     ),
+    against: Optional[Path] = typer.Option(
+        None, "--against", help="Another checkout (git worktree add ../old COMMIT): its package paths too, and this one's x against"
+    ),
     output: Optional[Path] = bench.OUTPUT,
 ) -> None:
     """biLM forward: the package's paths against a per-time-step reference loop.
@@ -144,13 +147,14 @@ def inference_command(
         run_inference_bench,
     )
 
-    with failing(ValueError, FileNotFoundError):
+    with failing(ValueError, FileNotFoundError, RuntimeError):
         with bench_workdir(workdir) as directory:
             result = run_inference_bench(
                 directory, shape, seed, text, batch_size, seq_len, n_batches, warmup, repeats,
                 device, threads, isolate, sentences=sentences, weights=weights,
                 paths=None if paths is None else [p.strip() for p in paths.split(",")],
                 thread_modes=THREAD_MODES if intra_op else THREAD_MODES[:1], contention=contention,
+                against=against,
             )
     sizes = ", ".join(f"{c['batch_size']}x{c['threads']}t: {c['real_tokens']:,} tokens" for c in result["cells"])
     report.echo_table(
@@ -350,6 +354,7 @@ def pretrain_ab_command(
     steps: int = typer.Option(15, "--steps", min=1, help="Timed steps per run"),
     warmup: int = typer.Option(3, "--warmup", min=0, help="Untimed steps before them"),
     rounds: int = typer.Option(4, "--rounds", min=1, help="Runs of each checkout, alternating which goes first"),
+    gpu_id: int = bench.GPU_ID,
     output: Optional[Path] = bench.OUTPUT,
 ) -> None:
     """This checkout's pretraining step against another checkout's, on the same batches.
@@ -362,7 +367,8 @@ def pretrain_ab_command(
 
     with failing(ValueError, FileNotFoundError, RuntimeError):
         overrides = config_overrides(ctx.args)
-        result = run_pretrain_ab(against, text, config or PROJECT_RECIPE, overrides, threads, steps, warmup, rounds)
+        result = run_pretrain_ab(against, text, config or PROJECT_RECIPE, overrides, threads, steps, warmup, rounds,
+                                 gpu_id=gpu_id)  # fmt: skip
     for side in ("this", "against"):
         runs = ", ".join(f"{run['tokens_per_s']:,.0f}" for run in result["runs"][side])
         commit = result["commits"][side] or "no git"
@@ -418,7 +424,7 @@ def profile_step_command(
 def step_ab_command(
     variants: List[str] = typer.Argument(
         ..., help="NAME:key=value[,key=value] ([training] keys unless section.key), the first the baseline, "
-        'e.g. today:step=cuda_graph new:step=cuda_graph,fused_cell=true,lstm_wavefront=true'
+        'e.g. off:step=cuda_graph,fused_cell=false,lstm_wavefront=false today:step=cuda_graph'
     ),
     case: str = CASE,
     rows: int = ROWS,

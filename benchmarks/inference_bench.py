@@ -29,6 +29,11 @@ someone else is using.
 On CUDA the reference and the float32 paths run with TF32 off (cuDNN convolutions default to it):
 each path's process sets PyTorch's TF32 switches once, on for the ``tf32`` path only.
 
+``against`` (another checkout of the package: ``git worktree add ../old COMMIT``) adds each
+package path as that checkout runs it (``"exact @ against"``: its own package and
+``measure_path``, in a process started there), beside this checkout's, and each of this
+checkout's paths reports ``x against``: a before and after of one change in one run.
+
 The paths run in ``repeats`` rounds, in the listed order and then reversed, alternately, so
 that a drift in the machine's load does not always favour the same path. In each round every
 path runs in a fresh process (see :mod:`.isolate`): load the weights, one priming call on a single
@@ -43,8 +48,11 @@ reported for each layer and for the default mix.
 from __future__ import annotations
 
 import contextlib
+import os
+import pickle
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
 
@@ -88,6 +96,16 @@ LATENCY_TOKENS = 20
 LATENCY_RUNS = 5
 #: How a path runs threads > 1: the pipe's way (``BiLMRunner.threads``) or PyTorch's (intra-op).
 THREAD_MODES = ("split", "intra-op")
+#: The suffix of a path as ``--against``'s checkout runs it.
+AGAINST = " @ against"
+#: What a process started in the ``--against`` checkout runs: its own ``measure_path`` on the
+#: pickled arguments in file argv[1], its result pickled to file argv[2].
+_AGAINST_CHILD = (
+    "import pickle, sys\n"
+    "from benchmarks.inference_bench import measure_path\n"
+    "args = pickle.load(open(sys.argv[1], 'rb'))\n"
+    "pickle.dump(measure_path(*args), open(sys.argv[2], 'wb'))\n"
+)
 
 
 def with_and_without_graphs(paths: Sequence[str]) -> List[str]:
@@ -96,8 +114,22 @@ def with_and_without_graphs(paths: Sequence[str]) -> List[str]:
 
 
 def _base_path(path: str) -> str:
-    """The path that ``path`` repeats without CUDA graphs, or ``path`` itself."""
-    return path.removesuffix(NO_GRAPHS)
+    """The path that ``path`` repeats without CUDA graphs or in ``--against``, or ``path`` itself."""
+    return path.removesuffix(AGAINST).removesuffix(NO_GRAPHS)
+
+
+def measure_in_checkout(checkout: Path, *args: Any) -> Dict[str, Any]:
+    """``measure_path(*args)`` as the package and benchmarks of ``checkout`` run it, in a fresh
+    process started there."""
+    with tempfile.TemporaryDirectory(prefix="spacy-elmo-inference-against-") as tmp:
+        sent, received = Path(tmp) / "args.pickle", Path(tmp) / "result.pickle"
+        sent.write_bytes(pickle.dumps(args))
+        env = {**os.environ, "PYTHONPATH": str(checkout)}
+        done = subprocess.run([sys.executable, "-c", _AGAINST_CHILD, str(sent), str(received)], cwd=checkout,
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"the run in {checkout} exited with {done.returncode}:\n{done.stderr[-3000:]}")
+        return pickle.loads(received.read_bytes())
 
 
 def resolve_devices(device: str) -> List[torch.device]:
@@ -256,11 +288,15 @@ def run_inference_bench(
     paths: Optional[Sequence[str]] = None,
     thread_modes: Sequence[str] = ("split",),
     contention: bool = False,
+    against: Optional[Path] = None,
 ) -> Dict[str, Any]:
     """Every path at every (batch size, thread count) cell, on random weights of ``shape`` or
     on the trained ``weights`` (a reference the package's resolver takes); ``sentences`` (if given) fixes the
     sentences of a timed pass whatever the batch size (whole batches, at least one), else each
-    pass is ``n_batches`` batches. Each row names its cell; ratios compare paths of one cell."""
+    pass is ``n_batches`` batches. Each row names its cell; ratios compare paths of one cell;
+    ``against``: each package path of that checkout too (the module docstring)."""
+    if against is not None and not (Path(against) / "benchmarks" / "inference_bench.py").is_file():
+        raise ValueError(f"--against {against}: not a checkout with benchmarks/inference_bench.py")
     batch_sizes = [batch_size] if isinstance(batch_size, int) else list(batch_size)
     thread_counts = [threads or torch.get_num_threads()] if threads is None or isinstance(threads, int) else list(threads)
     if weights is None:
@@ -286,7 +322,7 @@ def run_inference_bench(
                     with busy_process(busy):
                         rows += _measure_cell(
                             cell, model_dir, cell_batches, cache_words, latency_ids, device, warmup,
-                            repeats, isolate, progress, paths,
+                            repeats, isolate, progress, paths, against,
                         )
     return {
         "benchmark": "inference",
@@ -308,6 +344,7 @@ def run_inference_bench(
             "latency_sentence_tokens": LATENCY_TOKENS,
             "isolated_processes": isolate,
             "exact_tolerance": EXACT_TOLERANCE,
+            "against": None if against is None else str(Path(against).resolve()),
         },
         "cells": cells,
         "batches": cells[0],
@@ -349,6 +386,7 @@ def _measure_cell(
     isolate: bool,
     progress: bool,
     wanted_paths: Optional[Sequence[str]] = None,
+    against: Optional[Path] = None,
 ) -> List[Dict[str, Any]]:
     """One row per path and device for one (batch size, threads, thread mode, busy process) cell."""
     batches = [batch_to_ids(batch) for batch in sentences]
@@ -360,10 +398,17 @@ def _measure_cell(
         reference_row: Dict[str, Any] = {}
         reference_layers: List[torch.Tensor] = []
         paths = available_paths(dev, wanted_paths)
-        runs = alternating(paths, repeats, lambda path, _, on=str(dev): run_isolated(  # a pass in a fresh process
-            measure_path, path, str(model_dir), batches, cache_words, on, warmup,
-            1, cell["threads"], progress, latency_ids, cell["thread_mode"], isolate=isolate,
-        ))  # fmt: skip
+        if against is not None:
+            paths += [path + AGAINST for path in paths if path != REFERENCE]
+
+        def measure(path: str, _: int, on: str = str(dev)) -> Dict[str, Any]:  # a pass in a fresh process
+            args = (path.removesuffix(AGAINST), str(model_dir), batches, cache_words, on, warmup, 1,
+                    cell["threads"], progress, latency_ids, cell["thread_mode"])  # fmt: skip
+            if path.endswith(AGAINST):
+                return measure_in_checkout(Path(against).resolve(), *args)
+            return run_isolated(measure_path, *args, isolate=isolate)
+
+        runs = alternating(paths, repeats, measure)
         for path in paths:
             measured = _best_of(runs[path])
             layers = [torch.from_numpy(x) for x in measured.pop("layers")]
@@ -377,9 +422,11 @@ def _measure_cell(
             row["speedup"] = ratio(row["tokens_per_s"], reference_row["tokens_per_s"])
             row["memory_ratio"] = ratio(row["peak_mb"], reference_row["peak_mb"])
             device_rows[path] = row
-        for row in device_rows.values():
+        for path, row in device_rows.items():
             if EXACT in device_rows:
                 row["x_exact"] = ratio(row["tokens_per_s"], device_rows[EXACT]["tokens_per_s"])
+            if path + AGAINST in device_rows:
+                row["x_against"] = ratio(row["tokens_per_s"], device_rows[path + AGAINST]["tokens_per_s"])
         rows += device_rows.values()
     return rows
 
@@ -448,6 +495,7 @@ INFERENCE_COLUMNS = [
     ("tokens_per_s", "tokens/s", ",.0f"),
     ("speedup", "x reference", ".2f"),
     ("x_exact", "x exact", ".2f"),
+    ("x_against", "x against", ".3f"),
     ("peak_mb", "peak MB", ".1f"),
     ("memory_ratio", "mem x ref", ".2f"),
     ("max_abs_diff", "max |diff|", ".1e"),

@@ -38,11 +38,13 @@ def run_pretrain_ab(
     warmup: int = 3,
     rounds: int = 4,
     timeout_s: float = 900.0,
+    gpu_id: int = -1,
 ) -> Dict[str, Any]:
     """``rounds`` runs of each checkout ("this" and "against"), alternating which goes first;
     each run a fresh process that builds ``warmup + steps`` batches of ``text`` under ``config``
-    (with ``overrides``), takes ``warmup`` untimed steps and times ``steps``. Returns every run,
-    each side's median tokens/s, their ratio, and the median of the step-by-step ratios."""
+    (with ``overrides``), takes ``warmup`` untimed steps and times ``steps`` (on GPU ``gpu_id``
+    if >= 0, each step waited for). Returns every run, each side's median tokens/s, their ratio,
+    and the median of the step-by-step ratios."""
     from spacy_elmo.bench.measure import alternating
     from spacy_elmo.bench.system import system_info
 
@@ -63,7 +65,8 @@ def run_pretrain_ab(
         def one(side: str, round_: int) -> Dict[str, Any]:
             run_settings = settings if round_ == 0 and side == "this" else {**settings, "paths.vocab": str(vocab)}
             checkout = this if side == "this" else against
-            return _child(checkout, config, run_settings, threads, warmup, steps, Path(tmp) / f"{side}-{round_}", timeout_s)
+            out = Path(tmp) / f"{side}-{round_}"
+            return _child(checkout, config, run_settings, threads, warmup, steps, out, timeout_s, gpu_id)
 
         runs = alternating(["this", "against"], rounds, one)
     medians, ratios = medians_and_ratios({side: [r["tokens_per_s"] for r in found] for side, found in runs.items()}, "against")
@@ -81,6 +84,7 @@ def run_pretrain_ab(
         "overrides": overrides or {},
         "text": str(text),
         "threads": threads,
+        "gpu_id": gpu_id,
         "warmup_steps": warmup,
         "timed_steps": steps,
         "rounds": rounds,
@@ -100,16 +104,17 @@ def _commit(checkout: Path) -> Optional[str]:
 
 
 def _child(checkout: Path, config: Path, settings: Dict[str, Any], threads: int, warmup: int, steps: int,
-           out: Path, timeout_s: float) -> Dict[str, Any]:  # fmt: skip
+           out: Path, timeout_s: float, gpu_id: int) -> Dict[str, Any]:  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(checkout), "OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}
-    argv = [sys.executable, __file__, "--child", str(config), json.dumps(settings), str(warmup), str(steps), str(out)]
+    argv = [sys.executable, __file__, "--child", str(config), json.dumps(settings), str(warmup), str(steps), str(out),
+            str(gpu_id)]  # fmt: skip
     done = subprocess.run(argv, env=env, cwd=checkout, capture_output=True, text=True, timeout=timeout_s)
     if done.returncode != 0:
         raise RuntimeError(f"the run of {checkout} exited with {done.returncode}:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _child_main(config: str, settings: str, warmup: str, steps: str, out: str) -> None:
+def _child_main(config: str, settings: str, warmup: str, steps: str, out: str, gpu_id: str) -> None:
     """One run, in the checkout on ``PYTHONPATH``: prints its figures as one JSON line."""
     import torch
     from confection import Config
@@ -119,7 +124,8 @@ def _child_main(config: str, settings: str, warmup: str, steps: str, out: str) -
     from spacy_elmo.pretrain.trainer import Trainer
 
     trainer = Trainer(parse_settings(Config().from_disk(config, overrides=json.loads(settings))), Path(out),
-                      show_progress=False)  # fmt: skip
+                      gpu_id=int(gpu_id), show_progress=False)  # fmt: skip
+    wait = torch.cuda.synchronize if trainer.device.type == "cuda" else lambda: None  # a step's work, done
     if hasattr(trainer, "batches"):  # windows or sentences, as ``train`` feeds them
         stream = trainer.batches()
     else:  # a checkout from before windows: sentence batches only
@@ -128,9 +134,11 @@ def _child_main(config: str, settings: str, warmup: str, steps: str, out: str) -
     for batch in batches[: int(warmup)]:
         trainer.train_step(batch)
     times, tokens = [], []
+    wait()
     for batch in batches[int(warmup):]:
         start = time.perf_counter()
         _, count = trainer.train_step(batch)
+        wait()
         times.append(time.perf_counter() - start)
         tokens.append(count // 2)  # predictions per direction, as the trainer logs them
     print(json.dumps({
@@ -143,5 +151,6 @@ def _child_main(config: str, settings: str, warmup: str, steps: str, out: str) -
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--child", nargs=5, metavar=("CONFIG", "SETTINGS", "WARMUP", "STEPS", "OUT"), required=True)
+    names = ("CONFIG", "SETTINGS", "WARMUP", "STEPS", "OUT", "GPU_ID")
+    parser.add_argument("--child", nargs=len(names), metavar=names, required=True)
     _child_main(*parser.parse_args().child)

@@ -1,7 +1,7 @@
 """``python -m benchmarks step-ab``: pretraining step variants against each other in one process.
 
 Each variant is a ``benchmarks pretrain`` case (``pretrain_bench``) with config overrides (the
-step kind and the speed settings: ``[training] step``, ``fused_cell``, ``directions_on_streams``,
+step kind and the LSTM's settings: ``[training] step``, ``fused_cell``, ``directions_on_streams``,
 ``lstm_wavefront``). With ``together`` every variant's trainer is built first, each settled
 (warm-up until its step time settles: recording, compilation), then ``rounds`` rounds time
 ``steps`` steps of each variant, the order alternating from round to round, so that the

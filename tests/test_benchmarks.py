@@ -260,6 +260,25 @@ def test_inference_rounds_alternate_the_order_of_the_paths(tmp_path, monkeypatch
         assert len(row["pass_all_s"]) == 2 and row["pass_s"] == min(row["pass_all_s"])
 
 
+def test_inference_against_another_checkout_runs_its_paths_there_beside_these(tmp_path):
+    """``--against``: each package path also as the other checkout runs it (here this checkout
+    against itself, in processes started there), every layer checked against the reference, and
+    this checkout's rows give the ratio to theirs (no timing is asserted: only that it was computed
+    from both); a folder that is no checkout is refused."""
+    from benchmarks.subprocesses import CHECKOUT
+
+    result = run_inference_bench(
+        tmp_path, shape="fixture", batch_size=2, seq_len=5, n_batches=1, warmup=0, repeats=1,
+        device="cpu", threads=1, isolate=False, progress=False, paths=[EXACT], against=CHECKOUT,
+    )  # fmt: skip
+    rows = {row["path"]: row for row in result["rows"]}
+    assert list(rows) == [REFERENCE, EXACT, EXACT + " @ against"]
+    assert rows[EXACT + " @ against"]["exact"] and rows[EXACT]["exact"]
+    assert rows[EXACT]["x_against"] == pytest.approx(rows[EXACT]["tokens_per_s"] / rows[EXACT + " @ against"]["tokens_per_s"])
+    with pytest.raises(ValueError, match="not a checkout"):
+        run_inference_bench(tmp_path, shape="fixture", device="cpu", against=tmp_path)
+
+
 def test_runs_on_says_where_each_precision_runs():
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert runs_on("fp32", cpu) and runs_on("fp32", cuda)

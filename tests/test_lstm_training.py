@@ -1,6 +1,6 @@
 """The training loop (``spacy_elmo.nn.lstm_training``): one LSTM layer as one autograd node with
 its backward written out, checked against numerical gradients and against autograd through the
-step loop (``lstm_kernels.packed_loop``, which autograd differentiates op by op)."""
+step loop (``lstm_kernels.packed_layer``, which autograd differentiates op by op)."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def test_gradients_equal_numerical_gradients(clip, with_state, batch_sizes):
 
 @pytest.mark.parametrize("clip", [None, 1.0])
 def test_it_trains_as_autograd_through_the_step_loop_in_float32(clip):
-    """Outputs, final states and every gradient against autograd through ``packed_loop`` (an
+    """Outputs, final states and every gradient against autograd through ``packed_layer`` (an
     independent derivation: torch's derivatives of each op) at a shape with many steps and
     rows, from given states, the final states' gradients included."""
     torch.manual_seed(1)
@@ -73,7 +73,8 @@ def test_it_trains_as_autograd_through_the_step_loop_in_float32(clip):
         if kernel == "training":
             output, (h_n, c_n) = packed_training_loop(layer, x, batch_sizes, state)
         else:
-            output, (h_n, c_n) = lstm_kernels.packed_loop(layer, lstm_kernels.input_gates(layer, x), batch_sizes, state)
+            products = lstm_kernels.float_products(layer)
+            output, (h_n, c_n) = lstm_kernels.packed_layer(layer, products, x, batch_sizes, state)
         ((output * upstream).sum() + h_n.sum() - 2 * c_n.sum()).backward()
         grads = [t.grad.clone() for t in (x, *state, *layer.parameters())]
         results.append([output.detach(), h_n.detach(), c_n.detach(), *grads])
@@ -83,9 +84,9 @@ def test_it_trains_as_autograd_through_the_step_loop_in_float32(clip):
         assert float(results[0][0].abs().max()) == clip and float(results[0][2].abs().max()) == clip
 
 
-def test_run_packed_trains_on_it_only_where_gradients_are_wanted_in_float():
-    """``ClippedLSTM.run_packed`` on the CPU: the training loop with gradients; the packed loop
-    without them, and under bf16 autocast (whose products autograd casts)."""
+def test_run_packed_trains_on_it_only_where_gradients_are_wanted():
+    """``ClippedLSTM.run_packed``: the training loop with gradients, under bf16 autocast too; the
+    one loop without them; autograd through the one loop inside ``torch.compile`` only."""
     layer = _layer(None, torch.float32)
     data = torch.randn(sum(BATCH_SIZES), 3)
     batch_sizes = torch.tensor(BATCH_SIZES)
@@ -96,7 +97,48 @@ def test_run_packed_trains_on_it_only_where_gradients_are_wanted_in_float():
     torch.testing.assert_close(output.detach(), expected, rtol=1e-5, atol=1e-6)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         output, _ = layer.run_packed(data, batch_sizes, None)
-    assert output.grad_fn is not None and "Packed" not in type(output.grad_fn).__name__
+    assert type(output.grad_fn).__name__ == "_PackedLayerBackward" and output.dtype == torch.bfloat16
+
+
+def test_under_bf16_autocast_it_trains_as_autograd_through_the_step_loop():
+    """Under bf16 autocast (the GPU step's precision; here on the CPU) the training loop runs its
+    products in bf16 as autograd's would: the same outputs and final states, and gradients that
+    differ from autograd's by at most two bf16 epsilons of each tensor's largest magnitude (the
+    two sum the same bf16 products in another order) and lie as close to float32's as autograd's
+    do (within one epsilon), with clips that bite, from given states."""
+    torch.manual_seed(1)
+    layer = ClippedLSTM(16, 32, 8, cell_clip=1.0, proj_clip=1.0)
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.mul_(4)  # large enough that the clips bite
+    lengths = sorted(torch.randint(1, 30, (12,)).tolist(), reverse=True)
+    batch_sizes = [sum(1 for length in lengths if length > t) for t in range(lengths[0])]
+    x = torch.randn(sum(batch_sizes), 16, requires_grad=True)
+    state = (torch.randn(12, 8, requires_grad=True), torch.randn(12, 32, requires_grad=True))
+    upstream = torch.randn(sum(batch_sizes), 8)
+
+    def run(kernel: str, autocast: bool) -> list:
+        tensors = (x, *state, *layer.parameters())
+        for t in tensors:
+            t.grad = None
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            if kernel == "training":
+                output, (h_n, c_n) = packed_training_loop(layer, x, batch_sizes, state)
+            else:
+                products = lstm_kernels.float_products(layer)
+                output, (h_n, c_n) = lstm_kernels.packed_layer(layer, products, x, batch_sizes, state)
+        ((output.float() * upstream).sum() + h_n.float().sum() - 2 * c_n.float().sum()).backward()
+        return [output.detach(), h_n.detach(), c_n.detach()] + [t.grad.clone() for t in tensors]
+
+    exact, training, autograd = run("training", False), run("training", True), run("step loop", True)
+    eps = torch.finfo(torch.bfloat16).eps
+    for a, b in zip(training[:3], autograd[:3]):
+        assert torch.equal(a, b)
+    for want, got, theirs in zip(exact[3:], training[3:], autograd[3:]):
+        scale = float(want.abs().max())
+        assert float((got - theirs).abs().max()) <= 2 * eps * scale
+        assert float((got - want).abs().max()) <= float((theirs - want).abs().max()) + eps * scale
+    assert float(exact[0].abs().max()) == 1.0  # the projection clip bites
 
 
 def test_a_frozen_layer_passes_gradients_to_its_inputs_only():

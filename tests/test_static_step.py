@@ -136,19 +136,19 @@ def test_the_recorded_window_step_trains_as_the_eager_one(tmp_path):
 @pytest.mark.parametrize(
     "kind, setting",
     [("compile_graph", None), ("cuda_graph", "fused_cell"), ("cuda_graph", "directions_on_streams"),
-     ("cuda_graph", "lstm_wavefront"), ("cuda_graph", "recompute_cell")],
+     ("cuda_graph", "lstm_wavefront"), ("cuda_graph", "all")],
 )  # fmt: skip
 def test_the_compiled_and_recorded_step_the_fused_cell_and_the_streams_train_as_the_eager_step(tmp_path, kind, setting):
     """``"compile_graph"`` (the compiled update recorded as one graph), and ``"cuda_graph"``
     with ``[training] fused_cell`` (the cell compiled inside the recorded eager step) or
     ``directions_on_streams`` (the directions on two streams inside the graph) or
-    ``lstm_wavefront`` (each layer on a stream, without dropout: the wavefront draws its masks
-    with ``bernoulli_``, the eager step with dropout's own kernel), against eager steps."""
+    ``lstm_wavefront`` (each layer on a stream) alone, or all three (their "auto" on CUDA),
+    against eager steps without any of them (every way draws the dropout masks first, alike)."""
     device = torch.device("cuda", 0)
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # exact fp32
-    both = {"objective.dropout": 0.0} if setting == "lstm_wavefront" else {}
-    eager = _trainer(tmp_path, "eager", device, **{"training.step": "eager", **both})
-    overrides = {"training.step": kind, **both, **({f"training.{setting}": True} if setting else {})}
+    names = ("fused_cell", "directions_on_streams", "lstm_wavefront")
+    eager = _trainer(tmp_path, "eager", device, **{"training.step": "eager", **{f"training.{n}": False for n in names}})
+    overrides = {"training.step": kind, **{f"training.{n}": setting in (n, "all") for n in names}}
     other = _trainer(tmp_path, kind, device, **overrides)
     assert other.static_step.kind == kind
     for trainer in (eager, other):
@@ -159,20 +159,24 @@ def test_the_compiled_and_recorded_step_the_fused_cell_and_the_streams_train_as_
 
 
 def test_the_speed_settings_reach_the_model_and_an_eager_cpu_step_runs_with_them(tmp_path):
-    """``[training] fused_cell``, ``recompute_cell``, ``directions_on_streams`` and
-    ``lstm_wavefront`` reach every layer, the model and both directions; on the CPU the step runs
-    their sequential twins, and trains as today's step (the wavefront runs autograd through the
-    step loop where today's runs the training loop: the same numbers up to float rounding)."""
-    from spacy_elmo.nn.lstm import ClippedLSTM
+    """``[training] fused_cell``, ``directions_on_streams`` and ``lstm_wavefront``: "auto" (the
+    default) is on for CUDA's eager and recorded steps, off on the CPU and in compiled steps; set
+    true, they reach the model, and on the CPU the
+    step runs their sequential twins and trains as the default step (the wavefront runs autograd
+    through the step loop where the default runs the training loop: the same numbers up to float
+    rounding)."""
+    from spacy_elmo.pretrain.build import lstm_step_settings
 
-    settings = {"training.fused_cell": True, "training.directions_on_streams": True, "training.lstm_wavefront": True,
-                "training.recompute_cell": True}  # fmt: skip
-    trainer = _trainer(tmp_path, "fused", torch.device("cpu"), **settings)
-    layers = [m for m in trainer.model.modules() if isinstance(m, ClippedLSTM)]
-    assert len(layers) == 4 and all(layer.fused_cell and layer.recompute_cell for layer in layers)
-    assert trainer.model.directions_on_streams
-    assert trainer.model.bilm.forward_lstm.wavefront and trainer.model.bilm.backward_lstm.wavefront
+    names = ("fused_cell", "directions_on_streams", "lstm_wavefront")
+    default = parse_settings(load_config(None, WINDOWS)).training
+    assert lstm_step_settings(default, torch.device("cpu"), "eager") == dict.fromkeys(names, False)
+    for kind in ("eager", "cuda_graph"):
+        assert lstm_step_settings(default, torch.device("cuda"), kind) == dict.fromkeys(names, True)
+    assert lstm_step_settings(default, torch.device("cuda"), "compile_graph") == dict.fromkeys(names, False)
+    trainer = _trainer(tmp_path, "fused", torch.device("cpu"), **{f"training.{n}": True for n in names})
+    assert all(getattr(trainer.model, name) for name in names)
     today = _trainer(tmp_path, "today", torch.device("cpu"))
+    assert not any(getattr(today.model, name) for name in names)
     for each in (today, trainer):
         _train(each, 2)
     for (name, a), b in zip(today.model.named_parameters(), trainer.model.parameters()):

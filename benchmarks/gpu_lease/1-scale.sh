@@ -16,6 +16,6 @@ timeout 100 python3 -m benchmarks step-ab "new:step=$GRAPH,${NEW}" --one-at-a-ti
   --device "$DEVICE" --case bilm-tf --rows "$LARGE" --window "$WINDOW" --precision fp32 "${SIZE[@]}" \
   --steps 10 --rounds 1 --output "$OUT/step-ab-$LARGE-fp32.json" >>"$OUT/calls.log" 2>&1; log "exit $?"
 log "step-ab fast ${LARGE} x ${WINDOW} ${PREC}"
-timeout 100 python3 -m benchmarks step-ab "today:step=$GRAPH" "streams:step=$GRAPH,directions_on_streams=true" \
+timeout 100 python3 -m benchmarks step-ab "off:step=$GRAPH,${OFF}" "streams:step=$GRAPH,directions_on_streams=true" \
   --one-at-a-time --device "$DEVICE" --case fast --rows "$LARGE" --window "$WINDOW" --precision "$PREC" \
   "${SIZE[@]}" --steps 10 --rounds 1 --output "$OUT/step-ab-fast-$LARGE.json" >>"$OUT/calls.log" 2>&1; log "exit $?"

@@ -1,5 +1,5 @@
 # Call 4: the compiled steps at 128 x 20 (compile against compile_graph: the first step of each
-# compiles for about a minute), the cell recomputed at the largest batch (its peak memory).
+# compiles for about a minute).
 source benchmarks/gpu_lease/common.sh
 install_wheels .whl/a .whl/b
 [ "$DEVICE" = cuda ] && COMPILED=(compile compile_graph) || COMPILED=(compile)
@@ -8,7 +8,3 @@ log "step-ab ${ROWS} x ${WINDOW} ${PREC}: ${COMPILED[*]}"
 timeout 220 python3 -m benchmarks step-ab "${VARIANTS[@]}" --device "$DEVICE" --case bilm-tf --rows "$ROWS" \
   --window "$WINDOW" --precision "$PREC" "${SIZE[@]}" --steps 20 --rounds 3 \
   --output "$OUT/step-ab-$ROWS-compiled.json" >>"$OUT/calls.log" 2>&1; log "exit $?"
-log "step-ab ${LARGE} x ${WINDOW}: ${PREC} recompute_cell"
-timeout 110 python3 -m benchmarks step-ab "recompute:step=$GRAPH,${NEW},recompute_cell=true" --one-at-a-time \
-  --device "$DEVICE" --case bilm-tf --rows "$LARGE" --window "$WINDOW" --precision "$PREC" "${SIZE[@]}" \
-  --steps 10 --rounds 1 --output "$OUT/step-ab-$LARGE-recompute.json" >>"$OUT/calls.log" 2>&1; log "exit $?"

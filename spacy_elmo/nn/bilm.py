@@ -6,8 +6,7 @@ choice (``nn/runner.py``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -16,22 +15,15 @@ from torch import nn
 from ..indexers import ByteIndexer, TokenIndexer
 from ..options import BiLMOptions
 from .char_cnn import CharacterEncoder
-from .lstm import DirectionalLSTM, DirectionOutputs, DistinctInputs, LSTMState, length_mask
+from .directions import BiLMStates, run_directions
+from .lstm import DirectionalLSTM, DirectionOutputs, DistinctInputs, LSTMState, length_mask, reverse_padded
 from .token_cache import Encoder
 
-
-@dataclass
-class BiLMStates:
-    """Final LSTM states of each batch row, per layer: (h, c) for each direction."""
-
-    forward: List[LSTMState]
-    backward: List[LSTMState]
-
-
-#: (tokens (batch, T, dim), lengths (batch,), states or None, distinct inputs) -> the forward and
-#: the backward direction's outputs, as ``BiLM.run_directions`` returns them.
+#: (the distinct tokens' vectors (n, dim), each direction's rows of them in its reading order (2,
+#: batch, T), lengths (batch,), states or None) -> the forward and the backward direction's
+#: outputs, in their reading orders, as ``nn/directions.run_directions`` returns them.
 Directions = Callable[
-    [torch.Tensor, torch.Tensor, Optional[BiLMStates], DistinctInputs],
+    [torch.Tensor, torch.Tensor, torch.Tensor, Optional[BiLMStates]],
     Tuple[DirectionOutputs, DirectionOutputs],
 ]
 
@@ -80,8 +72,8 @@ class BiLM(nn.Module):
             proj_clip=lstm.proj_clip,
             use_skip_connections=lstm.use_skip_connections,
         )
-        self.forward_lstm = DirectionalLSTM(**directional, go_forward=True)
-        self.backward_lstm = DirectionalLSTM(**directional, go_forward=False)
+        self.forward_lstm = DirectionalLSTM(**directional)
+        self.backward_lstm = DirectionalLSTM(**directional)
         self._states: Optional[BiLMStates] = None
 
     @property
@@ -120,12 +112,14 @@ class BiLM(nn.Module):
         unique, inverse = torch.unique(ids[padded], dim=0, return_inverse=True)
         index = inverse.new_zeros(padded.shape)
         index[padded] = inverse
-        distinct = DistinctInputs((encode or self.token_encoder)(unique), index)
-        tokens = scatter_tokens(distinct, padded)
+        rows = (encode or self.token_encoder)(unique)
+        tokens = scatter_tokens(DistinctInputs(rows, index), padded)
+        reading = torch.stack([index, reverse_padded(index, lengths)])  # the backward LSTM reads rows reversed
         run = directions or self.run_directions
         (forward, forward_states), (backward, backward_states) = run(
-            tokens, lengths, self._initial_states(batch_size), distinct
+            rows, reading, lengths, self._initial_states(batch_size)
         )
+        backward = [reverse_padded(y, lengths) for y in backward]
         if self.stateful:
             states = BiLMStates(forward_states, backward_states)
             self._store_states(_each_layer(lambda state: (state[0].detach(), state[1].detach()), states))
@@ -148,16 +142,10 @@ class BiLM(nn.Module):
         return ids, lengths + 2
 
     def run_directions(
-        self,
-        tokens: torch.Tensor,
-        lengths: torch.Tensor,
-        states: Optional[BiLMStates],
-        distinct: Optional[DistinctInputs],
+        self, rows: torch.Tensor, index: torch.Tensor, lengths: torch.Tensor, states: Optional[BiLMStates]
     ) -> Tuple[DirectionOutputs, DirectionOutputs]:
-        """The forward and the backward stack, one after the other (``DirectionalLSTM.forward``)."""
-        forward = self.forward_lstm(tokens, lengths, states and states.forward, 0.0, distinct)
-        backward = self.backward_lstm(tokens, lengths, states and states.backward, 0.0, distinct)
-        return forward, backward
+        """The forward and the backward stack, one after the other (``Directions``)."""
+        return run_directions((self.forward_lstm, self.backward_lstm), rows, index, lengths, states)
 
     def _initial_states(self, batch_size: int) -> Optional[BiLMStates]:
         """Stateful mode: the previous call's final states, zeros for rows that are new."""

@@ -1,6 +1,7 @@
 """CUDA graphs for the biLM's two LSTM stacks at inference: on a GPU the LSTM loop is bound by
 launching its many small kernels, which a graph replays back to back. Graphs replay fixed shapes and
-addresses: ``forward_dense`` on bucket-shaped static buffers (``bucket_rows``), at most ``MAX_ROWS``
+addresses: the directions with ``fixed_shapes`` (``nn/directions.py``) on bucket-shaped static
+buffers (``bucket_rows``), at most ``MAX_ROWS``
 rows and ``MAX_GRAPHS`` graphs, recorded again when weights move or the precision changes; outputs
 copied out under the lock. docs/results/implementation.md gives the figures.
 """
@@ -9,13 +10,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import List, Optional, Tuple
+from typing import Optional, Tuple
 
 import torch
 
-from .lstm import DirectionalLSTM, DirectionOutputs, length_mask
+from .directions import LSTMRun, run_directions
+from .lstm import DirectionalLSTM, DirectionOutputs, reverse_padded
 from .precision import precision_context
-from .side_by_side import run_side_by_side_of
 
 #: Batches of more rows run the eager loop: graphs run every row to the bucket's last step, and
 #: at large batches the GPU's work, not the launches, sets the pace, so the graphs lose there
@@ -72,7 +73,8 @@ class LSTMGraphs:
     def run(
         self, tokens: torch.Tensor, lengths: torch.Tensor, precision: str
     ) -> Tuple[DirectionOutputs, DirectionOutputs]:
-        """Both stacks from zero states over padded ``tokens`` (batch, T, dim), as ``forward``."""
+        """Both stacks from zero states over padded ``tokens`` (batch, T, dim), each direction's
+        outputs in its reading order (as ``BiLM.run_directions``)."""
         batch, steps, dim = tokens.shape
         rows, length = bucket_rows(batch), bucket_length(steps)
         key = (rows, length, dim, tokens.dtype, tokens.device, precision)
@@ -124,17 +126,11 @@ class LSTMGraphs:
     def _both(self, recorded: _Recorded) -> Tuple[DirectionOutputs, DirectionOutputs]:
         """The forward stack on the current stream, the backward one on a side stream, joined."""
         tokens, lengths = recorded.tokens, recorded.lengths
-        valid = length_mask(lengths, tokens.shape[1])
-        runs = [
-            lambda x, lstm=lstm: lstm.forward_dense(x, lengths, valid)
-            for lstm in (self.forward_lstm, self.backward_lstm)
-        ]
-        forward, backward = run_side_by_side_of(runs, tokens, "streams")
-        return forward, backward
-
-    def recorded_shapes(self) -> List[Tuple[int, int]]:
-        """(rows, length) of each graph kept, least recently used first."""
-        return [key[:2] for key in self._graphs]
+        rows, steps = tokens.shape[:2]
+        index = torch.arange(rows * steps, device=tokens.device).view(rows, steps)
+        reading = torch.stack([index, reverse_padded(index, lengths)])
+        run = LSTMRun("streams", fixed_shapes=True)
+        return run_directions((self.forward_lstm, self.backward_lstm), tokens.flatten(0, 1), reading, lengths, run=run)
 
 
 def _cut(direction: DirectionOutputs, batch: int, steps: int) -> DirectionOutputs:

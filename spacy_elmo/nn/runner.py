@@ -11,8 +11,9 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 import torch
 from torch import nn
 
-from .bilm import BiLM, BiLMStates, DirectionOutputs
+from .bilm import BiLM, BiLMStates, DirectionOutputs, scatter_tokens
 from .cuda_graphs import LSTMGraphs, pays_off
+from .directions import LSTMRun, run_directions
 from .lstm import DistinctInputs, length_mask
 from .precision import get_precision, precision_context
 from .side_by_side import run_side_by_side_of
@@ -82,13 +83,13 @@ class BiLMRunner(nn.Module):
         """Whether this call splits its work over ``threads`` (CPU, no gradient)."""
         return self.threads > 1 and device.type == "cpu" and not _needs_gradient(self.bilm)
 
-    def _graphed(self, tokens: torch.Tensor, states: Optional[BiLMStates]) -> bool:
+    def _graphed(self, index: torch.Tensor, states: Optional[BiLMStates]) -> bool:
         """Whether the LSTM stacks run as CUDA graphs in this call: CUDA, a batch small enough, no
         gradient, zero states, not inside the caller's own recording."""
         return (
             self.cuda_graphs
-            and tokens.device.type == "cuda"
-            and pays_off(tokens.shape[0])
+            and index.device.type == "cuda"
+            and pays_off(index.shape[1])
             and states is None
             and not _needs_gradient(self.bilm)
             and not torch.cuda.is_current_stream_capturing()
@@ -113,17 +114,19 @@ class BiLMRunner(nn.Module):
         return torch.cat(self._on_threads(runs, char_ids))
 
     def _directions(
-        self,
-        tokens: torch.Tensor,
-        lengths: torch.Tensor,
-        states: Optional[BiLMStates],
-        distinct: DistinctInputs,
+        self, rows: torch.Tensor, index: torch.Tensor, lengths: torch.Tensor, states: Optional[BiLMStates]
     ) -> Tuple[DirectionOutputs, DirectionOutputs]:
-        if self._graphed(tokens, states):
+        """``BiLM.run_directions`` as graphs, or on ``threads``: ``threads // 2`` shards of rows
+        balanced by tokens, times the two directions (``nn/directions.py``)."""
+        if self._graphed(index, states):
+            tokens = scatter_tokens(DistinctInputs(rows, index[0]), length_mask(lengths, index.shape[2]))
             return self._lstm_graphs().run(tokens, lengths, self.precision)
-        if self._side_by_side(tokens.device):
-            return self._directions_side_by_side(tokens, lengths, states, distinct)
-        return self.bilm.run_directions(tokens, lengths, states, distinct)
+        if not self._side_by_side(rows.device):
+            return self.bilm.run_directions(rows, index, lengths, states)
+        precision = self.precision
+        run = LSTMRun("threads", shards=max(1, self.threads // 2), context=lambda: precision_context(precision, rows.device))
+        with torch.no_grad():
+            return run_directions((self.bilm.forward_lstm, self.bilm.backward_lstm), rows, index, lengths, states, run=run)
 
     def _lstm_graphs(self) -> LSTMGraphs:
         if self._graphs is None:
@@ -136,39 +139,6 @@ class BiLMRunner(nn.Module):
         with torch.no_grad():
             return run_side_by_side_of(runs, x, "threads", context=lambda: precision_context(precision, x.device))
 
-    def _directions_side_by_side(
-        self,
-        tokens: torch.Tensor,
-        lengths: torch.Tensor,
-        states: Optional[BiLMStates],
-        distinct: DistinctInputs,
-    ) -> Tuple[DirectionOutputs, DirectionOutputs]:
-        """Both directions on ``threads`` threads (``nn/side_by_side.py``): ``threads // 2`` shards
-        of rows balanced by tokens, times the two directions, put back in batch order."""
-        bilm = self.bilm
-        shards = _balanced_shards(lengths, max(1, min(self.threads // 2, tokens.shape[0])))
-        whole = len(shards) == 1
-        runs = []
-        for rows in shards:
-            shard_distinct = distinct if whole else _distinct_rows_of(distinct, rows, lengths)
-            shard_tokens, shard_lengths = (tokens, lengths) if whole else (tokens[rows], lengths[rows])
-            for lstm, lstm_states in (
-                (bilm.forward_lstm, states and states.forward),
-                (bilm.backward_lstm, states and states.backward),
-            ):
-                if lstm_states and not whole:
-                    lstm_states = [(h[rows], c[rows]) for h, c in lstm_states]
-                arguments = (shard_tokens, shard_lengths, lstm_states, 0.0, shard_distinct)
-                runs.append(lambda _, lstm=lstm, arguments=arguments: lstm(*arguments))
-        results = self._on_threads(runs, tokens)
-        if whole:
-            return results[0], results[1]
-        order = torch.argsort(torch.cat(shards))
-        return tuple(
-            _gather_shards([results[2 * k + direction] for k in range(len(shards))], order)
-            for direction in (0, 1)
-        )
-
     def _token_cache_state(self) -> tuple:
         """What cached token vectors depend on: the precision and the encoder's weights."""
         return self.precision, weights_key(self.bilm.token_encoder.parameters())
@@ -176,38 +146,3 @@ class BiLMRunner(nn.Module):
 
 def _needs_gradient(module: nn.Module) -> bool:
     return torch.is_grad_enabled() and any(p.requires_grad for p in module.parameters())
-
-
-def _balanced_shards(lengths: torch.Tensor, n_shards: int) -> List[torch.Tensor]:
-    """Row indices of ``n_shards`` shards with near-equal tokens (longest first, greedy)."""
-    if n_shards <= 1:
-        return [torch.arange(lengths.shape[0], device=lengths.device)]
-    loads = [0] * n_shards
-    members: List[List[int]] = [[] for _ in range(n_shards)]
-    lengths_list = lengths.tolist()
-    for row in sorted(range(len(lengths_list)), key=lambda r: -lengths_list[r]):
-        k = loads.index(min(loads))
-        members[k].append(row)
-        loads[k] += lengths_list[row]
-    return [torch.tensor(sorted(m), dtype=torch.long, device=lengths.device) for m in members if m]
-
-
-def _distinct_rows_of(distinct: DistinctInputs, rows: torch.Tensor, lengths: torch.Tensor) -> DistinctInputs:
-    """The distinct inputs of batch rows ``rows`` only (a shard's own input products)."""
-    index = distinct.index[rows]
-    mask = length_mask(lengths[rows], index.shape[1])
-    used, inverse = torch.unique(index[mask], return_inverse=True)
-    shard_index = index.new_zeros(index.shape)
-    shard_index[mask] = inverse
-    return DistinctInputs(distinct.rows[used], shard_index)
-
-
-def _gather_shards(pieces: List[DirectionOutputs], order: torch.Tensor) -> DirectionOutputs:
-    """One direction's per-shard outputs and final states -> the batch's, rows in batch order."""
-    n_layers = len(pieces[0][0])
-    outputs = [torch.cat([p[0][i] for p in pieces]).index_select(0, order) for i in range(n_layers)]
-    states = [
-        tuple(torch.cat([p[1][i][part] for p in pieces]).index_select(0, order) for part in (0, 1))
-        for i in range(n_layers)
-    ]
-    return outputs, states

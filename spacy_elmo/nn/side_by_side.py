@@ -7,7 +7,7 @@ on CUDA ``"streams"`` (the same ops in the same order: the same numbers).
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import Any, Callable, ContextManager, Dict, Hashable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, ContextManager, Dict, Hashable, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -58,7 +58,9 @@ def run_side_by_side_of(
         if params is None:
             raise ValueError("run_side_by_side_of: gradients on threads need each run's params")
         threads = (lambda: torch_threads(1)) if one_thread_each else nullcontext
-        return list(_ThreadedRuns.apply(runs, params, (context, threads), x, *[p for ps in params for p in ps]))
+        results: List[Any] = []  # what the runs returned (their structure), filled by the forward
+        flat = iter(_ThreadedRuns.apply(runs, params, (context, threads, results), x, *[p for ps in params for p in ps]))
+        return [_rebuilt(result, flat) for result in results]
 
     with torch_threads(1) if one_thread_each else nullcontext():
         return run_side_by_side([_task(run, x, grad, context) for run in runs])
@@ -109,37 +111,65 @@ def _used_on(value: Any, stream: "torch.cuda.Stream") -> None:
             _used_on(item, stream)
 
 
+def _flat(value: Any) -> List[torch.Tensor]:
+    """The tensors of a run's output (a tensor, or lists and tuples of them), in order."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    return [t for item in value for t in _flat(item)]
+
+
+def _rebuilt(value: Any, flat: Iterator[torch.Tensor]) -> Any:
+    """``value``'s structure with its tensors taken from ``flat`` in order."""
+    if isinstance(value, torch.Tensor):
+        return next(flat)
+    return type(value)(_rebuilt(item, flat) for item in value)
+
+
 class _ThreadedRuns(torch.autograd.Function):
     """Runs from one input, each forward and backward on its own thread, as one autograd node, so
     the caller's backward (and DDP's hooks) see the parameters' gradients as usual.
 
-    forward(runs, params, (context, threads), x, *all params): each ``runs[k](x)`` builds its graph
-    on a detached copy of ``x``; returns the runs' outputs."""
+    forward(runs, params, (context, threads, results), x, *all params): each ``runs[k](x)`` builds
+    its graph on a detached copy of ``x``; returns the tensors of the runs' outputs (a tensor, or
+    lists and tuples of them: ``results`` gets the outputs themselves, for their structure)."""
 
     @staticmethod
     def forward(ctx, runs, params, contexts, x, *all_params):
-        context, threads = contexts
+        context, threads, results = contexts
         leaves = [x.detach().requires_grad_(x.requires_grad) for _ in runs]
         with threads():
             outputs = run_side_by_side([_task(run, leaf, True, context) for run, leaf in zip(runs, leaves)])
-        ctx.graphs, ctx.threads = list(zip(leaves, outputs, params)), threads
-        return tuple(output.detach() for output in outputs)
+        results.extend(outputs)
+        flat = [_flat(output) for output in outputs]
+        ctx.graphs, ctx.threads = list(zip(leaves, flat, params)), threads
+        detached = tuple(t.detach() for tensors in flat for t in tensors)
+        ctx.mark_non_differentiable(*(d for d, t in zip(detached, sum(flat, [])) if not t.requires_grad))
+        return detached
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, *grads):
-        def task(leaf, output, params, grad):
+        def task(leaf, outputs, params, grads):
             inputs = ([leaf] if leaf.requires_grad else []) + list(params)
-            return lambda: torch.autograd.grad(output, inputs, grad, allow_unused=True)
+            wanted = [(o, g) for o, g in zip(outputs, grads) if g is not None and o.requires_grad]
+            if not wanted:
+                return lambda: [None] * len(inputs)
+            outs, out_grads = zip(*wanted)
+            return lambda: torch.autograd.grad(outs, inputs, out_grads, allow_unused=True)
 
         graphs, ctx.graphs = ctx.graphs, None
+        run_grads, start = [], 0
+        for _, outputs, _ in graphs:
+            run_grads.append(grads[start : start + len(outputs)])
+            start += len(outputs)
         with ctx.threads():
-            results = run_side_by_side([task(*graph, g) for graph, g in zip(graphs, grads)])
+            results = run_side_by_side([task(*graph, g) for graph, g in zip(graphs, run_grads)])
         x_grad = None
         param_grads: List[Optional[torch.Tensor]] = []
         for (leaf, _, _), result in zip(graphs, results):
             if leaf.requires_grad:
-                x_grad = result[0] if x_grad is None else x_grad + result[0]
+                if result[0] is not None:
+                    x_grad = result[0] if x_grad is None else x_grad + result[0]
                 result = result[1:]
             param_grads += list(result)
         return (None, None, None, x_grad, *param_grads)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import List
+from typing import Dict, List
 
 import numpy as np
 import torch
@@ -16,12 +16,11 @@ from tqdm import tqdm
 from ..distributed import DistributedContext
 from ..formats.manylangs import NAME as MANYLANGS
 from ..nn.bilm import BiLM
-from ..nn.lstm import fuse_cells
 from ..nn.softmax import LMSoftmax
 from ..sources import WeightSource, load_bilm_from, resolve_weight_source
 from ..text_files import resolve_files
 from .checkpoint import checkpoint_path
-from .config import ConfigError, PretrainSettings, flatten
+from .config import ConfigError, PretrainSettings, TrainingSettings, flatten
 from .corpus import CorpusError, CorpusSettings, SequenceReader, check_text, count_words
 from .model import BiLMLanguageModel, init_bilm_tf_style
 from .resume import check_resumed_config
@@ -92,10 +91,18 @@ def prepare_vocab(
 
 
 def build_model(
-    settings: PretrainSettings, vocab: Vocab, precision: str, sparse_updates: bool, initialize: bool, speak: bool
+    settings: PretrainSettings,
+    vocab: Vocab,
+    precision: str,
+    sparse_updates: bool,
+    initialize: bool,
+    speak: bool,
+    device: torch.device,
+    step_kind: str,
 ) -> BiLMLanguageModel:
     """The biLM (bilm-tf initialisation, or ``[initialize] bilm`` when ``initialize``) and the
-    softmax, on the CPU."""
+    softmax, on the CPU, running its LSTM as ``[training]`` says for ``device`` and the resolved
+    ``step_kind``."""
     s = settings
     torch.manual_seed(s.system.seed)
     bilm = BiLM(s.options)
@@ -107,11 +114,19 @@ def build_model(
         softmax.row_sparse_gradients = True
         # Say so explicitly (the default), which also silences torch's warning about it.
         torch.sparse.check_sparse_tensor_invariants.disable()
-    fuse_cells(bilm, s.training.fused_cell, s.training.recompute_cell)
-    model = BiLMLanguageModel(bilm, softmax, s.objective.dropout, precision)
-    model.directions_on_streams = s.training.directions_on_streams
-    bilm.forward_lstm.wavefront = bilm.backward_lstm.wavefront = s.training.lstm_wavefront
-    return model
+    return BiLMLanguageModel(
+        bilm, softmax, s.objective.dropout, precision, **lstm_step_settings(s.training, device, step_kind)
+    )
+
+
+def lstm_step_settings(training: TrainingSettings, device: torch.device, step_kind: str) -> Dict[str, bool]:
+    """``[training]`` ``directions_on_streams``, ``lstm_wavefront`` and ``fused_cell`` for
+    ``device`` and ``step_kind`` (resolved): "auto" is on for an eager or recorded step on CUDA,
+    where they run faster, and off on the CPU, which they do not speed up, and in a compiled step,
+    which fuses the cell and traces one stream itself."""
+    auto = device.type == "cuda" and step_kind in ("eager", "cuda_graph")
+    values = {name: getattr(training, name) for name in ("directions_on_streams", "lstm_wavefront", "fused_cell")}
+    return {name: auto if value == "auto" else value for name, value in values.items()}
 
 
 def initialize_from(s: PretrainSettings, vocab: Vocab, bilm: BiLM, softmax: LMSoftmax, speak: bool) -> None:

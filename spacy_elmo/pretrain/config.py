@@ -38,6 +38,9 @@ def _auto_or_bool(value: Any) -> Union[str, bool]:
     return value
 
 
+AutoOrBool = Annotated[Union[str, bool], BeforeValidator(_auto_or_bool)]
+
+
 class SystemSettings(Section):
     seed: int
     #: CPU threads of torch's intra-op pool (torch.set_num_threads), at least 1, or "auto"
@@ -133,7 +136,7 @@ class ObjectiveSettings(Section):
     n_negative_samples: StrictPositive
     dropout: Fraction
     # Runs written before this key existed resume with its default.
-    sparse_updates: Annotated[Union[str, bool], BeforeValidator(_auto_or_bool)] = "auto"
+    sparse_updates: AutoOrBool = "auto"
 
 
 class InitializeSettings(Section):
@@ -154,10 +157,11 @@ class TrainingSettings(Section):
     # Runs written before these keys existed ran eagerly.
     step: Literal[STEP_KINDS] = "auto"
     distinct_tokens: Optional[StrictPositive] = None
-    fused_cell: bool = False
-    directions_on_streams: bool = False
-    lstm_wavefront: bool = False
-    recompute_cell: bool = False
+    # "auto": on for CUDA's eager and recorded steps (``build.lstm_step_settings``); runs written
+    # before these keys existed resume with "auto".
+    fused_cell: AutoOrBool = "auto"
+    directions_on_streams: AutoOrBool = "auto"
+    lstm_wavefront: AutoOrBool = "auto"
     # Runs written before this key existed ran to max_steps.
     patience: Optional[StrictPositive] = None
 

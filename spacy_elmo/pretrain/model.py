@@ -1,9 +1,9 @@
 """The pretraining objective: forward and backward LMs over one biLM, one shared softmax (the
 docs/reference/pretraining-config.md, [objective] and [corpus]).
 
-Two kinds of batch: ``LMBatch``, whole sentences from zero LSTM states (``make_batch``), and
-``WindowBatch``, windows of running text whose LSTM states the caller carries on
-(``make_window_batch``), every shape fixed by the config so that its forward reads nothing back.
+One kind of batch, ``LMBatch``: each direction's rows in its reading order, each position
+predicting the next token; whole sentences from zero LSTM states (``make_batch``) or windows of
+running text whose LSTM states the caller carries on (``make_window_batch``).
 """
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ from torch import nn
 from torch.profiler import record_function
 
 from ..chars import BOS_TOKEN, EOS_TOKEN, tokens_to_ids
-from ..nn.bilm import BiLM, BiLMStates, scatter_tokens
-from ..nn.lstm import DistinctInputs, length_mask, window_dropout_masks
-from ..nn.precision import compiling, get_precision, precision_context
-from ..nn.side_by_side import how_to_run, run_side_by_side_of
+from ..nn.bilm import BiLM, BiLMStates
+from ..nn.directions import LSTMRun, run_directions
+from ..nn.lstm import dropout_masks, length_mask
+from ..nn.precision import compiling, precision_context
+from ..nn.side_by_side import how_to_run
 from ..nn.softmax import LMSoftmax
 from .vocab import Vocab
 
@@ -39,63 +40,47 @@ PHASES = {
 
 @dataclass
 class LMBatch:
-    """Tensors for one batch of B sequences of at most T tokens (boundaries included).
-
-    unique_char_ids: (U, 50) char ids of the distinct tokens of the batch.
-    token_index: (B, T) index into unique_char_ids (0 at padding, masked later).
-    lengths: (B,) tokens per sequence including ``<S>`` and ``</S>``.
-    targets: (B, T) softmax vocabulary ids of every position.
-    """
-
-    unique_char_ids: torch.Tensor
-    token_index: torch.Tensor
-    lengths: torch.Tensor
-    targets: torch.Tensor
-
-    @property
-    def n_targets(self) -> int:
-        """Predictions per direction: every token but the first (forward) / last (backward)."""
-        return int((self.lengths - 1).sum())
-
-    def to(self, device: torch.device) -> "LMBatch":
-        return LMBatch(*(t.to(device, non_blocking=True) for t in vars(self).values()))
-
-
-@dataclass
-class WindowBatch:
-    """One batch of windows (``corpus.WindowStream``): B rows of T positions per direction.
+    """One batch, both directions' rows of B rows of T positions, each in its reading order: whole
+    sentences (``make_batch``, from zero LSTM states) or windows of running text
+    (``make_window_batch``, whose LSTM states the caller carries on, every shape fixed by the
+    config so that their forward reads nothing back).
 
     char_ids: (U, 50) char ids of the distinct input tokens, U >= n_distinct: a static step pads
         them to its fixed count with all-padding rows (``static_step._padded``).
     index: (2, B, T) rows of char_ids holding each position's token: forward, backward.
-    targets: (2, B, T) vocabulary ids each position predicts: the next token of the row, in
+    targets: (2, B, T) vocabulary ids each position predicts: the next token of the row in
         either direction's reading order.
+    lengths: (B,) sentences: each row's positions (its tokens and one boundary), the same in both
+        directions, padding after them; None: windows, every position.
     n_distinct: how many rows of char_ids are tokens (a host int).
     """
 
     char_ids: torch.Tensor
     index: torch.Tensor
     targets: torch.Tensor
+    lengths: Optional[torch.Tensor]
     n_distinct: int
 
     @property
-    def n_targets(self) -> int:
-        """Predictions per direction: every position."""
-        return self.index.shape[1] * self.index.shape[2]
+    def windows(self) -> bool:
+        return self.lengths is None
 
-    def to(self, device: torch.device) -> "WindowBatch":
-        return WindowBatch(
-            *(t.to(device, non_blocking=True) for t in (self.char_ids, self.index, self.targets)),
-            self.n_distinct,
-        )
+    @property
+    def n_targets(self) -> int:
+        """Predictions per direction: every position (a sentence batch's count read to the host)."""
+        return self.index[0].numel() if self.lengths is None else int(self.lengths.sum())
+
+    def to(self, device: torch.device) -> "LMBatch":
+        move = lambda t: None if t is None else t.to(device, non_blocking=True)  # noqa: E731
+        return LMBatch(move(self.char_ids), move(self.index), move(self.targets), move(self.lengths), self.n_distinct)
 
 
 def make_window_batch(
     forward: Sequence[Sequence[str]], backward: Sequence[Sequence[str]], vocab: Vocab
-) -> WindowBatch:
-    """Windows of ``length + 1`` tokens per row, in each direction's reading order, -> a
-    WindowBatch of ``length`` positions. Each distinct token is encoded once (a static step pads
-    them to its fixed count: ``static_step._padded``)."""
+) -> LMBatch:
+    """Windows of ``length + 1`` tokens per row, in each direction's reading order, -> an LMBatch
+    of ``length`` positions. Each distinct token is encoded once (a static step pads them to its
+    fixed count: ``static_step._padded``)."""
     unique: Dict[str, int] = {}
     index = np.zeros((2, len(forward), len(forward[0]) - 1), dtype=np.int64)
     targets = np.zeros(index.shape, dtype=np.int64)
@@ -104,67 +89,77 @@ def make_window_batch(
             index[direction, row] = [unique.setdefault(t, len(unique)) for t in tokens[:-1]]
             targets[direction, row] = vocab.ids(tokens[1:])
     char_ids = tokens_to_ids(list(unique))
-    return WindowBatch(
-        torch.from_numpy(char_ids), torch.from_numpy(index), torch.from_numpy(targets), len(unique)
-    )
+    return LMBatch(torch.from_numpy(char_ids), torch.from_numpy(index), torch.from_numpy(targets), None, len(unique))
 
 
 def make_batch(sequences: Sequence[Sequence[str]], vocab: Vocab) -> LMBatch:
-    """Token sequences -> LMBatch. Each distinct token string is encoded once."""
-    width = max(len(s) for s in sequences) + 2
+    """Token sequences -> an LMBatch of sentences: each read from ``<S>`` to ``</S>`` (forward)
+    and back (backward), each position predicting the next token. Each distinct token string is
+    encoded once."""
+    width = max(len(s) for s in sequences) + 1
     unique: Dict[str, int] = {BOS_TOKEN: 0, EOS_TOKEN: 1}
-    index = np.zeros((len(sequences), width), dtype=np.int64)
-    targets = np.zeros((len(sequences), width), dtype=np.int64)
+    index = np.zeros((2, len(sequences), width), dtype=np.int64)
+    targets = np.zeros(index.shape, dtype=np.int64)
     for row, tokens in enumerate(sequences):
-        ids = [unique.setdefault(t, len(unique)) for t in tokens]
-        index[row, : len(tokens) + 2] = [0, *ids, 1]
-        targets[row, : len(tokens) + 2] = vocab.encode(tokens)
-    return LMBatch(
-        torch.from_numpy(tokens_to_ids(list(unique))),
-        torch.from_numpy(index),
-        torch.tensor([len(s) + 2 for s in sequences]),
-        torch.from_numpy(targets),
-    )
+        ids = [0, *(unique.setdefault(t, len(unique)) for t in tokens), 1]
+        words = vocab.encode(tokens)  # with <S> and </S>
+        for direction, (read, predicted) in enumerate(((ids, words), (ids[::-1], words[::-1]))):
+            index[direction, row, : len(tokens) + 1] = read[:-1]
+            targets[direction, row, : len(tokens) + 1] = predicted[1:]
+    lengths = torch.tensor([len(s) + 1 for s in sequences])
+    char_ids = tokens_to_ids(list(unique))
+    return LMBatch(torch.from_numpy(char_ids), torch.from_numpy(index), torch.from_numpy(targets), lengths, len(unique))
 
 
 class BiLMLanguageModel(nn.Module):
     """The biLM plus the shared softmax; ``forward`` returns summed NLLs per direction.
 
     ``precision`` (``nn/precision.py``) covers the whole step, biLM and softmax, as it does the
-    biLM's inference (TF32 is the process's setting, which neither writes)."""
+    biLM's inference (TF32 is the process's setting, which neither writes). The ``[training]``
+    keys of the same names say how the LSTM runs, the same numbers up to float rounding:
+    ``directions_on_streams`` (on CUDA, the two directions on two streams: ``nn/side_by_side.py``),
+    ``lstm_wavefront`` (windows: each direction's layers in a wavefront,
+    ``DirectionalLSTM.forward``) and ``fused_cell`` (windows: the cell compiled, its shapes fixed)."""
 
     def __init__(
-        self, bilm: BiLM, softmax: LMSoftmax, dropout: float = 0.1, precision: str = "fp32"
+        self,
+        bilm: BiLM,
+        softmax: LMSoftmax,
+        dropout: float = 0.1,
+        precision: str = "fp32",
+        *,
+        directions_on_streams: bool = False,
+        lstm_wavefront: bool = False,
+        fused_cell: bool = False,
     ) -> None:
         super().__init__()
         self.bilm = bilm
         self.softmax = softmax
         self.dropout = dropout
         self.precision = precision
+        self.directions_on_streams = directions_on_streams
+        self.lstm_wavefront = lstm_wavefront
+        self.fused_cell = fused_cell
         #: True: the biLM runs without gradients and only the softmax learns (see
         #: ``[initialize] softmax_only_steps``).
         self.bilm_frozen = False
-        #: True: on CUDA the two LSTM directions run on two streams (``[training]
-        #: directions_on_streams``; ``nn/side_by_side.py``).
-        self.directions_on_streams = False
 
     def forward(
         self,
-        batch: Union[LMBatch, WindowBatch],
+        batch: LMBatch,
         n_samples: Optional[int] = None,
         generator: Optional[torch.Generator] = None,
         states: Optional[BiLMStates] = None,
     ) -> Union[torch.Tensor, Tuple[torch.Tensor, BiLMStates]]:
-        """Returns (2,) float: summed NLL of the forward and of the backward LM; for a
-        ``WindowBatch``, also the LSTM states the next window of each row starts from (detached),
-        ``states`` being those this one starts from (None: zeros).
+        """Returns (2,) float: summed NLL of the forward and of the backward LM; for windows, also
+        the LSTM states the next window of each row starts from (detached), ``states`` being those
+        this one starts from (None: zeros).
 
         ``n_samples`` None scores with the full softmax, else with the sampled softmax, whose
         negatives come from ``generator`` (None: torch's default one)."""
         with precision_context(self.precision, batch.targets.device):
-            if isinstance(batch, WindowBatch):
-                return self._window_nll(batch, n_samples, generator, states)
-            return self._nll(batch, n_samples, generator)
+            nll, states = self._nll(batch, n_samples, generator, states)
+        return (nll, states) if batch.windows else nll
 
     def zero_states(self, rows: int, device: torch.device) -> BiLMStates:
         """Zero LSTM states of ``rows`` window rows: where the first window batch starts."""
@@ -177,9 +172,9 @@ class BiLMLanguageModel(nn.Module):
 
         return BiLMStates(zeros(self.bilm.forward_lstm), zeros(self.bilm.backward_lstm))
 
-    def _window_nll(
+    def _nll(
         self,
-        batch: WindowBatch,
+        batch: LMBatch,
         n_samples: Optional[int],
         generator: Optional[torch.Generator],
         states: Optional[BiLMStates],
@@ -192,103 +187,41 @@ class BiLMLanguageModel(nn.Module):
                 static = batch.char_ids.is_cuda or compiling()
                 vectors = self.bilm.token_encoder(batch.char_ids, all_positions=static)
             with record_function(PHASES["lstm"]):
-                tops, finals = self._window_directions(vectors, batch.index, states, drop)
+                tops, finals = self._directions(vectors, batch, states, drop)
         with record_function(PHASES["softmax"]):
-            tops = [nn.functional.dropout(top, drop, self.training).flatten(0, 1) for top in tops]
-            hidden, targets = torch.cat(tops), batch.targets.flatten()
-            nll = self._score(hidden, targets, n_samples, generator)
-        return nll.view(2, -1).sum(1), BiLMStates(*finals)
-
-    def _window_directions(
-        self, vectors: torch.Tensor, index: torch.Tensor, states: Optional[BiLMStates], dropout: float
-    ) -> Tuple[List[torch.Tensor], List[list]]:
-        """Both LSTM stacks over their windows (``index[k]``: the rows of ``vectors`` at each
-        position of direction k) from the carried ``states``: the top layers (B, T, dim) and
-        each direction's final states, detached. On the CPU with two threads and no autocast
-        (eager, float32) the directions run side by side on threads (``_how``), their dropout
-        masks drawn first, in the order the directions one after the other (and a compiled step)
-        draw them: the same numbers either way. On CUDA streams the host draws them in that
-        order anyway."""
-        lstms = (self.bilm.forward_lstm, self.bilm.backward_lstm)
-        starts = (None, None) if states is None else (states.forward, states.backward)
-        finals: List[list] = [[], []]
-        # Masks in bf16 or fp16 (autocast) are not known to draw dropout's numbers: one after
-        # the other there.
-        how = self._how(vectors)
-        if how == "threads" and get_precision(self.precision).autocast_dtype is not None:
-            how = "sequential"
-        masks: List[Optional[List[torch.Tensor]]] = [None, None]
-        if how == "threads" and dropout and self.training:
-            rows, steps = index.shape[1:]
-            masks = [window_dropout_masks(lstm, rows, steps, vectors.shape[1], dropout, vectors) for lstm in lstms]
-
-        def run(k: int):
-            def direction(x: torch.Tensor) -> torch.Tensor:
-                top, final = lstms[k].forward_windows(x[index[k]], starts[k], dropout, masks[k])
-                finals[k] = [(h.detach(), c.detach()) for h, c in final]
-                return top
-
-            return direction
-
-        return self._run_directions([run(0), run(1)], vectors, how), finals
-
-    def _score(
-        self,
-        hidden: torch.Tensor,
-        targets: torch.Tensor,
-        n_samples: Optional[int],
-        generator: Optional[torch.Generator],
-    ) -> torch.Tensor:
-        if n_samples:
-            return self.softmax.sampled_nll(hidden, targets, n_samples, generator)
-        return self.softmax.full_nll(hidden, targets)
-
-    def _nll(
-        self, batch: LMBatch, n_samples: Optional[int], generator: Optional[torch.Generator]
-    ) -> torch.Tensor:
-        lengths = batch.lengths
-        width = batch.token_index.shape[1]
-        positions = torch.arange(width, device=lengths.device)[None, :]
-        drop = self.dropout if self.training else 0.0
-        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.bilm_frozen):
-            with record_function(PHASES["char_cnn"]):
-                vectors = self.bilm.token_encoder(batch.unique_char_ids)
-            with record_function(PHASES["lstm"]):
-                tops = self._directions(DistinctInputs(vectors, batch.token_index), lengths, drop)
-        with record_function(PHASES["softmax"]):
-            forward_top = nn.functional.dropout(tops[0], drop, self.training)
-            backward_top = nn.functional.dropout(tops[1], drop, self.training)
-            # forward: position t < length - 1 predicts t + 1; backward: 1 <= t < length
-            # predicts t - 1
-            predicts = (positions < lengths[:, None] - 1)[:, : width - 1]
-            hidden = torch.cat([forward_top[:, :-1][predicts], backward_top[:, 1:][predicts]])
-            targets = torch.cat([batch.targets[:, 1:][predicts], batch.targets[:, :-1][predicts]])
-            nll = self._score(hidden, targets, n_samples, generator)
-        n = int(predicts.sum())
-        return torch.stack([nll[:n].sum(), nll[n:].sum()])
+            hidden = torch.stack([nn.functional.dropout(top, drop, self.training) for top in tops])
+            targets = batch.targets
+            if not batch.windows:  # the positions of each sentence (sizes read to the host)
+                predicts = length_mask(batch.lengths, targets.shape[2])
+                hidden, targets = hidden[:, predicts], targets[:, predicts]
+            hidden, targets = hidden.flatten(0, -2), targets.flatten()
+            if n_samples:
+                nll = self.softmax.sampled_nll(hidden, targets, n_samples, generator)
+            else:
+                nll = self.softmax.full_nll(hidden, targets)
+        return nll.view(2, -1).sum(1), finals
 
     def _directions(
-        self, distinct: DistinctInputs, lengths: torch.Tensor, dropout: float
-    ) -> Tuple[torch.Tensor, torch.Tensor]:
-        """The top layers (batch, T, dim) of the forward and the backward LSTM stacks over the
-        distinct tokens' vectors. Each direction's dropout masks come from a generator of its
-        own (seeded from torch's), so that the numbers are the same whether the directions run
-        one after the other or side by side: on the CPU with two or more threads each direction
-        runs forward and backward on a thread of its own (``_how``), where PyTorch would split
-        each small op of the per-step loop over its threads."""
-        mask = length_mask(lengths, distinct.index.shape[1])
-        tokens = scatter_tokens(distinct, mask)
-        generators = [None, None]
-        if dropout and self.training:
-            seeds = torch.randint(2**62, (2,)).tolist()
-            generators = [torch.Generator().manual_seed(seed) for seed in seeds]
+        self, vectors: torch.Tensor, batch: LMBatch, states: Optional[BiLMStates], dropout: float
+    ) -> Tuple[List[torch.Tensor], BiLMStates]:
+        """Both LSTM stacks over their rows of ``vectors`` (``batch.index[k]``) from ``states``
+        (windows: carried on): the top layers (B, T, dim) and each direction's final states,
+        detached. The dropout masks are drawn first, in the order the directions one after the
+        other draw them: the same numbers whether they run so, side by side on threads (the CPU
+        with two threads or more, where PyTorch would split each small op of the per-step loop
+        over its threads), on CUDA streams or compiled (``nn/directions.py``)."""
         lstms = (self.bilm.forward_lstm, self.bilm.backward_lstm)
-        runs = [
-            lambda x, lstm=lstm, g=g: lstm(x, lengths, None, dropout, distinct, g)[0][-1]
-            for lstm, g in zip(lstms, generators)
-        ]
-        forward_top, backward_top = self._run_directions(runs, tokens, self._how(tokens))
-        return forward_top, backward_top
+        masks = None
+        if dropout and self.training:
+            masks = [dropout_masks(lstm, *batch.index.shape[1:], dropout, vectors) for lstm in lstms]
+        precision, device = self.precision, vectors.device
+        run = LSTMRun(
+            self._how(vectors), wavefront=self.lstm_wavefront, fused_cell=self.fused_cell and batch.windows,
+            context=lambda: precision_context(precision, device), one_thread_each=True,
+        )  # fmt: skip
+        outputs = run_directions(lstms, vectors, batch.index, batch.lengths, states, masks, run)
+        finals = [[(h.detach(), c.detach()) for h, c in direction[1]] for direction in outputs]
+        return [direction[0][-1] for direction in outputs], BiLMStates(*finals)
 
     def _how(self, x: torch.Tensor) -> str:
         """How the two directions run on ``x`` (``nn/side_by_side.py``): on threads where the
@@ -297,15 +230,6 @@ class BiLMLanguageModel(nn.Module):
         if compiling():  # (torch.get_num_threads would break the traced graph)
             return "sequential"
         return how_to_run(x.device, torch.get_num_threads(), self.directions_on_streams)
-
-    def _run_directions(self, runs: Sequence, x: torch.Tensor, how: str) -> List[torch.Tensor]:
-        """``runs[0](x)`` and ``runs[1](x)``, the forward and the backward stack's, run ``how``."""
-        lstms = (self.bilm.forward_lstm, self.bilm.backward_lstm)
-        params = [list(lstm.parameters()) for lstm in lstms]
-        precision, device = self.precision, x.device
-        return run_side_by_side_of(
-            runs, x, how, params, lambda: precision_context(precision, device), one_thread_each=True
-        )
 
 
 def init_bilm_tf_style(bilm: BiLM) -> None:

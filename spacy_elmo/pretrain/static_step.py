@@ -8,30 +8,15 @@ does not fit the recorded shapes, and the softmax-only steps, run the same updat
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
 
 import torch
 
 from .config import ConfigError, check_step
-from .model import BiLMLanguageModel, WindowBatch
+from .model import LMBatch
 
-
-class WindowTrainer(Protocol):
-    """What a static step uses of ``trainer.Trainer``."""
-
-    model: BiLMLanguageModel
-    ddp_model: torch.nn.Module
-    optimizer: torch.optim.Optimizer
-    device: torch.device
-
-    @property
-    def ctx(self) -> Any: ...
-
-    def window_update(
-        self, batch: WindowBatch, forward: Optional[Callable] = None, update: Optional[Callable] = None
-    ) -> torch.Tensor: ...
-
-    def clip_and_step(self) -> None: ...
+if TYPE_CHECKING:  # the trainer imports this module
+    from .trainer import Trainer
 
 #: Eager updates before the recording (DDP needs 11 before NCCL collectives are recorded).
 WARMUP_STEPS = 3
@@ -67,7 +52,7 @@ class StaticStep:
 
     def __init__(
         self,
-        trainer: WindowTrainer,
+        trainer: "Trainer",
         kind: str,
         distinct_rows: int,
         compile_options: Optional[Dict[str, Any]] = None,
@@ -76,7 +61,7 @@ class StaticStep:
         self.kind = kind
         self.distinct_rows = distinct_rows
         self._graph: Optional[torch.cuda.CUDAGraph] = None
-        self._inputs: Optional[WindowBatch] = None
+        self._inputs: Optional[LMBatch] = None
         self._nll: Optional[torch.Tensor] = None
         self._eager_updates = 0
         self.forward: Callable = trainer.ddp_model
@@ -87,18 +72,18 @@ class StaticStep:
             if trainer.device.type == "cuda":  # torch.compile breaks on the CPU optimizers' step
                 self.update = compile_with_lstms(trainer.clip_and_step, **options)
 
-    def accepts(self, batch: WindowBatch) -> bool:
+    def accepts(self, batch: LMBatch) -> bool:
         """Whether ``batch`` runs here (else eagerly): it fits the fixed shapes, and the biLM trains."""
         return batch.n_distinct <= self.distinct_rows and not self.trainer.model.bilm_frozen
 
-    def __call__(self, batch: WindowBatch) -> torch.Tensor:
+    def __call__(self, batch: LMBatch) -> torch.Tensor:
         """One update on ``batch``; returns its summed NLL of both directions, (2,) on the device."""
         if self.kind == "compile":
             self.trainer.optimizer.zero_grad(set_to_none=True)
             return self.trainer.window_update(_padded(batch, self.distinct_rows), self.forward, self.update)
         return self._replay(batch)
 
-    def _replay(self, batch: WindowBatch) -> torch.Tensor:
+    def _replay(self, batch: LMBatch) -> torch.Tensor:
         trainer = self.trainer
         padded = _padded(batch, self.distinct_rows)
         if self._inputs is None:
@@ -145,10 +130,10 @@ def compile_with_lstms(function: Callable, **options: Any) -> Callable:
     return run
 
 
-def _padded(batch: WindowBatch, rows: int) -> WindowBatch:
+def _padded(batch: LMBatch, rows: int) -> LMBatch:
     """``batch`` with its char ids padded to ``rows`` distinct tokens (all-padding rows)."""
     extra = rows - batch.char_ids.shape[0]
     if extra == 0:
         return batch
     char_ids = torch.nn.functional.pad(batch.char_ids, (0, 0, 0, extra))
-    return WindowBatch(char_ids, batch.index, batch.targets, batch.n_distinct)
+    return LMBatch(char_ids, batch.index, batch.targets, None, batch.n_distinct)

@@ -34,7 +34,7 @@ from .corpus import BatchStream, DataPosition, SequenceReader, WindowStream
 from .early_stopping import EarlyStopping
 from .evaluate import EvalResult, held_out_nll
 from .metrics import LogWindow, MetricsLog, PendingSums
-from .model import PHASES, LMBatch, WindowBatch, make_batch, make_window_batch
+from .model import PHASES, LMBatch, make_batch, make_window_batch
 from .optimizers import adagrad_rows, clip_grad_norm, make_optimizer, make_scheduler
 from .static_step import StaticStep, resolve_step_kind
 from .stop import StopRequest
@@ -108,7 +108,8 @@ class Trainer:
         (for a recorded or compiled step) the static step."""
         s = self.settings
         model = build_model(
-            s, self.vocab, self.precision, self.sparse_updates, initialize=not resume, speak=self.ctx.is_main
+            s, self.vocab, self.precision, self.sparse_updates, initialize=not resume, speak=self.ctx.is_main,
+            device=self.device, step_kind=self.step_kind,
         )
         self.model = model.to(self.device)
         self.ddp_model = wrap_distributed(self.model, self.ctx, self.sparse_updates)
@@ -170,7 +171,7 @@ class Trainer:
         rows = s.training.batch_tokens // s.corpus.window_length  # at least 1: parse_settings
         return WindowStream(self.train_files, s.corpus, rows, s.corpus.window_length, *shard)
 
-    def batches(self, start: Optional[DataPosition] = None) -> Iterator[Union[LMBatch, WindowBatch]]:
+    def batches(self, start: Optional[DataPosition] = None) -> Iterator[LMBatch]:
         """The training batches from ``start`` on (default: the beginning), as ``train`` feeds
         them to ``train_step``."""
         for item in self.stream.batches(start):
@@ -279,7 +280,7 @@ class Trainer:
         return result
 
     # ----------------------------------------------------------------------------- one step
-    def train_step(self, batch: Union[LMBatch, WindowBatch]) -> Tuple[torch.Tensor, int]:
+    def train_step(self, batch: LMBatch) -> Tuple[torch.Tensor, int]:
         """One update on ``batch`` (``batches``, ``make_batch`` or ``make_window_batch``), as
         ``train`` makes them: for custom loops and benchmarks. Windows start from the states the
         previous window batch ended with. On window batches it reads nothing back from the device
@@ -292,7 +293,7 @@ class Trainer:
         with record_function(PHASES["batch"]):
             batch = batch.to(self.device)
         count = 2 * batch.n_targets
-        if isinstance(batch, WindowBatch):
+        if batch.windows:
             nll = self._window_step(batch)
         else:
             nll = self._sentence_update(batch, count)
@@ -300,7 +301,7 @@ class Trainer:
         self._pending.add(nll, count)
         return nll, count
 
-    def _window_step(self, batch: WindowBatch) -> torch.Tensor:
+    def _window_step(self, batch: LMBatch) -> torch.Tensor:
         if self.static_step is not None and self.static_step.accepts(batch):
             return self.static_step(batch)
         if self.static_step is not None and not self.model.bilm_frozen:
@@ -324,7 +325,7 @@ class Trainer:
 
     def window_update(
         self,
-        batch: WindowBatch,
+        batch: LMBatch,
         forward: Optional[Callable] = None,
         update: Optional[Callable] = None,
     ) -> torch.Tensor:
