@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, List, Optional, Sequence
 
 import typer
 
+from ..files import replacing
 from ..text_files import JSONL_SUFFIX
 from ..textcat_jsonl import READER as JSONL_READER
 from ..textcat_jsonl import TextCatCorpus
@@ -152,6 +153,7 @@ def config_command(
         typer.echo(text)
         return
     Path(output_file).parent.mkdir(parents=True, exist_ok=True)
-    Path(output_file).write_text(text, encoding="utf-8")
+    with replacing(output_file) as temporary:
+        temporary.write_text(text, encoding="utf-8")
     typer.echo(f"Wrote {output_file}: {', '.join(['elmo', *names])}. Train it with:", err=True)
     typer.echo("    " + text.splitlines()[3].lstrip("# "), err=True)

@@ -7,6 +7,7 @@ from typing import Dict, List
 
 import typer
 
+from ..files import replacing
 from ..textcat_jsonl import jsonl_files, read_docs
 from .errors import fail, failing
 
@@ -38,7 +39,8 @@ def convert_textcat_command(
     output_dir.mkdir(parents=True, exist_ok=True)
     for file, docs in converted:
         target = output_dir / f"{file.stem}.spacy"
-        DocBin(docs=docs, attrs=["ORTH", "SPACY"], store_user_data=False).to_disk(target)
+        with replacing(target) as temporary:
+            DocBin(docs=docs, attrs=["ORTH", "SPACY"], store_user_data=False).to_disk(temporary)
         typer.echo(f"{target}: {len(docs)} texts, labels: {_label_counts(docs)}")
 
 

@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import srsly
 import typer
 
+from ..files import replacing
 from .errors import fail, failing, recorded
 
 #: typer settings of a command that takes config overrides as extra arguments.
@@ -126,7 +127,8 @@ def init_config_command(
         with failing(ValueError, FileNotFoundError):  # the check the run would make at its start, now
             source = resolve_weight_source(model, what="--model")
         text = config_text_for_model(BiLMOptions.from_file(source.options_file), model, recipe)
-    output_file.write_text(text, encoding="utf-8")
+    with replacing(output_file) as temporary:
+        temporary.write_text(text, encoding="utf-8")
     typer.echo(f"Wrote {output_file}. Train it (GPU recipes: add --gpu-id 0):")
     typer.echo(
         f"    python -m spacy_elmo pretrain {shlex.quote(str(output_file))} OUT_DIR --paths.train TRAIN.txt "

@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Optional
 import h5py
 
 from ..architectures import elmo_model_v2
+from ..files import write_json_atomically
 from ..layers.bilm_model import ElmoModelSettings, bilm_settings
 from ..nn.precision import get_precision
 from ..sources import resolve_weight_source, weight_keys
@@ -26,7 +27,7 @@ from ..text_files import TextFileError
 from .chunks import finished_chunks, parts_folder, remove_temporaries
 from .items import InputItems, open_input
 from .keys import first_bad_key
-from .manifest import JOB_ATTR, MANIFEST_NAME, build_manifest, differences, read_manifest, write_manifest
+from .manifest import JOB_ATTR, MANIFEST_NAME, build_manifest, differences, read_manifest
 
 EMBED_LAYERS = ("all", "top", "average")
 LOCK_NAME = "lock"
@@ -173,7 +174,7 @@ def prepare_job(options: EmbedOptions, world_size: int = 1) -> JobPlan:
         except FileExistsError:
             raise JobRefused(f"another embed run has just created {parts}") from None
         plan.lock = _lock(parts)
-        write_manifest(parts / MANIFEST_NAME, manifest)
+        write_json_atomically(parts / MANIFEST_NAME, manifest)
     return plan
 
 

@@ -14,7 +14,6 @@ from typing import Any, Dict, List, Optional
 import srsly
 from pooch import file_hash
 
-from ..files import write_json_atomically
 from ..formats import WeightSource
 
 MANIFEST_NAME = "job.json"
@@ -88,7 +87,3 @@ def read_manifest(path: Path) -> Optional[Dict[str, Any]]:
         return None
     return manifest if isinstance(manifest, dict) and "compared" in manifest else None
 
-
-def write_manifest(path: Path, manifest: Dict[str, Any]) -> None:
-    """A manifest that exists is whole."""
-    write_json_atomically(path, manifest)
