@@ -21,12 +21,23 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def _type_checking_only(tree: ast.Module) -> Set[ast.AST]:
+    """The imports under ``if TYPE_CHECKING:``: annotations only, never run, so no dependency."""
+    blocks = [n for n in ast.walk(tree) if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING"]
+    return {node for block in blocks for statement in block.body for node in ast.walk(statement)}
+
+
 def _imports(path: Path) -> Set[str]:
-    """Every module this file imports (at any depth of the file: function-level imports too)."""
+    """Every module this file imports at run time (at any depth of the file: function-level imports
+    too)."""
     module = _module_name(path)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    annotations_only = _type_checking_only(tree)
+    for node in ast.walk(tree):
+        if node in annotations_only:
+            continue
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
