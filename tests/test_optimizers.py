@@ -3,6 +3,7 @@ registered function each; the config accepts whatever is registered."""
 
 from __future__ import annotations
 
+import catalogue
 import pytest
 import torch
 
@@ -43,10 +44,13 @@ def test_a_registered_schedule_is_a_valid_config_value():
     def halving(warmup, total):
         return lambda step: 0.5 ** (step // 10)
 
-    s = _settings(**{"optimizer.schedule": "halving_test"})
-    scheduler = make_scheduler(make_optimizer(torch.nn.Linear(2, 2), s.optimizer), s.optimizer, 100)
-    assert scheduler.get_last_lr() == [s.optimizer.learning_rate]
-    assert sorted(optimizers.get_all()) == ["adagrad", "adam"]
+    try:
+        s = _settings(**{"optimizer.schedule": "halving_test"})
+        scheduler = make_scheduler(make_optimizer(torch.nn.Linear(2, 2), s.optimizer), s.optimizer, 100)
+        assert scheduler.get_last_lr() == [s.optimizer.learning_rate]
+        assert sorted(optimizers.get_all()) == ["adagrad", "adam"]
+    finally:  # the registry is the process's: later tests (the reference's) see only the package's
+        catalogue.REGISTRY.pop((*schedules.namespace, "halving_test"))
 
 
 @pytest.mark.parametrize("graph_learning_rate", [False, True])
