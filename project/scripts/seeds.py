@@ -4,6 +4,7 @@ python scripts/seeds.py bundled 0,1,2 --max-steps 2000 --eval-frequency 200 [--b
 python scripts/seeds.py baseline 0,1,2 --max-steps 2000 --eval-frequency 200
 python scripts/seeds.py bundled 0,1,2 --tasks textcat --max-steps 1500 --eval-frequency 250
 python scripts/seeds.py bundled 0,1,2 --tasks ner --bilm training/adapted/wnut17 --name adapted-wnut17 ...
+python scripts/seeds.py bundled 0 --tasks ner --name finetuned --set components.elmo.frozen=false ...
 python scripts/seeds.py evaluate 0,1,2 --system bundled --precision int8
 python scripts/seeds.py compare 0,1,2 --label "ELMo (bundled biLM)"
 
@@ -57,6 +58,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--precision", help="the elmo pipe's precision (training, or evaluate)")
     parser.add_argument("--system", dest="trained", default="bundled", help="evaluate: whose models")
     parser.add_argument("--tasks", default=DEFAULT_TASKS, help=f"comma-separated, of {', '.join(TASKS)}")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE",
+        help="a config override for spacy train, e.g. components.elmo.frozen=false (repeatable)",
+    )  # fmt: skip
     parser.add_argument("--title", help="compare: the table's heading")
     parser.add_argument("--output", default="metrics/comparison_seeds", help="compare: OUTPUT.md and OUTPUT.png")
     return parser.parse_args()
@@ -117,6 +122,9 @@ def train_and_evaluate(args: argparse.Namespace, seeds: List[int], tasks: List[s
                     command += ["--components.elmo.model.threads", args.elmo_threads]
                 if args.precision is not None:
                     command += ["--components.elmo.model.precision", args.precision]
+            for override in args.set:
+                key, _, value = override.partition("=")
+                command += [f"--{key}", value]
             run(command)
             run([
                 sys.executable, "-m", "spacy", "evaluate", str(output / "model-best"), test,
