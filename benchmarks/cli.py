@@ -344,6 +344,36 @@ def pretrain_command(
     report.finish(result, output)
 
 
+@app.command("adapt-ab", context_settings=EXTRA_ARGS)
+def adapt_ab_command(
+    ctx: typer.Context,
+    against: Path = typer.Option(..., "--against", help="Another checkout (git worktree add ../old COMMIT)"),
+    text: List[Path] = typer.Option(..., "--text", help="The text to adapt to (repeat for more files)"),
+    source: str = typer.Option("en_wikitext_small", "--source", help="The biLM to adapt"),
+    threads: int = typer.Option(2, "--threads", min=1, help="adapt's --threads in each run"),
+    rounds: int = typer.Option(1, "--rounds", min=1, help="Runs of each checkout, alternating which goes first"),
+    output: Optional[Path] = bench.OUTPUT,
+) -> None:
+    """This checkout's adapt command against another checkout's, on the same text.
+
+    Each run is the whole command in a fresh process with its checkout's package, in the order
+    A B, B A, ...; the ratio of the median times and both sides' held-out perplexities (on the
+    same held-out text) come from the one run. Extra arguments go to adapt: --tokenized.
+    """
+    from .adapt_ab import run_adapt_ab
+
+    with failing(ValueError, RuntimeError):
+        result = run_adapt_ab(against, text, source, threads, rounds, ctx.args)
+    for side in ("this", "against"):
+        for run in result["runs"][side]:
+            typer.echo(
+                f"{side:8s} {result['commits'][side] or 'no git'}: {run['seconds']:,.0f} s, held-out perplexity "
+                f"{run['ppl_before']:.2f} -> {run['ppl_after']:.2f}, {run['steps']} updates, load {run['load_average_1min'][0]:.1f}"
+            )
+    typer.echo(f"against / this: {result['speedup']:.2f}x (median times)")
+    report.finish(result, output)
+
+
 @app.command("pretrain-ab", context_settings=EXTRA_ARGS)
 def pretrain_ab_command(
     ctx: typer.Context,

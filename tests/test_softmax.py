@@ -135,3 +135,32 @@ def test_two_losses_before_one_backward_do_not_share_the_kept_logits():
         torch.testing.assert_close(h.grad.double(), h64.grad, rtol=1e-5, atol=1e-6)
     kept = softmax._workspace.take((20, 31), hidden[0])
     assert kept is not None and softmax._workspace.take((20, 31), hidden[0]) is None
+
+
+def test_tied_rows_score_and_train_as_the_full_softmax():
+    """Equal rows scored as one (plus log K) give the full softmax's losses and gradients, each
+    tied row the same gradient (so training keeps them equal), a tied word its own probability;
+    float32 rounding of sums over 40 columns is the tolerance."""
+    torch.manual_seed(0)
+    full, tied = LMSoftmax(vocab_size=40, dim=6), LMSoftmax(vocab_size=40, dim=6)
+    rows = torch.arange(25, 40)
+    with torch.no_grad():
+        full.weight[rows] = full.weight[25].clone()
+        full.bias[rows] = 0.3
+    tied.load_state_dict(full.state_dict())
+    tied.tie_rows(rows)
+    hidden = torch.randn(30, 6)
+    targets = torch.cat([torch.randint(0, 25, (27,)), torch.tensor([25, 31, 39])])
+    want, got = full.full_nll(hidden, targets), tied.full_nll(hidden, targets)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    want[:27].sum().backward()
+    got[:27].sum().backward()
+    for name in ("weight", "bias"):
+        torch.testing.assert_close(getattr(tied, name).grad, getattr(full, name).grad, rtol=1e-5, atol=1e-6)
+    assert bool((tied.weight.grad[rows] == tied.weight.grad[25]).all())
+
+
+def test_tie_rows_refuses_rows_that_differ():
+    softmax = LMSoftmax(vocab_size=10, dim=3)
+    with pytest.raises(ValueError, match="the 4 rows are not equal"):
+        softmax.tie_rows(torch.arange(4))

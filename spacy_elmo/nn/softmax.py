@@ -58,15 +58,48 @@ class LMSoftmax(nn.Module):
         self._recorded: List[torch.Tensor] = []
         self._used_rows: Optional[Tuple[torch.Tensor, torch.Tensor]] = None
         self._workspace = LogitsWorkspace()
+        self._tied: Optional[TiedRows] = None
 
     @property
     def vocab_size(self) -> int:
         return self.weight.shape[0]
 
+    def tie_rows(self, rows: Optional[torch.Tensor]) -> None:
+        """Score the equal rows ``rows`` (ids) as one, in ``full_nll``; None: each its own again.
+
+        K equal rows give K equal logits, whose share of the normaliser is one logit plus log K:
+        the products and the softmax then run over the other rows and that one. Training keeps
+        such rows equal while none of them is a target (each gets the same gradient: the
+        shared row's, spread evenly), so the result is the full softmax's, up to rounding. The
+        rows of the words a text never shows start equal in a softmax fitted from the unigram
+        model (``pretrain/softmax_fit.py``)."""
+        if rows is None or len(rows) < 2:
+            self._tied = None
+            return
+        rows = rows.to(self.weight.device)
+        with torch.no_grad():
+            table = torch.cat([self.weight[rows], self.bias[rows, None]], dim=1)
+            if not bool((table == table[:1]).all()):
+                raise ValueError(f"tie_rows: the {len(rows):,} rows are not equal")
+        self._tied = TiedRows(rows, self.vocab_size)
+
     def full_nll(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """Exact negative log-likelihood per target. hidden (N, dim), targets (N,) -> (N,)."""
-        logits = torch.addmm(self.bias, hidden, self.weight.t())
-        return nn.functional.cross_entropy(logits.float(), targets, reduction="none")
+        """Exact negative log-likelihood per target. hidden (N, dim), targets (N,) -> (N,).
+        The sampled softmax's loss with every word as a negative: its N x V logits are passed
+        over in place, on memory kept from step to step (the N x V tensors of a log-softmax and
+        its backward, made anew each step, cost more than the products)."""
+        tied = self._tied
+        if tied is None:
+            table = torch.cat([self.weight, self.bias[:, None]], dim=1)
+            every_word = torch.arange(self.vocab_size, device=hidden.device)
+            return self._loss(hidden, table[targets], table, targets, every_word)
+        kept = torch.cat([self.weight[tied.kept], self.bias[tied.kept, None]], dim=1)
+        shared = torch.cat([self.weight[tied.rows].mean(0), self.bias[tied.rows].mean()[None] + tied.log_count])
+        table = torch.cat([kept, shared[None]])
+        columns = tied.column_of[targets]
+        nll = self._loss(hidden, table[columns], table, columns, torch.arange(table.shape[0], device=hidden.device))
+        # A tied row's word has the shared column's probability over K.
+        return nll + (columns == tied.shared_column) * tied.log_count
 
     def sampled_nll(
         self,
@@ -87,9 +120,16 @@ class LMSoftmax(nn.Module):
         # Each logit's correction -log(expected count) goes into its row's bias column.
         rows[:, -1] -= self.sampler.log_expected_count(ids, n_samples).to(rows.dtype)
         n = targets.shape[0]
-        # Without gradients no backward will hand the workspace back.
-        workspace = self._workspace if torch.is_grad_enabled() else None
-        return _SampledSoftmaxLoss.apply(hidden, rows[:n], rows[n:], targets, sampled, workspace)
+        return self._loss(hidden, rows[:n], rows[n:], targets, sampled)
+
+    def _loss(
+        self, hidden: torch.Tensor, true_rows: torch.Tensor, table: torch.Tensor, targets: torch.Tensor, ids: torch.Tensor
+    ) -> torch.Tensor:
+        lent_elsewhere = self._workspace.lent
+        loss = _SoftmaxLoss.apply(hidden, true_rows, table, targets, ids, self._workspace)
+        if not loss.requires_grad and not lent_elsewhere:  # no backward will hand it back
+            self._workspace.release()
+        return loss
 
     def _rows(self, ids: torch.Tensor) -> torch.Tensor:
         """[weight | bias] rows of ``ids``: (len(ids), dim + 1), a new tensor."""
@@ -128,6 +168,21 @@ class LMSoftmax(nn.Module):
         self.bias.grad = _sparse(ids, values[:, -1], shape)
 
 
+class TiedRows:
+    """Which rows of a softmax are scored as one (``LMSoftmax.tie_rows``): the ``rows`` tied, the
+    rows ``kept`` as they are, and each row's column among the kept rows and the shared one."""
+
+    def __init__(self, rows: torch.Tensor, vocab_size: int) -> None:
+        tied = torch.zeros(vocab_size, dtype=torch.bool, device=rows.device)
+        tied[rows] = True
+        self.rows = rows
+        self.kept = (~tied).nonzero().squeeze(1)
+        self.shared_column = len(self.kept)
+        self.column_of = torch.full((vocab_size,), self.shared_column, dtype=torch.long, device=rows.device)
+        self.column_of[self.kept] = torch.arange(len(self.kept), device=rows.device)
+        self.log_count = math.log(len(rows))
+
+
 #: (row ids, row gradients) of this process -> the same of all processes, averaged.
 RowGather = Callable[[torch.Tensor, torch.Tensor], Tuple[torch.Tensor, torch.Tensor]]
 
@@ -157,13 +212,18 @@ class LogitsWorkspace:
         self._lent = True
         return self._buffer[:numel].view(shape)
 
+    @property
+    def lent(self) -> bool:
+        return self._lent
+
     def release(self) -> None:
         self._lent = False
 
 
-class _SampledSoftmaxLoss(torch.autograd.Function):
+class _SoftmaxLoss(torch.autograd.Function):
     """``logsumexp([true; sampled]) - true`` per row, its gradient worked out in the forward so that
-    the N x (1 + S) logits, the one large tensor, are passed over a handful of times in place.
+    the N x (1 + S) logits, the one large tensor, are passed over a handful of times in place
+    (the full softmax: every word sampled once).
 
     Args (forward): hidden (N, dim); true_rows (N, dim + 1) and sampled_rows (S, dim + 1), the
     [weight | corrected bias] rows; targets (N,), sampled (S,) ids; a ``LogitsWorkspace`` or None.
@@ -211,8 +271,10 @@ class _SampledSoftmaxLoss(torch.autograd.Function):
             scaled = hidden1 * grad[:, None].to(hidden1.dtype)
             sampled_grad = torch.mm(probs.t(), scaled)[1:]
             true_grad = scaled * probs[:, :1]
-            hidden_grad = torch.mm(probs, table[:, :dim])  # the zero row: nothing from column 0
-            hidden_grad = hidden_grad.addcmul_(probs[:, :1], true_rows[:, :dim]).mul_(grad[:, None])
+            hidden_grad = None
+            if ctx.needs_input_grad[0]:  # not for a frozen biLM's outputs
+                hidden_grad = torch.mm(probs, table[:, :dim])  # the zero row: nothing from column 0
+                hidden_grad = hidden_grad.addcmul_(probs[:, :1], true_rows[:, :dim]).mul_(grad[:, None])
         if ctx.workspace is not None:
             ctx.workspace.release()
             ctx.workspace = None

@@ -21,8 +21,10 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from tqdm import tqdm
 
+from ..formats.native import save_bilm
+from ..nn.softmax import LMSoftmax
 from ..nn.threads import command_threads, torch_threads
-from ..sources import resolve_weight_source
+from ..sources import load_bilm_from, resolve_weight_source
 from ..text_files import resolve_files
 from .build import trainable
 from .checkpoint import checkpoint_path
@@ -31,7 +33,9 @@ from .corpus import CorpusError, CorpusSettings, SequenceReader, check_text, cou
 from .early_stopping import EarlyStopping
 from .evaluate import EvalResult, held_out_nll, load_language_model
 from .metrics import read_metrics
+from .model import BiLMLanguageModel
 from .run_files import METRICS_NAME, OPTIONS_NAME, SAFETENSORS_NAME, SOFTMAX_NAME, VOCAB_NAME
+from .softmax_fit import FitSettings, fit_softmax, top_layer_outputs
 from .trainer import pretrain
 from .vocab import Vocab
 
@@ -62,18 +66,24 @@ class AdaptSettings:
     #: its top): more than pretraining's, as a small text is seen many times (docs/results/adapt.md
     #: measured it). The softmax fit keeps pretraining's.
     dropout: float = 0.3
-    #: The softmax fit (sources without a softmax): the most steps (None: ``softmax_passes`` over
-    #: the training text, at least ``softmax_min_steps``), its learning rate (constant).
+    #: The softmax fit (sources without a softmax; ``softmax_fit``): the most updates (None:
+    #: ``softmax_passes`` over the training text's predictions, at least ``softmax_min_steps``),
+    #: the peak learning rate (AdamW; it falls linearly to 0 at the last update), the decay of
+    #: the weights (not the bias), the predictions per update and the updates between held-out
+    #: evaluations.
     softmax_max_steps: Optional[int] = None
-    softmax_learning_rate: float = 0.003
+    softmax_learning_rate: float = 0.01
+    softmax_weight_decay: float = 0.5
+    softmax_batch: int = 4096
+    softmax_eval_every: int = 50
     #: The step caps follow the amount of text, so that a fixed cap does not stop a larger text's
     #: runs while the held-out perplexity still falls (patience stops them first); the floors
     #: keep a small text's learning rate from decaying to 0 after a few dozen updates. The whole
     #: biLM's best evaluation comes after about one pass, the softmax fit's plateau after several.
     passes: float = 2.0
     min_steps: int = 300
-    softmax_passes: float = 10.0
-    softmax_min_steps: int = 400
+    softmax_passes: float = 3.0
+    softmax_min_steps: int = 100
     warmup_steps: int = 10
     eval_every: int = 25
     patience: int = 3
@@ -152,10 +162,14 @@ def adapt(
     base = _overrides(weights, train_file, heldout_file, vocab_file, words, settings)
     softmax = f"{base['objective.softmax']} softmax over {words:,} words"  # for the progress lines
     with torch_threads(command_threads(settings.threads)):
-        before, start_from = _perplexity_before(weights, has_softmax, base, softmax, work, heldout_file, settings, resume, echo)
+        before, start_from = _perplexity_before(
+            weights, has_softmax, vocab_file, softmax, work, train_file, heldout_file, settings, resume, echo
+        )
         echo(f"Adapting the whole biLM in {output_dir} ({softmax})")
         whole = {
-            **base, "paths.init_bilm": str(start_from), "optimizer.schedule": "linear", "objective.dropout": settings.dropout
+            **base, "paths.init_bilm": str(start_from), "optimizer.schedule": "linear", "objective.dropout": settings.dropout,
+            # the fitted softmax's rows of words the text never shows are equal: scored as one
+            "objective.tie_unseen_rows": not has_softmax and base["objective.softmax"] == "full",
         }  # fmt: skip
         _run(whole, output_dir, resume)
     stopping = _best(output_dir, settings.patience)
@@ -183,14 +197,18 @@ def step_caps(settings: AdaptSettings, train_tokens: int) -> AdaptSettings:
     """``settings`` with both step caps set: those given kept, the others their passes over
     ``train_tokens`` in batches of ``batch_tokens``, at least their floors."""
 
-    def steps(passes: float, floor: int) -> int:
-        return max(floor, math.ceil(passes * train_tokens / settings.batch_tokens))
+    def steps(passes: float, floor: int, per_step: int) -> int:
+        return max(floor, math.ceil(passes * train_tokens / per_step))
 
     return replace(
         settings,
-        max_steps=steps(settings.passes, settings.min_steps) if settings.max_steps is None else settings.max_steps,
+        max_steps=(
+            steps(settings.passes, settings.min_steps, settings.batch_tokens)
+            if settings.max_steps is None
+            else settings.max_steps
+        ),
         softmax_max_steps=(
-            steps(settings.softmax_passes, settings.softmax_min_steps)
+            steps(settings.softmax_passes, settings.softmax_min_steps, settings.softmax_batch // 2)  # 2 predictions a token
             if settings.softmax_max_steps is None
             else settings.softmax_max_steps
         ),
@@ -219,7 +237,7 @@ def _vocabulary(weights, work: Path, train_file: Path, settings: AdaptSettings, 
 
 
 def _perplexity_before(
-    weights, has_softmax: bool, base: Dict[str, Any], softmax: str, work: Path, heldout_file: Path,
+    weights, has_softmax: bool, vocab_file: Path, softmax: str, work: Path, train_file: Path, heldout_file: Path,
     settings: AdaptSettings, resume: bool, echo: Callable[[str], None],
 ) -> Tuple[float, Path]:
     """The source biLM's held-out perplexity (with its own softmax, or one fitted now with the
@@ -229,18 +247,40 @@ def _perplexity_before(
         echo(f"Held-out perplexity of {weights.directory} with its softmax: {before:.2f}")
         return before, weights.directory
     fit_dir = work / SOFTMAX_FIT_DIR
-    echo(f"Fitting a {softmax} to {weights.directory} (the biLM frozen) in {fit_dir}")
-    fit = {
-        **base,
-        "initialize.softmax_only_steps": settings.softmax_max_steps,
-        "training.max_steps": settings.softmax_max_steps,
-        "optimizer.learning_rate": settings.softmax_learning_rate,
-        "optimizer.schedule": "constant",
-    }
-    _run(fit, fit_dir, resume)
+    if not (resume and (fit_dir / SOFTMAX_NAME).is_file()):  # a finished fit is kept
+        echo(f"Fitting a {softmax} to {weights.directory} (the biLM frozen) in {fit_dir}")
+        _fit_softmax(weights, vocab_file, train_file, heldout_file, fit_dir, settings)
     before = _best(fit_dir, settings.patience).best
     echo(f"Held-out perplexity of the source biLM, softmax fitted: {before:.2f}")
     return before, fit_dir
+
+
+def _fit_softmax(
+    weights, vocab_file: Path, train_file: Path, heldout_file: Path, fit_dir: Path, settings: AdaptSettings
+) -> None:
+    """``softmax_fit`` on the source biLM's outputs over the split text, in ``fit_dir`` beside a
+    copy of the biLM and the vocabulary (where the whole biLM's run starts); its softmax file,
+    written last, marks the fit finished."""  # fmt: skip
+    shutil.rmtree(fit_dir, ignore_errors=True)
+    vocab = Vocab.load(vocab_file)
+    bilm = load_bilm_from(weights)
+    model = BiLMLanguageModel(bilm, LMSoftmax(len(vocab), bilm.options.lstm.projection_dim))
+    outputs = [
+        top_layer_outputs(model, vocab, SequenceReader([path], _corpus_settings(settings, tokenized=True)), settings.batch_tokens)
+        for path in (train_file, heldout_file)
+    ]
+    save_bilm(bilm, fit_dir)
+    shutil.copyfile(vocab_file, fit_dir / VOCAB_NAME)
+    fit = FitSettings(
+        learning_rate=settings.softmax_learning_rate,
+        batch=settings.softmax_batch,
+        max_steps=settings.softmax_max_steps,
+        eval_every=settings.softmax_eval_every,
+        patience=settings.patience,
+        seed=settings.seed,
+        weight_decay=settings.softmax_weight_decay,
+    )
+    fit_softmax(model.softmax, *outputs, fit, fit_dir)
 
 
 def _keep_source(work: Path, output_dir: Path, before: float, best: float, echo: Callable[[str], None]) -> None:

@@ -135,8 +135,9 @@ class ObjectiveSettings(Section):
     softmax: Literal["auto", "full", "sampled"]
     n_negative_samples: StrictPositive
     dropout: Fraction
-    # Runs written before this key existed resume with its default.
+    # Runs written before these keys existed resume with their defaults.
     sparse_updates: AutoOrBool = "auto"
+    tie_unseen_rows: bool = False
 
 
 class InitializeSettings(Section):

@@ -60,7 +60,7 @@ def held_out_nll(
     device = next(model.parameters()).device
     sums = torch.zeros(3, dtype=torch.float64, device=device)
     bar = tqdm(desc="perplexity", unit="target", disable=not progress)
-    for sequences in _dev_batches(reader, batch_tokens, limit):
+    for sequences in length_sorted_batches(reader, batch_tokens, limit):
         batch = make_batch(sequences, vocab).to(device)
         nll = model(batch)
         sums += torch.tensor(
@@ -114,9 +114,11 @@ def load_language_model(directory: Path) -> Tuple[BiLMLanguageModel, Vocab]:
     return BiLMLanguageModel(bilm, softmax).eval(), vocab
 
 
-def _dev_batches(
-    reader: SequenceReader, batch_tokens: int, limit: Optional[int]
+def length_sorted_batches(
+    reader: SequenceReader, batch_tokens: int, limit: Optional[int] = None
 ) -> Iterator[List[List[str]]]:
+    """``reader``'s sequences (until ``limit`` tokens) in batches of about ``batch_tokens``,
+    each thousand sorted by length so that a batch pads little."""
     chunk: List[List[str]] = []
     seen = 0
     for sequence in reader:

@@ -179,6 +179,20 @@ class BiLMLanguageModel(nn.Module):
         generator: Optional[torch.Generator],
         states: Optional[BiLMStates],
     ) -> Tuple[torch.Tensor, BiLMStates]:
+        hidden, targets, finals = self.predictions(batch, states)
+        with record_function(PHASES["softmax"]):
+            if n_samples:
+                nll = self.softmax.sampled_nll(hidden, targets, n_samples, generator)
+            else:
+                nll = self.softmax.full_nll(hidden, targets)
+        return nll.view(2, -1).sum(1), finals
+
+    def predictions(
+        self, batch: LMBatch, states: Optional[BiLMStates] = None
+    ) -> Tuple[torch.Tensor, torch.Tensor, BiLMStates]:
+        """What the softmax scores on ``batch``: the top layer's outputs where the forward LM
+        predicts, then where the backward LM does, (2n, dim) with the top layer's dropout in
+        training; their targets (2n,); the LSTM states each direction ends in."""
         drop = self.dropout if self.training else 0.0
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.bilm_frozen):
             with record_function(PHASES["char_cnn"]):
@@ -194,12 +208,7 @@ class BiLMLanguageModel(nn.Module):
             if not batch.windows:  # the positions of each sentence (sizes read to the host)
                 predicts = length_mask(batch.lengths, targets.shape[2])
                 hidden, targets = hidden[:, predicts], targets[:, predicts]
-            hidden, targets = hidden.flatten(0, -2), targets.flatten()
-            if n_samples:
-                nll = self.softmax.sampled_nll(hidden, targets, n_samples, generator)
-            else:
-                nll = self.softmax.full_nll(hidden, targets)
-        return nll.view(2, -1).sum(1), finals
+        return hidden.flatten(0, -2), targets.flatten(), finals
 
     def _directions(
         self, vectors: torch.Tensor, batch: LMBatch, states: Optional[BiLMStates], dropout: float

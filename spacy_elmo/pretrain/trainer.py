@@ -30,7 +30,7 @@ from .build import (
 )
 from .checkpoint import CarriedStates, TrainingState, drop_metrics_after, load_checkpoint, save_checkpoint
 from .config import ConfigError, PretrainSettings, parse_settings, sampled_softmax_wanted, sparse_updates_wanted
-from .corpus import BatchStream, DataPosition, SequenceReader, WindowStream
+from .corpus import BatchStream, DataPosition, SequenceReader, WindowStream, count_words
 from .early_stopping import EarlyStopping
 from .evaluate import EvalResult, held_out_nll
 from .metrics import LogWindow, MetricsLog, PendingSums
@@ -87,6 +87,8 @@ class Trainer:
         self.start_position = DataPosition()
         if resume:
             self._resume()
+        if s.objective.tie_unseen_rows:
+            self._tie_unseen_rows()
         self.early_stopping = self._early_stopping()
 
     def _check_single_process_options(self) -> None:
@@ -145,6 +147,19 @@ class Trainer:
         )
         if self.ctx.is_main:
             drop_metrics_after(self.output_dir, self.step)
+
+    def _tie_unseen_rows(self) -> None:
+        """``[objective] tie_unseen_rows``: the softmax scores the rows of the words the training
+        text never shows as one (``LMSoftmax.tie_rows``, which checks that they are equal)."""
+        if self.use_sampled:
+            raise ConfigError("[objective] tie_unseen_rows = true needs the full softmax ([objective] softmax)")
+        counts = count_words(self.train_files, self.settings.corpus)
+        seen = torch.zeros(len(self.vocab), dtype=torch.bool)
+        seen[self.vocab.encode(list(counts))] = True  # with <S> and </S>, which are targets too
+        try:
+            self.model.softmax.tie_rows((~seen).nonzero().squeeze(1))
+        except ValueError as err:
+            raise ConfigError(f"[objective] tie_unseen_rows: {err} (a softmax fitted by adapt has them equal)") from None
 
     def _early_stopping(self) -> Optional[EarlyStopping]:
         """``[training] patience``'s state, rebuilt from the run's evaluations on a resume."""

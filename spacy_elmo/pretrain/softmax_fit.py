@@ -1,0 +1,185 @@
+"""A softmax fitted to a frozen biLM, as ``adapt`` does first for a source without one.
+
+With the biLM frozen, the softmax is a multinomial logistic regression on fixed features: the
+biLM's top-layer outputs are computed once (no dropout, both directions) and the softmax alone
+is trained on them, the held-out perplexity computed on the held-out text's outputs, so no
+update and no evaluation runs the biLM again. The bias starts at the training text's log
+unigram frequencies, the weights at zero (the unigram model), and the learning rate falls
+linearly to 0 at the last update; the best evaluation's softmax is kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, Iterator, Optional
+
+import torch
+from safetensors.torch import save_file
+from tqdm import tqdm
+
+from ..nn.softmax import LMSoftmax
+from .corpus import SequenceReader
+from .early_stopping import EarlyStopping
+from .evaluate import EvalResult, length_sorted_batches
+from .metrics import MetricsLog
+from .model import BiLMLanguageModel, make_batch
+from .run_files import SOFTMAX_NAME
+from .stop import StopRequest
+from .vocab import Vocab
+
+
+class FitInterrupted(Exception):
+    """Ctrl-C stopped the softmax fit; nothing of it is kept (it is short: it starts over)."""
+
+
+@dataclass
+class Predictions:
+    """What a frozen biLM's LMs predict from: top-layer outputs (N, dim), their targets (N,),
+    and which are the backward LM's (N,) bool."""
+
+    hidden: torch.Tensor
+    targets: torch.Tensor
+    backward: torch.Tensor
+
+    def __len__(self) -> int:
+        return self.targets.shape[0]
+
+
+@dataclass
+class FitSettings:
+    """The fit's recipe: ``batch`` predictions per update (AdamW, ``learning_rate`` falling
+    linearly to 0 at ``max_steps``, ``weight_decay`` on the weights, not the bias: the rows of
+    rare words otherwise fit their few contexts), an evaluation every ``eval_every`` updates,
+    stopped after ``patience`` evaluations without a lower held-out perplexity; ``seed`` orders
+    the updates."""
+
+    learning_rate: float
+    batch: int
+    max_steps: int
+    eval_every: int
+    patience: int
+    seed: int
+    weight_decay: float = 0.0
+
+
+@torch.no_grad()
+def top_layer_outputs(model: BiLMLanguageModel, vocab: Vocab, reader: SequenceReader, batch_tokens: int) -> Predictions:
+    """The predictions of both LMs of ``model`` (in eval mode: no dropout) over ``reader``'s text."""
+    model.eval()
+    hidden, targets, backward = [], [], []
+    for sequences in length_sorted_batches(reader, batch_tokens):
+        batch_hidden, batch_targets, _ = model.predictions(make_batch(sequences, vocab))
+        hidden.append(batch_hidden)
+        targets.append(batch_targets)
+        backward.append(torch.arange(len(batch_targets)) >= len(batch_targets) // 2)  # the forward LM's first
+    return Predictions(torch.cat(hidden), torch.cat(targets), torch.cat(backward))
+
+
+@torch.no_grad()
+def held_out(softmax: LMSoftmax, predictions: Predictions, batch: int, source: object) -> EvalResult:
+    """Held-out perplexity of ``softmax`` on ``predictions`` (scored ``batch`` at a time)."""
+    nll = torch.cat(
+        [
+            softmax.full_nll(predictions.hidden[start : start + batch], predictions.targets[start : start + batch])
+            for start in range(0, len(predictions), batch)
+        ]
+    ).double()
+    backward = predictions.backward
+    sums = torch.stack([nll[~backward].sum(), nll[backward].sum(), backward.sum().double()])
+    return EvalResult.from_sums(sums, source)
+
+
+def unigram_start(softmax: LMSoftmax, targets: torch.Tensor) -> torch.Tensor:
+    """The softmax as the unigram model of ``targets``: zero weights, the bias the log of each
+    word's relative frequency (half a count added, so that no word is impossible). Returns the
+    ids of the words ``targets`` never shows, whose rows are now equal."""
+    counts = torch.bincount(targets, minlength=softmax.vocab_size).double()
+    with torch.no_grad():
+        softmax.weight.zero_()
+        softmax.bias.copy_(torch.log((counts + 0.5) / (counts + 0.5).sum()))
+    return (counts == 0).nonzero().squeeze(1)
+
+
+def fit_softmax(
+    softmax: LMSoftmax,
+    train: Predictions,
+    heldout: Predictions,
+    settings: FitSettings,
+    run_dir: Path,
+    show_progress: bool = True,
+) -> EarlyStopping:
+    """Fit ``softmax`` to ``train`` from the unigram model, keeping the evaluation on ``heldout``
+    with the lowest perplexity; its evaluations go to ``run_dir``'s metrics.jsonl, the kept
+    softmax to its softmax.safetensors. Raises ``FitInterrupted`` on Ctrl-C."""
+    # The rows of words the training text never shows start equal and stay so: scored as one.
+    softmax.tie_rows(unigram_start(softmax, train.targets))
+    echo = tqdm.write if show_progress else lambda line: None
+    groups = [{"params": [softmax.weight]}, {"params": [softmax.bias], "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW(groups, lr=settings.learning_rate, weight_decay=settings.weight_decay)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 - step / settings.max_steps)
+    stopping = EarlyStopping(settings.patience)
+    metrics = MetricsLog(run_dir, is_main=True)
+    best = _evaluate(softmax, heldout, settings, stopping, metrics, 0, echo)
+    stop = StopRequest(distributed=False, speak=True)
+    bar = tqdm(total=settings.max_steps, unit="step", desc="softmax fit", dynamic_ncols=True, disable=not show_progress)
+    with stop.handling_ctrl_c():
+        for step, rows in enumerate(_batches(len(train), settings), start=1):
+            loss = softmax.full_nll(train.hidden[rows], train.targets[rows]).mean()
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            bar.update(1)
+            if stop.requested:
+                bar.close()
+                raise FitInterrupted("the softmax fit was interrupted")
+            if step % settings.eval_every == 0 or step == settings.max_steps:
+                best = _evaluate(softmax, heldout, settings, stopping, metrics, step, echo) or best
+                bar.set_postfix(dev_ppl=f"{stopping.best:.1f}")
+                if stopping.exhausted:
+                    metrics.write(stopping.record(step))
+                    echo(stopping.message(step))
+                    break
+    bar.close()
+    softmax.tie_rows(None)
+    softmax.load_state_dict(best)
+    save_file(best, str(run_dir / SOFTMAX_NAME))
+    return stopping
+
+
+def _batches(n: int, settings: FitSettings) -> Iterator[torch.Tensor]:
+    """Row ids of ``settings.max_steps`` updates of ``settings.batch`` predictions: the ``n``
+    predictions in a seeded random order, pass after pass."""
+    generator = torch.Generator().manual_seed(settings.seed)
+    order = torch.randperm(n, generator=generator)
+    start = 0
+    for _ in range(settings.max_steps):
+        if start + settings.batch > n:
+            order, start = torch.randperm(n, generator=generator), 0
+        yield order[start : start + settings.batch]
+        start += settings.batch
+
+
+def _evaluate(
+    softmax: LMSoftmax, heldout: Predictions, settings: FitSettings, stopping: EarlyStopping,
+    metrics: MetricsLog, step: int, echo: Callable[[str], None],
+) -> Optional[Dict[str, torch.Tensor]]:
+    """Score the held-out predictions, log it; the softmax's weights if it is the best so far."""  # fmt: skip
+    result = held_out(softmax, heldout, settings.batch, "the held-out text")
+    metrics.write(
+        {
+            "step": step,
+            "dev_tokens": result.tokens,
+            "dev_ppl_forward": result.ppl_forward,
+            "dev_ppl_backward": result.ppl_backward,
+            "dev_ppl": result.ppl_average,
+        }
+    )
+    echo(
+        f"Step {step}: held-out perplexity {result.ppl_average:.2f} (forward {result.ppl_forward:.2f}, "
+        f"backward {result.ppl_backward:.2f})"
+    )
+    if not stopping.update(step, result.ppl_average):
+        return None
+    return {name: value.detach().clone() for name, value in softmax.state_dict().items()}
