@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -73,7 +72,6 @@ def pretrain_command(
     from ..pretrain.trainer import TrainingInterrupted, pretrain
 
     speak = env_rank() == 0
-    started = time.perf_counter()
     try:
         overrides = config_overrides(ctx.args)
         if threads is not None:
@@ -94,7 +92,7 @@ def pretrain_command(
     except (ValueError, FileNotFoundError, FileExistsError) as err:  # names the key or file
         fail(str(err))
     if speak:
-        typer.echo(run_summary(out, time.perf_counter() - started))
+        typer.echo(run_summary(out))
 
 
 def init_config_command(

@@ -79,6 +79,8 @@ class Progress(NamedTuple):
     step: int
     tokens_seen: int
     position: DataPosition
+    #: The run's training time so far, all sessions (0 for checkpoints written before it was kept).
+    seconds: float
 
 
 def checkpoint_path(output_dir: Path) -> Path:
@@ -95,6 +97,7 @@ def save_checkpoint(
     tokens_seen: int,
     position: DataPosition,
     model_files: bool = True,
+    seconds: float = 0.0,
 ) -> None:
     """Write the loadable model files (unless ``model_files`` is false: early stopping keeps
     the best ones) and the resumable training state. Every rank calls it (each rank's data
@@ -118,6 +121,7 @@ def save_checkpoint(
     saved = {
         "step": step,
         "tokens_seen": tokens_seen,
+        "seconds": seconds,
         "world_size": ctx.world_size,
         "vocab_sha1": _vocab_hash(vocab),
         "vocab_size": len(vocab),
@@ -171,7 +175,7 @@ def load_checkpoint(
     state.generator.set_state(mine["generator"].cpu())
     state.carried.states = CarriedStates.from_lists(mine.get("lstm_states"), ctx.device).states
     _set_rng_state(mine["rng"])
-    return Progress(saved["step"], saved["tokens_seen"], DataPosition(**mine["position"]))
+    return Progress(saved["step"], saved["tokens_seen"], DataPosition(**mine["position"]), saved.get("seconds", 0.0))
 
 
 #: Optimizer settings that say how this run's step runs, not where training stands: a resumed

@@ -10,6 +10,8 @@ linearly to 0 at the last update; the best evaluation's softmax is kept.
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Iterator, Optional
@@ -110,18 +112,16 @@ def fit_softmax(
     show_progress: bool = True,
 ) -> EarlyStopping:
     """Fit ``softmax`` to ``train`` from the unigram model, keeping the evaluation on ``heldout``
-    with the lowest perplexity; its evaluations go to ``run_dir``'s metrics.jsonl, the kept
-    softmax to its softmax.safetensors. Raises ``FitInterrupted`` on Ctrl-C."""
+    with the lowest perplexity; its evaluations go to ``run_dir``'s metrics.jsonl (with the fit's
+    time so far), the kept softmax to its softmax.safetensors, written whole last. Raises ``FitInterrupted`` on Ctrl-C."""
     # The rows of words the training text never shows start equal and stay so: scored as one.
     softmax.tie_rows(unigram_start(softmax, train.targets))
-    echo = tqdm.write if show_progress else lambda line: None
     groups = [{"params": [softmax.weight]}, {"params": [softmax.bias], "weight_decay": 0.0}]
     optimizer = torch.optim.AdamW(groups, lr=settings.learning_rate, weight_decay=settings.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 - step / settings.max_steps)
-    stopping = EarlyStopping(settings.patience)
-    metrics = MetricsLog(run_dir, is_main=True)
-    best = _evaluate(softmax, heldout, settings, stopping, metrics, 0, echo)
-    stop = StopRequest(distributed=False, speak=True)
+    log = _EvaluationLog(heldout, settings, run_dir, show_progress, time.perf_counter())
+    best = log.evaluate(softmax, 0)
+    stop = StopRequest(distributed=False, speak=show_progress)
     bar = tqdm(total=settings.max_steps, unit="step", desc="softmax fit", dynamic_ncols=True, disable=not show_progress)
     with stop.handling_ctrl_c():
         for step, rows in enumerate(_batches(len(train), settings), start=1):
@@ -133,19 +133,19 @@ def fit_softmax(
             bar.update(1)
             if stop.requested:
                 bar.close()
-                raise FitInterrupted("the softmax fit was interrupted")
+                raise FitInterrupted("interrupted during the softmax fit, which starts over on --resume")
             if step % settings.eval_every == 0 or step == settings.max_steps:
-                best = _evaluate(softmax, heldout, settings, stopping, metrics, step, echo) or best
-                bar.set_postfix(dev_ppl=f"{stopping.best:.1f}")
-                if stopping.exhausted:
-                    metrics.write(stopping.record(step))
-                    echo(stopping.message(step))
+                best = log.evaluate(softmax, step) or best
+                bar.set_postfix(dev_ppl=f"{log.latest:.1f}")  # the evaluation just made
+                if log.stopping.exhausted:
                     break
     bar.close()
     softmax.tie_rows(None)
     softmax.load_state_dict(best)
-    save_file(best, str(run_dir / SOFTMAX_NAME))
-    return stopping
+    written = run_dir / f"{SOFTMAX_NAME}.tmp"
+    save_file(best, str(written))
+    written.replace(run_dir / SOFTMAX_NAME)
+    return log.stopping
 
 
 def _batches(n: int, settings: FitSettings) -> Iterator[torch.Tensor]:
@@ -161,25 +161,39 @@ def _batches(n: int, settings: FitSettings) -> Iterator[torch.Tensor]:
         start += settings.batch
 
 
-def _evaluate(
-    softmax: LMSoftmax, heldout: Predictions, settings: FitSettings, stopping: EarlyStopping,
-    metrics: MetricsLog, step: int, echo: Callable[[str], None],
-) -> Optional[Dict[str, torch.Tensor]]:
-    """Score the held-out predictions, log it; the softmax's weights if it is the best so far."""  # fmt: skip
-    result = held_out(softmax, heldout, settings.batch, "the held-out text")
-    metrics.write(
-        {
-            "step": step,
-            "dev_tokens": result.tokens,
-            "dev_ppl_forward": result.ppl_forward,
-            "dev_ppl_backward": result.ppl_backward,
-            "dev_ppl": result.ppl_average,
-        }
-    )
-    echo(
-        f"Step {step}: held-out perplexity {result.ppl_average:.2f} (forward {result.ppl_forward:.2f}, "
-        f"backward {result.ppl_backward:.2f})"
-    )
-    if not stopping.update(step, result.ppl_average):
-        return None
-    return {name: value.detach().clone() for name, value in softmax.state_dict().items()}
+class _EvaluationLog:
+    """The fit's held-out evaluations: scored, written to metrics.jsonl, said, and tracked by
+    early stopping (``started``: the clock reading the fit's time counts from)."""
+
+    def __init__(self, heldout: Predictions, settings: FitSettings, run_dir: Path, speak: bool, started: float) -> None:
+        self.heldout, self.batch, self.started = heldout, settings.batch, started
+        self.stopping = EarlyStopping(settings.patience)
+        self.metrics = MetricsLog(run_dir, is_main=True)
+        self.echo: Callable[[str], None] = tqdm.write if speak else lambda line: None
+        self.latest = math.inf
+
+    def evaluate(self, softmax: LMSoftmax, step: int) -> Optional[Dict[str, torch.Tensor]]:
+        """Score the held-out predictions and log it; the softmax's weights if it is the best so
+        far; after ``patience`` evaluations without a better one, the stop, logged."""
+        result = held_out(softmax, self.heldout, self.batch, "the held-out text")
+        self.latest = result.ppl_average
+        seconds = time.perf_counter() - self.started
+        self.metrics.write(
+            {
+                "step": step,
+                "seconds": seconds,
+                "dev_tokens": result.tokens,
+                "dev_ppl_forward": result.ppl_forward,
+                "dev_ppl_backward": result.ppl_backward,
+                "dev_ppl": result.ppl_average,
+            }
+        )
+        self.echo(
+            f"Step {step}: held-out perplexity {result.ppl_average:.2f} (forward {result.ppl_forward:.2f}, "
+            f"backward {result.ppl_backward:.2f})"
+        )
+        best = self.stopping.update(step, result.ppl_average)
+        if self.stopping.exhausted:
+            self.metrics.write({**self.stopping.record(step), "seconds": seconds})
+            self.echo(self.stopping.message(step))
+        return {name: value.detach().clone() for name, value in softmax.state_dict().items()} if best else None

@@ -1,8 +1,8 @@
 """The lines a finished pretraining run ends with: what it did, how good the model is on held-out
 text, where it is, and the commands that use it (each works pasted as printed).
 
-Read from the run's metrics.jsonl, so that a resumed run reports its whole run (steps and tokens
-since the start) and the trainer needs no extra state.
+Read from the run's metrics.jsonl, so that a resumed run reports its whole run (steps, tokens and
+time since the start).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 from .metrics import read_metrics
 
@@ -33,11 +33,18 @@ def last_held_out(output_dir: Path) -> Optional[Dict]:
     return evaluations[-1] if evaluations else None
 
 
-def run_summary(output_dir: Path, seconds: float) -> str:
-    """What ``pretrain`` prints at the end of a run that reached ``max_steps``."""
+def run_seconds(records: List[Dict]) -> float:
+    """A run's time, every session's, as its latest record keeps it (0: none kept it)."""
+    return max((r["seconds"] for r in records if "seconds" in r), default=0.0)
+
+
+def run_summary(output_dir: Path) -> str:
+    """What ``pretrain`` prints at the end of a run that reached ``max_steps``: its steps,
+    tokens and time, every session's."""
     records = read_metrics(output_dir)
     training = [r for r in records if "loss" in r]
     last = training[-1] if training else {"step": 0, "tokens": 0}
+    seconds = run_seconds(records)
     held_out = last_held_out(output_dir)
     out = shlex.quote(str(output_dir))
     ppl = (
@@ -52,7 +59,7 @@ def run_summary(output_dir: Path, seconds: float) -> str:
     return "\n".join(
         [
             f"Pretraining done: {last['step']:,} steps, {last['tokens']:,} tokens, "
-            f"{format_duration(seconds)} in this session; {ppl}.",
+            f"{format_duration(seconds)}; {ppl}.",
             f"Model: {output_dir} (options.json + model.safetensors; softmax and vocab for more "
             "pretraining)",
             "Use it:",

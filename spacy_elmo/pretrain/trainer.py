@@ -9,8 +9,9 @@ the first checkpoint.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
-from typing import Callable, Iterator, Optional, Tuple, Union
+from typing import Callable, Dict, Iterator, Optional, Tuple, Union
 
 import torch
 from confection import Config
@@ -47,7 +48,8 @@ class TrainingInterrupted(Exception):
 class Trainer:
     """Owns the model, optimizer, data stream and output directory of one pretraining run."""
 
-    #: The latest held-out perplexity (average of both directions), shown on the progress bar.
+    #: The latest held-out perplexity (average of both directions) and training figures, shown
+    #: on the progress bar.
     dev_ppl: Optional[float] = None
 
     def __init__(
@@ -57,9 +59,11 @@ class Trainer:
         gpu_id: int = -1,
         resume: bool = False,
         show_progress: bool = True,
+        label: str = "pretrain",
     ) -> None:
-        """``settings``: a config parsed by ``config.parse_settings``. Sets torch's CPU thread
-        count to ``[system] threads`` for this process (``pretrain`` restores it)."""
+        """``settings``: a config parsed by ``config.parse_settings``; ``label`` names the run on
+        its progress bar. Sets torch's CPU thread count to ``[system] threads`` for this process
+        (``pretrain`` restores it)."""
         if not isinstance(settings, PretrainSettings):
             raise TypeError(
                 f"Trainer takes PretrainSettings (config.parse_settings(config)), got {type(settings).__name__}"
@@ -70,8 +74,13 @@ class Trainer:
         self.ctx = DistributedContext.from_env(gpu_id)
         self.device = self.ctx.device
         self.show_progress = show_progress and self.ctx.is_main
+        self.label = label
+        self._shown: Dict[str, str] = {}
         self.step = 0
         self.tokens_seen = 0
+        #: Training time of the sessions before this one (a resumed run's), and when this one began.
+        self.seconds_before = 0.0
+        self.started = time.perf_counter()
         self.stop = StopRequest(self.ctx.distributed, speak=self.ctx.is_main)
         self._check_single_process_options()
         prepare_output_dir(self.output_dir, s, self.ctx, resume)
@@ -142,7 +151,7 @@ class Trainer:
             self.static_step = StaticStep(self, self.step_kind, s.training.distinct_tokens or windows)
 
     def _resume(self) -> None:
-        self.step, self.tokens_seen, self.start_position = load_checkpoint(
+        self.step, self.tokens_seen, self.start_position, self.seconds_before = load_checkpoint(
             self.output_dir, self.ctx, self._training_state(), self.vocab
         )
         if self.ctx.is_main:
@@ -169,6 +178,11 @@ class Trainer:
         if not self.dev_files:
             raise ConfigError("[training] patience stops on held-out perplexity: set corpus.dev (paths.dev)")
         return EarlyStopping.from_metrics(patience, self.metrics.path)
+
+    @property
+    def seconds(self) -> float:
+        """The run's time so far, every session's (what its records and checkpoints keep)."""
+        return self.seconds_before + time.perf_counter() - self.started
 
     def _training_state(self) -> TrainingState:
         return TrainingState(self.model, self.optimizer, self.scheduler, self.scaler, self.generator, self.carried)
@@ -205,7 +219,7 @@ class Trainer:
             initial=self.step,
             disable=not self.show_progress,
             unit="step",
-            desc="pretrain",
+            desc=self.label,
             dynamic_ncols=True,
         )
         window = LogWindow()
@@ -243,6 +257,7 @@ class Trainer:
             self._log_training(window, bar)
         if evaluates:
             result = self._log_evaluation()
+            self._show(bar)  # the evaluation just made
             if self.early_stopping is not None:
                 self._keep_if_best(result)
                 saves = False  # just saved
@@ -253,6 +268,7 @@ class Trainer:
 
     def _log_training(self, window: LogWindow, bar: tqdm) -> None:
         record = window.flush(self.step, self.tokens_seen, float(self.scheduler.get_last_lr()[0]))
+        record["seconds"] = self.seconds
         record["softmax"] = "sampled" if self.use_sampled else "full"
         record["skipped_lines"] = self.stream.last_stats.skipped_lines
         record["threads"] = torch.get_num_threads()
@@ -261,10 +277,13 @@ class Trainer:
             self._warn_fallbacks()
             self.eager_fallbacks = 0
         self.metrics.write(record)
+        self._shown = {"loss": f"{record['loss']:.3f}", "ppl": f"{record['ppl']:.1f}", "tok_s": f"{record['tokens_per_s']:.0f}"}
+        self._show(bar)
+
+    def _show(self, bar: tqdm) -> None:
+        """The latest training figures and held-out perplexity on the progress bar."""
         held_out = {} if self.dev_ppl is None else {"dev_ppl": f"{self.dev_ppl:.1f}"}
-        bar.set_postfix(
-            loss=f"{record['loss']:.3f}", ppl=f"{record['ppl']:.1f}", **held_out, tok_s=f"{record['tokens_per_s']:.0f}"
-        )
+        bar.set_postfix({**self._shown, **held_out})
 
     def _warn_fallbacks(self) -> None:
         if self.ctx.is_main and not self._warned_fallbacks:
@@ -280,6 +299,7 @@ class Trainer:
         self.metrics.write(
             {
                 "step": self.step,
+                "seconds": self.seconds,
                 "dev_tokens": result.tokens,
                 "dev_ppl_forward": result.ppl_forward,
                 "dev_ppl_backward": result.ppl_backward,
@@ -436,6 +456,7 @@ class Trainer:
             self.tokens_seen,
             self.stream.position,
             model_files,
+            self.seconds,
         )
 
     # ----------------------------------------------------------------------------- early stopping
@@ -445,7 +466,7 @@ class Trainer:
         best = self.early_stopping.update(self.step, result.ppl_average)
         self.save_checkpoint(model_files=best)
         if self.early_stopping.exhausted:
-            self.metrics.write(self.early_stopping.record(self.step))
+            self.metrics.write({**self.early_stopping.record(self.step), "seconds": self.seconds})
             if self.ctx.is_main:
                 tqdm.write(self.early_stopping.message(self.step))
 
@@ -464,15 +485,16 @@ def pretrain(
     gpu_id: int = -1,
     resume: bool = False,
     show_progress: bool = True,
+    label: str = "pretrain",
 ) -> Path:
-    """Train a biLM as ``config`` says, writing everything to ``output_dir``; torch's CPU thread
-    count is ``[system] threads`` during the run, and it and the TF32 switches (which "tf32"
-    turns on) are restored after it."""
+    """Train a biLM as ``config`` says, writing everything to ``output_dir`` (``label`` names it
+    on the progress bar); torch's CPU thread count is ``[system] threads`` during the run, and it
+    and the TF32 switches (which "tf32" turns on) are restored after it."""
     settings = parse_settings(config)
     tf32 = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
     with torch_threads(settings.system.thread_count):
         try:
-            trainer = Trainer(settings, output_dir, gpu_id, resume, show_progress)
+            trainer = Trainer(settings, output_dir, gpu_id, resume, show_progress, label)
             try:
                 return trainer.train()
             finally:
