@@ -7,10 +7,11 @@ from typing import List, Optional
 
 import typer
 
-from ..pretrain.adapt import AdaptSettings
-from .errors import fail
+from ..pretrain.adapt import ADAPT_CONFIG, adapt_settings
+from .errors import fail, failing
 
-DEFAULTS = AdaptSettings()
+#: The package's recipe: the defaults the options' help gives.
+RECIPE = adapt_settings()
 
 
 def adapt_command(
@@ -26,27 +27,47 @@ def adapt_command(
         show_default=False,
     ),
     output_dir: Path = typer.Argument(..., help="Where the adapted biLM goes (a new directory)"),
-    tokenized: bool = typer.Option(
-        False, "--tokenized", help="Plain text is already tokenized: split lines on whitespace (default: spaCy's tokenizer for --lang)"
+    config: Optional[Path] = typer.Option(
+        None, "--config", show_default=False,
+        help=f"Your own adapt recipe (a copy of {ADAPT_CONFIG.name}, python -m spacy_elmo adapt --help lists "
+        "its keys as the options below; default: the package's); the options given override its keys",
     ),
-    lang: str = typer.Option("en", "--lang", help="The language of spaCy's tokenizer (plain text, JSONL)"),
-    holdout: float = typer.Option(DEFAULTS.holdout, "--holdout", min=0.01, max=0.5, help="Share of the sentences held out for the perplexity that decides when to stop"),
+    tokenized: Optional[bool] = typer.Option(
+        None, "--tokenized", show_default=False,
+        help="Plain text is already tokenized: split lines on whitespace (default: spaCy's tokenizer for --lang)",
+    ),
+    lang: Optional[str] = typer.Option(None, "--lang", show_default=False, help=f"The language of spaCy's tokenizer (plain text, JSONL; default {RECIPE.lang})"),
+    holdout: Optional[float] = typer.Option(
+        None, "--holdout", show_default=False,
+        help=f"Share of the sentences held out for the perplexity that decides when to stop (0.01 to 0.5; default {RECIPE.holdout:g})",
+    ),
     max_steps: Optional[int] = typer.Option(
-        None, "--max-steps", min=1, show_default=False,
-        help=f"Most updates of the whole biLM (the learning rate falls linearly to 0 there; default: {DEFAULTS.passes:g} "
-        f"passes over the training text, at least {DEFAULTS.min_steps}; the held-out perplexity usually stops it first)",
+        None, "--max-steps", show_default=False,
+        help=f"Most updates of the whole biLM (the learning rate falls linearly to 0 there; default: {RECIPE.passes:g} "
+        f"passes over the training text, at least {RECIPE.min_steps}; the held-out perplexity usually stops it first)",
     ),
     softmax_max_steps: Optional[int] = typer.Option(
-        None, "--softmax-max-steps", min=1, show_default=False,
-        help=f"Most updates of the softmax fit, for a source without a softmax (default: {DEFAULTS.softmax_passes:g} passes "
-        f"over the training text, at least {DEFAULTS.softmax_min_steps}; the held-out perplexity usually stops it first)",
+        None, "--softmax-max-steps", show_default=False,
+        help=f"Most updates of the softmax fit, for a source without a softmax (default: {RECIPE.softmax_passes:g} passes "
+        f"over the training text, at least {RECIPE.softmax_min_steps}; fewer leave the \"before\" partly fitted)",
     ),
-    learning_rate: float = typer.Option(DEFAULTS.learning_rate, "--learning-rate", min=0.0, help="Peak learning rate of the whole biLM (Adam)"),
-    dropout: float = typer.Option(DEFAULTS.dropout, "--dropout", min=0.0, max=0.9, help="Dropout of the whole biLM while it adapts"),
-    eval_every: int = typer.Option(DEFAULTS.eval_every, "--eval-every", min=1, help="Updates between held-out evaluations"),
-    patience: int = typer.Option(DEFAULTS.patience, "--patience", min=1, help="Stop after this many evaluations without a lower held-out perplexity"),
-    seed: int = typer.Option(DEFAULTS.seed, "--seed", help="Seed of the held-out split, the data order and dropout"),
-    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="CPU threads for torch (default 1)"),
+    learning_rate: Optional[float] = typer.Option(
+        None, "--learning-rate", show_default=False, help=f"Peak learning rate of the whole biLM (Adam; default {RECIPE.learning_rate:g})"
+    ),
+    dropout: Optional[float] = typer.Option(
+        None, "--dropout", show_default=False, help=f"Dropout of the whole biLM while it adapts (0 to 0.9; default {RECIPE.dropout:g})"
+    ),
+    eval_every: Optional[int] = typer.Option(
+        None, "--eval-every", show_default=False, help=f"Updates between held-out evaluations (default {RECIPE.eval_every})"
+    ),
+    patience: Optional[int] = typer.Option(
+        None, "--patience", show_default=False,
+        help=f"Stop after this many evaluations without a lower held-out perplexity (default {RECIPE.patience})",
+    ),
+    seed: Optional[int] = typer.Option(
+        None, "--seed", show_default=False, help=f"Seed of the held-out split, the data order and dropout (default {RECIPE.seed})"
+    ),
+    threads: Optional[int] = typer.Option(None, "--threads", show_default=False, help=f"CPU threads for torch (default {RECIPE.threads})"),
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted adaptation in OUTPUT_DIR (same arguments)"),
 ) -> None:
     """Adapt a biLM to your own text (continued pretraining, the ELMo paper's fine-tuning of the
@@ -55,25 +76,20 @@ def adapt_command(
     Fits a softmax first when the source has none (the bundled and released models), with the
     biLM frozen: its held-out perplexity is the "before". Ctrl-C saves a checkpoint; --resume
     continues. The output directory is a biLM for the elmo pipe ("weights": OUTPUT_DIR) and for
-    python -m spacy_elmo config --weights OUTPUT_DIR.
+    python -m spacy_elmo config --weights OUTPUT_DIR. Each option sets the key of the recipe's
+    [adapt] section with its name (--max-steps: max_steps).
     """
     from ..pretrain.adapt import adapt
     from ..pretrain.summary import format_duration
     from ..pretrain.trainer import TrainingInterrupted
 
-    settings = AdaptSettings(
-        holdout=holdout,
-        max_steps=max_steps,
-        softmax_max_steps=softmax_max_steps,
-        learning_rate=learning_rate,
-        dropout=dropout,
-        eval_every=eval_every,
-        patience=patience,
-        seed=seed,
-        threads=threads or 1,
-        tokenized=tokenized,
-        lang=lang,
-    )
+    given = {
+        "tokenized": tokenized, "lang": lang, "holdout": holdout, "max_steps": max_steps,
+        "softmax_max_steps": softmax_max_steps, "learning_rate": learning_rate, "dropout": dropout,
+        "eval_every": eval_every, "patience": patience, "seed": seed, "threads": threads,
+    }  # fmt: skip
+    with failing(ValueError):  # a ConfigError: the file, every wrong key
+        settings = adapt_settings(config, {key: value for key, value in given.items() if value is not None})
     try:
         result = adapt(source, texts, output_dir, settings, resume=resume, echo=typer.echo)
     except TrainingInterrupted:

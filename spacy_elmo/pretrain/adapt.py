@@ -10,31 +10,42 @@ the held-out perplexity stops falling. Both steps are ordinary pretraining runs,
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import shutil
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Annotated, Any, Callable, Dict, Optional, Sequence, Tuple
 
+from pydantic import Field, Strict
 from tqdm import tqdm
 
+from ..files import write_json_atomically
 from ..formats.native import save_bilm
 from ..nn.softmax import LMSoftmax
 from ..nn.threads import command_threads, torch_threads
 from ..sources import load_bilm_from, resolve_weight_source
 from ..text_files import resolve_files
+from ..validation import (
+    NonNegativeNumber,
+    PositiveNumber,
+    StrictNonNegative,
+    StrictPositive,
+    Threads,
+    at_least,
+    validated,
+)
 from .build import trainable
 from .checkpoint import checkpoint_path
-from .config import load_config, model_overrides
+from .config import CONFIGS, ConfigError, load_config, model_overrides
 from .corpus import CorpusError, CorpusSettings, SequenceReader, check_text, count_words
 from .early_stopping import EarlyStopping
 from .evaluate import EvalResult, held_out_nll, load_language_model
 from .metrics import read_metrics
 from .model import BiLMLanguageModel
 from .run_files import METRICS_NAME, OPTIONS_NAME, SAFETENSORS_NAME, SOFTMAX_NAME, VOCAB_NAME
+from .section import Section
 from .softmax_fit import FitSettings, fit_softmax, top_layer_outputs
 from .trainer import pretrain
 from .vocab import Vocab
@@ -43,66 +54,55 @@ from .vocab import Vocab
 ADAPT_DIR = "adapt"
 SOFTMAX_FIT_DIR = "softmax-fit"
 SUMMARY_NAME = "summary.json"
+#: The package's adapt recipe.
+ADAPT_CONFIG = CONFIGS / "adapt.cfg"
 
 
-@dataclass
-class AdaptSettings:
-    """The recipe of an adaptation; the defaults are those docs/results/adapt.md
-    measured."""
+class AdaptSettings(Section):
+    """The ``[adapt]`` section of a recipe (``configs/adapt.cfg`` says what each key does)."""
 
-    #: Share of the sentences held out for the perplexity that decides when to stop.
-    holdout: float = 0.1
-    #: At most this many held-out tokens (the rest of the text trains): evaluations stay short.
-    max_heldout_tokens: int = 20_000
-    #: Refused below these (the held-out perplexity would be noise, the adaptation nothing).
-    min_heldout_tokens: int = 1_000
-    min_train_tokens: int = 4_000
-    #: Whole biLM: the most steps, the peak learning rate (Adam; after the warm-up it falls
-    #: linearly to 0 at max_steps, unless the held-out perplexity stops the run first). None:
-    #: ``passes`` over the training text, at least ``min_steps`` (``step_caps``).
-    max_steps: Optional[int] = None
-    learning_rate: float = 0.002
-    #: The whole biLM's dropout (the pretraining objective's, between the LSTM's layers and on
-    #: its top): more than pretraining's, as a small text is seen many times (docs/results/adapt.md
-    #: measured it). The softmax fit keeps pretraining's.
-    dropout: float = 0.3
-    #: The softmax fit (sources without a softmax; ``softmax_fit``): the most updates (None:
-    #: ``softmax_passes`` over the training text's predictions, at least ``softmax_min_steps``),
-    #: the peak learning rate (AdamW; it falls linearly to 0 at the last update), the decay of
-    #: the weights (not the bias), the predictions per update and the updates between held-out
-    #: evaluations.
-    softmax_max_steps: Optional[int] = None
-    softmax_learning_rate: float = 0.01
-    softmax_weight_decay: float = 0.5
-    softmax_batch: int = 4096
-    softmax_eval_every: int = 50
-    #: The step caps follow the amount of text, so that a fixed cap does not stop a larger text's
-    #: runs while the held-out perplexity still falls (patience stops them first); the floors
-    #: keep a small text's learning rate from decaying to 0 after a few dozen updates. The whole
-    #: biLM's best evaluation comes after about one pass, the softmax fit's plateau after several.
-    passes: float = 2.0
-    min_steps: int = 300
-    softmax_passes: float = 3.0
-    softmax_min_steps: int = 100
-    warmup_steps: int = 10
-    eval_every: int = 25
-    patience: int = 3
-    batch_tokens: int = 1280
-    #: The softmax fit over the text's words when the source has no vocabulary: at most this many.
-    vocab_size: int = 50_000
-    #: Both steps train a full softmax over vocabularies up to this size (the bundled model's,
-    #: a text's own), a sampled one (``n_negative_samples``) over larger ones (the released
-    #: models'): on a small text the full softmax's exact gradient reached a lower held-out
-    #: perplexity in fewer updates (docs/results/adapt.md). Resolved
-    #: here, not by pretraining's ``softmax = "auto"`` (whose limit is set for pretraining), so
-    #: that each step's config.cfg records the softmax it trained.
-    full_softmax_max_words: int = 50_000
-    n_negative_samples: int = 4096
-    seed: int = 0
-    threads: Any = 1
-    #: Plain text: true splits lines on whitespace; false runs spaCy's tokenizer for ``lang``.
-    tokenized: bool = False
-    lang: str = "en"
+    tokenized: bool
+    lang: str
+    seed: int
+    threads: Threads
+    holdout: Annotated[float, Strict(), Field(ge=0.01, le=0.5)]
+    max_heldout_tokens: StrictPositive
+    min_heldout_tokens: StrictPositive
+    min_train_tokens: StrictPositive
+    softmax_learning_rate: PositiveNumber
+    softmax_weight_decay: NonNegativeNumber
+    softmax_batch: StrictPositive
+    softmax_passes: PositiveNumber
+    softmax_min_steps: StrictPositive
+    softmax_max_steps: Optional[StrictPositive]
+    softmax_eval_every: StrictPositive
+    learning_rate: NonNegativeNumber
+    warmup_steps: StrictNonNegative
+    dropout: Annotated[float, Strict(), Field(ge=0.0, le=0.9)]
+    batch_tokens: StrictPositive
+    passes: PositiveNumber
+    min_steps: StrictPositive
+    max_steps: Optional[StrictPositive]
+    eval_every: StrictPositive
+    patience: StrictPositive
+    vocab_size: at_least(4)
+    full_softmax_max_words: StrictPositive
+    n_negative_samples: StrictPositive
+
+
+class _AdaptConfig(Section):
+    adapt: AdaptSettings
+
+
+def adapt_settings(path: Optional[Path] = None, overrides: Optional[Dict[str, Any]] = None) -> AdaptSettings:
+    """The ``[adapt]`` section of the recipe ``path`` (None: the package's ``configs/adapt.cfg``)
+    with ``overrides`` (``{"holdout": 0.2}``: its keys), validated; a ``ConfigError`` names the
+    file and every wrong key."""
+    path = ADAPT_CONFIG if path is None else Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such adapt recipe (a copy of {ADAPT_CONFIG} is one)")
+    config = load_config(path, {f"adapt.{key}": value for key, value in (overrides or {}).items()})
+    return validated(_AdaptConfig, dict(config), f"{path}, with the options given: ", ConfigError).adapt
 
 
 @dataclass
@@ -135,14 +135,15 @@ def adapt(
     source: Optional[str],
     texts: Sequence[Path],
     output_dir: Path,
-    settings: AdaptSettings = AdaptSettings(),
+    settings: Optional[AdaptSettings] = None,
     resume: bool = False,
     echo: Callable[[str], None] = tqdm.write,
 ) -> AdaptResult:
     """Adapt the biLM ``source`` (a model directory, a downloaded model's name, or None: the
-    bundled one) to ``texts``, writing the adapted biLM to ``output_dir``; see the module
-    docstring. Raises CorpusError (naming the file) for text that cannot be used, ValueError
-    and FileNotFoundError for a bad source or settings."""
+    bundled one) to ``texts``, writing the adapted biLM to ``output_dir``, as ``settings`` says
+    (None: the package's recipe); see the module docstring. Raises CorpusError (naming the file)
+    for text that cannot be used, ValueError and FileNotFoundError for a bad source or settings."""
+    settings = adapt_settings() if settings is None else settings
     started = time.perf_counter()
     output_dir = Path(output_dir)
     work = output_dir / ADAPT_DIR
@@ -189,7 +190,7 @@ def adapt(
         best_step=stopping.best_step,
         seconds=time.perf_counter() - started,
     )
-    (work / SUMMARY_NAME).write_text(json.dumps(asdict(result), indent=2) + "\n", encoding="utf-8")
+    write_json_atomically(work / SUMMARY_NAME, asdict(result))
     return result
 
 
@@ -200,18 +201,19 @@ def step_caps(settings: AdaptSettings, train_tokens: int) -> AdaptSettings:
     def steps(passes: float, floor: int, per_step: int) -> int:
         return max(floor, math.ceil(passes * train_tokens / per_step))
 
-    return replace(
-        settings,
-        max_steps=(
-            steps(settings.passes, settings.min_steps, settings.batch_tokens)
-            if settings.max_steps is None
-            else settings.max_steps
-        ),
-        softmax_max_steps=(
-            steps(settings.softmax_passes, settings.softmax_min_steps, settings.softmax_batch // 2)  # 2 predictions a token
-            if settings.softmax_max_steps is None
-            else settings.softmax_max_steps
-        ),
+    return settings.model_copy(
+        update={
+            "max_steps": (
+                steps(settings.passes, settings.min_steps, settings.batch_tokens)
+                if settings.max_steps is None
+                else settings.max_steps
+            ),
+            "softmax_max_steps": (
+                steps(settings.softmax_passes, settings.softmax_min_steps, settings.softmax_batch // 2)  # 2 predictions a token
+                if settings.softmax_max_steps is None
+                else settings.softmax_max_steps
+            ),
+        }
     )
 
 
