@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +16,7 @@ from typer.testing import CliRunner
 
 from conftest import ELMO_FIXTURE, FIXTURES, TINY_BILM
 from spacy_elmo.cli import app
+from spacy_elmo.cli.adapt import next_steps
 from spacy_elmo.pretrain import load_config, pretrain
 from spacy_elmo.pretrain.adapt import ADAPT_CONFIG, adapt, adapt_settings, split_text, step_caps
 from spacy_elmo.pretrain.config import ConfigError
@@ -18,6 +24,7 @@ from spacy_elmo.pretrain.early_stopping import EarlyStopping
 from spacy_elmo.pretrain.metrics import read_metrics
 from spacy_elmo.text_files import TextFileError
 
+REPO = Path(__file__).resolve().parents[1]
 TWEETS = FIXTURES / "adapt" / "tweets.txt"
 LABELLED = FIXTURES / "adapt" / "tweets.jsonl"
 WIKITEXT = FIXTURES / "wikitext_tiny"
@@ -25,7 +32,7 @@ runner = CliRunner()
 
 #: A few steps of each phase: what the tests check is the route, not the gain.
 FEW_STEPS = adapt_settings(
-    overrides={"max_steps": 4, "softmax_max_steps": 4, "eval_every": 2, "patience": 1, "batch_tokens": 600, "tokenized": True,
+    overrides={"max_steps": 4, "softmax_max_steps": 6, "eval_every": 2, "patience": 1, "batch_tokens": 600, "tokenized": True,
                "min_train_tokens": 2000, "min_heldout_tokens": 300}
 )  # fmt: skip
 
@@ -83,7 +90,7 @@ def test_the_command_prints_before_after_and_the_next_step_and_resumes(tmp_path,
     assert result.exit_code == 0, result.output
     assert load_config(out / "config.cfg")["objective"]["dropout"] == 0.2
     assert "Held-out perplexity:" in result.output and "before" in result.output
-    assert f"--weights {out}" in result.output
+    assert all(line in result.output for line in next_steps(out))  # tests/test_printed_commands.py parses them
     assert not (out / "adapt" / "softmax-fit").exists()
     metrics = (out / "metrics.jsonl").read_text()
     resumed = runner.invoke(app, [*args, "--resume"])
@@ -262,11 +269,11 @@ def test_the_command_caps_both_steps(tmp_path):
     out = tmp_path / "out"
     result = runner.invoke(app, [
         "adapt", str(released), str(TWEETS), str(out), "--tokenized", "--holdout", "0.2",
-        "--max-steps", "2", "--softmax-max-steps", "3", "--eval-every", "1", "--patience", "9",
+        "--max-steps", "2", "--softmax-max-steps", "4", "--eval-every", "1", "--patience", "9",
     ])  # fmt: skip
     assert result.exit_code == 0, result.output
     steps = lambda run: [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]  # noqa: E731
-    assert max(steps(out / "adapt" / "softmax-fit")) == 3 and max(steps(out)) == 2
+    assert max(steps(out / "adapt" / "softmax-fit")) == 4 and max(steps(out)) == 2
 
 
 def test_an_adaptation_that_beats_no_evaluation_leaves_the_source_biLM(tmp_path):
@@ -283,3 +290,102 @@ def test_an_adaptation_that_beats_no_evaluation_leaves_the_source_biLM(tmp_path)
     fit = tmp_path / "out" / "adapt" / "softmax-fit"
     for name in ("model.safetensors", "softmax.safetensors"):
         assert (tmp_path / "out" / name).read_bytes() == (fit / name).read_bytes(), name
+
+
+def test_a_softmax_cap_below_one_pass_is_refused_and_leaves_nothing(tmp_path):
+    """A softmax fit capped below one pass over the training text would make a "before" fitted
+    part way (and the change credit the adaptation with the rest): refused, naming the cap that
+    works; the output directory the run made is gone."""
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["adapt", "en_wikitext_small", str(TWEETS), str(out), "--tokenized", "--holdout", "0.2", "--softmax-max-steps", "1"])
+    assert result.exit_code == 1
+    assert "adapt.softmax_max_steps = 1 is too few to fit a softmax to 6,229 training tokens" in result.output
+    assert "give at least 4 (--softmax-max-steps)" in result.output
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("lines, advice", [(["a few words only"], None), (["twenty words " * 10] * 60, "--holdout 0.5")])
+def test_the_holdout_advice_comes_only_where_a_share_helps(tmp_path, lines, advice):
+    """Too little text: the refusal suggests a larger --holdout only when one would give both
+    parts their minimum (1,200 tokens here: a 0.5 share does; 4 tokens: none does)."""
+    text = tmp_path / "mine.txt"
+    text.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = runner.invoke(app, ["adapt", "en_wikitext_small", str(text), str(tmp_path / "out"), "--tokenized", "--config", str(_small_recipe(tmp_path))])
+    assert result.exit_code == 1 and "too little text to adapt on" in result.output
+    assert ("--holdout" in result.output) == (advice is not None)
+    if advice:
+        assert advice in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def _small_recipe(tmp_path: Path) -> Path:
+    """The package's recipe with minimums a small text can meet (500 held out, 500 to train)."""
+    recipe = tmp_path / "small.cfg"
+    text = ADAPT_CONFIG.read_text(encoding="utf-8").replace("min_heldout_tokens = 1000", "min_heldout_tokens = 500")
+    recipe.write_text(text.replace("min_train_tokens = 4000", "min_train_tokens = 500"), encoding="utf-8")
+    return recipe
+
+
+def test_an_output_directory_that_is_not_this_runs_is_refused(tmp_path):
+    """A folder of other files (the data folder, say) is refused, named, and left as it was; so
+    is --resume where no adaptation ran. An empty folder is used, and a failed run empties it."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "notes.txt").write_text("mine\n", encoding="utf-8")
+    result = runner.invoke(app, ["adapt", "en_wikitext_small", str(TWEETS), str(data), "--tokenized"])
+    assert result.exit_code == 1 and f"{data} is not empty and holds no adaptation" in " ".join(result.output.split())
+    assert sorted(p.name for p in data.iterdir()) == ["notes.txt"]
+    result = runner.invoke(app, ["adapt", "en_wikitext_small", str(TWEETS), str(tmp_path / "new"), "--resume"])
+    assert result.exit_code == 1 and "no adaptation to resume" in result.output and not (tmp_path / "new").exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = runner.invoke(app, ["adapt", "en_wikitext_small", str(TWEETS), str(empty), "--tokenized", "--softmax-max-steps", "1"])
+    assert result.exit_code == 1 and empty.is_dir() and not any(empty.iterdir())  # no adapt/train.txt left
+
+
+def test_the_progress_bars_name_each_phase_and_show_the_evaluation_just_made(tmp_path, capsys):
+    """Each phase's bar has its own name (not "pretrain"), and its last held-out perplexity is
+    the last evaluation's, not the one before."""
+    out = tmp_path / "out"
+    adapt(None, [TWEETS], out, FEW_STEPS, echo=lambda line: None)
+    bars = capsys.readouterr().err.replace("\r", "\n").splitlines()
+    assert not [line for line in bars if line.startswith("pretrain")]
+    for label, run in (("softmax fit", out / "adapt" / "softmax-fit"), ("whole biLM", out)):
+        shown = [re.search(r"dev_ppl=([0-9.]+)", line) for line in bars if line.startswith(f"{label}:")]
+        last = [r["dev_ppl"] for r in read_metrics(run) if "dev_ppl" in r][-1]
+        assert [m for m in shown if m][-1].group(1) == f"{last:.1f}", label
+
+
+CTRL_C_AT_STEP = """
+import os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as from a terminal (pytest may ignore it)
+from spacy_elmo.pretrain.trainer import Trainer
+train_step = Trainer.train_step
+def ctrl_c_then_step(self, batch):
+    if self.step + 1 == 3:
+        os.kill(os.getpid(), signal.SIGINT)
+    return train_step(self, batch)
+Trainer.train_step = ctrl_c_then_step
+from spacy_elmo.cli import main
+sys.argv[0] = "spacy_elmo"
+main()
+"""
+
+
+def test_ctrl_c_prints_a_resume_line_that_finishes_the_run_and_counts_all_of_it(tmp_path, tiny_source):
+    """Ctrl-C (a real SIGINT, at the third update) prints the command that continues; run as
+    printed, it finishes the run, and its final line counts every update and the first
+    session's time too."""
+    out = tmp_path / "out"
+    args = ["adapt", str(tiny_source), str(TWEETS), str(out), "--tokenized", "--holdout", "0.2", "--max-steps", "6", "--eval-every", "2", "--patience", "9"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    stopped = subprocess.run([sys.executable, "-c", CTRL_C_AT_STEP, *args], env=env, capture_output=True, text=True, timeout=300)
+    assert stopped.returncode == 130, stopped.stderr
+    command = stopped.stderr.split("Continue it with: ")[1].splitlines()[0]
+    assert command.startswith("python -m spacy_elmo adapt ") and command.endswith(" --resume")
+    first_session = json.loads((out / "adapt" / "seconds.json").read_text())["seconds"]
+    words = shlex.split(command)
+    resumed = subprocess.run([sys.executable, *words[1:]], env=env, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "; 6 updates of the whole biLM" in resumed.stdout
+    assert json.loads((out / "adapt" / "summary.json").read_text())["seconds"] > first_session > 0

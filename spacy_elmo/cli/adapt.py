@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 import typer
 
@@ -92,17 +93,15 @@ def adapt_command(
         settings = adapt_settings(config, {key: value for key, value in given.items() if value is not None})
     try:
         result = adapt(source, texts, output_dir, settings, resume=resume, echo=typer.echo)
-    except TrainingInterrupted:
-        typer.echo(
-            f"interrupted: checkpoint saved in {output_dir}; continue with the same command and --resume",
-            err=True,
-        )
+    except TrainingInterrupted as stop:
+        command = adapt_line(source, texts, output_dir, {**given, "config": config, "resume": True})
+        typer.echo(f"{stop}\nContinue it with: {command}", err=True)
         raise typer.Exit(130) from None  # the shell's code for a Ctrl-C'd command
     except (ValueError, FileNotFoundError, FileExistsError) as err:  # names the file or option
         fail(str(err))
     typer.echo(
         f"Held-out perplexity: {result.ppl_before:.2f} before, {result.ppl_after:.2f} after "
-        f"({result.change:+.1%}), {result.steps} updates, {format_duration(result.seconds)}"
+        f"({result.change:+.1%}); {result.steps} updates of the whole biLM, {format_duration(result.seconds)} in all"
     )
     if result.ppl_after >= result.ppl_before:
         typer.echo(
@@ -110,8 +109,26 @@ def adapt_command(
             "this text; more text of the domain, or a lower --learning-rate, may help"
             + (" (the output holds the source biLM, unchanged)" if result.kept_source else "")
         )
-    typer.echo(
-        f"Adapted biLM in {output_dir}. Next, a component on it:\n"
-        f"  python -m spacy_elmo config train.cfg --pipeline COMPONENTS --train TRAIN --dev DEV --weights {output_dir}\n"
-        "  python -m spacy train train.cfg --output my_model"
-    )
+    typer.echo(f"Adapted biLM in {output_dir}. Next, a component on it:\n" + "\n".join(f"  {line}" for line in next_steps(output_dir)))
+
+
+def adapt_line(source: str, texts: List[Path], output_dir: Path, options: Dict[str, Any]) -> str:
+    """The ``adapt`` command with these arguments and ``options`` (``{"max_steps": 4}``: the key's
+    option, ``--max-steps 4``; a true flag alone; None left out), for the shell."""
+    words = ["python", "-m", "spacy_elmo", "adapt", source, *map(str, texts), str(output_dir)]
+    for key, value in options.items():
+        if value is True:
+            words.append(f"--{key.replace('_', '-')}")
+        elif value is not None and value is not False:
+            words += [f"--{key.replace('_', '-')}", str(value)]
+    return shlex.join(words)
+
+
+def next_steps(output_dir: Path) -> List[str]:
+    """The commands that train a component on the adapted biLM: a config, then spaCy's training
+    on one op thread with a first run's step budget."""
+    weights = shlex.quote(str(output_dir))
+    return [
+        f"python -m spacy_elmo config train.cfg --pipeline COMPONENTS --train TRAIN --dev DEV --weights {weights}",
+        "OMP_NUM_THREADS=1 python -m spacy train train.cfg --output my_model --training.max_steps 2000",
+    ]

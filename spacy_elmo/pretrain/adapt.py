@@ -10,6 +10,7 @@ the held-out perplexity stops falling. Both steps are ordinary pretraining runs,
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import shutil
@@ -21,7 +22,7 @@ from typing import Annotated, Any, Callable, Dict, Optional, Sequence, Tuple
 from pydantic import Field, Strict
 from tqdm import tqdm
 
-from ..files import write_json_atomically
+from ..files import replacing, write_json_atomically
 from ..formats.native import save_bilm
 from ..nn.softmax import LMSoftmax
 from ..nn.threads import command_threads, torch_threads
@@ -47,13 +48,14 @@ from .model import BiLMLanguageModel
 from .run_files import METRICS_NAME, OPTIONS_NAME, SAFETENSORS_NAME, SOFTMAX_NAME, VOCAB_NAME
 from .section import Section
 from .softmax_fit import FitSettings, fit_softmax, top_layer_outputs
-from .trainer import pretrain
+from .trainer import TrainingInterrupted, pretrain
 from .vocab import Vocab
 
 #: Where the output directory keeps the adaptation's own files.
 ADAPT_DIR = "adapt"
 SOFTMAX_FIT_DIR = "softmax-fit"
 SUMMARY_NAME = "summary.json"
+SECONDS_NAME = "seconds.json"
 #: The package's adapt recipe.
 ADAPT_CONFIG = CONFIGS / "adapt.cfg"
 
@@ -142,22 +144,44 @@ def adapt(
     """Adapt the biLM ``source`` (a model directory, a downloaded model's name, or None: the
     bundled one) to ``texts``, writing the adapted biLM to ``output_dir``, as ``settings`` says
     (None: the package's recipe); see the module docstring. Raises CorpusError (naming the file)
-    for text that cannot be used, ValueError and FileNotFoundError for a bad source or settings."""
+    for text that cannot be used, ValueError and FileNotFoundError for a bad source or settings,
+    FileExistsError for an output directory that is not this run's; a run that fails leaves no
+    output directory behind (``TrainingInterrupted``: it keeps what ``--resume`` continues)."""
     settings = adapt_settings() if settings is None else settings
-    started = time.perf_counter()
     output_dir = Path(output_dir)
-    work = output_dir / ADAPT_DIR
     weights = trainable(resolve_weight_source(source, what="SOURCE"), "SOURCE")
-    if not resume and checkpoint_path(output_dir).exists():
-        raise FileExistsError(
-            f"{output_dir} already holds an adapted biLM: pass --resume to continue its run, or "
-            "choose a new output directory"
-        )
+    _check_output_dir(output_dir, resume)
+    created = not output_dir.exists()
+    clock = _Clock(output_dir / ADAPT_DIR, resume)
+    try:
+        result = _adapt(weights, texts, output_dir, settings, resume, echo)
+    except TrainingInterrupted:
+        clock.save()
+        raise
+    except BaseException:
+        if resume:
+            clock.save()
+        else:  # nothing of a new run that failed: the directory as it was, absent or empty
+            _remove_run(output_dir, created)
+        raise
+    result.seconds = clock.seconds
+    write_json_atomically(output_dir / ADAPT_DIR / SUMMARY_NAME, asdict(result))
+    return result
+
+
+def _adapt(
+    weights, texts: Sequence[Path], output_dir: Path, settings: AdaptSettings, resume: bool, echo: Callable[[str], None]
+) -> AdaptResult:
+    """``adapt``'s steps: the split, the "before" (a softmax fitted first where the source has
+    none), the whole biLM; the result without its time."""
+    work = output_dir / ADAPT_DIR
     train_file, heldout_file = work / "train.txt", work / "heldout.txt"
     counts = _split_once(texts, train_file, heldout_file, settings, resume)
     echo(f"Text: {counts[0]:,} tokens to train on, {counts[1]:,} held out ({heldout_file})")
     settings = step_caps(settings, counts[0])
     has_softmax = (weights.directory / SOFTMAX_NAME).is_file() and (weights.directory / VOCAB_NAME).is_file()
+    if not has_softmax:
+        check_softmax_cap(settings, counts[0])
     vocab_file = _vocabulary(weights, work, train_file, settings, echo)
     words = len(Vocab.load(vocab_file))
     base = _overrides(weights, train_file, heldout_file, vocab_file, words, settings)
@@ -177,7 +201,7 @@ def adapt(
     kept_source = stopping.best >= before and not has_softmax
     if kept_source:
         _keep_source(work, output_dir, before, stopping.best, echo)
-    result = AdaptResult(
+    return AdaptResult(
         output_dir=str(output_dir),
         source=str(weights.directory),
         train_tokens=counts[0],
@@ -188,10 +212,69 @@ def adapt(
         kept_source=kept_source,
         steps=_last_step(output_dir),
         best_step=stopping.best_step,
-        seconds=time.perf_counter() - started,
+        seconds=0.0,
     )
-    write_json_atomically(work / SUMMARY_NAME, asdict(result))
-    return result
+
+
+def _check_output_dir(output_dir: Path, resume: bool) -> None:
+    """A new run goes to a new or empty directory; ``resume`` to an adaptation's own."""
+    own = (output_dir / ADAPT_DIR).is_dir()
+    if resume and not own:
+        raise FileNotFoundError(f"{output_dir}: no adaptation to resume there (no {ADAPT_DIR}/ folder); start one without --resume")
+    if not resume and own:
+        raise FileExistsError(
+            f"{output_dir} already holds an adaptation: pass --resume to continue its run, or choose a new output directory"
+        )
+    if not resume and output_dir.is_dir() and any(output_dir.iterdir()):
+        raise FileExistsError(
+            f"{output_dir} is not empty and holds no adaptation: choose a new or empty output directory "
+            "(the adapted biLM's files go there)"
+        )
+    if output_dir.exists() and not output_dir.is_dir():
+        raise FileExistsError(f"{output_dir} is a file: choose a new or empty output directory")
+
+
+def _remove_run(output_dir: Path, created: bool) -> None:
+    if created:
+        shutil.rmtree(output_dir, ignore_errors=True)
+        return
+    for path in output_dir.iterdir():
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
+class _Clock:
+    """An adaptation's time over all its sessions: each session that ends early (Ctrl-C, a
+    failure) adds its own to ``adapt/seconds.json``, which a resumed session starts from."""
+
+    def __init__(self, work: Path, resume: bool) -> None:
+        self.file = work / SECONDS_NAME
+        self.before = json.loads(self.file.read_text(encoding="utf-8"))["seconds"] if resume and self.file.is_file() else 0.0
+        self.started = time.perf_counter()
+
+    @property
+    def seconds(self) -> float:
+        return self.before + time.perf_counter() - self.started
+
+    def save(self) -> None:
+        if self.file.parent.is_dir():
+            write_json_atomically(self.file, {"seconds": self.seconds})
+
+
+def check_softmax_cap(settings: AdaptSettings, train_tokens: int) -> None:
+    """Refuse a softmax fit capped below one pass over the training text's predictions (two a
+    token, one per direction): its "before" would be a softmax fitted part way, and the change
+    would credit the adaptation with the rest of the fit."""
+    one_pass = math.ceil(2 * train_tokens / settings.softmax_batch)
+    if settings.softmax_max_steps < one_pass:
+        raise ValueError(
+            f"adapt.softmax_max_steps = {settings.softmax_max_steps} is too few to fit a softmax to "
+            f"{train_tokens:,} training tokens: one pass over them takes {one_pass} updates of "
+            f"{settings.softmax_batch:,} predictions; give at least {one_pass} (--softmax-max-steps), "
+            f"or leave it unset ({settings.softmax_passes:g} passes)"
+        )
 
 
 def step_caps(settings: AdaptSettings, train_tokens: int) -> AdaptSettings:
@@ -311,20 +394,34 @@ def split_text(
     train_file.parent.mkdir(parents=True, exist_ok=True)
     chooser = random.Random(settings.seed)
     counts = [0, 0]
-    with train_file.open("w", encoding="utf-8") as train, heldout_file.open("w", encoding="utf-8") as heldout:
-        for tokens in SequenceReader(files, corpus):
-            held = chooser.random() < settings.holdout and counts[1] < settings.max_heldout_tokens
-            (heldout if held else train).write(" ".join(tokens) + "\n")
-            counts[held] += len(tokens)
-    names = ", ".join(map(str, texts))
-    if counts[1] < settings.min_heldout_tokens or counts[0] < settings.min_train_tokens:
-        raise CorpusError(
-            f"{names}: too little text to adapt on: {sum(counts):,} tokens, of which "
-            f"{counts[1]:,} held out and {counts[0]:,} to train on (at least "
-            f"{settings.min_heldout_tokens:,} and {settings.min_train_tokens:,} are needed). Add "
-            "more text of the domain (unlabelled text counts), or raise the held-out share (--holdout)"
-        )
+    with replacing(train_file) as train_path, replacing(heldout_file) as heldout_path:
+        with train_path.open("w", encoding="utf-8") as train, heldout_path.open("w", encoding="utf-8") as heldout:
+            for tokens in SequenceReader(files, corpus):
+                held = chooser.random() < settings.holdout and counts[1] < settings.max_heldout_tokens
+                (heldout if held else train).write(" ".join(tokens) + "\n")
+                counts[held] += len(tokens)
+        _check_amount(counts, texts, settings)
     return counts[0], counts[1]
+
+
+def _check_amount(counts: Sequence[int], texts: Sequence[Path], settings: AdaptSettings) -> None:
+    """Refuse too little text; the ``--holdout`` that would give both parts enough, where one does."""
+    if counts[1] >= settings.min_heldout_tokens and counts[0] >= settings.min_train_tokens:
+        return
+    total = sum(counts)
+    share = min(0.5, math.ceil(120 * settings.min_heldout_tokens / max(total, 1)) / 100)  # a fifth above the floor
+    helps = (
+        counts[1] < settings.min_heldout_tokens
+        and total * share >= settings.min_heldout_tokens
+        and total * (1 - share) >= settings.min_train_tokens
+    )
+    raise CorpusError(
+        f"{', '.join(map(str, texts))}: too little text to adapt on: {total:,} tokens, of which "
+        f"{counts[1]:,} held out and {counts[0]:,} to train on (at least "
+        f"{settings.min_heldout_tokens:,} and {settings.min_train_tokens:,} are needed). Add "
+        "more text of the domain (unlabelled text counts)"
+        + (f", or hold out a larger share: --holdout {share:g}" if helps and share > settings.holdout else "")
+    )
 
 
 def held_out_perplexity(model_dir: Path, heldout_file: Path, settings: AdaptSettings) -> EvalResult:
@@ -374,7 +471,7 @@ def _run(overrides: Dict[str, Any], output_dir: Path, resume: bool) -> None:
     """One pretraining run; resumed when asked to and it has a checkpoint (a finished run's
     resume returns at once)."""
     resume = resume and checkpoint_path(output_dir).exists()
-    pretrain(load_config(None, overrides), output_dir, resume=resume)
+    pretrain(load_config(None, overrides), output_dir, resume=resume, label="whole biLM")
 
 
 def _best(run_dir: Path, patience: int) -> EarlyStopping:

@@ -20,6 +20,7 @@ import torch
 from safetensors.torch import save_file
 from tqdm import tqdm
 
+from ..files import replacing
 from ..nn.softmax import LMSoftmax
 from .corpus import SequenceReader
 from .early_stopping import EarlyStopping
@@ -28,11 +29,8 @@ from .metrics import MetricsLog
 from .model import BiLMLanguageModel, make_batch
 from .run_files import SOFTMAX_NAME
 from .stop import StopRequest
+from .trainer import TrainingInterrupted
 from .vocab import Vocab
-
-
-class FitInterrupted(Exception):
-    """Ctrl-C stopped the softmax fit; nothing of it is kept (it is short: it starts over)."""
 
 
 @dataclass
@@ -113,7 +111,8 @@ def fit_softmax(
 ) -> EarlyStopping:
     """Fit ``softmax`` to ``train`` from the unigram model, keeping the evaluation on ``heldout``
     with the lowest perplexity; its evaluations go to ``run_dir``'s metrics.jsonl (with the fit's
-    time so far), the kept softmax to its softmax.safetensors, written whole last. Raises ``FitInterrupted`` on Ctrl-C."""
+    time so far), the kept softmax to its softmax.safetensors, written whole last. Raises
+    ``TrainingInterrupted`` on Ctrl-C (the fit keeps nothing: it starts over)."""
     # The rows of words the training text never shows start equal and stay so: scored as one.
     softmax.tie_rows(unigram_start(softmax, train.targets))
     groups = [{"params": [softmax.weight]}, {"params": [softmax.bias], "weight_decay": 0.0}]
@@ -133,7 +132,7 @@ def fit_softmax(
             bar.update(1)
             if stop.requested:
                 bar.close()
-                raise FitInterrupted("interrupted during the softmax fit, which starts over on --resume")
+                raise TrainingInterrupted("interrupted during the softmax fit, which starts over on --resume")
             if step % settings.eval_every == 0 or step == settings.max_steps:
                 best = log.evaluate(softmax, step) or best
                 bar.set_postfix(dev_ppl=f"{log.latest:.1f}")  # the evaluation just made
@@ -142,9 +141,8 @@ def fit_softmax(
     bar.close()
     softmax.tie_rows(None)
     softmax.load_state_dict(best)
-    written = run_dir / f"{SOFTMAX_NAME}.tmp"
-    save_file(best, str(written))
-    written.replace(run_dir / SOFTMAX_NAME)
+    with replacing(run_dir / SOFTMAX_NAME) as temporary:
+        save_file(best, str(temporary))
     return log.stopping
 
 
