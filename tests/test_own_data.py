@@ -204,8 +204,11 @@ def test_config_refuses_what_it_cannot_write(tmp_path, args, says):
 def test_config_to_standard_output_says_how_to_train():
     result = runner.invoke(app, ["config", "-", "--pipeline", "textcat_multilabel"])
     assert result.exit_code == 0, result.output
-    assert "OMP_NUM_THREADS=1 python -m spacy train - --output MODEL_DIR --paths.train TRAIN --paths.dev DEV" in result.output
-    assert "--training.max_steps 2000 for a short first run" in result.output
+    assert (
+        "OMP_NUM_THREADS=1 python -m spacy train - --output MODEL_DIR --paths.train TRAIN --paths.dev DEV "
+        "--training.max_steps 2000" in result.output
+    )
+    assert "the config's own is 20,000" in result.output
     config = Config().from_str(result.output.split("\n", 6)[-1], interpolate=False)
     assert config["nlp"]["pipeline"] == ["elmo", "textcat_multilabel"]
 

@@ -104,9 +104,9 @@ def config_text(config: "Config", command: str, output: str) -> str:
     header = [
         f"# A spaCy training config: {', '.join(pipeline)} on ELMo ({config['paths']['bilm']}), written by",
         f"#   {command}",
-        "# Train it (OMP_NUM_THREADS=1: one PyTorch op thread, the fast path on a CPU; add --gpu-id 0 for a GPU; "
-        "--training.max_steps 2000 for a short first run):",
-        f"#   OMP_NUM_THREADS=1 python -m spacy train {output} --output MODEL_DIR{paths}",
+        "# Train it (OMP_NUM_THREADS=1: one PyTorch op thread, the fast path on a CPU; --training.max_steps: a first "
+        f"run's budget, the config's own is {config['training']['max_steps']:,}; add --gpu-id 0 for a GPU):",
+        f"#   OMP_NUM_THREADS=1 python -m spacy train {output} --output MODEL_DIR{paths} --training.max_steps 2000",
         "# Every setting is spaCy's (https://spacy.io/api/data-formats#config); the elmo pipe and its",
         "# listeners: docs/guide/own-data.md, docs/reference/config.md.",
         "",
