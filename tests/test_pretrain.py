@@ -230,8 +230,8 @@ def test_resume_after_ctrl_c_as_printed_is_bit_for_bit(tmp_path):
     interrupted = _run_cli_with_ctrl_c([str(config_file), str(tmp_path / "resumed"), *args], stop_at_step=5)
     assert interrupted.returncode == 130, interrupted.stderr  # stopped, not finished: scripts can tell
     assert "continue with --resume" in interrupted.stderr
-    stopped_at = torch.load(tmp_path / "resumed" / "checkpoint" / "state.pt", weights_only=False)["step"]
-    assert stopped_at == 5
+    stopped = torch.load(tmp_path / "resumed" / "checkpoint" / "state.pt", weights_only=False)
+    assert stopped["step"] == 5 and stopped["seconds"] > 0  # the first session's time, kept
     printed = interrupted.stderr.split("Continue it with: ")[1].splitlines()[0]
 
     resumed = _pasted(printed)
@@ -245,6 +245,8 @@ def test_resume_after_ctrl_c_as_printed_is_bit_for_bit(tmp_path):
     assert [r["step"] for r in _metrics(tmp_path / "resumed") if "loss" in r][-1] == 12
 
     summary = resumed.stdout[resumed.stdout.index("Pretraining done: 12 steps"):]
+    # the whole run's time: the resumed session's added to the first's
+    assert max(r["seconds"] for r in _metrics(tmp_path / "resumed") if "seconds" in r) > stopped["seconds"]
     assert "held-out perplexity" in summary and f"Model: {tmp_path / 'resumed'}" in summary
     assert "held-out perplexity" in resumed.stdout.split("Pretraining done")[0]  # as evaluated
     demo = _pasted(summary.split("Use it:\n")[1].splitlines()[0].strip())
