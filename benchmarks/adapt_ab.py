@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any, Dict, List, Sequence
 
 from spacy_elmo.bench.measure import alternating
-from spacy_elmo.bench.report import medians_and_ratios
 from spacy_elmo.bench.system import system_info
 
 from .pretrain_ab import _commit
+from .timing import medians_and_ratios
 
 
 def run_adapt_ab(

@@ -538,3 +538,14 @@ def test_pretrain_ab_refuses_a_folder_that_is_no_checkout_or_a_missing_text(tmp_
         run_pretrain_ab(tmp_path, DEFAULT_TEXT, rounds=1)
     with pytest.raises(ValueError, match="--text .*missing.txt: no such file"):
         run_pretrain_ab(CHECKOUT, tmp_path / "missing.txt", rounds=1)
+
+
+def test_adapt_ab_refuses_what_it_cannot_compare(tmp_path):
+    """adapt-ab's checks before any run: the other side must be a checkout with adapt, the text
+    must exist (the whole A/B runs adapt twice: a bench, not a test)."""
+    from benchmarks.adapt_ab import run_adapt_ab
+
+    with pytest.raises(ValueError, match="not a checkout of spacy_elmo with adapt"):
+        run_adapt_ab(tmp_path, [tmp_path / "text.txt"])
+    with pytest.raises(ValueError, match="text.txt: no such file"):
+        run_adapt_ab(Path(__file__).resolve().parents[1], [tmp_path / "text.txt"])

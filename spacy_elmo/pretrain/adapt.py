@@ -2,10 +2,10 @@
 ELMo paper's fine-tuning of the biLM on the task's text; docs/reference/adapt.md gives the steps,
 docs/results/adapt.md what they measured).
 
-The text is split into a training part and a held-out share; a softmax is fitted with the biLM
-frozen when the source has none (its perplexity is the "before"); then the whole biLM trains until
-the held-out perplexity stops falling. Both steps are ordinary pretraining runs, so Ctrl-C and
-``resume`` work as for ``pretrain``, and the output is a pretraining output directory.
+The text is split into a training part and a held-out share; a softmax is fitted to the frozen
+biLM's outputs when the source has none (``softmax_fit``; its perplexity is the "before"); then
+the whole biLM trains until the held-out perplexity stops falling, as an ordinary pretraining run,
+so Ctrl-C and ``resume`` work as for ``pretrain`` and the output is a pretraining output directory.
 """
 
 from __future__ import annotations
