@@ -77,8 +77,12 @@ def adapt_command(
     Fits a softmax first when the source has none (the bundled and released models), with the
     biLM frozen: its held-out perplexity is the "before". Ctrl-C saves a checkpoint; --resume
     continues. The output directory is a biLM for the elmo pipe ("weights": OUTPUT_DIR) and for
-    python -m spacy_elmo config --weights OUTPUT_DIR. Each option sets the key of the recipe's
-    [adapt] section with its name (--max-steps: max_steps).
+    python -m spacy_elmo config --weights OUTPUT_DIR. Each option sets the key of the recipe
+    file's adapt section with its name (--max-steps: max_steps).
+
+    A lower perplexity is not a better component: on the three tasks measured, components on the
+    adapted biLM were not ahead of those on the unadapted one (docs/guide/own-data.md says why);
+    compare both on your dev set.
     """
     from ..pretrain.adapt import adapt
     from ..pretrain.summary import format_duration
@@ -109,7 +113,10 @@ def adapt_command(
             "this text; more text of the domain, or a lower --learning-rate, may help"
             + (" (the output holds the source biLM, unchanged)" if result.kept_source else "")
         )
-    typer.echo(f"Adapted biLM in {output_dir}. Next, a component on it:\n" + "\n".join(f"  {line}" for line in next_steps(output_dir)))
+    typer.echo(
+        f"Adapted biLM in {output_dir}. A component on it, to compare with one on the unadapted biLM "
+        "(same config, budget and seed) on your dev set:\n" + "\n".join(f"  {line}" for line in next_steps(output_dir))
+    )
 
 
 def adapt_line(source: str, texts: List[Path], output_dir: Path, options: Dict[str, Any]) -> str:
