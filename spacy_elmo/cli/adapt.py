@@ -68,7 +68,7 @@ def adapt_command(
     seed: Optional[int] = typer.Option(
         None, "--seed", show_default=False, help=f"Seed of the held-out split, the data order and dropout (default {RECIPE.seed})"
     ),
-    threads: Optional[int] = typer.Option(None, "--threads", show_default=False, help=f"CPU threads for torch (default {RECIPE.threads})"),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1, show_default=False, help=f"CPU threads for torch (default {RECIPE.threads})"),
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted adaptation in OUTPUT_DIR (same arguments)"),
 ) -> None:
     """Adapt a biLM to your own text (continued pretraining, the ELMo paper's fine-tuning of the
