@@ -51,11 +51,9 @@ def test_gradients_equal_numerical_gradients(clip, with_state, batch_sizes):
         assert float(output.abs().max()) == pytest.approx(clip) and float(c_n.abs().max()) == pytest.approx(clip)
 
 
-@pytest.mark.parametrize("clip", [None, 1.0])
-def test_it_trains_as_autograd_through_the_step_loop_in_float32(clip):
-    """Outputs, final states and every gradient against autograd through ``packed_layer`` (an
-    independent derivation: torch's derivatives of each op) at a shape with many steps and
-    rows, from given states, the final states' gradients included."""
+def _clipped_case(clip):
+    """A seeded layer with weights large enough that the clips bite, 12 packed rows of up to 29
+    steps, given states and an upstream gradient."""
     torch.manual_seed(1)
     layer = ClippedLSTM(16, 32, 8, cell_clip=clip, proj_clip=clip)
     with torch.no_grad():
@@ -66,6 +64,15 @@ def test_it_trains_as_autograd_through_the_step_loop_in_float32(clip):
     x = torch.randn(sum(batch_sizes), 16, requires_grad=True)
     state = (torch.randn(12, 8, requires_grad=True), torch.randn(12, 32, requires_grad=True))
     upstream = torch.randn(sum(batch_sizes), 8)
+    return layer, batch_sizes, x, state, upstream
+
+
+@pytest.mark.parametrize("clip", [None, 1.0])
+def test_it_trains_as_autograd_through_the_step_loop_in_float32(clip):
+    """Outputs, final states and every gradient against autograd through ``packed_layer`` (an
+    independent derivation: torch's derivatives of each op) at a shape with many steps and
+    rows, from given states, the final states' gradients included."""
+    layer, batch_sizes, x, state, upstream = _clipped_case(clip)
     results = []
     for kernel in ("training", "step loop"):
         for t in (x, *state, *layer.parameters()):
@@ -106,16 +113,7 @@ def test_under_bf16_autocast_it_trains_as_autograd_through_the_step_loop():
     differ from autograd's by at most two bf16 epsilons of each tensor's largest magnitude (the
     two sum the same bf16 products in another order) and lie as close to float32's as autograd's
     do (within one epsilon), with clips that bite, from given states."""
-    torch.manual_seed(1)
-    layer = ClippedLSTM(16, 32, 8, cell_clip=1.0, proj_clip=1.0)
-    with torch.no_grad():
-        for p in layer.parameters():
-            p.mul_(4)  # large enough that the clips bite
-    lengths = sorted(torch.randint(1, 30, (12,)).tolist(), reverse=True)
-    batch_sizes = [sum(1 for length in lengths if length > t) for t in range(lengths[0])]
-    x = torch.randn(sum(batch_sizes), 16, requires_grad=True)
-    state = (torch.randn(12, 8, requires_grad=True), torch.randn(12, 32, requires_grad=True))
-    upstream = torch.randn(sum(batch_sizes), 8)
+    layer, batch_sizes, x, state, upstream = _clipped_case(1.0)
 
     def run(kernel: str, autocast: bool) -> list:
         tensors = (x, *state, *layer.parameters())
