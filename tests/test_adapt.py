@@ -62,8 +62,8 @@ def test_the_bundled_model_adapts_to_tweets_and_loads_in_the_pipe(tmp_path):
     assert result.ppl_before > 0 and result.ppl_after > 0 and result.best_step is not None
     summary = json.loads((out / "adapt" / "summary.json").read_text())
     assert summary["ppl_after"] == pytest.approx(result.ppl_after, abs=1e-9)  # srsly writes 10 decimals
-    # the whole biLM adapts with the recipe's dropout, from the softmax fitted from the unigram
-    # model (its step 0), whose rows of words the text never shows are equal: scored as one
+    # the whole biLM adapts with the recipe's dropout, from the softmax fitted from zero (its
+    # step 0), whose rows of words the text never shows are equal: scored as one
     objective = load_config(out / "config.cfg")["objective"]
     assert objective["dropout"] == FEW_STEPS.dropout and objective["tie_unseen_rows"]
     fit = [r for r in read_metrics(out / "adapt" / "softmax-fit") if "dev_ppl" in r]

@@ -34,10 +34,10 @@ def _predictions(n: int, vocab: int, dim: int, seed: int) -> Predictions:
 SETTINGS = FitSettings(learning_rate=0.1, batch=64, max_steps=200, eval_every=10, patience=3, seed=0)
 
 
-def test_the_fit_beats_the_unigram_start_keeps_its_best_and_is_seeded(tmp_path):
-    """From the unigram model (step 0's evaluation) the held-out perplexity falls; the softmax
-    kept (and written) is the best evaluation's; the rows of the words never seen stay equal;
-    the same seed gives the same bytes."""
+def test_the_fit_beats_its_zero_start_keeps_its_best_and_is_seeded(tmp_path):
+    """From zero (step 0's evaluation: every word equally likely) the held-out perplexity falls;
+    the softmax kept (and written) is the best evaluation's; the bias stays at zero and the rows
+    of the words never seen stay equal; the same seed gives the same bytes."""
     train, heldout = _predictions(300, 60, 8, seed=1), _predictions(400, 60, 8, seed=2)  # a fit that overfits
     runs = []
     for run in ("a", "b"):
@@ -46,7 +46,9 @@ def test_the_fit_beats_the_unigram_start_keeps_its_best_and_is_seeded(tmp_path):
         stopping = fit_softmax(softmax, train, heldout, SETTINGS, tmp_path / run, show_progress=False)
         runs.append((tmp_path / run / "softmax.safetensors").read_bytes())
     evaluations = [r for r in read_metrics(tmp_path / "a") if "dev_ppl" in r]
-    assert evaluations[0]["step"] == 0 and stopping.best < 0.8 * evaluations[0]["dev_ppl"]
+    assert evaluations[0]["step"] == 0 and evaluations[0]["dev_ppl"] == pytest.approx(60, rel=1e-5)
+    assert stopping.best < 0.8 * evaluations[0]["dev_ppl"]
+    assert not softmax.bias.any() and softmax.bias.requires_grad
     assert stopping.best == min(r["dev_ppl"] for r in evaluations) and stopping.best_step < evaluations[-1]["step"]
     torch.testing.assert_close(held_out(softmax, heldout, 64, "held out").ppl_average, stopping.best, rtol=1e-6, atol=0)
     unseen = softmax.weight[40:]
@@ -70,7 +72,7 @@ def test_the_outputs_score_as_the_trainer_evaluates(tmp_path):
 
 def test_a_run_from_a_fitted_softmax_trains_the_same_with_its_unseen_rows_tied(tmp_path):
     """[objective] tie_unseen_rows: the rows of the words the training text never shows, equal
-    in a softmax fitted from the unigram model, scored as one: the same held-out perplexities as
+    in a softmax fitted from zero, scored as one: the same held-out perplexities as
     the full softmax's, to float32 rounding over a few updates; refused where they differ."""
     overrides = {"paths.train": str(WIKITEXT / "train.txt"), **TINY_BILM, "training.batch_tokens": 400, "training.max_steps": 2}
     lm = pretrain(load_config(None, overrides), tmp_path / "lm", show_progress=False)

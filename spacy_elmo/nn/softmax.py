@@ -71,8 +71,8 @@ class LMSoftmax(nn.Module):
         the products and the softmax then run over the other rows and that one. Training keeps
         such rows equal while none of them is a target (each gets the same gradient: the
         shared row's, spread evenly), so the result is the full softmax's, up to rounding. The
-        rows of the words a text never shows start equal in a softmax fitted from the unigram
-        model (``pretrain/softmax_fit.py``)."""
+        rows of the words a text never shows start equal in the softmax ``adapt`` fits from
+        zero (``pretrain/softmax_fit.py``)."""
         if rows is None or len(rows) < 2:
             self._tied = None
             return
