@@ -6,9 +6,8 @@ is trained on them, the held-out perplexity computed on the held-out text's outp
 update and no evaluation runs the biLM again. The weights start at zero, the learning rate
 falls linearly to 0 at the last update, and the best evaluation's softmax is kept. The bias
 stays at zero: the top layer already tells how frequent each word is (the biLM learned it on its
-own text), while a bias fitted to a small text's counts overfits them. On UD English-EWT the
-unigram bias gave a held-out perplexity of 152.62 against 143.86, and after the whole-biLM step
-a WikiText-2 perplexity 38.5% above the source's against 6.4% (docs/results/adapt/speed).
+own text), while a bias fitted to a small text's counts overfits them: a worse held-out
+perplexity, and a whole-biLM step after it that forgets more (docs/results/adapt/speed).
 """
 
 from __future__ import annotations
@@ -117,9 +116,24 @@ def fit_softmax(
     # The rows of words the training text never shows start equal and stay so: scored as one.
     softmax.tie_rows(zero_start(softmax, train.targets))
     softmax.bias.requires_grad_(False)  # it stays at zero
+    log = _EvaluationLog(heldout, settings, run_dir, show_progress, time.perf_counter())
+    try:
+        best = _train_weights(softmax, train, settings, log, show_progress)
+    finally:  # the softmax as it was given, however the fit ends
+        softmax.tie_rows(None)
+        softmax.bias.requires_grad_(True)
+    softmax.load_state_dict(best)
+    with replacing(run_dir / SOFTMAX_NAME) as temporary:
+        save_file(best, str(temporary))
+    return log.stopping
+
+
+def _train_weights(
+    softmax: LMSoftmax, train: Predictions, settings: FitSettings, log: _EvaluationLog, show_progress: bool
+) -> Dict[str, torch.Tensor]:
+    """The fit's updates of ``softmax.weight`` and its evaluations; the best evaluation's softmax."""
     optimizer = torch.optim.AdamW([softmax.weight], lr=settings.learning_rate, weight_decay=settings.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 - step / settings.max_steps)
-    log = _EvaluationLog(heldout, settings, run_dir, show_progress, time.perf_counter())
     best = log.evaluate(softmax, 0)
     stop = StopRequest(distributed=False, speak=show_progress)
     bar = tqdm(total=settings.max_steps, unit="step", desc="softmax fit", dynamic_ncols=True, disable=not show_progress)
@@ -140,12 +154,7 @@ def fit_softmax(
                 if log.stopping.exhausted:
                     break
     bar.close()
-    softmax.tie_rows(None)
-    softmax.bias.requires_grad_(True)
-    softmax.load_state_dict(best)
-    with replacing(run_dir / SOFTMAX_NAME) as temporary:
-        save_file(best, str(temporary))
-    return log.stopping
+    return best
 
 
 def _batches(n: int, settings: FitSettings) -> Iterator[torch.Tensor]:
